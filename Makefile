@@ -1,0 +1,70 @@
+# Two commands do all set-up on a fresh Debian 12 machine (no GPU needed: lavapipe is the device):
+#   make demo   - the main job
+#   make test   - the test suite
+# Each re-checks what is missing and skips finished set-up.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+VPY := $(VENV)/bin/python
+KP_VERSION := 0.9.0
+DEPS := build/deps
+KP_SRC := $(DEPS)/kp-$(KP_VERSION)
+NATIVE_BUILD := build/native
+EXT_SUFFIX = $(shell $(VPY) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+APT_PKGS := mesa-vulkan-drivers libvulkan-dev glslang-tools spirv-tools vulkan-validationlayers \
+            vulkan-tools cmake g++ make libfmt-dev pybind11-dev python3-venv python3-dev
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: setup apt native test demo bench lint clean
+
+setup: apt $(VENV)/.installed native
+
+# Debian packages: installed only when dpkg says one is missing (a second run takes well under a second).
+apt:
+	@missing=$$(for p in $(APT_PKGS); do dpkg -s $$p 2>/dev/null | grep -q '^Status: install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:" $$missing; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+$(VENV)/.installed: pyproject.toml requirements.txt
+	@$(PY) -c 'import sys; assert sys.version_info >= (3, 11), "vkinfer needs Python 3.11+"'
+	[ -x $(VPY) ] || $(PY) -m venv $(VENV)
+	$(VPY) -m pip install -q --upgrade pip==24.3.1
+	$(VPY) -m pip install -q -r requirements.txt
+	$(VPY) -m pip install -q --no-build-isolation --no-deps -e .
+	touch $@
+
+# Kompute comes from its PyPI sdist (source only, never committed); we build just its C++ library
+# inside our own CMake project and link our small module over it.
+$(KP_SRC)/CMakeLists.txt: | $(VENV)/.installed
+	mkdir -p $(DEPS)
+	$(VPY) -m pip download -q --no-deps --no-binary :all: kp==$(KP_VERSION) -d $(DEPS)
+	tar -xzf $(DEPS)/kp-$(KP_VERSION).tar.gz -C $(DEPS)
+	touch $@
+
+native: $(VENV)/.installed $(KP_SRC)/CMakeLists.txt
+	@$(MAKE) --no-print-directory vkinfer/_vkcore$(EXT_SUFFIX)
+
+vkinfer/_vkcore%: vkinfer/_native/vkcore.cpp vkinfer/_native/CMakeLists.txt
+	cmake -S vkinfer/_native -B $(NATIVE_BUILD) -DKOMPUTE_SRC=$(abspath $(KP_SRC)) \
+	  -DPython_EXECUTABLE=$(abspath $(VPY)) -DCMAKE_BUILD_TYPE=Release > $(NATIVE_BUILD).log 2>&1 \
+	  || { cat $(NATIVE_BUILD).log; exit 1; }
+	cmake --build $(NATIVE_BUILD) -j$$(nproc) >> $(NATIVE_BUILD).log 2>&1 || { tail -50 $(NATIVE_BUILD).log; exit 1; }
+	cp $(NATIVE_BUILD)/_vkcore$(EXT_SUFFIX) $@
+
+test: setup
+	$(VPY) -m ruff check vkinfer tests bench
+	$(VPY) -m pytest -q tests
+
+demo: setup
+	$(VPY) -m vkinfer.demo
+
+bench: setup
+	$(VPY) bench/ops.py
+
+lint: setup
+	$(VPY) -m ruff check vkinfer tests bench
+
+clean:
+	rm -rf build $(VENV) vkinfer/_vkcore*.so

@@ -1,0 +1,77 @@
+// Shared by vkinfer's quantized shaders: 8-bit pack/unpack and the exact requantization.
+//
+// Requantization must equal ONNX Runtime bit for bit:
+//     y = clamp(round_half_even(fl32(fl32(acc) * m)) + zp, lo, hi)
+// Vulkan leaves float rounding modes undefined and compilers may contract multiply-adds, so we
+// never use float here: both float32 roundings (int -> float, and the product) and the final
+// round-half-to-even are emulated with integer arithmetic on m = mant * 2^exp (mant < 2^24,
+// split on the host). Only core GLSL 4.50 integer ops are used (no Int64 capability needed).
+
+ivec4 unpack8(uint w, bool is_signed)
+{
+    if (is_signed) {
+        int v = int(w);
+        return ivec4(bitfieldExtract(v, 0, 8), bitfieldExtract(v, 8, 8), bitfieldExtract(v, 16, 8),
+                     bitfieldExtract(v, 24, 8));
+    }
+    return ivec4(uvec4(w & 0xffu, (w >> 8) & 0xffu, (w >> 16) & 0xffu, w >> 24));
+}
+
+uint pack8(ivec4 v)
+{
+    uvec4 u = uvec4(v) & 0xffu;
+    return u.x | (u.y << 8) | (u.z << 16) | (u.w << 24);
+}
+
+int idot4(ivec4 a, ivec4 b) { return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w; }
+
+// q * 2^sh rounded to the nearest integer, ties to even, for 1 <= sh <= 31 and q < 2^32.
+uint shr_rne(uint q, int sh)
+{
+    uint r = q >> uint(sh);
+    uint rem = q & ((1u << uint(sh)) - 1u);
+    uint half_ = 1u << uint(sh - 1);
+    if (rem > half_ || (rem == half_ && (r & 1u) == 1u)) r += 1u;
+    return r;
+}
+
+int requantize(int acc, int mant, int mexp, int zp, int lo, int hi)
+{
+    if (acc == 0 || mant == 0) return clamp(zp, lo, hi);
+    bool neg = acc < 0;
+    uint a = neg ? uint(-acc) : uint(acc);  // -INT_MIN wraps to 2^31 as uint: exact
+    // fl32(acc): keep 24 significant bits, round half to even.
+    int e = mexp;
+    int msb = findMSB(a);
+    if (msb > 23) {
+        int sh = msb - 23;
+        a = shr_rne(a, sh);  // may carry to 2^24: still exact
+        e += sh;
+    }
+    // fl32(a * mant): the 48-bit product in (hi, lo), rounded to 24 significant bits.
+    uint phi, plo;
+    umulExtended(a, uint(mant), phi, plo);
+    uint q;
+    int pmsb = phi != 0u ? 32 + findMSB(phi) : findMSB(plo);
+    if (pmsb > 23) {
+        int sh = pmsb - 23;  // 1..25
+        q = (plo >> uint(sh)) | (phi << uint(32 - sh));
+        uint rem = plo & ((1u << uint(sh)) - 1u);
+        uint half_ = 1u << uint(sh - 1);
+        if (rem > half_ || (rem == half_ && (q & 1u) == 1u)) q += 1u;
+        e += sh;
+    } else {
+        q = plo;
+    }
+    // round_half_even(q * 2^e); magnitudes >= 1024 saturate (every clamp range is narrower).
+    uint mag;
+    if (e >= 0) {
+        mag = (e >= 10 || q >= 1024u) ? 1024u : min(q << uint(e), 1024u);
+    } else if (-e >= 26) {
+        mag = 0u;  // q <= 2^24, so q * 2^e <= 0.5 and a tie rounds to even 0
+    } else {
+        mag = min(shr_rne(q, -e), 1024u);
+    }
+    int r = neg ? -int(mag) : int(mag);
+    return clamp(r + zp, lo, hi);
+}

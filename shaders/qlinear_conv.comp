@@ -1,0 +1,99 @@
+#version 450
+// General quantized convolution (any kernel, stride, dilation, padding, groups) with fused
+// requantization, read straight from the packed NHWC input through computed offsets (no im2col).
+// One invocation computes 4 output channels (one packed word) of one output pixel.
+// Weights are packed once as [M/4][kH][kW][CG/4][4 output channels] words of 4 input channels,
+// input channels past the group padded with the channel's weight zero point: such taps then add
+// (x - x_zp) * w_zp to the raw sum and (x - x_zp) to the input sum, which cancel in
+// acc - w_zp * xsum, so whole words can be read even where a group ends mid-word.
+#extension GL_GOOGLE_include_directive : require
+#include "qcommon.glsl"
+
+layout(local_size_x = 4, local_size_y = 16) in;
+layout(constant_id = 0) const int C4 = 1;   // input words per pixel
+layout(constant_id = 1) const int IH = 1;
+layout(constant_id = 2) const int IW = 1;
+layout(constant_id = 3) const int OH = 1;
+layout(constant_id = 4) const int OW = 1;
+layout(constant_id = 5) const int M = 1;    // output channels
+layout(constant_id = 6) const int KH = 1;
+layout(constant_id = 7) const int KW = 1;
+layout(constant_id = 8) const int SH = 1;
+layout(constant_id = 9) const int SW = 1;
+layout(constant_id = 10) const int DH = 1;
+layout(constant_id = 11) const int DW = 1;
+layout(constant_id = 12) const int PT = 0;
+layout(constant_id = 13) const int PL = 0;
+layout(constant_id = 14) const int CG = 1;  // input channels per group
+layout(constant_id = 15) const int MG = 1;  // output channels per group
+layout(constant_id = 16) const bool X_SIGNED = false;
+layout(constant_id = 17) const bool W_SIGNED = false;
+
+layout(std430, binding = 0) readonly buffer X_ { uint X[]; };
+layout(std430, binding = 1) readonly buffer W_ { uint W[]; };
+layout(std430, binding = 2) readonly buffer Q_ { ivec4 Q[]; };  // bias, w_zp, mant, exp per channel
+layout(std430, binding = 3) writeonly buffer Y_ { uint Y[]; };
+layout(push_constant) uniform P { int x_zp; int y_zp; int lo; int hi; } pc;
+
+const int M4 = (M + 3) / 4;
+const int CG4 = (CG + 3) / 4;
+
+// Input channels cbase + 4*ci4 .. +3 of one pixel, minus x_zp; channels past the group read as 0.
+ivec4 load_x4(int pix, int cbase, int ci4)
+{
+    if ((cbase & 3) == 0) return unpack8(X[pix + cbase / 4 + ci4], X_SIGNED) - pc.x_zp;
+    ivec4 v;
+    for (int t = 0; t < 4; t++) {
+        int c = cbase + ci4 * 4 + t;
+        v[t] = c < cbase + CG ? unpack8(X[pix + c / 4], X_SIGNED)[c & 3] - pc.x_zp : 0;
+    }
+    return v;
+}
+
+void main()
+{
+    int oc4 = int(gl_GlobalInvocationID.x);
+    int ow = int(gl_GlobalInvocationID.y);
+    int noh = int(gl_GlobalInvocationID.z);
+    if (oc4 >= M4 || ow >= OW) return;
+    int n = noh / OH, oh = noh - (noh / OH) * OH;
+    int oc0 = oc4 * 4;
+
+    ivec4 acc = ivec4(0), xs = ivec4(0);
+    // The 4 channels of a word may straddle groups (MG not a multiple of 4): walk runs of
+    // channels that share a group, reading each input once per run.
+    int j0 = 0;
+    while (j0 < 4) {
+        int g = min(oc0 + j0, M - 1) / MG;
+        int j1 = j0 + 1;
+        while (j1 < 4 && min(oc0 + j1, M - 1) / MG == g) j1++;
+        int cbase = g * CG;
+        for (int kh = 0; kh < KH; kh++) {
+            int ih = oh * SH - PT + kh * DH;
+            if (ih < 0 || ih >= IH) continue;
+            for (int kw = 0; kw < KW; kw++) {
+                int iw = ow * SW - PL + kw * DW;
+                if (iw < 0 || iw >= IW) continue;
+                int pix = ((n * IH + ih) * IW + iw) * C4;
+                int wbase = ((oc4 * KH + kh) * KW + kw) * CG4 * 4;
+                for (int ci4 = 0; ci4 < CG4; ci4++) {
+                    ivec4 x = load_x4(pix, cbase, ci4);
+                    int s = x.x + x.y + x.z + x.w;
+                    for (int j = j0; j < j1; j++) {
+                        acc[j] += idot4(x, unpack8(W[wbase + ci4 * 4 + j], W_SIGNED));
+                        xs[j] += s;
+                    }
+                }
+            }
+        }
+        j0 = j1;
+    }
+
+    ivec4 y = ivec4(0);
+    for (int j = 0; j < 4; j++) {
+        if (oc0 + j >= M) break;
+        ivec4 q = Q[oc0 + j];
+        y[j] = requantize(acc[j] - q.y * xs[j] + q.x, q.z, q.w, pc.y_zp, pc.lo, pc.hi);
+    }
+    Y[((n * OH + oh) * OW + ow) * M4 + oc4] = pack8(y);
+}

@@ -1,0 +1,175 @@
+"""The one internal module that talks to Kompute (through our native `_vkcore` binding).
+
+Everything else in vkinfer uses `Device`, `Buffer`, `Program` and `Sequence` from here:
+buffers are raw bytes on the device (with a host staging copy when they cross to the host),
+programs are compute pipelines bound to buffers with shapes as specialization constants and
+scalars as push constants, and a sequence records uploads, dispatches, barriers and downloads
+once and replays them with one submit per `run()`.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import _glsl
+from .errors import VulkanUnavailableError
+
+_TYPE_RANK = {"discrete": 0, "integrated": 1, "virtual": 2, "cpu": 3, "other": 4}
+
+
+@functools.cache
+def _native() -> Any:
+    try:
+        from . import _vkcore
+    except ImportError as e:
+        if "libvulkan" in str(e):
+            raise VulkanUnavailableError(
+                "the Vulkan loader (libvulkan.so.1) is missing: install libvulkan1 and a driver, e.g. "
+                "`apt-get install libvulkan1 mesa-vulkan-drivers` (lavapipe, a CPU Vulkan device)") from e
+        raise VulkanUnavailableError(f"vkinfer's native Vulkan module is not built ({e}); run `make setup`") from e
+    return _vkcore
+
+
+@functools.cache
+def _instance() -> Any:
+    try:
+        return _native().Instance()
+    except RuntimeError as e:
+        raise VulkanUnavailableError(
+            f"cannot create a Vulkan instance ({e}): install a Vulkan driver, e.g. mesa-vulkan-drivers") from e
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """One Vulkan physical device as vkinfer sees it."""
+
+    index: int
+    name: str
+    type: str  # discrete, integrated, virtual, cpu, other
+    api_version: str
+    driver: str
+    driver_info: str
+    vendor_id: int
+    device_id: int
+    limits: dict
+
+    def __str__(self) -> str:
+        return f"[{self.index}] {self.name} ({self.type}, Vulkan {self.api_version}, driver {self.driver})"
+
+
+def devices() -> list[DeviceInfo]:
+    """All Vulkan devices, in vkinfer's order of preference (discrete, integrated, virtual, cpu)."""
+    infos = [DeviceInfo(**d) for d in _instance().devices()]
+    return sorted(infos, key=lambda d: (_TYPE_RANK.get(d.type, 9), d.index))
+
+
+def _pick(spec: int | str | None) -> DeviceInfo:
+    infos = devices()
+    if not infos:
+        raise VulkanUnavailableError("no Vulkan device found: install a driver (mesa-vulkan-drivers gives lavapipe)")
+    if spec is None:
+        spec = os.environ.get("VKINFER_DEVICE") or None
+    if spec is None:
+        return infos[0]
+    if isinstance(spec, int) or (isinstance(spec, str) and spec.isdigit()):
+        for d in infos:
+            if d.index == int(spec):
+                return d
+        raise ValueError(f"no Vulkan device with index {spec}; have: {', '.join(map(str, infos))}")
+    for d in infos:
+        if str(spec).lower() in d.name.lower() or str(spec).lower() == d.type:
+            return d
+    raise ValueError(f"no Vulkan device matches {spec!r}; have: {', '.join(map(str, infos))}")
+
+
+class Buffer:
+    """Device memory of `nbytes`; `staged` buffers can be written from and read back to the host."""
+
+    def __init__(self, raw: Any, staged: bool):
+        self.raw, self.staged, self.nbytes = raw, staged, raw.nbytes
+
+    def write(self, data: np.ndarray, offset: int = 0) -> None:
+        self.raw.write(np.ascontiguousarray(data), offset)
+
+    def read(self, dtype: np.dtype, count: int, offset: int = 0) -> np.ndarray:
+        out = np.empty(count, dtype)
+        self.raw.read_into(out, offset)
+        return out
+
+
+class Program:
+    """A compute pipeline bound to its buffers, with its dispatch size fixed at creation."""
+
+    def __init__(self, raw: Any, name: str):
+        self.raw, self.name = raw, name
+
+
+class Sequence:
+    """Commands recorded once, replayed with one submit per run()."""
+
+    def __init__(self, raw: Any):
+        self.raw = raw
+
+    def upload(self, *bufs: Buffer) -> None:
+        self.raw.upload([b.raw for b in bufs])
+
+    def download(self, *bufs: Buffer) -> None:
+        self.raw.download([b.raw for b in bufs])
+
+    def dispatch(self, prog: Program) -> None:
+        self.raw.dispatch(prog.raw)
+
+    def barrier(self) -> None:
+        """All earlier transfer/shader writes become visible to all later transfers, shaders, host reads."""
+        self.raw.barrier()
+
+    def run(self) -> None:
+        self.raw.run()
+
+
+class Device:
+    """An open Vulkan device. Get one with `get_device()`."""
+
+    def __init__(self, info: DeviceInfo):
+        self.info = info
+        self.limits = info.limits
+        self.raw = _native().Device(_instance(), info.index)
+
+    def buffer(self, nbytes: int, staged: bool = True) -> Buffer:
+        max_range = self.limits["max_storage_buffer_range"]
+        if nbytes > max_range:
+            raise ValueError(f"a {nbytes}-byte buffer exceeds this device's maxStorageBufferRange ({max_range})")
+        return Buffer(self.raw.buffer(int(nbytes), staged), staged)
+
+    def program(self, shader: str, buffers: list[Buffer], groups: tuple[int, int, int],
+                spec: list[int] = (), push: list[int] = (), defines: dict[str, Any] | None = None) -> Program:
+        """Pipeline for shaders/<shader>.comp over `buffers` (bindings 0..n-1), dispatching `groups`."""
+        limit = self.limits["max_compute_workgroup_count"]
+        if any(g < 1 or g > lim for g, lim in zip(groups, limit, strict=True)):
+            raise ValueError(f"{shader}: dispatch of {groups} workgroups exceeds this device's limit {limit}")
+        code = _glsl.spirv(shader, tuple(sorted((k, str(v)) for k, v in (defines or {}).items())))
+        spec_u = [int(v) & 0xFFFFFFFF for v in spec]
+        push_u = [int(v) & 0xFFFFFFFF for v in push]
+        if 4 * len(push_u) > self.limits["max_push_constants_size"]:
+            raise ValueError(f"{shader}: {4 * len(push_u)} bytes of push constants exceed the device limit")
+        return Program(self.raw.program(code, [b.raw for b in buffers], tuple(groups), spec_u, push_u), shader)
+
+    def sequence(self) -> Sequence:
+        return Sequence(self.raw.sequence())
+
+
+_open: dict[int, Device] = {}
+
+
+def get_device(spec: int | str | None = None) -> Device:
+    """The Vulkan device to use: `spec` (index, name substring or type), else $VKINFER_DEVICE,
+    else the most preferred one. Devices are opened once and shared."""
+    info = _pick(spec)
+    if info.index not in _open:
+        _open[info.index] = Device(info)
+    return _open[info.index]

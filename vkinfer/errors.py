@@ -1,0 +1,13 @@
+"""vkinfer's exception types. Bad arguments raise the builtin ValueError / TypeError."""
+
+
+class VkInferError(RuntimeError):
+    """Base class of vkinfer's own run-time errors."""
+
+
+class VulkanUnavailableError(VkInferError):
+    """No usable Vulkan loader, driver, device or native module; the message says what to install."""
+
+
+class ShaderCompileError(VkInferError):
+    """glslang is missing or rejected a shader."""

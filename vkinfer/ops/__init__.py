@@ -1,0 +1,65 @@
+"""Quantized ops with ONNX semantics: one call, any device, the same bits.
+
+`device` is "vulkan" (the Vulkan device chosen by vkinfer.devices() order or $VKINFER_DEVICE) or
+"reference" (pure numpy, the executable definition of the numerics).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+
+from .. import reference
+from ._spec import conv_spec, matmul_spec
+
+Device = Literal["vulkan", "reference"]
+Activation = None | Literal["relu", "relu6"] | tuple[str, float, float]
+DEVICES = ("vulkan", "reference")
+
+
+def _check_device(device: str) -> None:
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
+
+
+def qlinear_conv(x: np.ndarray, x_scale, x_zero_point, w: np.ndarray, w_scale, w_zero_point,
+                 y_scale, y_zero_point, bias: np.ndarray | None = None, *,
+                 strides: tuple[int, int] = (1, 1), pads: tuple[int, int, int, int] = (0, 0, 0, 0),
+                 dilations: tuple[int, int] = (1, 1), group: int = 1, activation: Activation = None,
+                 device: Device = "vulkan") -> np.ndarray:
+    """ONNX QLinearConv: quantized 2-D convolution with int32 accumulation and requantization.
+
+    x: (N, C, H, W) uint8 or int8. w: (M, C/group, kH, kW) uint8 or int8. x_scale, y_scale: positive
+    floats; w_scale, w_zero_point: per tensor or one per output channel. Zero points are uint8/int8
+    numpy scalars (or Python ints, which take the data's type); y_zero_point's type is the output's
+    type. bias: int32 (M,) or None. pads: (top, left, bottom, right). activation: None, "relu",
+    "relu6" or ("clip", lo, hi) in real units, applied by narrowing the output clamp.
+    Returns (N, M, OH, OW) in y_zero_point's type, bit-identical on every device to ONNX Runtime.
+    """
+    _check_device(device)
+    s = conv_spec(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, bias,
+                  strides=strides, pads=pads, dilations=dilations, group=group, activation=activation)
+    if device == "reference":
+        return reference.qlinear_conv(s)
+    from .. import vulkan
+
+    return vulkan.run_conv(s)
+
+
+def qlinear_matmul(a: np.ndarray, a_scale, a_zero_point, b: np.ndarray, b_scale, b_zero_point,
+                   y_scale, y_zero_point, *, device: Device = "vulkan") -> np.ndarray:
+    """ONNX QLinearMatMul: a @ b (numpy broadcasting over batch dimensions, both at least 2-D),
+    int32 accumulation, requantized to y_zero_point's type. b_scale and b_zero_point may be per
+    column (N values). Bit-identical on every device to ONNX Runtime.
+    """
+    _check_device(device)
+    s = matmul_spec(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point)
+    if device == "reference":
+        return reference.qlinear_matmul(s)
+    from .. import vulkan
+
+    return vulkan.run_matmul(s)
+
+
+__all__ = ["qlinear_conv", "qlinear_matmul", "DEVICES"]

@@ -1,0 +1,46 @@
+"""Host-side conversions between numpy layouts and vkinfer's packed device layout.
+
+On the device, 8-bit tensors are NHWC with channels padded to a multiple of 4 with zero bytes and
+packed 4 per 32-bit word (little-endian: channel 4i+j is byte j of word i). Matrices are rows of
+K padded the same way.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def ceil4(n: int) -> int:
+    return (n + 3) // 4
+
+
+def pad_last(a: np.ndarray, to: int, fill: int | np.ndarray = 0) -> np.ndarray:
+    """Pad the last axis of a uint8 array to length `to` with `fill` (a byte or per-row bytes)."""
+    if a.shape[-1] == to:
+        return a
+    out = np.empty((*a.shape[:-1], to), np.uint8)
+    out[..., : a.shape[-1]] = a
+    out[..., a.shape[-1]:] = np.asarray(fill, np.uint8)[..., None] if np.ndim(fill) else fill
+    return out
+
+
+def as_bytes(a: np.ndarray) -> np.ndarray:
+    return a.view(np.uint8)
+
+
+def nchw_to_packed(x: np.ndarray) -> np.ndarray:
+    """(N, C, H, W) uint8/int8 -> (N, H, W, C/4) uint32 words."""
+    b = as_bytes(np.ascontiguousarray(x.transpose(0, 2, 3, 1)))
+    return np.ascontiguousarray(pad_last(b, 4 * ceil4(x.shape[1]))).view(np.uint32)
+
+
+def packed_to_nchw(words: np.ndarray, shape: tuple[int, int, int, int], dtype: np.dtype) -> np.ndarray:
+    """(N*H*W*C/4) uint32 words -> (N, C, H, W) of `dtype`."""
+    n, c, h, w = shape
+    b = words.view(np.uint8).reshape(n, h, w, 4 * ceil4(c))[..., :c]
+    return np.ascontiguousarray(b.transpose(0, 3, 1, 2)).view(dtype)
+
+
+def rows_to_packed(a: np.ndarray) -> np.ndarray:
+    """(..., K) uint8/int8 -> (..., K/4) uint32 words (zero padded)."""
+    return np.ascontiguousarray(pad_last(as_bytes(np.ascontiguousarray(a)), 4 * ceil4(a.shape[-1]))).view(np.uint32)

@@ -1,0 +1,110 @@
+"""QLinearConv on Vulkan: kernel choice, one-time weight packing, and binding to buffers.
+
+Kernels (shaders/<name>.comp):
+- qlinear_gemm:       1x1, no padding, group 1 (any stride): a GEMM over output pixels.
+- qlinear_dwconv3x3:  depthwise 3x3, stride 1 or 2, dilation 1.
+- qlinear_dwconv:     other depthwise (group == C == M).
+- qlinear_conv:       everything else (grouped, dilated, strided, any kernel).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._vk import Buffer, Device, Program
+from ..ops._spec import ConvSpec
+from ..reference.requant import split_float32
+from ._layout import as_bytes, ceil4, pad_last
+
+
+def choose_kernel(s: ConvSpec) -> str:
+    n, c, h, w = s.x.shape
+    m, cg, kh, kw = s.w.shape
+    if s.group == c == m:
+        if kh == kw == 3 and s.strides[0] == s.strides[1] in (1, 2) and s.dilations == (1, 1):
+            return "qlinear_dwconv3x3"
+        return "qlinear_dwconv"
+    if kh == kw == 1 and s.group == 1 and s.pads == (0, 0, 0, 0):
+        return "qlinear_gemm"
+    return "qlinear_conv"
+
+
+def requant_table(term: np.ndarray, w_zp: np.ndarray, m: np.ndarray, channels_padded: int) -> np.ndarray:
+    """Per-channel ivec4 (term, w_zp, mant, exp), zero rows for padding channels."""
+    mant, exp = split_float32(m)
+    q = np.zeros((channels_padded, 4), np.int32)
+    q[: len(term)] = np.stack([term.astype(np.int64).astype(np.int32), w_zp, mant, exp], axis=1)
+    return q
+
+
+class QLinearConv:
+    """A convolution prepared for one Vulkan device: packed weights and requantization table
+    uploaded once; `bind(x, y)` makes the pipeline over given activation buffers."""
+
+    def __init__(self, s: ConvSpec, dev: Device):
+        self.spec, self.dev = s, dev
+        self.kernel = choose_kernel(s)
+        n, c, h, w = s.x.shape
+        m, cg, kh, kw = s.w.shape
+        _, _, oh, ow = s.out_shape
+        self.in_shape, self.out_shape = s.x.shape, s.out_shape
+        self.in_words, self.out_words = n * h * w * ceil4(c), n * oh * ow * ceil4(m)
+        wb = as_bytes(s.w)  # raw bytes; signedness is a specialization constant
+        sx, sw_ = s.x.dtype == np.int8, s.w.dtype == np.int8
+        (sh, sww), (dh, dw), (pt, pl, _, _) = s.strides, s.dilations, s.pads
+        c4, m4 = ceil4(c), ceil4(m)
+        term = s.bias.astype(np.int64)
+        if self.kernel == "qlinear_gemm":
+            # B[m][k] words, zero padded; fold x_zp: term = bias - x_zp*sum_k w + K*x_zp*w_zp.
+            packed = pad_last(wb.reshape(m, c), 4 * c4)
+            packed = np.concatenate([packed, np.zeros((4 * m4 - m, 4 * c4), np.uint8)]).view(np.uint32)
+            wsum = s.w.reshape(m, c).astype(np.int64).sum(axis=1)
+            term = term - s.x_zp * wsum + c * s.x_zp * s.w_zp.astype(np.int64)
+            rows = oh * ow
+            self.spec_consts = [c4, m4, rows, h * w * c4, 0, ow, w, sh, sww, sx, sw_,
+                                int(np.any(s.w_zp != 0)), m, 0]
+            self.groups = (-(-m4 // 8), -(-rows // 32), n)
+        elif self.kernel.startswith("qlinear_dwconv"):
+            # [C/4][kH][kW] words of 4 channels.
+            b = np.zeros((4 * c4, kh, kw), np.uint8)
+            b[:c] = wb.reshape(c, kh, kw)
+            packed = np.ascontiguousarray(b.reshape(c4, 4, kh, kw).transpose(0, 2, 3, 1)).view(np.uint32)
+            if self.kernel == "qlinear_dwconv3x3":
+                self.spec_consts = [c4, h, w, oh, ow, c, sh, pt, pl, sx, sw_]
+                self.groups = (-(-c4 // 4), -(-ow // 64), n * oh)
+            else:
+                self.spec_consts = [c4, h, w, oh, ow, c, kh, kw, sh, sww, dh, dw, pt, pl, sx, sw_]
+                self.groups = (-(-c4 // 4), -(-ow // 16), n * oh)
+        else:
+            # [M/4][kH][kW][CG/4][4 output channels] words of 4 input channels; input channels past
+            # the group padded with w_zp (cancels in the shader), padding output channels with 0.
+            cg4 = 4 * ceil4(cg)
+            b = np.zeros((4 * m4, kh, kw, cg4), np.uint8)
+            zp_bytes = s.w_zp.astype(np.int64).astype(np.uint8)
+            b[:m] = pad_last(np.ascontiguousarray(wb.transpose(0, 2, 3, 1)), cg4, zp_bytes[:, None, None])
+            words = b.view(np.uint32).reshape(m4, 4, kh, kw, cg4 // 4)
+            packed = np.ascontiguousarray(words.transpose(0, 2, 3, 4, 1))
+            self.spec_consts = [c4, h, w, oh, ow, m, kh, kw, sh, sww, dh, dw, pt, pl, cg, m // s.group, sx, sw_]
+            self.groups = (-(-m4 // 4), -(-ow // 16), n * oh)
+        q = requant_table(term, s.w_zp, s.out.m, 4 * m4)
+        self.push = [s.x_zp, s.out.zero_point, s.out.lo, s.out.hi]
+        self.w_buf = _upload_const(dev, packed)
+        self.q_buf = _upload_const(dev, q)
+
+    def bind(self, x: Buffer, y: Buffer) -> Program:
+        """The pipeline reading packed input `x` and writing packed output `y`."""
+        if x.nbytes < 4 * self.in_words or y.nbytes < 4 * self.out_words:
+            raise ValueError("activation buffer too small for this convolution")
+        return self.dev.program(self.kernel, [x, self.w_buf, self.q_buf, y], self.groups,
+                                self.spec_consts, self.push)
+
+
+def _upload_const(dev: Device, a: np.ndarray) -> Buffer:
+    """A device buffer holding `a`, uploaded once (weights, tables)."""
+    buf = dev.buffer(a.nbytes, staged=True)
+    buf.write(a)
+    seq = dev.sequence()
+    seq.upload(buf)
+    seq.barrier()
+    seq.run()
+    return buf

@@ -1,0 +1,40 @@
+"""QLinearMatMul on Vulkan: the qlinear_gemm kernel over (batched) rows of A."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._vk import Buffer, Device, Program
+from ..ops._spec import MatMulSpec
+from ._layout import ceil4, pad_last
+from .qlinear_conv import _upload_const, requant_table
+
+
+class QLinearMatMul:
+    """A matmul prepared for one device: B packed per column and uploaded once (with a_zp folded
+    into the per-column terms); `bind(a, y)` makes the pipeline over activation buffers."""
+
+    def __init__(self, s: MatMulSpec, dev: Device):
+        self.spec, self.dev = s, dev
+        nb, m, k = s.a.shape
+        bb, _, n = s.b.shape
+        k4, n4 = ceil4(k), ceil4(n)
+        self.in_words, self.out_words = nb * m * k4, nb * m * n4
+        bt = np.ascontiguousarray(s.b.transpose(0, 2, 1)).view(np.uint8)  # (bb, N, K) raw bytes
+        packed = np.zeros((bb, 4 * n4, 4 * k4), np.uint8)
+        packed[:, :n] = pad_last(bt, 4 * k4)
+        bsum = s.b.astype(np.int64).sum(axis=1)  # (bb, N)
+        term = -s.a_zp * bsum + k * s.a_zp * s.b_zp.astype(np.int64)[None, :]
+        q = np.concatenate([requant_table(t, s.b_zp, s.out.m, 4 * n4) for t in term])
+        shared_b = bb == 1 and nb > 1
+        self.spec_consts = [k4, n4, m, m * k4, 0 if shared_b else 4 * n4 * k4, m, m, 1, 1,
+                            s.a.dtype == np.int8, s.b.dtype == np.int8, int(np.any(s.b_zp != 0)), n,
+                            0 if shared_b else 4 * n4]
+        self.groups = (-(-n4 // 8), -(-m // 32), nb)
+        self.push = [s.a_zp, s.out.zero_point, s.out.lo, s.out.hi]
+        self.w_buf = _upload_const(dev, packed.view(np.uint32))
+        self.q_buf = _upload_const(dev, q)
+
+    def bind(self, a: Buffer, y: Buffer) -> Program:
+        return self.dev.program("qlinear_gemm", [a, self.w_buf, self.q_buf, y], self.groups,
+                                self.spec_consts, self.push)
