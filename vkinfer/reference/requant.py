@@ -24,7 +24,8 @@ def requantize(acc: np.ndarray, m: np.ndarray, zero_point: int, lo: int, hi: int
 
     `m` broadcasts against `acc` (per output channel on the channel axis).
     """
-    f = acc.astype(np.float32) * np.asarray(m, dtype=np.float32)  # one float32 multiply, RNE
+    with np.errstate(over="ignore"):  # an infinite product saturates below, as in ORT
+        f = acc.astype(np.float32) * np.asarray(m, dtype=np.float32)  # one float32 multiply, RNE
     r = np.rint(f)  # round half to even
     # Clamp before adding the zero point so that huge or infinite products cannot wrap.
     r = np.clip(r, np.float32(lo - zero_point), np.float32(hi - zero_point))

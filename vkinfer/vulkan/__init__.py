@@ -15,10 +15,10 @@ import numpy as np
 from .._vk import Device, get_device
 from ..ops._spec import ConvSpec, MatMulSpec
 from ._layout import nchw_to_packed, packed_to_nchw, rows_to_packed
-from .qlinear_conv import QLinearConv, choose_kernel
+from .qlinear_conv import KERNELS, QLinearConv, choose_kernel
 from .qlinear_matmul import QLinearMatMul
 
-__all__ = ["QLinearConv", "QLinearMatMul", "Executable", "Chain", "choose_kernel", "run_conv", "run_matmul"]
+__all__ = ["KERNELS", "QLinearConv", "QLinearMatMul", "Executable", "Chain", "choose_kernel", "run_conv", "run_matmul"]
 
 
 class Executable:

@@ -17,6 +17,11 @@ from ..reference.requant import split_float32
 from ._layout import as_bytes, ceil4, pad_last
 
 
+# Every convolution kernel variant; the tests check the shape table reaches each one and the
+# benchmark reports which one ran.
+KERNELS = ("qlinear_gemm", "qlinear_dwconv3x3", "qlinear_dwconv", "qlinear_conv")
+
+
 def choose_kernel(s: ConvSpec) -> str:
     n, c, h, w = s.x.shape
     m, cg, kh, kw = s.w.shape

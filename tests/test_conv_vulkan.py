@@ -1,0 +1,86 @@
+"""qlinear_conv on Vulkan equals the numpy reference exactly, over the edge-case table and random shapes."""
+
+import numpy as np
+import pytest
+from cases import conv_case, conv_table
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from vkinfer import ops
+from vkinfer.ops._spec import conv_spec
+from vkinfer.reference.qlinear_conv import conv_accumulate
+from vkinfer.vulkan import KERNELS, choose_kernel
+
+TABLE = conv_table()
+
+
+@pytest.mark.parametrize("name,case", TABLE, ids=[n for n, _ in TABLE])
+def test_table(name, case):
+    ref = ops.qlinear_conv(**case, device="reference")
+    out = ops.qlinear_conv(**case, device="vulkan")
+    assert out.dtype == ref.dtype and out.shape == ref.shape
+    np.testing.assert_array_equal(out, ref)
+
+
+def test_table_covers_every_kernel_and_edge():
+    kernels = {choose_kernel(conv_spec(**c)) for _, c in TABLE}
+    assert kernels == set(KERNELS)
+    # Outputs saturate at both ends somewhere, and large-K cases really pass 2**24.
+    lo_hit = hi_hit = False
+    for name, c in TABLE:
+        s = conv_spec(**c)
+        y = ops.qlinear_conv(**c, device="reference")
+        lo_hit |= bool((y == np.iinfo(y.dtype).min).any()) and "saturate" in name
+        hi_hit |= bool((y == np.iinfo(y.dtype).max).any()) and "saturate" in name
+        if name.startswith("bigacc"):
+            assert np.abs(conv_accumulate(s).astype(np.int64)).max() > 2**24, name
+    assert lo_hit and hi_hit
+
+
+def test_ties_really_tie():
+    """Power-of-two scales put float32(acc) * m exactly on .5 for many outputs: the rounding rule matters."""
+    hits = 0
+    for name, c in TABLE:
+        if "ties" in name:
+            s = conv_spec(**c)
+            f = conv_accumulate(s).astype(np.float32) * s.out.m[None, :, None, None]
+            hits += int(np.sum(f - np.floor(f) == 0.5))
+    assert hits > 100
+
+
+def test_repeat_calls_and_cache_give_same_bits():
+    rng = np.random.default_rng(7)
+    c = conv_case(rng, c=16, h=9, w=9, m=16, kh=3, pads=(1, 1, 1, 1))
+    first = ops.qlinear_conv(**c)
+    for _ in range(3):
+        c["x"] = rng.integers(0, 256, c["x"].shape).astype(np.uint8)
+        np.testing.assert_array_equal(ops.qlinear_conv(**c), ops.qlinear_conv(**c, device="reference"))
+    assert first.shape == (1, 16, 9, 9)
+
+
+@st.composite
+def conv_args(draw):
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    group_kind = draw(st.sampled_from(["g1", "g", "dw"]))
+    cg = draw(st.integers(1, 12))
+    g = 1 if group_kind == "g1" else draw(st.integers(2, 4))
+    c = cg * g
+    if group_kind == "dw":
+        g, c, cg = c, c, 1
+    m = c if group_kind == "dw" else g * draw(st.integers(1, 6))
+    kh, kw = draw(st.integers(1, 5)), draw(st.integers(1, 5))
+    s = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    d = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    pads = tuple(draw(st.integers(0, 3)) for _ in range(4))
+    h = draw(st.integers(max(1, (kh - 1) * d[0] + 1 - pads[0] - pads[2]), 14))
+    w = draw(st.integers(max(1, (kw - 1) * d[1] + 1 - pads[1] - pads[3]), 14))
+    xt, wt = draw(st.sampled_from([("u8", "s8"), ("u8", "u8"), ("s8", "s8"), ("s8", "u8")]))
+    return conv_case(rng, n=draw(st.integers(1, 2)), c=c, h=h, w=w, m=m, kh=kh, kw=kw, strides=s, pads=pads,
+                     dilations=d, group=g, xt=xt, wt=wt, per_channel=draw(st.booleans()),
+                     mode=draw(st.sampled_from(["random", "saturate", "ties"])))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(conv_args())
+def test_random_shapes(case):
+    np.testing.assert_array_equal(ops.qlinear_conv(**case), ops.qlinear_conv(**case, device="reference"))
