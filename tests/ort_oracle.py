@@ -39,8 +39,13 @@ def qlinear_conv(x, xs, xzp, w, ws, wzp, ys, yzp, bias, strides, pads, dilations
 
 
 def qlinear_matmul(a, as_, azp, b, bs, bzp, ys, yzp) -> np.ndarray:
+    def col(v, dt):  # ORT wants per-column params shaped like b with K -> 1: (..., 1, N)
+        v = np.array(v, dt)
+        per_col = np.size(bs) > 1 or np.size(bzp) > 1
+        return np.ascontiguousarray(np.broadcast_to(v.reshape(1, -1), (*b.shape[:-2], 1, b.shape[-1]))) if per_col else v
+
     consts = {"as": np.array(as_, np.float32), "azp": np.array(azp, a.dtype), "b": b,
-              "bs": np.array(bs, np.float32), "bzp": np.array(bzp, b.dtype),
+              "bs": col(bs, np.float32), "bzp": col(bzp, b.dtype),
               "ys": np.array(ys, np.float32), "yzp": np.array(yzp)}
     node = helper.make_node("QLinearMatMul", ["a", "as", "azp", "b", "bs", "bzp", "ys", "yzp"], ["y"])
     return _run(node, {"a": a}, consts, _T[consts["yzp"].dtype])
