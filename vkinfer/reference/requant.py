@@ -16,7 +16,8 @@ QRANGE = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127)}
 
 def multiplier(x_scale: np.float32, w_scale: np.ndarray, y_scale: np.float32) -> np.ndarray:
     """Per-channel float32 multipliers m[c] = (x_scale * w_scale[c]) / y_scale, each step in float32."""
-    return (np.float32(x_scale) * np.asarray(w_scale, dtype=np.float32)) / np.float32(y_scale)
+    with np.errstate(over="ignore"):  # callers reject a non-finite multiplier by name
+        return (np.float32(x_scale) * np.asarray(w_scale, dtype=np.float32)) / np.float32(y_scale)
 
 
 def requantize(acc: np.ndarray, m: np.ndarray, zero_point: int, lo: int, hi: int) -> np.ndarray:

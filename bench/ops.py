@@ -1,0 +1,284 @@
+"""Per-op benchmark: vkinfer on Vulkan against ONNX Runtime (CPU, one thread) on MobileNetV2's layers.
+
+    .venv/bin/python bench/ops.py [--repeat N] [--warmup W] [--only SUBSTR] [--quick]
+
+For every distinct layer shape in bench/mobilenet_v2_shapes.json both sides run the same quantized
+op on the same seeded data, interleaved run by run. vkinfer's time is the whole op as a caller sees
+it (host layout packing, upload, one submit, download, unpacking); ORT's is `session.run` of a
+single-node model. `exact` compares vkinfer's Vulkan output with vkinfer's numpy reference, not with
+ORT: ORT's uint8 x int8 kernels on x86 saturate pairwise int16 sums, so ORT itself is not exact.
+Results go to bench/results/ops-<device type>-<UTC time>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import sys
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+from vkinfer import reference
+from vkinfer._vk import Device, get_device
+from vkinfer.ops._spec import ConvSpec, MatMulSpec, conv_spec, matmul_spec
+from vkinfer.vulkan import Executable, QLinearConv, QLinearMatMul, choose_kernel
+
+HERE = Path(__file__).resolve().parent
+SHAPES = HERE / "mobilenet_v2_shapes.json"
+RESULTS = HERE / "results"
+# --quick: one shape per kernel that MobileNetV2 reaches (generic conv, gemm, depthwise 3x3, matmul).
+QUICK = ("conv_first_3to32_224", "expand_64to384_14", "dw_s2_144_56", "classifier_1280to1000")
+SEED = 20240601
+
+
+@dataclass
+class Case:
+    """One layer ready to time: the validated spec, its vkinfer executable and its ORT session."""
+
+    entry: dict
+    spec: ConvSpec | MatMulSpec
+    kernel: str
+    shape: str
+    vk: Executable
+    ort: ort.InferenceSession
+    feed: dict[str, np.ndarray]
+
+
+def quant_weights(rng: np.random.Generator, shape: tuple[int, ...], fan_in: int,
+                  axis: int) -> tuple[np.ndarray, np.ndarray]:
+    """He-initialised float weights quantized to int8 symmetrically, one scale per output channel
+    along `axis`: the shape of weights a real quantizer produces (bell-shaped, not uniform)."""
+    wf = rng.normal(0.0, math.sqrt(2.0 / fan_in), size=shape)
+    other = tuple(i for i in range(len(shape)) if i != axis)
+    scale = (np.abs(wf).max(axis=other) / 127.0).astype(np.float32)
+    w = np.clip(np.rint(wf / np.expand_dims(scale, other)), -127, 127).astype(np.int8)
+    return w, scale
+
+
+def quant_params(rng: np.random.Generator, post_relu6: bool, fan_in: int, w_scale: np.ndarray,
+                 n_out: int) -> tuple[np.float32, int, np.int32, np.float32, int]:
+    """x_scale, x_zero_point, bias (int32), y_scale, y_zero_point for uniform uint8 inputs.
+
+    Inputs after ReLU6 are [0, 6] with zero point 0; other inputs are linear with zero point 128.
+    y_scale spreads roughly +-4 sigma of the output over the uint8 range, so outputs neither pile
+    up at the clamp nor collapse to a few values.
+    """
+    x_scale, x_zp = (np.float32(6.0 / 255.0), 0) if post_relu6 else (np.float32(0.05), 128)
+    x_rms = float(x_scale) * math.sqrt(np.mean((np.arange(256) - x_zp) ** 2.0))
+    w_std = math.sqrt(2.0 / fan_in)
+    y_scale = np.float32(4.0 * math.sqrt(fan_in) * x_rms * w_std / 127.0)
+    bias_f = rng.normal(0.0, 0.1, size=n_out)
+    bias = np.rint(bias_f / (float(x_scale) * w_scale.astype(np.float64))).astype(np.int32)
+    return x_scale, x_zp, bias, y_scale, 128
+
+
+def ort_session(node: onnx.NodeProto, x: np.ndarray, consts: dict[str, np.ndarray]) -> ort.InferenceSession:
+    """A single-node model on the CPU provider with one thread and default graph optimizations
+    (so ORT may pre-pack constant weights, as it would in a real model)."""
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.UINT8, x.shape)],
+        [helper.make_tensor_value_info("y", TensorProto.UINT8, None)],
+        initializer=[numpy_helper.from_array(v, k) for k, v in consts.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8  # ORT's Python API refuses the newest IR versions
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.inter_op_num_threads = 1
+    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+
+
+def conv_case(e: dict, rng: np.random.Generator, dev: Device) -> Case:
+    """A conv layer: uint8 activations, per-channel symmetric int8 weights, int32 bias."""
+    c, h, w, m, k, s, p, g = (e[f] for f in ("c", "h", "w", "m", "k", "stride", "pad", "group"))
+    fan_in = c // g * k * k
+    x = rng.integers(0, 256, size=(1, c, h, w), dtype=np.uint8)
+    wq, w_scale = quant_weights(rng, (m, c // g, k, k), fan_in, axis=0)
+    # Depthwise and project layers read a ReLU6 output; expand, first and last convs do not.
+    post_relu6 = e["name"].startswith(("dw_", "project_"))
+    x_scale, x_zp, bias, y_scale, y_zp = quant_params(rng, post_relu6, fan_in, w_scale, m)
+    w_zp = np.zeros(m, np.int8)
+    spec = conv_spec(x, x_scale, np.uint8(x_zp), wq, w_scale, w_zp, y_scale, np.uint8(y_zp), bias,
+                     strides=(s, s), pads=(p, p, p, p), group=g)
+    consts = {"xs": np.array(x_scale, np.float32), "xzp": np.array(x_zp, np.uint8), "w": wq,
+              "ws": w_scale, "wzp": w_zp, "ys": np.array(y_scale, np.float32),
+              "yzp": np.array(y_zp, np.uint8), "b": bias}
+    node = helper.make_node("QLinearConv", ["x", *consts], ["y"], strides=[s, s], pads=[p] * 4,
+                            group=g, kernel_shape=[k, k])
+    shape = f"{c}x{h}x{w}>{m} k{k}s{s}" + (" dw" if g == c else "")
+    return Case(e, spec, choose_kernel(spec), shape, Executable(QLinearConv(spec, dev), dev),
+                ort_session(node, x, consts), {"x": x})
+
+
+def matmul_case(e: dict, rng: np.random.Generator, dev: Device) -> Case:
+    """The classifier: uint8 rows (after ReLU6 and pooling) times per-column int8 weights."""
+    rows, k, n = e["m_rows"], e["k"], e["n"]
+    a = rng.integers(0, 256, size=(rows, k), dtype=np.uint8)
+    b, b_scale = quant_weights(rng, (k, n), k, axis=1)
+    a_scale, a_zp, _, y_scale, y_zp = quant_params(rng, True, k, b_scale, n)
+    b_zp = np.zeros(n, np.int8)
+    spec = matmul_spec(a, a_scale, np.uint8(a_zp), b, b_scale, b_zp, y_scale, np.uint8(y_zp))
+    consts = {"as": np.array(a_scale, np.float32), "azp": np.array(a_zp, np.uint8), "b": b,
+              "bs": b_scale, "bzp": b_zp, "ys": np.array(y_scale, np.float32),
+              "yzp": np.array(y_zp, np.uint8)}
+    node = helper.make_node("QLinearMatMul", ["x", *consts], ["y"])
+    ex = Executable(QLinearMatMul(spec, dev), dev)
+    return Case(e, spec, ex.prog.name, f"{rows}x{k} @ {k}x{n}", ex, ort_session(node, a, consts), {"x": a})
+
+
+def interleaved(a: Callable[[], object], b: Callable[[], object], warmup: int,
+                repeat: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seconds per call of `a` and `b`, alternating A-B and B-A so neither side always runs with
+    the other's data freshly evicted from cache, or always first after a pause."""
+    ta, tb = [], []
+    for i in range(warmup + repeat):
+        first, second = (a, b) if i % 2 == 0 else (b, a)
+        t0 = time.perf_counter()
+        first()
+        t1 = time.perf_counter()
+        second()
+        t2 = time.perf_counter()
+        da, db = (t1 - t0, t2 - t1) if i % 2 == 0 else (t2 - t1, t1 - t0)
+        if i >= warmup:
+            ta.append(da)
+            tb.append(db)
+    return np.array(ta), np.array(tb)
+
+
+def measure(case: Case, warmup: int, repeat: int) -> dict:
+    """Check the Vulkan output against the reference once, then time both sides."""
+    s, x = case.spec, case.feed["x"]
+    is_conv = isinstance(s, ConvSpec)
+    y_vk = case.vk.run(x)
+    y_ref = reference.qlinear_conv(s) if is_conv else reference.qlinear_matmul(s)
+    y_ort = case.ort.run(None, case.feed)[0]
+    vk_s, ort_s = interleaved(lambda: case.vk.run(x), lambda: case.ort.run(None, case.feed), warmup, repeat)
+    vk_med, ort_med = float(np.median(vk_s)), float(np.median(ort_s))
+    return {
+        "name": case.entry["name"], "op": case.entry["op"], "kernel": case.kernel, "shape": case.shape,
+        "count": case.entry["count"], "macs": s.macs,
+        "vk_ms_median": 1e3 * vk_med, "vk_ms_p90": 1e3 * float(np.percentile(vk_s, 90)),
+        "vk_gops": 2 * s.macs / vk_med / 1e9,
+        "ort_ms_median": 1e3 * ort_med, "ort_ms_p90": 1e3 * float(np.percentile(ort_s, 90)),
+        "ort_gops": 2 * s.macs / ort_med / 1e9,
+        "ratio": vk_med / ort_med,
+        "exact": bool(np.array_equal(y_vk, y_ref)),
+        # Not a pass/fail: how far ORT's saturating x86 kernels land from the exact result.
+        "ort_values_differing_from_reference": int(np.count_nonzero(y_ort.reshape(y_ref.shape) != y_ref)),
+        "vk_ms": [round(1e3 * t, 4) for t in vk_s], "ort_ms": [round(1e3 * t, 4) for t in ort_s],
+    }
+
+
+HEADER = (f"{'layer':<24} {'kernel':<18} {'shape':<22} {'vk ms':>8} {'vk p90':>8} {'vk GOPS':>8} "
+          f"{'ort ms':>8} {'ort p90':>8} {'ortGOPS':>8} {'vk/ort':>7} exact")
+
+
+def format_row(r: dict) -> str:
+    """One result as a line of the table under HEADER."""
+    return (f"{r['name']:<24} {r['kernel']:<18} {r['shape']:<22} "
+            f"{r['vk_ms_median']:8.3f} {r['vk_ms_p90']:8.3f} {r['vk_gops']:8.2f} "
+            f"{r['ort_ms_median']:8.3f} {r['ort_ms_p90']:8.3f} {r['ort_gops']:8.2f} "
+            f"{r['ratio']:7.2f} {'yes' if r['exact'] else 'NO'}")
+
+
+def cpu_model() -> str:
+    """The host CPU's model name from /proc/cpuinfo (Linux), else what platform knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def conditions(dev: Device, args: argparse.Namespace, now: datetime) -> dict:
+    """Everything a reader needs to reproduce or discount these numbers."""
+    info = dev.info
+    return {
+        "date_utc": now.isoformat(timespec="seconds"),
+        "host_cpu": cpu_model(), "cpu_count": os.cpu_count(), "platform": platform.platform(),
+        "python": platform.python_version(), "numpy": np.__version__, "onnx": onnx.__version__,
+        "onnxruntime": ort.__version__,
+        "vulkan_device": {"name": info.name, "type": info.type, "driver": info.driver,
+                          "driver_info": info.driver_info, "api_version": info.api_version},
+        # lavapipe runs its shaders on CPU threads (LP_NUM_THREADS, default: all cores); ORT gets one.
+        "lp_num_threads": os.environ.get("LP_NUM_THREADS"),
+        "repeat": args.repeat, "warmup": args.warmup, "threads": 1,
+        "ort_graph_optimization": "default (ORT_ENABLE_ALL)", "quick": args.quick, "only": args.only,
+        "seed": SEED,
+    }
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """Command-line options, with --quick's smaller defaults filled in."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=None, help="timed runs per shape (default 50, --quick 5)")
+    ap.add_argument("--warmup", type=int, default=None, help="untimed runs first (default 5, --quick 2)")
+    ap.add_argument("--only", default=None, help="only layers whose name contains SUBSTR")
+    ap.add_argument("--quick", action="store_true", help=f"smoke check: {len(QUICK)} shapes, few runs")
+    args = ap.parse_args(argv)
+    args.repeat = args.repeat if args.repeat is not None else (5 if args.quick else 50)
+    args.warmup = args.warmup if args.warmup is not None else (2 if args.quick else 5)
+    if args.repeat < 1 or args.warmup < 0:
+        ap.error("--repeat must be >= 1 and --warmup >= 0")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; 0 when every Vulkan output equals the reference, 1 otherwise."""
+    args = parse_args(argv)
+    every = json.loads(SHAPES.read_text())
+    entries = every
+    if args.quick:
+        entries = [e for e in entries if e["name"] in QUICK]
+    if args.only:
+        entries = [e for e in entries if args.only in e["name"]]
+    if not entries:
+        print("no layer matches", file=sys.stderr)
+        return 2
+    dev = get_device()
+    now = datetime.now(UTC)
+    cond = conditions(dev, args, now)
+    print(f"vkinfer on {dev.info}  vs  onnxruntime {ort.__version__} CPU, 1 thread")
+    print(f"host: {cond['host_cpu']}, {cond['cpu_count']} cores; repeat {args.repeat}, warmup {args.warmup}; "
+          "times are ms per call (median, p90); vk/ort < 1 means vkinfer is faster")
+    print(HEADER)
+    rows = []
+    for e in entries:
+        # Each layer gets its own generator so a shape's data does not depend on --only/--quick.
+        rng = np.random.default_rng([SEED, zlib.crc32(e["name"].encode())])
+        case = conv_case(e, rng, dev) if e["op"] == "conv" else matmul_case(e, rng, dev)
+        rows.append(measure(case, args.warmup, args.repeat))
+        print(format_row(rows[-1]), flush=True)
+        del case  # free this layer's device buffers before the next one
+    geomean = math.exp(sum(math.log(r["ratio"]) for r in rows) / len(rows))
+    vk_total = sum(r["count"] * r["vk_ms_median"] for r in rows)
+    ort_total = sum(r["count"] * r["ort_ms_median"] for r in rows)
+    subset = "" if len(rows) == len(every) else " (selected layers only)"
+    print(f"geomean vk/ort: {geomean:.2f}")
+    print(f"per inference, weighted by count{subset}: vkinfer {vk_total:.2f} ms, ORT {ort_total:.2f} ms "
+          f"(ratio {vk_total / ort_total:.2f})")
+    summary = {"geomean_ratio": geomean, "vk_total_ms": vk_total, "ort_total_ms": ort_total,
+               "all_exact": all(r["exact"] for r in rows), "layers": len(rows)}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"ops-{dev.info.type}-{now.strftime('%Y%m%dT%H%M%SZ')}.json"
+    out.write_text(json.dumps({"conditions": cond, "summary": summary, "rows": rows}, indent=1) + "\n")
+    print(f"wrote {out.relative_to(HERE.parent)}")
+    # A benchmark of wrong answers is worthless: fail loudly.
+    return 0 if summary["all_exact"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

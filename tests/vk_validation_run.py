@@ -1,0 +1,37 @@
+"""Run in a subprocess under the Khronos validation layer (see test_chain.py): exercises a
+recorded chain (with or without barriers) or every kernel once, and prints RESULT lines."""
+
+import sys
+
+import numpy as np
+from cases import conv_case
+from chain_cases import chain_reference, chain_specs
+from test_matmul_vulkan import mm_case
+
+from vkinfer import ops
+from vkinfer.vulkan import Chain
+
+
+def main(mode: str) -> None:
+    rng = np.random.default_rng(1)
+    if mode.startswith("chain"):
+        specs = chain_specs(20)
+        chain = Chain(specs, _barriers=mode == "chain")
+        ok = 0
+        for _ in range(5):
+            x = rng.integers(0, 256, specs[0].x.shape).astype(np.uint8)
+            ok += np.array_equal(chain.run(x), chain_reference(specs, x))
+        print(f"RESULT chain-equal {ok}/5", flush=True)
+    else:
+        cases = [conv_case(rng, c=8, h=9, w=9, m=12, kh=1), conv_case(rng, c=8, h=9, w=9, m=8, kh=3, group=8,
+                                                                      pads=(1, 1, 1, 1)),
+                 conv_case(rng, c=8, h=9, w=9, m=8, kh=5, group=8, pads=(2, 2, 2, 2)),
+                 conv_case(rng, c=6, h=9, w=9, m=9, kh=3, group=3, xt="s8", wt="s8")]
+        ok = sum(np.array_equal(ops.qlinear_conv(**c), ops.qlinear_conv(**c, device="reference")) for c in cases)
+        m = mm_case(rng, (2, 5, 40), (40, 7))
+        ok += np.array_equal(ops.qlinear_matmul(**m), ops.qlinear_matmul(**m, device="reference"))
+        print(f"RESULT ops-equal {ok}/5", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,138 @@
+"""vkinfer demo: MobileNetV2 layers on the Vulkan device, checked bit for bit against the reference.
+
+    python -m vkinfer.demo
+
+Runs six representative layer shapes of MobileNetV2 1.0/224 (bench/mobilenet_v2_shapes.json)
+through the public ops API on the Vulkan device and on the numpy reference, prints whether the
+outputs are identical and the median time per call. Exits with status 1 if any output differs.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from . import ops
+from ._vk import get_device
+from .errors import VulkanUnavailableError
+from .ops._spec import conv_spec
+from .vulkan import choose_kernel
+
+SHAPES = Path(__file__).resolve().parent.parent / "bench" / "mobilenet_v2_shapes.json"
+# One of each kind of layer the network has: the generic conv, 1x1 expand (GEMM), depthwise 3x3 at
+# stride 1 and 2, 1x1 project, and the classifier.
+LAYERS = ("conv_first_3to32_224", "expand_24to144_56", "dw_s1_144_56", "dw_s2_96_112",
+          "project_144to24_56", "classifier_1280to1000")
+RUNS = 20
+
+
+def load_layers(names: tuple[str, ...] = LAYERS, path: Path = SHAPES) -> list[dict]:
+    """The named entries of the shapes file, in the order given."""
+    by_name = {e["name"]: e for e in json.loads(path.read_text())}
+    missing = [n for n in names if n not in by_name]
+    if missing:
+        raise KeyError(f"{path} has no layer(s) {missing}")
+    return [by_name[n] for n in names]
+
+
+def _weights(rng: np.random.Generator, shape: tuple[int, ...], axis: int) -> tuple[np.ndarray, np.ndarray]:
+    """int8 weights quantized symmetrically (zero point 0) with one scale per output channel."""
+    wf = rng.normal(0.0, 1.0, size=shape)
+    other = tuple(i for i in range(len(shape)) if i != axis)
+    scale = (np.abs(wf).max(axis=other) / 127.0).astype(np.float32)
+    return np.clip(np.rint(wf / np.expand_dims(scale, other)), -127, 127).astype(np.int8), scale
+
+
+def conv_args(e: dict, rng: np.random.Generator) -> dict:
+    """Keyword arguments of ops.qlinear_conv for one conv entry, with seeded random data."""
+    c, h, w, m, k, s, p, g = (e[f] for f in ("c", "h", "w", "m", "k", "stride", "pad", "group"))
+    wq, w_scale = _weights(rng, (m, c // g, k, k), axis=0)
+    fan_in = c // g * k * k
+    # y_scale spreads the output over uint8: the accumulator's spread is about sqrt(fan_in) * 74 (the
+    # std of uniform uint8 less 128) * 45 (the std of normal weights scaled so the max is 127).
+    return dict(x=rng.integers(0, 256, (1, c, h, w), dtype=np.uint8), x_scale=np.float32(0.02),
+                x_zero_point=np.uint8(128), w=wq, w_scale=w_scale, w_zero_point=np.zeros(m, np.int8),
+                y_scale=np.float32(0.02 * float(w_scale.mean()) * np.sqrt(fan_in) * 74 * 45 / 32),
+                y_zero_point=np.uint8(128), bias=rng.integers(-2000, 2000, m, dtype=np.int32),
+                strides=(s, s), pads=(p, p, p, p), group=g)
+
+
+def matmul_args(e: dict, rng: np.random.Generator) -> dict:
+    """Keyword arguments of ops.qlinear_matmul for one matmul entry, with seeded random data."""
+    rows, k, n = e["m_rows"], e["k"], e["n"]
+    b, b_scale = _weights(rng, (k, n), axis=1)
+    # As in conv_args, with 147 (the rms of uniform uint8 with zero point 0) for the input's spread.
+    return dict(a=rng.integers(0, 256, (rows, k), dtype=np.uint8), a_scale=np.float32(0.02),
+                a_zero_point=np.uint8(0), b=b, b_scale=b_scale, b_zero_point=np.zeros(n, np.int8),
+                y_scale=np.float32(0.02 * float(b_scale.mean()) * np.sqrt(k) * 147 * 45 / 32),
+                y_zero_point=np.uint8(128))
+
+
+def describe(e: dict, args: dict) -> tuple[str, str]:
+    """(op/kernel, shapes) columns for one layer."""
+    if e["op"] == "matmul":
+        a, b = args["a"], args["b"]
+        # QLinearMatMul always runs on the GEMM kernel.
+        return "matmul/qlinear_gemm", f"{'x'.join(map(str, a.shape))} @ {'x'.join(map(str, b.shape))}"
+    kernel = choose_kernel(conv_spec(**args))
+    x, w = args["x"], args["w"]
+    return f"conv/{kernel}", f"x {'x'.join(map(str, x.shape))}  w {'x'.join(map(str, w.shape))}"
+
+
+def layer_call(e: dict, rng: np.random.Generator) -> tuple[Callable[..., np.ndarray], dict]:
+    """The ops function for one entry and its keyword arguments (without `device`)."""
+    if e["op"] == "conv":
+        return ops.qlinear_conv, conv_args(e, rng)
+    return ops.qlinear_matmul, matmul_args(e, rng)
+
+
+def run_layer(op: Callable[..., np.ndarray], args: dict,
+              runs: int = RUNS) -> tuple[np.ndarray, np.ndarray, float]:
+    """(Vulkan output, reference output, median ms per Vulkan call) for one layer."""
+    y = op(**args, device="vulkan")  # the first call prepares the layer (weights, pipeline), untimed
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        op(**args, device="vulkan")
+        times.append(time.perf_counter() - t0)
+    return y, op(**args, device="reference"), 1e3 * float(np.median(times))
+
+
+def verdict(y: np.ndarray, ref: np.ndarray) -> str:
+    """'identical', or how many values differ."""
+    if y.shape == ref.shape and y.dtype == ref.dtype and np.array_equal(y, ref):
+        return "identical"
+    n = int(np.count_nonzero(y != ref)) if y.shape == ref.shape else ref.size
+    return f"DIFFERENT ({n} of {ref.size} values)"
+
+
+def main() -> int:
+    """Run the demo; 0 when every layer's Vulkan output equals the reference, 1 otherwise."""
+    try:
+        dev = get_device()
+    except VulkanUnavailableError as e:
+        print(f"vkinfer demo: no usable Vulkan device: {e}", file=sys.stderr)
+        return 2
+    print(f"Vulkan device: {dev.info}")
+    print("MobileNetV2 1.0/224 layers, uint8 activations x per-channel int8 weights; time is the median of "
+          f"{RUNS} ops API calls (argument checks, host packing, upload, run, download)\n")
+    print(f"{'layer':<24} {'op/kernel':<24} {'shapes':<34} {'result':<34} {'ms':>8}")
+    failed = 0
+    for i, e in enumerate(load_layers()):
+        op, args = layer_call(e, np.random.default_rng(i))
+        kind, shapes = describe(e, args)
+        y, ref, ms = run_layer(op, args)
+        result = verdict(y, ref)
+        failed += result != "identical"
+        print(f"{e['name']:<24} {kind:<24} {shapes:<34} {result:<34} {ms:8.2f}", flush=True)
+    print(f"\n{'all layers identical to the reference' if not failed else f'{failed} layer(s) DIFFER'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
