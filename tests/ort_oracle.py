@@ -42,7 +42,9 @@ def qlinear_matmul(a, as_, azp, b, bs, bzp, ys, yzp) -> np.ndarray:
     def col(v, dt):  # ORT wants per-column params shaped like b with K -> 1: (..., 1, N)
         v = np.array(v, dt)
         per_col = np.size(bs) > 1 or np.size(bzp) > 1
-        return np.ascontiguousarray(np.broadcast_to(v.reshape(1, -1), (*b.shape[:-2], 1, b.shape[-1]))) if per_col else v
+        if not per_col:
+            return v
+        return np.ascontiguousarray(np.broadcast_to(v.reshape(1, -1), (*b.shape[:-2], 1, b.shape[-1])))
 
     consts = {"as": np.array(as_, np.float32), "azp": np.array(azp, a.dtype), "b": b,
               "bs": col(bs, np.float32), "bzp": col(bzp, b.dtype),

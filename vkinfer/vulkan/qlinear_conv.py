@@ -16,7 +16,6 @@ from ..ops._spec import ConvSpec
 from ..reference.requant import split_float32
 from ._layout import as_bytes, ceil4, pad_last
 
-
 # Every convolution kernel variant; the tests check the shape table reaches each one and the
 # benchmark reports which one ran.
 KERNELS = ("qlinear_gemm", "qlinear_dwconv3x3", "qlinear_dwconv", "qlinear_conv")
