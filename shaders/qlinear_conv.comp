@@ -60,14 +60,10 @@ void main()
     int oc0 = oc4 * 4;
 
     ivec4 acc = ivec4(0), xs = ivec4(0);
-    // The 4 channels of a word may straddle groups (MG not a multiple of 4): walk runs of
-    // channels that share a group, reading each input once per run.
-    int j0 = 0;
-    while (j0 < 4) {
-        int g = min(oc0 + j0, M - 1) / MG;
-        int j1 = j0 + 1;
-        while (j1 < 4 && min(oc0 + j1, M - 1) / MG == g) j1++;
-        int cbase = g * CG;
+    int g0 = oc0 / MG;
+    if (min(oc0 + 3, M - 1) / MG == g0) {
+        // Common case: the word's 4 channels share a group; each input word feeds 16 MACs.
+        int cbase = g0 * CG;
         for (int kh = 0; kh < KH; kh++) {
             int ih = oh * SH - PT + kh * DH;
             if (ih < 0 || ih >= IH) continue;
@@ -78,15 +74,38 @@ void main()
                 int wbase = ((oc4 * KH + kh) * KW + kw) * CG4 * 4;
                 for (int ci4 = 0; ci4 < CG4; ci4++) {
                     ivec4 x = load_x4(pix, cbase, ci4);
-                    int s = x.x + x.y + x.z + x.w;
-                    for (int j = j0; j < j1; j++) {
-                        acc[j] += idot4(x, unpack8(W[wbase + ci4 * 4 + j], W_SIGNED));
-                        xs[j] += s;
-                    }
+                    acc += ivec4(idot4(x, unpack8(W[wbase + ci4 * 4], W_SIGNED)),
+                                 idot4(x, unpack8(W[wbase + ci4 * 4 + 1], W_SIGNED)),
+                                 idot4(x, unpack8(W[wbase + ci4 * 4 + 2], W_SIGNED)),
+                                 idot4(x, unpack8(W[wbase + ci4 * 4 + 3], W_SIGNED)));
+                    xs += ivec4(x.x + x.y + x.z + x.w);
                 }
             }
         }
-        j0 = j1;
+    } else {
+        // The word straddles groups (MG not a multiple of 4): one channel at a time. The loop
+        // over j is unrolled so acc/xs are indexed by constants (no scratch memory).
+        for (int j = 0; j < 4; j++) {
+            int cbase = (min(oc0 + j, M - 1) / MG) * CG;
+            int a = 0, sx = 0;
+            for (int kh = 0; kh < KH; kh++) {
+                int ih = oh * SH - PT + kh * DH;
+                if (ih < 0 || ih >= IH) continue;
+                for (int kw = 0; kw < KW; kw++) {
+                    int iw = ow * SW - PL + kw * DW;
+                    if (iw < 0 || iw >= IW) continue;
+                    int pix = ((n * IH + ih) * IW + iw) * C4;
+                    int wbase = ((oc4 * KH + kh) * KW + kw) * CG4 * 4;
+                    for (int ci4 = 0; ci4 < CG4; ci4++) {
+                        ivec4 x = load_x4(pix, cbase, ci4);
+                        a += idot4(x, unpack8(W[wbase + ci4 * 4 + j], W_SIGNED));
+                        sx += x.x + x.y + x.z + x.w;
+                    }
+                }
+            }
+            acc[j] = a;
+            xs[j] = sx;
+        }
     }
 
     ivec4 y = ivec4(0);

@@ -7,6 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vkinfer import ops
+from vkinfer._vk import get_device
+from vkinfer.ops._spec import matmul_spec
+from vkinfer.vulkan import QLinearMatMul
 
 
 def mm_case(rng, a_shape, b_shape, at="u8", bt="s8", per_column=True, mode="random"):
@@ -42,6 +45,12 @@ def test_table(sa, sb, at, bt):
         ref = ops.qlinear_matmul(**c, device="reference")
         assert ref.shape == np.broadcast_shapes(sa[:-2], sb[:-2]) + (sa[-2], sb[-1])
         np.testing.assert_array_equal(ops.qlinear_matmul(**c), ref)
+
+
+def test_table_covers_both_matmul_kernels():
+    rng = np.random.default_rng(0)
+    kernels = {QLinearMatMul(matmul_spec(**mm_case(rng, sa, sb)), get_device()).kernel for sa, sb in SHAPES}
+    assert kernels == {"qlinear_gemv", "qlinear_gemm"}
 
 
 @settings(max_examples=40, deadline=None)

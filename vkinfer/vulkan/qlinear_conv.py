@@ -18,7 +18,9 @@ from ._layout import as_bytes, ceil4, pad_last
 
 # Every convolution kernel variant; the tests check the shape table reaches each one and the
 # benchmark reports which one ran.
-KERNELS = ("qlinear_gemm", "qlinear_dwconv3x3", "qlinear_dwconv", "qlinear_conv")
+KERNELS = ("qlinear_gemm", "qlinear_gemv", "qlinear_dwconv3x3", "qlinear_dwconv", "qlinear_conv")
+# Below this many output pixels (rows), a 32-row GEMM tile is mostly waste: stream K per row.
+GEMV_MAX_ROWS = 8
 
 
 def choose_kernel(s: ConvSpec) -> str:
@@ -29,7 +31,8 @@ def choose_kernel(s: ConvSpec) -> str:
             return "qlinear_dwconv3x3"
         return "qlinear_dwconv"
     if kh == kw == 1 and s.group == 1 and s.pads == (0, 0, 0, 0):
-        return "qlinear_gemm"
+        _, _, oh, ow = s.out_shape
+        return "qlinear_gemv" if s.strides == (1, 1) and oh * ow < GEMV_MAX_ROWS else "qlinear_gemm"
     return "qlinear_conv"
 
 
@@ -58,16 +61,20 @@ class QLinearConv:
         (sh, sww), (dh, dw), (pt, pl, _, _) = s.strides, s.dilations, s.pads
         c4, m4 = ceil4(c), ceil4(m)
         term = s.bias.astype(np.int64)
-        if self.kernel == "qlinear_gemm":
+        if self.kernel in ("qlinear_gemm", "qlinear_gemv"):
             # B[m][k] words, zero padded; fold x_zp: term = bias - x_zp*sum_k w + K*x_zp*w_zp.
             packed = pad_last(wb.reshape(m, c), 4 * c4)
             packed = np.concatenate([packed, np.zeros((4 * m4 - m, 4 * c4), np.uint8)]).view(np.uint32)
             wsum = s.w.reshape(m, c).astype(np.int64).sum(axis=1)
             term = term - s.x_zp * wsum + c * s.x_zp * s.w_zp.astype(np.int64)
             rows = oh * ow
-            self.spec_consts = [c4, m4, rows, h * w * c4, 0, ow, w, sh, sww, sx, sw_,
-                                int(np.any(s.w_zp != 0)), m, 0]
-            self.groups = (-(-m4 // 8), -(-rows // 32), n)
+            if self.kernel == "qlinear_gemv":  # stride 1: row r is input pixel r
+                self.spec_consts = [c4, m4, rows, h * w * c4, 0, sx, sw_, m, 0]
+                self.groups = (-(-m4 // 64), rows, n)
+            else:
+                self.spec_consts = [c4, m4, rows, h * w * c4, 0, ow, w, sh, sww, sx, sw_,
+                                    int(np.any(s.w_zp != 0)), m, 0]
+                self.groups = (-(-m4 // 8), -(-rows // 32), n)
         elif self.kernel.startswith("qlinear_dwconv"):
             # [C/4][kH][kW] words of 4 channels.
             b = np.zeros((4 * c4, kh, kw), np.uint8)

@@ -7,7 +7,7 @@ import numpy as np
 from .._vk import Buffer, Device, Program
 from ..ops._spec import MatMulSpec
 from ._layout import ceil4, pad_last
-from .qlinear_conv import _upload_const, requant_table
+from .qlinear_conv import GEMV_MAX_ROWS, _upload_const, requant_table
 
 
 class QLinearMatMul:
@@ -27,14 +27,20 @@ class QLinearMatMul:
         term = -s.a_zp * bsum + k * s.a_zp * s.b_zp.astype(np.int64)[None, :]
         q = np.concatenate([requant_table(t, s.b_zp, s.out.m, 4 * n4) for t in term])
         shared_b = bb == 1 and nb > 1
-        self.spec_consts = [k4, n4, m, m * k4, 0 if shared_b else 4 * n4 * k4, m, m, 1, 1,
-                            s.a.dtype == np.int8, s.b.dtype == np.int8, int(np.any(s.b_zp != 0)), n,
-                            0 if shared_b else 4 * n4]
-        self.groups = (-(-n4 // 8), -(-m // 32), nb)
+        b_batch, q_batch = (0, 0) if shared_b else (4 * n4 * k4, 4 * n4)
+        sa, sb = s.a.dtype == np.int8, s.b.dtype == np.int8
+        self.kernel = "qlinear_gemv" if m < GEMV_MAX_ROWS else "qlinear_gemm"
+        if self.kernel == "qlinear_gemv":
+            self.spec_consts = [k4, n4, m, m * k4, b_batch, sa, sb, n, q_batch]
+            self.groups = (-(-n4 // 64), m, nb)
+        else:
+            self.spec_consts = [k4, n4, m, m * k4, b_batch, m, m, 1, 1, sa, sb, int(np.any(s.b_zp != 0)), n,
+                                q_batch]
+            self.groups = (-(-n4 // 8), -(-m // 32), nb)
         self.push = [s.a_zp, s.out.zero_point, s.out.lo, s.out.hi]
         self.w_buf = _upload_const(dev, packed.view(np.uint32))
         self.q_buf = _upload_const(dev, q)
 
     def bind(self, a: Buffer, y: Buffer) -> Program:
-        return self.dev.program("qlinear_gemm", [a, self.w_buf, self.q_buf, y], self.groups,
+        return self.dev.program(self.kernel, [a, self.w_buf, self.q_buf, y], self.groups,
                                 self.spec_consts, self.push)
