@@ -1,7 +1,7 @@
 #version 450
 // General quantized convolution (any kernel, stride, dilation, padding, groups) with fused
 // requantization, read straight from the packed NHWC input through computed offsets (no im2col).
-// One invocation computes 4 output channels (one packed word) of one output pixel.
+// One invocation computes 4 output channels (one packed word) of 4 adjacent output pixels.
 // Weights are packed once as [M/4][kH][kW][CG/4][4 output channels] words of 4 input channels,
 // input channels past the group padded with the channel's weight zero point: such taps then add
 // (x - x_zp) * w_zp to the raw sum and (x - x_zp) to the input sum, which cancel in
@@ -50,69 +50,76 @@ ivec4 load_x4(int pix, int cbase, int ci4)
     return v;
 }
 
+const int OPX = 4;  // output pixels per invocation, along W: each weight word loaded feeds 4 pixels
+
 void main()
 {
     int oc4 = int(gl_GlobalInvocationID.x);
-    int ow = int(gl_GlobalInvocationID.y);
+    int ow0 = int(gl_GlobalInvocationID.y) * OPX;
     int noh = int(gl_GlobalInvocationID.z);
-    if (oc4 >= M4 || ow >= OW) return;
+    if (oc4 >= M4 || ow0 >= OW) return;
     int n = noh / OH, oh = noh - (noh / OH) * OH;
     int oc0 = oc4 * 4;
 
-    ivec4 acc = ivec4(0), xs = ivec4(0);
+    ivec4 acc[OPX], xs[OPX];
+    for (int p = 0; p < OPX; p++) { acc[p] = ivec4(0); xs[p] = ivec4(0); }
     int g0 = oc0 / MG;
     if (min(oc0 + 3, M - 1) / MG == g0) {
-        // Common case: the word's 4 channels share a group; each input word feeds 16 MACs.
+        // Common case: the word's 4 channels share a group; 4 weight words feed 4 pixels x 16 MACs.
         int cbase = g0 * CG;
         for (int kh = 0; kh < KH; kh++) {
             int ih = oh * SH - PT + kh * DH;
             if (ih < 0 || ih >= IH) continue;
+            int rowbase = (n * IH + ih) * IW;
             for (int kw = 0; kw < KW; kw++) {
-                int iw = ow * SW - PL + kw * DW;
-                if (iw < 0 || iw >= IW) continue;
-                int pix = ((n * IH + ih) * IW + iw) * C4;
                 int wbase = ((oc4 * KH + kh) * KW + kw) * CG4 * 4;
                 for (int ci4 = 0; ci4 < CG4; ci4++) {
-                    ivec4 x = load_x4(pix, cbase, ci4);
-                    acc += ivec4(idot4(x, unpack8(W[wbase + ci4 * 4], W_SIGNED)),
-                                 idot4(x, unpack8(W[wbase + ci4 * 4 + 1], W_SIGNED)),
-                                 idot4(x, unpack8(W[wbase + ci4 * 4 + 2], W_SIGNED)),
-                                 idot4(x, unpack8(W[wbase + ci4 * 4 + 3], W_SIGNED)));
-                    xs += ivec4(x.x + x.y + x.z + x.w);
+                    ivec4 w0 = unpack8(W[wbase + ci4 * 4], W_SIGNED), w1 = unpack8(W[wbase + ci4 * 4 + 1], W_SIGNED);
+                    ivec4 w2 = unpack8(W[wbase + ci4 * 4 + 2], W_SIGNED), w3 = unpack8(W[wbase + ci4 * 4 + 3], W_SIGNED);
+                    for (int p = 0; p < OPX; p++) {
+                        int iw = (ow0 + p) * SW - PL + kw * DW;
+                        if (iw < 0 || iw >= IW) continue;  // padding: zero real value
+                        ivec4 x = load_x4((rowbase + iw) * C4, cbase, ci4);
+                        acc[p] += ivec4(idot4(x, w0), idot4(x, w1), idot4(x, w2), idot4(x, w3));
+                        xs[p] += ivec4(x.x + x.y + x.z + x.w);
+                    }
                 }
             }
         }
     } else {
-        // The word straddles groups (MG not a multiple of 4): one channel at a time. The loop
-        // over j is unrolled so acc/xs are indexed by constants (no scratch memory).
+        // The word straddles groups (MG not a multiple of 4): one channel at a time. Loops over
+        // j and p unroll, so acc/xs are indexed by constants (no scratch memory).
         for (int j = 0; j < 4; j++) {
             int cbase = (min(oc0 + j, M - 1) / MG) * CG;
-            int a = 0, sx = 0;
             for (int kh = 0; kh < KH; kh++) {
                 int ih = oh * SH - PT + kh * DH;
                 if (ih < 0 || ih >= IH) continue;
+                int rowbase = (n * IH + ih) * IW;
                 for (int kw = 0; kw < KW; kw++) {
-                    int iw = ow * SW - PL + kw * DW;
-                    if (iw < 0 || iw >= IW) continue;
-                    int pix = ((n * IH + ih) * IW + iw) * C4;
                     int wbase = ((oc4 * KH + kh) * KW + kw) * CG4 * 4;
                     for (int ci4 = 0; ci4 < CG4; ci4++) {
-                        ivec4 x = load_x4(pix, cbase, ci4);
-                        a += idot4(x, unpack8(W[wbase + ci4 * 4 + j], W_SIGNED));
-                        sx += x.x + x.y + x.z + x.w;
+                        ivec4 w = unpack8(W[wbase + ci4 * 4 + j], W_SIGNED);
+                        for (int p = 0; p < OPX; p++) {
+                            int iw = (ow0 + p) * SW - PL + kw * DW;
+                            if (iw < 0 || iw >= IW) continue;
+                            ivec4 x = load_x4((rowbase + iw) * C4, cbase, ci4);
+                            acc[p][j] += idot4(x, w);
+                            xs[p][j] += x.x + x.y + x.z + x.w;
+                        }
                     }
                 }
             }
-            acc[j] = a;
-            xs[j] = sx;
         }
     }
 
-    ivec4 y = ivec4(0);
-    for (int j = 0; j < 4; j++) {
-        if (oc0 + j >= M) break;
-        ivec4 q = Q[oc0 + j];
-        y[j] = requantize(acc[j] - q.y * xs[j] + q.x, q.z, q.w, pc.y_zp, pc.lo, pc.hi);
+    ivec4 q[4];
+    for (int j = 0; j < 4; j++) q[j] = Q[oc0 + j];  // Q is padded to M4 * 4 entries
+    for (int p = 0; p < OPX; p++) {
+        if (ow0 + p >= OW) break;
+        ivec4 y = ivec4(0);
+        for (int j = 0; j < 4; j++) {
+            if (oc0 + j < M) y[j] = requantize(acc[p][j] - q[j].y * xs[p][j] + q[j].x, q[j].z, q[j].w, pc.y_zp, pc.lo, pc.hi);
+        }
+        Y[((n * OH + oh) * OW + ow0 + p) * M4 + oc4] = pack8(y);
     }
-    Y[((n * OH + oh) * OW + ow) * M4 + oc4] = pack8(y);
 }

@@ -37,7 +37,10 @@ void main()
     if (c4 >= C4 || ow >= OW) return;
     int n = noh / OH, oh = noh - (noh / OH) * OH;
 
-    ivec4 acc = ivec4(0), xs = ivec4(0);
+    ivec4 q[4];
+    for (int j = 0; j < 4; j++) q[j] = Q[c4 * 4 + j];
+    ivec4 wzp = ivec4(q[0].y, q[1].y, q[2].y, q[3].y);  // per-channel weights: subtract w_zp per load
+    ivec4 acc = ivec4(0);
     for (int kh = 0; kh < KH; kh++) {
         int ih = oh * SH - PT + kh * DH;
         if (ih < 0 || ih >= IH) continue;
@@ -45,15 +48,12 @@ void main()
             int iw = ow * SW - PL + kw * DW;
             if (iw < 0 || iw >= IW) continue;
             ivec4 x = unpack8(X[((n * IH + ih) * IW + iw) * C4 + c4], X_SIGNED) - pc.x_zp;
-            acc += x * unpack8(W[(c4 * KH + kh) * KW + kw], W_SIGNED);
-            xs += x;
+            acc += x * (unpack8(W[(c4 * KH + kh) * KW + kw], W_SIGNED) - wzp);
         }
     }
     ivec4 y = ivec4(0);
     for (int j = 0; j < 4; j++) {
-        if (c4 * 4 + j >= C) break;
-        ivec4 q = Q[c4 * 4 + j];
-        y[j] = requantize(acc[j] - q.y * xs[j] + q.x, q.z, q.w, pc.y_zp, pc.lo, pc.hi);
+        if (c4 * 4 + j < C) y[j] = requantize(acc[j] + q[j].x, q[j].z, q[j].w, pc.y_zp, pc.lo, pc.hi);
     }
     Y[((n * OH + oh) * OW + ow) * C4 + c4] = pack8(y);
 }

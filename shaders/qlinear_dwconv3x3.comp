@@ -6,7 +6,7 @@
 #extension GL_GOOGLE_include_directive : require
 #include "qcommon.glsl"
 
-layout(local_size_x = 4, local_size_y = 16) in;
+layout(local_size_x = 8, local_size_y = 8) in;
 layout(constant_id = 0) const int C4 = 1;
 layout(constant_id = 1) const int IH = 1;
 layout(constant_id = 2) const int IW = 1;
@@ -36,11 +36,16 @@ void main()
     if (c4 >= C4 || ow0 >= OW) return;
     int n = noh / OH, oh = noh - (noh / OH) * OH;
 
+    ivec4 q[4];
+    for (int j = 0; j < 4; j++) q[j] = Q[c4 * 4 + j];
+    // Depthwise: each channel has its own weights, so subtract the weight zero point once here
+    // and accumulate (x - x_zp) * (w - w_zp) directly (no input sums, fewer live registers).
+    ivec4 wzp = ivec4(q[0].y, q[1].y, q[2].y, q[3].y);
     ivec4 w[9];
-    for (int t = 0; t < 9; t++) w[t] = unpack8(W[c4 * 9 + t], W_SIGNED);
+    for (int t = 0; t < 9; t++) w[t] = unpack8(W[c4 * 9 + t], W_SIGNED) - wzp;
 
-    ivec4 acc[OPX], xs[OPX];
-    for (int p = 0; p < OPX; p++) { acc[p] = ivec4(0); xs[p] = ivec4(0); }
+    ivec4 acc[OPX];
+    for (int p = 0; p < OPX; p++) acc[p] = ivec4(0);
     int iw0 = ow0 * S - PL;
     for (int kh = 0; kh < 3; kh++) {
         int ih = oh * S - PT + kh;
@@ -54,20 +59,16 @@ void main()
         }
         for (int p = 0; p < OPX; p++) {
             for (int kw = 0; kw < 3; kw++) {
-                ivec4 x = xv[p * S + kw];
-                acc[p] += x * w[kh * 3 + kw];
-                xs[p] += x;
+                acc[p] += xv[p * S + kw] * w[kh * 3 + kw];
             }
         }
     }
-    ivec4 q[4];
-    for (int j = 0; j < 4; j++) q[j] = Q[c4 * 4 + j];
     for (int p = 0; p < OPX; p++) {
         int ow = ow0 + p;
         if (ow >= OW) break;
         ivec4 y = ivec4(0);
         for (int j = 0; j < 4; j++) {
-            if (c4 * 4 + j < C) y[j] = requantize(acc[p][j] - q[j].y * xs[p][j] + q[j].x, q[j].z, q[j].w, pc.y_zp, pc.lo, pc.hi);
+            if (c4 * 4 + j < C) y[j] = requantize(acc[p][j] + q[j].x, q[j].z, q[j].w, pc.y_zp, pc.lo, pc.hi);
         }
         Y[((n * OH + oh) * OW + ow) * C4 + c4] = pack8(y);
     }

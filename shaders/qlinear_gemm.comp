@@ -5,7 +5,7 @@
 // A is 4 bytes per word along K (NHWC with channels padded to 4 with zero bytes); B is packed once
 // at prepare time as [column][K/4] words. Zero points are folded: the shader accumulates raw
 // products and row sums, and Q holds bias - a_zp * sum_k B + K * a_zp * b_zp per column.
-// A workgroup computes a 32-row x 32-column tile through shared memory; each invocation 4 x 4.
+// A workgroup computes a 32-row x 32-column tile; each invocation 4 rows x 4 columns.
 #extension GL_GOOGLE_include_directive : require
 #include "qcommon.glsl"
 
@@ -24,6 +24,10 @@ layout(constant_id = 10) const bool B_SIGNED = false;
 layout(constant_id = 11) const bool HAS_BZP = true;
 layout(constant_id = 12) const int N = 1;        // real columns
 layout(constant_id = 13) const int Q_BATCH = 0;  // Q entries between batches (0: shared)
+// Stage tiles through shared memory (desktop GPUs) or read A and B straight from the buffers
+// (CPU implementations and mobile GPUs, where shared memory is ordinary cached memory and the
+// barriers only cost): see gemm_shared_tile() in vkinfer/vulkan/qlinear_conv.py.
+layout(constant_id = 14) const bool SHARED_TILE = true;
 
 layout(std430, binding = 0) readonly buffer A_ { uint A[]; };
 layout(std430, binding = 1) readonly buffer B_ { uint B[]; };
@@ -55,28 +59,46 @@ void main()
     ivec4 acc[4] = ivec4[4](ivec4(0), ivec4(0), ivec4(0), ivec4(0));
     ivec4 rsum = ivec4(0);
 
-    for (int k0 = 0; k0 < K4; k0 += KB) {
-        for (int i = 0; i < 2; i++) {
-            int idx = tid + 64 * i;
-            int rr = idx / KB, kk = idx - (idx / KB) * KB;
-            int r = row0 + rr, k = k0 + kk;
-            sA[idx] = (r < ROWS && k < K4) ? A[a_row_base(batch, r) + k] : 0u;
-            int c = col0 + rr;
-            sB[idx] = (c < N4 * 4 && k < K4) ? B[bbase + c * K4 + k] : 0u;
+    if (SHARED_TILE) {
+        for (int k0 = 0; k0 < K4; k0 += KB) {
+            for (int i = 0; i < 2; i++) {
+                int idx = tid + 64 * i;
+                int rr = idx / KB, kk = idx - (idx / KB) * KB;
+                int r = row0 + rr, k = k0 + kk;
+                sA[idx] = (r < ROWS && k < K4) ? A[a_row_base(batch, r) + k] : 0u;
+                int c = col0 + rr;
+                sB[idx] = (c < N4 * 4 && k < K4) ? B[bbase + c * K4 + k] : 0u;
+            }
+            barrier();
+            for (int kk = 0; kk < KB; kk++) {
+                ivec4 a[4], b[4];
+                for (int i = 0; i < 4; i++) {
+                    a[i] = unpack8(sA[(ty * 4 + i) * KB + kk], A_SIGNED);
+                    b[i] = unpack8(sB[(tx * 4 + i) * KB + kk], B_SIGNED);
+                }
+                for (int i = 0; i < 4; i++) {
+                    acc[i] += ivec4(idot4(a[i], b[0]), idot4(a[i], b[1]), idot4(a[i], b[2]), idot4(a[i], b[3]));
+                    if (HAS_BZP) rsum[i] += a[i].x + a[i].y + a[i].z + a[i].w;
+                }
+            }
+            barrier();
         }
-        barrier();
-        for (int kk = 0; kk < KB; kk++) {
+    } else {
+        // Rows and columns past the edge are clamped to valid addresses; their results are dropped.
+        int rbase[4];
+        for (int i = 0; i < 4; i++) rbase[i] = a_row_base(batch, min(row0 + ty * 4 + i, ROWS - 1));
+        int cb = bbase + min(col0 + tx * 4, N4 * 4 - 4) * K4;
+        for (int k = 0; k < K4; k++) {
             ivec4 a[4], b[4];
             for (int i = 0; i < 4; i++) {
-                a[i] = unpack8(sA[(ty * 4 + i) * KB + kk], A_SIGNED);
-                b[i] = unpack8(sB[(tx * 4 + i) * KB + kk], B_SIGNED);
+                a[i] = unpack8(A[rbase[i] + k], A_SIGNED);
+                b[i] = unpack8(B[cb + i * K4 + k], B_SIGNED);
             }
             for (int i = 0; i < 4; i++) {
                 acc[i] += ivec4(idot4(a[i], b[0]), idot4(a[i], b[1]), idot4(a[i], b[2]), idot4(a[i], b[3]));
                 if (HAS_BZP) rsum[i] += a[i].x + a[i].y + a[i].z + a[i].w;
             }
         }
-        barrier();
     }
 
     int cw = col0 / 4 + tx;

@@ -20,7 +20,8 @@ HERE = Path(__file__).resolve().parent
 def test_chain_of_24_replayed_60_times_equals_reference():
     specs = chain_specs(24)
     chain = Chain(specs)
-    assert {op.kernel for op in chain.ops} == set(KERNELS)
+    # Every conv kernel but qlinear_gemv, which needs a feature map under 8 pixels.
+    assert {op.kernel for op in chain.ops} == set(KERNELS) - {"qlinear_gemv"}
     rng = np.random.default_rng(0)
     for _ in range(60):
         x = rng.integers(0, 256, specs[0].x.shape).astype(np.uint8)

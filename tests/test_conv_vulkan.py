@@ -22,6 +22,18 @@ def test_table(name, case):
     np.testing.assert_array_equal(out, ref)
 
 
+GEMM_CASES = [(n, c) for n, c in TABLE if choose_kernel(conv_spec(**c)) == "qlinear_gemm"]
+
+
+@pytest.mark.parametrize("tile", ["shared", "direct"])
+def test_gemm_cases_with_each_tile_variant(tile, monkeypatch):
+    """qlinear_gemm's shared-memory and direct paths both run here, whatever the device's default."""
+    monkeypatch.setenv("VKINFER_GEMM_TILE", tile)
+    assert len(GEMM_CASES) >= 20
+    for name, case in GEMM_CASES:
+        np.testing.assert_array_equal(ops.qlinear_conv(**case), ops.qlinear_conv(**case, device="reference"), name)
+
+
 def test_table_covers_every_kernel_and_edge():
     kernels = {choose_kernel(conv_spec(**c)) for _, c in TABLE}
     assert kernels == set(KERNELS)

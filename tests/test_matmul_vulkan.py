@@ -47,6 +47,16 @@ def test_table(sa, sb, at, bt):
         np.testing.assert_array_equal(ops.qlinear_matmul(**c), ref)
 
 
+@pytest.mark.parametrize("tile", ["shared", "direct"])
+def test_each_gemm_tile_variant(tile, monkeypatch):
+    monkeypatch.setenv("VKINFER_GEMM_TILE", tile)
+    rng = np.random.default_rng(9)
+    for sa, sb in SHAPES:
+        for at, bt in [("u8", "s8"), ("s8", "u8")]:
+            c = mm_case(rng, sa, sb, at, bt, per_column=True)
+            np.testing.assert_array_equal(ops.qlinear_matmul(**c), ops.qlinear_matmul(**c, device="reference"))
+
+
 def test_table_covers_both_matmul_kernels():
     rng = np.random.default_rng(0)
     kernels = {QLinearMatMul(matmul_spec(**mm_case(rng, sa, sb)), get_device()).kernel for sa, sb in SHAPES}

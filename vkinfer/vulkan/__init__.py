@@ -15,7 +15,7 @@ import numpy as np
 from .._vk import Device, get_device
 from ..ops._spec import ConvSpec, MatMulSpec
 from ._layout import nchw_to_packed, packed_to_nchw, rows_to_packed
-from .qlinear_conv import KERNELS, QLinearConv, choose_kernel
+from .qlinear_conv import KERNELS, QLinearConv, choose_kernel, gemm_shared_tile
 from .qlinear_matmul import QLinearMatMul
 
 __all__ = ["KERNELS", "QLinearConv", "QLinearMatMul", "Executable", "Chain", "choose_kernel", "run_conv", "run_matmul"]
@@ -104,12 +104,13 @@ _CACHE: OrderedDict[tuple, Executable] = OrderedDict()
 _CACHE_SIZE = 16
 
 
-def _key(kind: str, s, arrays: list[np.ndarray], extra: tuple) -> tuple:
+def _key(kind: str, dev: Device, arrays: list[np.ndarray], extra: tuple) -> tuple:
+    """Cache key: the device and its kernel variant, a digest of the constant arrays, the rest."""
     h = hashlib.blake2b(digest_size=16)
     for a in arrays:
         h.update(repr((a.shape, a.dtype.str)).encode())
         h.update(np.ascontiguousarray(a).tobytes())
-    return (kind, h.hexdigest(), extra)
+    return (kind, dev.info.index, gemm_shared_tile(dev), h.hexdigest(), extra)
 
 
 def _cached(key: tuple, make) -> Executable:
@@ -126,15 +127,14 @@ def _cached(key: tuple, make) -> Executable:
 
 def run_conv(s: ConvSpec, dev: Device | None = None) -> np.ndarray:
     dev = dev or get_device()
-    key = _key("conv", s, [s.w, s.w_zp, s.bias, s.out.m],
-               (dev.info.index, s.x.shape, s.x.dtype.str, s.x_zp, s.strides, s.pads, s.dilations, s.group,
+    key = _key("conv", dev, [s.w, s.w_zp, s.bias, s.out.m],
+               (s.x.shape, s.x.dtype.str, s.x_zp, s.strides, s.pads, s.dilations, s.group,
                 s.out.zero_point, s.out.lo, s.out.hi, s.out.dtype.str))
     return _cached(key, lambda: Executable(QLinearConv(s, dev), dev)).run(s.x)
 
 
 def run_matmul(s: MatMulSpec, dev: Device | None = None) -> np.ndarray:
     dev = dev or get_device()
-    key = _key("matmul", s, [s.b, s.b_zp, s.out.m],
-               (dev.info.index, s.a.shape, s.a.dtype.str, s.a_zp, s.out.zero_point, s.out.lo, s.out.hi,
-                s.out.dtype.str, s.out_shape))
+    key = _key("matmul", dev, [s.b, s.b_zp, s.out.m],
+               (s.a.shape, s.a.dtype.str, s.a_zp, s.out.zero_point, s.out.lo, s.out.hi, s.out.dtype.str, s.out_shape))
     return _cached(key, lambda: Executable(QLinearMatMul(s, dev), dev)).run(s.a)

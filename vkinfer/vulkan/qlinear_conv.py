@@ -9,6 +9,8 @@ Kernels (shaders/<name>.comp):
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from .._vk import Buffer, Device, Program
@@ -21,6 +23,22 @@ from ._layout import as_bytes, ceil4, pad_last
 KERNELS = ("qlinear_gemm", "qlinear_gemv", "qlinear_dwconv3x3", "qlinear_dwconv", "qlinear_conv")
 # Below this many output pixels (rows), a 32-row GEMM tile is mostly waste: stream K per row.
 GEMV_MAX_ROWS = 8
+
+
+# Vendors whose GPUs have on-chip shared memory worth staging GEMM tiles through. Mobile GPUs
+# (Mali, Adreno, PowerVR) back it with ordinary cached memory, and CPU implementations such as
+# lavapipe run 2x faster reading the buffers directly (measured: bench/ops.py, README).
+DESKTOP_VENDORS = {0x10DE: "NVIDIA", 0x1002: "AMD", 0x8086: "Intel"}
+
+
+def gemm_shared_tile(dev: Device) -> bool:
+    """Whether qlinear_gemm stages tiles in shared memory on `dev` ($VKINFER_GEMM_TILE=shared|direct forces it)."""
+    forced = os.environ.get("VKINFER_GEMM_TILE", "")
+    if forced in ("shared", "direct"):
+        return forced == "shared"
+    if forced:
+        raise ValueError(f"VKINFER_GEMM_TILE must be 'shared' or 'direct', got {forced!r}")
+    return dev.info.type in ("discrete", "integrated") and dev.info.vendor_id in DESKTOP_VENDORS
 
 
 def choose_kernel(s: ConvSpec) -> str:
@@ -73,7 +91,7 @@ class QLinearConv:
                 self.groups = (-(-m4 // 64), rows, n)
             else:
                 self.spec_consts = [c4, m4, rows, h * w * c4, 0, ow, w, sh, sww, sx, sw_,
-                                    int(np.any(s.w_zp != 0)), m, 0]
+                                    int(np.any(s.w_zp != 0)), m, 0, gemm_shared_tile(dev)]
                 self.groups = (-(-m4 // 8), -(-rows // 32), n)
         elif self.kernel.startswith("qlinear_dwconv"):
             # [C/4][kH][kW] words of 4 channels.
@@ -82,7 +100,7 @@ class QLinearConv:
             packed = np.ascontiguousarray(b.reshape(c4, 4, kh, kw).transpose(0, 2, 3, 1)).view(np.uint32)
             if self.kernel == "qlinear_dwconv3x3":
                 self.spec_consts = [c4, h, w, oh, ow, c, sh, pt, pl, sx, sw_]
-                self.groups = (-(-c4 // 4), -(-ow // 64), n * oh)
+                self.groups = (-(-c4 // 8), -(-ow // 32), n * oh)  # 8 x 8 invocations, 4 pixels each
             else:
                 self.spec_consts = [c4, h, w, oh, ow, c, kh, kw, sh, sww, dh, dw, pt, pl, sx, sw_]
                 self.groups = (-(-c4 // 4), -(-ow // 16), n * oh)
@@ -96,7 +114,7 @@ class QLinearConv:
             words = b.view(np.uint32).reshape(m4, 4, kh, kw, cg4 // 4)
             packed = np.ascontiguousarray(words.transpose(0, 2, 3, 4, 1))
             self.spec_consts = [c4, h, w, oh, ow, m, kh, kw, sh, sww, dh, dw, pt, pl, cg, m // s.group, sx, sw_]
-            self.groups = (-(-m4 // 4), -(-ow // 16), n * oh)
+            self.groups = (-(-m4 // 4), -(-ow // 64), n * oh)  # 16 invocations x 4 pixels along W
         q = requant_table(term, s.w_zp, s.out.m, 4 * m4)
         self.push = [s.x_zp, s.out.zero_point, s.out.lo, s.out.hi]
         self.w_buf = _upload_const(dev, packed)

@@ -7,7 +7,7 @@ import numpy as np
 from .._vk import Buffer, Device, Program
 from ..ops._spec import MatMulSpec
 from ._layout import ceil4, pad_last
-from .qlinear_conv import GEMV_MAX_ROWS, _upload_const, requant_table
+from .qlinear_conv import GEMV_MAX_ROWS, _upload_const, gemm_shared_tile, requant_table
 
 
 class QLinearMatMul:
@@ -35,7 +35,7 @@ class QLinearMatMul:
             self.groups = (-(-n4 // 64), m, nb)
         else:
             self.spec_consts = [k4, n4, m, m * k4, b_batch, m, m, 1, 1, sa, sb, int(np.any(s.b_zp != 0)), n,
-                                q_batch]
+                                q_batch, gemm_shared_tile(dev)]
             self.groups = (-(-n4 // 8), -(-m // 32), nb)
         self.push = [s.a_zp, s.out.zero_point, s.out.lo, s.out.hi]
         self.w_buf = _upload_const(dev, packed.view(np.uint32))
