@@ -1,6 +1,6 @@
 """Per-op benchmark: vkinfer on Vulkan against ONNX Runtime (CPU, one thread) on MobileNetV2's layers.
 
-    .venv/bin/python bench/ops.py [--repeat N] [--warmup W] [--only SUBSTR] [--quick]
+    .venv/bin/python bench/ops.py [--repeat N] [--warmup W] [--only SUBSTR] [--quick] [--gemm-tile T]
 
 For every distinct layer shape in bench/mobilenet_v2_shapes.json both sides run the same quantized
 op on the same seeded data, interleaved run by run. vkinfer's time is the whole op as a caller sees
@@ -33,7 +33,7 @@ from onnx import TensorProto, helper, numpy_helper
 from vkinfer import reference
 from vkinfer._vk import Device, get_device
 from vkinfer.ops._spec import ConvSpec, MatMulSpec, conv_spec, matmul_spec
-from vkinfer.vulkan import Executable, QLinearConv, QLinearMatMul, choose_kernel
+from vkinfer.vulkan import Executable, QLinearConv, QLinearMatMul, choose_kernel, gemm_shared_tile
 
 HERE = Path(__file__).resolve().parent
 SHAPES = HERE / "mobilenet_v2_shapes.json"
@@ -215,6 +215,7 @@ def conditions(dev: Device, args: argparse.Namespace, now: datetime) -> dict:
                           "driver_info": info.driver_info, "api_version": info.api_version},
         # lavapipe runs its shaders on CPU threads (LP_NUM_THREADS, default: all cores); ORT gets one.
         "lp_num_threads": os.environ.get("LP_NUM_THREADS"),
+        "gemm_tile": "shared" if gemm_shared_tile(dev) else "direct",
         "repeat": args.repeat, "warmup": args.warmup, "threads": 1,
         "ort_graph_optimization": "default (ORT_ENABLE_ALL)", "quick": args.quick, "only": args.only,
         "seed": SEED,
@@ -228,7 +229,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--warmup", type=int, default=None, help="untimed runs first (default 5, --quick 2)")
     ap.add_argument("--only", default=None, help="only layers whose name contains SUBSTR")
     ap.add_argument("--quick", action="store_true", help=f"smoke check: {len(QUICK)} shapes, few runs")
+    ap.add_argument("--gemm-tile", choices=["auto", "shared", "direct"], default="auto",
+                    help="qlinear_gemm variant (default: the device's own choice)")
     args = ap.parse_args(argv)
+    if args.gemm_tile != "auto":
+        os.environ["VKINFER_GEMM_TILE"] = args.gemm_tile
     args.repeat = args.repeat if args.repeat is not None else (5 if args.quick else 50)
     args.warmup = args.warmup if args.warmup is not None else (2 if args.quick else 5)
     if args.repeat < 1 or args.warmup < 0:
@@ -251,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     dev = get_device()
     now = datetime.now(UTC)
     cond = conditions(dev, args, now)
-    print(f"vkinfer on {dev.info}  vs  onnxruntime {ort.__version__} CPU, 1 thread")
+    print(f"vkinfer on {dev.info} (gemm tile: {cond['gemm_tile']})  vs  onnxruntime {ort.__version__} CPU, 1 thread")
     print(f"host: {cond['host_cpu']}, {cond['cpu_count']} cores; repeat {args.repeat}, warmup {args.warmup}; "
           "times are ms per call (median, p90); vk/ort < 1 means vkinfer is faster")
     print(HEADER)

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
-from . import ops
+from . import ops, reference
 from ._vk import get_device
 from .errors import VulkanUnavailableError
-from .ops._spec import conv_spec
-from .vulkan import choose_kernel
+from .ops._spec import conv_spec, matmul_spec
+from .vulkan import Chain, choose_kernel, choose_matmul_kernel
 
 SHAPES = Path(__file__).resolve().parent.parent / "bench" / "mobilenet_v2_shapes.json"
 # One of each kind of layer the network has: the generic conv, 1x1 expand (GEMM), depthwise 3x3 at
@@ -77,8 +77,8 @@ def describe(e: dict, args: dict) -> tuple[str, str]:
     """(op/kernel, shapes) columns for one layer."""
     if e["op"] == "matmul":
         a, b = args["a"], args["b"]
-        # QLinearMatMul always runs on the GEMM kernel.
-        return "matmul/qlinear_gemm", f"{'x'.join(map(str, a.shape))} @ {'x'.join(map(str, b.shape))}"
+        kernel = choose_matmul_kernel(matmul_spec(**args))
+        return f"matmul/{kernel}", f"{'x'.join(map(str, a.shape))} @ {'x'.join(map(str, b.shape))}"
     kernel = choose_kernel(conv_spec(**args))
     x, w = args["x"], args["w"]
     return f"conv/{kernel}", f"x {'x'.join(map(str, x.shape))}  w {'x'.join(map(str, w.shape))}"
@@ -130,8 +130,40 @@ def main() -> int:
         result = verdict(y, ref)
         failed += result != "identical"
         print(f"{e['name']:<24} {kind:<24} {shapes:<34} {result:<34} {ms:8.2f}", flush=True)
-    print(f"\n{'all layers identical to the reference' if not failed else f'{failed} layer(s) DIFFER'}")
+    failed += run_chain(dev)
+    print(f"\n{'all results identical to the reference' if not failed else f'{failed} result(s) DIFFER'}")
     return 1 if failed else 0
+
+
+# MobileNetV2's stem and first two inverted-residual blocks, as they follow each other in the net.
+CHAIN = ("conv_first_3to32_224", "dw_s1_32_112", "project_32to16_112", "expand_16to96_112", "dw_s2_96_112",
+         "project_96to24_56")
+
+
+def run_chain(dev) -> int:
+    """The CHAIN layers recorded once into one command sequence (barrier between dispatches) and
+    run with one submit per inference; returns 1 if the output differs from the reference chain."""
+    rng = np.random.default_rng(100)
+    x = rng.integers(0, 256, (1, 3, 224, 224), dtype=np.uint8)
+    specs, cur = [], x
+    for e in load_layers(CHAIN):
+        args = conv_args(e, rng)
+        args["x"] = cur  # each layer's input is the previous layer's (reference) output
+        spec = conv_spec(**args)
+        specs.append(spec)
+        cur = reference.qlinear_conv(spec)
+    chain = Chain(specs, dev)
+    y = chain.run(x)
+    times = []
+    for _ in range(RUNS):
+        t0 = time.perf_counter()
+        chain.run(x)
+        times.append(time.perf_counter() - t0)
+    result = verdict(y, cur)
+    shapes = f"x 1x3x224x224 -> {'x'.join(map(str, y.shape))}"
+    print(f"{'first 6 layers, 1 submit':<24} {'chain/' + str(len(specs)) + ' dispatches':<24} {shapes:<34} "
+          f"{result:<34} {1e3 * float(np.median(times)):8.2f}", flush=True)
+    return int(result != "identical")
 
 
 if __name__ == "__main__":

@@ -16,9 +16,10 @@ from .._vk import Device, get_device
 from ..ops._spec import ConvSpec, MatMulSpec
 from ._layout import nchw_to_packed, packed_to_nchw, rows_to_packed
 from .qlinear_conv import KERNELS, QLinearConv, choose_kernel, gemm_shared_tile
-from .qlinear_matmul import QLinearMatMul
+from .qlinear_matmul import QLinearMatMul, choose_matmul_kernel
 
-__all__ = ["KERNELS", "QLinearConv", "QLinearMatMul", "Executable", "Chain", "choose_kernel", "run_conv", "run_matmul"]
+__all__ = ["KERNELS", "QLinearConv", "QLinearMatMul", "Executable", "Chain", "choose_kernel", "choose_matmul_kernel",
+           "gemm_shared_tile", "run_conv", "run_matmul"]
 
 
 class Executable:

@@ -10,6 +10,11 @@ from ._layout import ceil4, pad_last
 from .qlinear_conv import GEMV_MAX_ROWS, _upload_const, gemm_shared_tile, requant_table
 
 
+def choose_matmul_kernel(s: MatMulSpec) -> str:
+    """qlinear_gemv for few rows (a 32-row tile would be mostly waste), else qlinear_gemm."""
+    return "qlinear_gemv" if s.a.shape[1] < GEMV_MAX_ROWS else "qlinear_gemm"
+
+
 class QLinearMatMul:
     """A matmul prepared for one device: B packed per column and uploaded once (with a_zp folded
     into the per-column terms); `bind(a, y)` makes the pipeline over activation buffers."""
@@ -29,7 +34,7 @@ class QLinearMatMul:
         shared_b = bb == 1 and nb > 1
         b_batch, q_batch = (0, 0) if shared_b else (4 * n4 * k4, 4 * n4)
         sa, sb = s.a.dtype == np.int8, s.b.dtype == np.int8
-        self.kernel = "qlinear_gemv" if m < GEMV_MAX_ROWS else "qlinear_gemm"
+        self.kernel = choose_matmul_kernel(s)
         if self.kernel == "qlinear_gemv":
             self.spec_consts = [k4, n4, m, m * k4, b_batch, sa, sb, n, q_batch]
             self.groups = (-(-n4 // 64), m, nb)
