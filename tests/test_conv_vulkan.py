@@ -96,3 +96,24 @@ def conv_args(draw):
 @given(conv_args())
 def test_random_shapes(case):
     np.testing.assert_array_equal(ops.qlinear_conv(**case), ops.qlinear_conv(**case, device="reference"))
+
+
+def test_concurrent_callers_get_their_own_answers():
+    """Threads sharing one cached layer (and one queue) never see each other's data."""
+    import concurrent.futures
+
+    rng = np.random.default_rng(12)
+    base = conv_case(rng, c=16, h=15, w=15, m=24, kh=3, pads=(1, 1, 1, 1))
+    inputs = [rng.integers(0, 256, base["x"].shape).astype(np.uint8) for _ in range(24)]
+    other = conv_case(rng, c=8, h=9, w=9, m=8, kh=1)
+
+    def call(i):
+        if i % 3 == 0:
+            return ops.qlinear_conv(**other)
+        return ops.qlinear_conv(**{**base, "x": inputs[i]})
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(call, range(len(inputs))))
+    for i, y in enumerate(results):
+        want = other if i % 3 == 0 else {**base, "x": inputs[i]}
+        np.testing.assert_array_equal(y, ops.qlinear_conv(**want, device="reference"))

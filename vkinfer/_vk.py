@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,8 +113,8 @@ class Program:
 class Sequence:
     """Commands recorded once, replayed with one submit per run()."""
 
-    def __init__(self, raw: Any):
-        self.raw = raw
+    def __init__(self, raw: Any, lock: threading.RLock):
+        self.raw, self.lock = raw, lock
 
     def upload(self, *bufs: Buffer) -> None:
         self.raw.upload([b.raw for b in bufs])
@@ -129,7 +130,9 @@ class Sequence:
         self.raw.barrier()
 
     def run(self) -> None:
-        self.raw.run()
+        # vkQueueSubmit needs external synchronization of the queue, and run() releases the GIL.
+        with self.lock:
+            self.raw.run()
 
 
 class Device:
@@ -139,6 +142,8 @@ class Device:
         self.info = info
         self.limits = info.limits
         self.raw = _native().Device(_instance(), info.index)
+        # Held around every submit, and by callers around write -> run -> read of shared buffers.
+        self.lock = threading.RLock()
 
     def buffer(self, nbytes: int, staged: bool = True) -> Buffer:
         max_range = self.limits["max_storage_buffer_range"]
@@ -160,7 +165,7 @@ class Device:
         return Program(self.raw.program(code, [b.raw for b in buffers], tuple(groups), spec_u, push_u), shader)
 
     def sequence(self) -> Sequence:
-        return Sequence(self.raw.sequence())
+        return Sequence(self.raw.sequence(), self.lock)
 
 
 _open: dict[int, Device] = {}

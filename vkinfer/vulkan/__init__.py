@@ -8,6 +8,7 @@ convolutions into one sequence with a barrier between each, replayed with one su
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections import OrderedDict
 
 import numpy as np
@@ -40,9 +41,10 @@ class Executable:
         self.seq.barrier()
 
     def run_packed(self, words: np.ndarray) -> np.ndarray:
-        self.x.write(words)
-        self.seq.run()
-        return self.y.read(np.uint32, self.op.out_words)
+        with self.dev.lock:  # the buffers are shared by every caller of this executable
+            self.x.write(words)
+            self.seq.run()
+            return self.y.read(np.uint32, self.op.out_words)
 
     def run(self, x: np.ndarray) -> np.ndarray:
         op = self.op
@@ -94,9 +96,12 @@ class Chain:
         first, last = self.ops[0], self.ops[-1]
         if x.shape != first.in_shape or x.dtype != first.spec.x.dtype:
             raise ValueError(f"chain input must be {first.in_shape} {first.spec.x.dtype}, got {x.shape} {x.dtype}")
-        self.x.write(nchw_to_packed(x))
-        self.seq.run()
-        return packed_to_nchw(self.y.read(np.uint32, last.out_words), last.out_shape, last.spec.out.dtype)
+        words = nchw_to_packed(x)
+        with self.dev.lock:
+            self.x.write(words)
+            self.seq.run()
+            out = self.y.read(np.uint32, last.out_words)
+        return packed_to_nchw(out, last.out_shape, last.spec.out.dtype)
 
 
 # Prepared executables for the op-level API, keyed by everything but the input data, so calling
@@ -114,16 +119,20 @@ def _key(kind: str, dev: Device, arrays: list[np.ndarray], extra: tuple) -> tupl
     return (kind, dev.info.index, gemm_shared_tile(dev), h.hexdigest(), extra)
 
 
+_CACHE_LOCK = threading.Lock()
+
+
 def _cached(key: tuple, make) -> Executable:
-    ex = _CACHE.get(key)
-    if ex is None:
-        ex = make()
-        _CACHE[key] = ex
-        while len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
-    else:
-        _CACHE.move_to_end(key)
-    return ex
+    with _CACHE_LOCK:
+        ex = _CACHE.get(key)
+        if ex is None:
+            ex = make()
+            _CACHE[key] = ex
+            while len(_CACHE) > _CACHE_SIZE:
+                _CACHE.popitem(last=False)
+        else:
+            _CACHE.move_to_end(key)
+        return ex
 
 
 def run_conv(s: ConvSpec, dev: Device | None = None) -> np.ndarray:
