@@ -68,8 +68,20 @@ def test_kernel_larger_than_padded_input(device):
 
 
 def test_unknown_device():
-    with pytest.raises(ValueError, match="device must be one of"):
+    with pytest.raises(ValueError, match="device must be"):
         ops.qlinear_conv(**good_conv(), device="gpu")
+    with pytest.raises(ValueError, match="no Vulkan device matches 'no-such-gpu'"):
+        ops.qlinear_conv(**good_conv(), device="vulkan:no-such-gpu")
+
+
+def test_device_argument_picks_a_vulkan_device():
+    import vkinfer
+
+    d = vkinfer.devices()[0]
+    c = good_conv()
+    ref = ops.qlinear_conv(**c, device="reference")
+    for which in (f"vulkan:{d.index}", f"vulkan:{d.type}", f"vulkan:{d.name[:5]}"):
+        np.testing.assert_array_equal(ops.qlinear_conv(**c, device=which), ref)
 
 
 def test_multiplier_overflow_is_rejected():

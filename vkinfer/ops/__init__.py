@@ -1,7 +1,9 @@
 """Quantized ops with ONNX semantics: one call, any device, the same bits.
 
-`device` is "vulkan" (the Vulkan device chosen by vkinfer.devices() order or $VKINFER_DEVICE) or
-"reference" (pure numpy, the executable definition of the numerics).
+`device` is "vulkan" (the most preferred Vulkan device, or $VKINFER_DEVICE), "vulkan:<which>" with
+<which> an index, a name substring or a type from vkinfer.devices() (e.g. "vulkan:1",
+"vulkan:nvidia", "vulkan:discrete"), or "reference" (pure numpy, the executable definition of the
+numerics).
 """
 
 from __future__ import annotations
@@ -13,14 +15,20 @@ import numpy as np
 from .. import reference
 from ._spec import conv_spec, matmul_spec
 
-Device = Literal["vulkan", "reference"]
+Device = Literal["vulkan", "reference"] | str
 Activation = None | Literal["relu", "relu6"] | tuple[str, float, float]
 DEVICES = ("vulkan", "reference")
 
 
-def _check_device(device: str) -> None:
-    if device not in DEVICES:
-        raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
+def _vulkan_device(device: str):
+    """None for the reference; else the Vulkan device that `device` names (checked before any work)."""
+    if not isinstance(device, str) or not (device in DEVICES or device.startswith("vulkan:")):
+        raise ValueError(f'device must be "vulkan", "vulkan:<index|name|type>" or "reference", got {device!r}')
+    if device == "reference":
+        return None
+    from .._vk import get_device
+
+    return get_device(device.partition(":")[2] or None)
 
 
 def qlinear_conv(x: np.ndarray, x_scale, x_zero_point, w: np.ndarray, w_scale, w_zero_point,
@@ -37,14 +45,14 @@ def qlinear_conv(x: np.ndarray, x_scale, x_zero_point, w: np.ndarray, w_scale, w
     "relu6" or ("clip", lo, hi) in real units, applied by narrowing the output clamp.
     Returns (N, M, OH, OW) in y_zero_point's type, bit-identical on every device to ONNX Runtime.
     """
-    _check_device(device)
+    dev = _vulkan_device(device)
     s = conv_spec(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, bias,
                   strides=strides, pads=pads, dilations=dilations, group=group, activation=activation)
-    if device == "reference":
+    if dev is None:
         return reference.qlinear_conv(s)
     from .. import vulkan
 
-    return vulkan.run_conv(s)
+    return vulkan.run_conv(s, dev)
 
 
 def qlinear_matmul(a: np.ndarray, a_scale, a_zero_point, b: np.ndarray, b_scale, b_zero_point,
@@ -53,13 +61,13 @@ def qlinear_matmul(a: np.ndarray, a_scale, a_zero_point, b: np.ndarray, b_scale,
     int32 accumulation, requantized to y_zero_point's type. b_scale and b_zero_point may be per
     column (N values). Bit-identical on every device to ONNX Runtime.
     """
-    _check_device(device)
+    dev = _vulkan_device(device)
     s = matmul_spec(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point)
-    if device == "reference":
+    if dev is None:
         return reference.qlinear_matmul(s)
     from .. import vulkan
 
-    return vulkan.run_matmul(s)
+    return vulkan.run_matmul(s, dev)
 
 
 __all__ = ["qlinear_conv", "qlinear_matmul", "DEVICES"]
