@@ -22,6 +22,7 @@ TARGET_ENV = "vulkan1.1"
 
 
 def cache_dir() -> Path:
+    """Where compiled SPIR-V is cached: $VKINFER_CACHE, else $XDG_CACHE_HOME/vkinfer or ~/.cache/vkinfer."""
     base = os.environ.get("VKINFER_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "vkinfer")
     return Path(base) / "spirv"

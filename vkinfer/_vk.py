@@ -95,9 +95,11 @@ class Buffer:
         self.raw, self.staged, self.nbytes = raw, staged, raw.nbytes
 
     def write(self, data: np.ndarray, offset: int = 0) -> None:
+        """Copy `data` into the host staging memory at byte `offset` (uploaded by the next recorded upload)."""
         self.raw.write(np.ascontiguousarray(data), offset)
 
     def read(self, dtype: np.dtype, count: int, offset: int = 0) -> np.ndarray:
+        """`count` values of `dtype` from the host staging memory (filled by the last recorded download)."""
         out = np.empty(count, dtype)
         self.raw.read_into(out, offset)
         return out
@@ -117,12 +119,15 @@ class Sequence:
         self.raw, self.lock = raw, lock
 
     def upload(self, *bufs: Buffer) -> None:
+        """Record staging -> device copies of `bufs`."""
         self.raw.upload([b.raw for b in bufs])
 
     def download(self, *bufs: Buffer) -> None:
+        """Record device -> staging copies of `bufs`."""
         self.raw.download([b.raw for b in bufs])
 
     def dispatch(self, prog: Program) -> None:
+        """Record one dispatch of `prog` (bind, push constants, dispatch)."""
         self.raw.dispatch(prog.raw)
 
     def barrier(self) -> None:
@@ -130,6 +135,7 @@ class Sequence:
         self.raw.barrier()
 
     def run(self) -> None:
+        """Submit the recorded commands once and wait for them."""
         # vkQueueSubmit needs external synchronization of the queue, and run() releases the GIL.
         with self.lock:
             self.raw.run()
@@ -146,6 +152,7 @@ class Device:
         self.lock = threading.RLock()
 
     def buffer(self, nbytes: int, staged: bool = True) -> Buffer:
+        """A buffer of `nbytes` (rounded up to 4); `staged=False` gives device-only memory for intermediates."""
         max_range = self.limits["max_storage_buffer_range"]
         if nbytes > max_range:
             raise ValueError(f"a {nbytes}-byte buffer exceeds this device's maxStorageBufferRange ({max_range})")
@@ -165,6 +172,7 @@ class Device:
         return Program(self.raw.program(code, [b.raw for b in buffers], tuple(groups), spec_u, push_u), shader)
 
     def sequence(self) -> Sequence:
+        """An empty command sequence on this device's compute queue."""
         return Sequence(self.raw.sequence(), self.lock)
 
 

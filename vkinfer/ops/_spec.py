@@ -43,9 +43,10 @@ def _scale(name: str, v, count: int | None = None) -> np.ndarray:
     return a
 
 
-def _zero_point(name: str, v, dtype: np.dtype | None, count: int | None = None) -> tuple[np.ndarray, np.dtype]:
-    """A zero point in its quantized type's range. A numpy value's dtype must be uint8/int8;
-    a Python int takes `dtype` (the data's type)."""
+def _zero_point(name: str, v, dtype: np.dtype | None, count: int | None = None, *,
+                default: np.dtype | None = None) -> tuple[np.ndarray, np.dtype]:
+    """A zero point in its quantized type's range. A numpy value's dtype must be uint8/int8 (and
+    equal `dtype` when given); a Python int takes `dtype`, else `default`."""
     if isinstance(v, bool):
         raise TypeError(f"{name} must be an integer, got bool")
     if isinstance(v, (np.ndarray, np.generic)):
@@ -56,9 +57,10 @@ def _zero_point(name: str, v, dtype: np.dtype | None, count: int | None = None) 
             raise TypeError(f"{name} has dtype {a.dtype} but its tensor is {dtype}")
         zdt = a.dtype
     elif isinstance(v, numbers.Integral):
-        if dtype is None:
+        zdt = dtype if dtype is not None else default
+        if zdt is None:
             raise TypeError(f"{name} as a Python int needs a dtype; pass np.uint8(...) or np.int8(...)")
-        a, zdt = np.asarray(int(v)), np.dtype(dtype)
+        a, zdt = np.asarray(int(v)), np.dtype(zdt)
     else:
         raise TypeError(f"{name} must be an integer or a uint8/int8 numpy value, got {type(v).__name__}")
     a = a.astype(np.int64).reshape(-1)
@@ -114,13 +116,24 @@ class QuantOut:
     dtype: np.dtype
 
 
-def _out(x_scale, w_scale, y_scale, y_zp, ydt, activation) -> QuantOut:
-    ys = np.float32(y_scale[0])
-    m = multiplier(np.float32(x_scale[0]), w_scale, ys)
+def _quant(names: tuple[str, str, str], x: np.ndarray, x_scale, x_zp, w: np.ndarray, w_scale, w_zp, y_scale, y_zp,
+           channels: int, activation) -> tuple[int, np.ndarray, QuantOut]:
+    """Check one op's scales and zero points (input per tensor, weights per tensor or per output
+    channel, output per tensor); return the input zero point, per-channel weight zero points and
+    the output quantization. `names` are the op's argument prefixes, e.g. ("x", "w", "y")."""
+    xn, wn, yn = names
+    xs = _scale(f"{xn}_scale", x_scale)
+    ws = _scale(f"{wn}_scale", w_scale, channels)
+    ys = np.float32(_scale(f"{yn}_scale", y_scale)[0])
+    xzp, _ = _zero_point(f"{xn}_zero_point", x_zp, x.dtype)
+    wzp, _ = _zero_point(f"{wn}_zero_point", w_zp, w.dtype, channels)
+    yzp, ydt = _zero_point(f"{yn}_zero_point", y_zp, None, default=x.dtype)
+    m = multiplier(np.float32(xs[0]), np.broadcast_to(ws, (channels,)), ys)
     if not np.all(np.isfinite(m)):
-        raise ValueError("x_scale * w_scale / y_scale overflows float32")
-    lo, hi = _activation_bounds(activation, ys, int(y_zp[0]), ydt)
-    return QuantOut(m=m, zero_point=int(y_zp[0]), lo=lo, hi=hi, dtype=ydt)
+        raise ValueError(f"{xn}_scale * {wn}_scale / {yn}_scale overflows float32")
+    lo, hi = _activation_bounds(activation, ys, int(yzp[0]), ydt)
+    out = QuantOut(m=m, zero_point=int(yzp[0]), lo=lo, hi=hi, dtype=ydt)
+    return int(xzp[0]), np.broadcast_to(wzp, (channels,)).astype(np.int32), out
 
 
 @dataclass(frozen=True, eq=False)
@@ -140,6 +153,7 @@ class ConvSpec:
 
     @property
     def out_shape(self) -> tuple[int, int, int, int]:
+        """(N, M, OH, OW) of the output."""
         n, _, h, w = self.x.shape
         m, _, kh, kw = self.w.shape
         (sh, sw), (dh, dw), (pt, pl, pb, pr) = self.strides, self.dilations, self.pads
@@ -149,6 +163,7 @@ class ConvSpec:
 
     @property
     def macs(self) -> int:
+        """Multiply-accumulates of the op."""
         n, m, oh, ow = self.out_shape
         return n * m * oh * ow * int(np.prod(self.w.shape[1:]))
 
@@ -178,13 +193,8 @@ def conv_spec(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zer
     if ekh > h + pads[0] + pads[2] or ekw > wd + pads[1] + pads[3]:
         raise ValueError(f"kernel {kh}x{kw} (dilated {ekh}x{ekw}) is larger than the padded input "
                          f"{h + pads[0] + pads[2]}x{wd + pads[1] + pads[3]}")
-    xs = _scale("x_scale", x_scale)
-    ws = _scale("w_scale", w_scale, m)
-    ys = _scale("y_scale", y_scale)
-    xzp, _ = _zero_point("x_zero_point", x_zero_point, x.dtype)
-    wzp, _ = _zero_point("w_zero_point", w_zero_point, w.dtype, m)
-    yzp, ydt = _zero_point("y_zero_point", y_zero_point, None if isinstance(y_zero_point, np.generic | np.ndarray)
-                           else x.dtype)
+    xzp, wzp, out = _quant(("x", "w", "y"), x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale,
+                           y_zero_point, m, activation)
     if bias is None:
         b = np.zeros(m, np.int32)
     else:
@@ -193,10 +203,9 @@ def conv_spec(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zer
             raise TypeError(f"bias must be int32, got {b.dtype}")
         if b.shape != (m,):
             raise ValueError(f"bias must have shape ({m},), got {b.shape}")
-    return ConvSpec(x=np.ascontiguousarray(x), x_zp=int(xzp[0]), w=np.ascontiguousarray(w),
-                    w_zp=np.broadcast_to(wzp, (m,)).astype(np.int32), bias=np.ascontiguousarray(b),
-                    strides=strides, pads=pads, dilations=dilations, group=group,
-                    out=_out(xs, np.broadcast_to(ws, (m,)), ys, yzp, ydt, activation))
+    return ConvSpec(x=np.ascontiguousarray(x), x_zp=xzp, w=np.ascontiguousarray(w), w_zp=wzp,
+                    bias=np.ascontiguousarray(b), strides=strides, pads=pads, dilations=dilations, group=group,
+                    out=out)
 
 
 @dataclass(frozen=True, eq=False)
@@ -212,6 +221,7 @@ class MatMulSpec:
 
     @property
     def macs(self) -> int:
+        """Multiply-accumulates of the op."""
         bt, m, k = self.a.shape
         return bt * m * k * self.b.shape[2]
 
@@ -236,13 +246,6 @@ def matmul_spec(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_z
         b3 = np.ascontiguousarray(b).reshape(1, k, n)  # one weight matrix shared by every batch
     else:
         b3 = np.ascontiguousarray(np.broadcast_to(b, (*batch, k, n))).reshape(nb, k, n)
-    az = _scale("a_scale", a_scale)
-    bs = _scale("b_scale", b_scale, n)
-    ys = _scale("y_scale", y_scale)
-    azp, _ = _zero_point("a_zero_point", a_zero_point, a.dtype)
-    bzp, _ = _zero_point("b_zero_point", b_zero_point, b.dtype, n)
-    yzp, ydt = _zero_point("y_zero_point", y_zero_point, None if isinstance(y_zero_point, np.generic | np.ndarray)
-                           else a.dtype)
-    return MatMulSpec(a=a3, a_zp=int(azp[0]), b=b3, b_zp=np.broadcast_to(bzp, (n,)).astype(np.int32),
-                      out=_out(az, np.broadcast_to(bs, (n,)), ys, yzp, ydt, None),
-                      out_shape=(*batch, m, n))
+    azp, bzp, out = _quant(("a", "b", "y"), a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale,
+                           y_zero_point, n, None)
+    return MatMulSpec(a=a3, a_zp=azp, b=b3, b_zp=bzp, out=out, out_shape=(*batch, m, n))

@@ -41,12 +41,14 @@ class Executable:
         self.seq.barrier()
 
     def run_packed(self, words: np.ndarray) -> np.ndarray:
+        """Packed input words in, packed output words out: upload, one submit, download."""
         with self.dev.lock:  # the buffers are shared by every caller of this executable
             self.x.write(words)
             self.seq.run()
             return self.y.read(np.uint32, self.op.out_words)
 
     def run(self, x: np.ndarray) -> np.ndarray:
+        """numpy in (NCHW for conv, (batch, M, K) for matmul), numpy out."""
         op = self.op
         if isinstance(op, QLinearConv):
             out = self.run_packed(nchw_to_packed(x))
@@ -93,6 +95,7 @@ class Chain:
         self.seq.barrier()
 
     def run(self, x: np.ndarray) -> np.ndarray:
+        """The chain on NCHW input `x`: upload, one submit for every layer, download."""
         first, last = self.ops[0], self.ops[-1]
         if x.shape != first.in_shape or x.dtype != first.spec.x.dtype:
             raise ValueError(f"chain input must be {first.in_shape} {first.spec.x.dtype}, got {x.shape} {x.dtype}")
@@ -136,6 +139,7 @@ def _cached(key: tuple, make) -> Executable:
 
 
 def run_conv(s: ConvSpec, dev: Device | None = None) -> np.ndarray:
+    """QLinearConv of a validated spec on `dev`, reusing a cached prepared layer when there is one."""
     dev = dev or get_device()
     key = _key("conv", dev, [s.w, s.w_zp, s.bias, s.out.m],
                (s.x.shape, s.x.dtype.str, s.x_zp, s.strides, s.pads, s.dilations, s.group,
@@ -144,6 +148,7 @@ def run_conv(s: ConvSpec, dev: Device | None = None) -> np.ndarray:
 
 
 def run_matmul(s: MatMulSpec, dev: Device | None = None) -> np.ndarray:
+    """QLinearMatMul of a validated spec on `dev`, reusing a cached prepared layer when there is one."""
     dev = dev or get_device()
     key = _key("matmul", dev, [s.b, s.b_zp, s.out.m],
                (s.a.shape, s.a.dtype.str, s.a_zp, s.out.zero_point, s.out.lo, s.out.hi, s.out.dtype.str, s.out_shape))

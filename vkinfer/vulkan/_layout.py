@@ -11,6 +11,7 @@ import numpy as np
 
 
 def ceil4(n: int) -> int:
+    """Words needed for `n` bytes (channels) packed 4 per word."""
     return (n + 3) // 4
 
 
@@ -25,6 +26,7 @@ def pad_last(a: np.ndarray, to: int, fill: int | np.ndarray = 0) -> np.ndarray:
 
 
 def as_bytes(a: np.ndarray) -> np.ndarray:
+    """The raw bytes of a uint8/int8 array (int8 as two's complement)."""
     return a.view(np.uint8)
 
 

@@ -42,6 +42,7 @@ def gemm_shared_tile(dev: Device) -> bool:
 
 
 def choose_kernel(s: ConvSpec) -> str:
+    """The shader that runs this convolution (see KERNELS and the module docstring)."""
     n, c, h, w = s.x.shape
     m, cg, kh, kw = s.w.shape
     if s.group == c == m:

@@ -47,5 +47,6 @@ class QLinearMatMul:
         self.q_buf = _upload_const(dev, q)
 
     def bind(self, a: Buffer, y: Buffer) -> Program:
+        """The pipeline reading packed rows `a` and writing packed output `y`."""
         return self.dev.program(self.kernel, [a, self.w_buf, self.q_buf, y], self.groups,
                                 self.spec_consts, self.push)
