@@ -12,12 +12,18 @@ KP_SRC := $(DEPS)/kp-$(KP_VERSION)
 NATIVE_BUILD := build/native
 EXT_SUFFIX = $(shell $(VPY) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 APT_PKGS := mesa-vulkan-drivers libvulkan-dev glslang-tools spirv-tools vulkan-validationlayers \
-            vulkan-tools cmake g++ make libfmt-dev pybind11-dev python3-venv python3-dev
+            vulkan-tools cmake g++ make libfmt-dev pybind11-dev python3-venv python3-dev \
+            gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-arm-linux-gnueabihf libc6-dev-armhf-cross \
+            qemu-user-static
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup apt native test demo bench lint clean
+.PHONY: setup apt native cpu test demo bench lint clean
 
-setup: apt $(VENV)/.installed native
+setup: apt $(VENV)/.installed native cpu
+
+# The C CPU fallback (cpu_fallback/): a shared library loaded through ctypes, rebuilt when a source changes.
+cpu:
+	@$(MAKE) --no-print-directory -C cpu_fallback lib
 
 # Debian packages: installed only when dpkg says one is missing (a second run takes well under a second).
 apt:
@@ -67,4 +73,4 @@ lint: setup
 	$(VPY) -m ruff check vkinfer tests bench
 
 clean:
-	rm -rf build $(VENV) vkinfer/_vkcore*.so
+	rm -rf build $(VENV) vkinfer/_vkcore*.so vkinfer/libvkinfer_cpu.so

@@ -1,0 +1,78 @@
+/* vkinfer CPU fallback: quantized convolution (and GEMM as 1x1 convolution) in C.
+ *
+ * Numerics are vkinfer's contract (bit-identical to ONNX Runtime's QLinearConv):
+ *   acc = bias[m] + sum (x - x_zp) * (w - w_zp[m])          int32
+ *   y   = clamp(round_half_even((float)acc * scale[m]) + y_zp, y_lo, y_hi)
+ * with one float32 multiply (no FMA contraction, no double).
+ *
+ * Data layout: activations are NHWC bytes. Inputs are in the canonical unsigned domain: int8
+ * activations are passed XOR 0x80 (i.e. +128) with x_zp + 128. Outputs are written as the low byte
+ * of the int32 result, so int8 and uint8 outputs need no conversion.
+ *
+ * Every entry point checks its own preconditions and returns a vki_status; vki_last_error()
+ * describes the last failure on the calling thread.
+ */
+#ifndef VKINFER_CPU_H
+#define VKINFER_CPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    VKI_OK = 0,
+    VKI_EINVAL = 1,       /* a bad argument (message in vki_last_error) */
+    VKI_ENOMEM = 2,       /* allocation failed */
+    VKI_EUNSUPPORTED = 3  /* the requested ISA variant cannot run on this CPU */
+} vki_status;
+
+typedef struct {
+    uint32_t n, h, w, c;          /* input, NHWC */
+    uint32_t m, kh, kw;           /* output channels, kernel size */
+    uint32_t sh, sw, dh, dw;      /* strides, dilations (>= 1) */
+    uint32_t pt, pl, pb, pr;      /* padding: top, left, bottom, right */
+    uint32_t groups;              /* divides c and m */
+    const uint8_t* weights;       /* m x (c/groups) x kh x kw raw bytes (ONNX layout) */
+    int32_t w_signed;             /* 1: weights are int8, 0: uint8 */
+    const int32_t* w_zp;          /* m weight zero points, in the weights' own type's range */
+    const int32_t* bias;          /* m int32 biases */
+    const float* scale;           /* m requantization multipliers (float32, finite, >= 0) */
+    int32_t x_zp;                 /* input zero point, canonical unsigned domain [0, 255] */
+    int32_t y_zp, y_lo, y_hi;     /* output zero point and clamp (y_lo <= y_zp.. in [-128, 255]) */
+    int32_t isa;                  /* index into the ISA variant list, or -1 for the best available */
+} vki_conv_desc;
+
+typedef struct vki_conv vki_conv;
+
+/* Prepare a convolution: packs the weights for the chosen ISA once. */
+vki_status vki_conv_create(const vki_conv_desc* desc, vki_conv** out);
+/* Output size of a prepared convolution. */
+void vki_conv_output_shape(const vki_conv* conv, uint32_t* oh, uint32_t* ow);
+/* Run on x (n*h*w*c bytes) into y (n*oh*ow*m bytes) with `threads` threads (0: the default). The
+ * indirection buffer is built on the first run and rebuilt only when x's address changes. */
+vki_status vki_conv_run(vki_conv* conv, const uint8_t* x, uint8_t* y, uint32_t threads);
+void vki_conv_destroy(vki_conv* conv);
+/* Name of the variant a prepared convolution uses. */
+const char* vki_conv_isa(const vki_conv* conv);
+
+/* ISA variants compiled into this library, in order of preference (best last). */
+int32_t vki_isa_count(void);
+const char* vki_isa_name(int32_t index);
+int32_t vki_isa_available(int32_t index); /* 1 if this CPU can run it */
+/* Index of the variant used for isa = -1: $VKINFER_CPU_ISA names one, else the best available.
+ * Returns -1 (and sets the error) if $VKINFER_CPU_ISA names an unknown or unavailable variant. */
+int32_t vki_isa_default(void);
+
+/* Default thread count: $VKINFER_CPU_THREADS, else the cores of the fastest cluster (highest
+ * cpuinfo_max_freq under /sys/devices/system/cpu), else all online cores. */
+uint32_t vki_default_threads(void);
+
+const char* vki_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

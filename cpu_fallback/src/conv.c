@@ -1,0 +1,293 @@
+/* The convolution operator: argument checks, one-time weight packing for the chosen ISA, the
+ * indirection buffer (QNNPACK: pointers to input pixels instead of an im2col copy; padding taps
+ * point at a row of x_zp), and the parallel loop over output tiles that calls the microkernels. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "threadpool.h"
+#include "vkinfer_cpu.h"
+
+struct vki_conv {
+    vki_conv_desc d;         /* scalars only: the pointers are not kept */
+    const vki_isa* isa;
+    uint32_t oh, ow, cg, mg, ks;
+    bool depthwise;          /* group == c == m: one dw kernel call per output pixel */
+    vki_dw_fn dw;
+    void* packed;            /* igemm: [groups][nblocks] blocks; dw: one block */
+    size_t block_bytes;
+    uint32_t nblocks;        /* NR blocks per group */
+    uint8_t* zero;           /* c bytes of x_zp: what padding taps read */
+    const uint8_t** indir;   /* [pixel][tap] */
+    const uint8_t* indir_x;  /* the input address the indirection was built for */
+    vki_qparams q;
+    pthread_mutex_t lock;    /* one run at a time per convolution (the indirection is shared) */
+};
+
+#define MAX_TAPS 1024  /* per-item pointer tiles live on the stack: MAX_MR * MAX_TAPS pointers */
+#define MAX_MR 16
+#define FAIL(code, ...) do { vki_set_error(__VA_ARGS__); return code; } while (0)
+
+static size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
+
+static vki_status check(const vki_conv_desc* d, uint32_t* oh, uint32_t* ow)
+{
+    if (!d) FAIL(VKI_EINVAL, "desc is NULL");
+    if (!d->n || !d->h || !d->w || !d->c || !d->m || !d->kh || !d->kw)
+        FAIL(VKI_EINVAL, "n, h, w, c, m, kh and kw must be positive");
+    if (!d->sh || !d->sw || !d->dh || !d->dw) FAIL(VKI_EINVAL, "strides and dilations must be >= 1");
+    if (!d->groups || d->c % d->groups || d->m % d->groups)
+        FAIL(VKI_EINVAL, "groups=%u must divide c=%u and m=%u", d->groups, d->c, d->m);
+    if (!d->weights || !d->w_zp || !d->bias || !d->scale) FAIL(VKI_EINVAL, "weights, w_zp, bias and scale are required");
+    if (d->x_zp < 0 || d->x_zp > 255) FAIL(VKI_EINVAL, "x_zp=%d outside [0, 255]", d->x_zp);
+    if (d->y_lo > d->y_hi || d->y_lo < -128 || d->y_hi > 255 || d->y_zp < -128 || d->y_zp > 255)
+        FAIL(VKI_EINVAL, "y_zp/y_lo/y_hi out of range");
+    uint64_t ekh = (uint64_t)(d->kh - 1) * d->dh + 1, ekw = (uint64_t)(d->kw - 1) * d->dw + 1;
+    uint64_t ph = (uint64_t)d->h + d->pt + d->pb, pw = (uint64_t)d->w + d->pl + d->pr;
+    if (ekh > ph || ekw > pw) FAIL(VKI_EINVAL, "kernel (dilated %llux%llu) larger than padded input %llux%llu",
+                                   (unsigned long long)ekh, (unsigned long long)ekw, (unsigned long long)ph,
+                                   (unsigned long long)pw);
+    *oh = (uint32_t)((ph - ekh) / d->sh + 1);
+    *ow = (uint32_t)((pw - ekw) / d->sw + 1);
+    /* Keep every byte offset well inside size_t and every count inside int32 for the kernels. */
+    uint64_t in = (uint64_t)d->n * d->h * d->w * d->c, out = (uint64_t)d->n * *oh * *ow * d->m;
+    if (in > (1ull << 31) || out > (1ull << 31) || (uint64_t)d->kh * d->kw * d->c > (1ull << 24))
+        FAIL(VKI_EINVAL, "tensor too large for the CPU fallback");
+    if ((uint64_t)d->kh * d->kw > MAX_TAPS)
+        FAIL(VKI_EINVAL, "kernel %ux%u has more than %d taps", d->kh, d->kw, MAX_TAPS);
+    uint32_t lo = d->w_signed ? (uint32_t)-128 : 0;
+    for (uint32_t i = 0; i < d->m; i++) {
+        int32_t z = d->w_zp[i];
+        if (d->w_signed ? (z < -128 || z > 127) : (z < 0 || z > 255))
+            FAIL(VKI_EINVAL, "w_zp[%u]=%d out of range for %s weights", i, z, d->w_signed ? "int8" : "uint8");
+        float s = d->scale[i];
+        if (!(s >= 0.0f) || s > 3.4e38f) FAIL(VKI_EINVAL, "scale[%u] is not finite and >= 0", i);
+    }
+    (void)lo;
+    return VKI_OK;
+}
+
+static int32_t weight(const vki_conv_desc* d, uint32_t m, uint32_t ci, uint32_t cg, uint32_t t)
+{
+    size_t i = ((size_t)m * cg + ci) * d->kh * d->kw + t;
+    int32_t v = d->w_signed ? (int32_t)(int8_t)d->weights[i] : (int32_t)d->weights[i];
+    return v - d->w_zp[m];
+}
+
+static vki_status pack_igemm(vki_conv* cv, const vki_conv_desc* d)
+{
+    const vki_isa* isa = cv->isa;
+    size_t nr = isa->nr, kr = isa->kr, kcg = round_up(cv->cg, kr) / kr;
+    cv->nblocks = (uint32_t)((cv->mg + nr - 1) / nr);
+    cv->block_bytes = round_up(nr * 8 + (size_t)cv->ks * kcg * nr * kr * 2, 64);
+    size_t total = cv->block_bytes * cv->nblocks * d->groups;
+    cv->packed = aligned_alloc(64, total);
+    if (!cv->packed) FAIL(VKI_ENOMEM, "out of memory packing %zu bytes of weights", total);
+    memset(cv->packed, 0, total);
+    for (uint32_t g = 0; g < d->groups; g++)
+        for (uint32_t b = 0; b < cv->nblocks; b++) {
+            char* blk = (char*)cv->packed + ((size_t)g * cv->nblocks + b) * cv->block_bytes;
+            int32_t* bias = (int32_t*)blk;
+            float* scale = (float*)(bias + nr);
+            int16_t* wt = (int16_t*)(scale + nr);
+            for (size_t n = 0; n < nr; n++) {
+                uint32_t mo = b * (uint32_t)nr + (uint32_t)n;  /* channel within group */
+                if (mo >= cv->mg) break;
+                uint32_t m = g * cv->mg + mo;
+                bias[n] = d->bias[m];
+                scale[n] = d->scale[m];
+                for (uint32_t t = 0; t < cv->ks; t++)
+                    for (uint32_t ci = 0; ci < cv->cg; ci++)  /* [ks][kc/KR][NR][KR] */
+                        wt[((t * kcg + ci / kr) * nr + n) * kr + ci % kr] = (int16_t)weight(d, m, ci, cv->cg, t);
+            }
+        }
+    return VKI_OK;
+}
+
+static vki_status pack_dw(vki_conv* cv, const vki_conv_desc* d)
+{
+    size_t cp = round_up(d->c, cv->isa->cr);
+    cv->block_bytes = cp * 8 + (size_t)cv->ks * cp * 2;
+    cv->packed = aligned_alloc(64, round_up(cv->block_bytes, 64));
+    if (!cv->packed) FAIL(VKI_ENOMEM, "out of memory packing depthwise weights");
+    memset(cv->packed, 0, round_up(cv->block_bytes, 64));
+    int32_t* bias = (int32_t*)cv->packed;
+    float* scale = (float*)(bias + cp);
+    int16_t* wt = (int16_t*)(scale + cp);
+    for (uint32_t ch = 0; ch < d->c; ch++) {
+        bias[ch] = d->bias[ch];
+        scale[ch] = d->scale[ch];
+        for (uint32_t t = 0; t < cv->ks; t++) wt[t * cp + ch] = (int16_t)weight(d, ch, 0, 1, t);
+    }
+    return VKI_OK;
+}
+
+vki_status vki_conv_create(const vki_conv_desc* desc, vki_conv** out)
+{
+    uint32_t oh, ow;
+    if (!out) FAIL(VKI_EINVAL, "out is NULL");
+    *out = NULL;
+    vki_status st = check(desc, &oh, &ow);
+    if (st != VKI_OK) return st;
+    int32_t index = desc->isa < 0 ? vki_isa_default() : desc->isa;
+    if (index < 0) return VKI_EUNSUPPORTED;  /* vki_isa_default set the message */
+    const vki_isa* isa = vki_isa_get(index);
+    if (isa && isa->mr > MAX_MR) FAIL(VKI_EINVAL, "variant %s has MR > %d", isa->name, MAX_MR);
+    if (!isa) FAIL(VKI_EINVAL, "isa index %d out of range (0..%d)", desc->isa, vki_isa_count() - 1);
+    if (!isa->available()) FAIL(VKI_EUNSUPPORTED, "this CPU cannot run the %s variant", isa->name);
+
+    vki_conv* cv = calloc(1, sizeof(*cv));
+    if (!cv) FAIL(VKI_ENOMEM, "out of memory");
+    cv->d = *desc;
+    cv->d.weights = NULL, cv->d.w_zp = NULL, cv->d.bias = NULL, cv->d.scale = NULL;
+    cv->d.isa = index;
+    cv->isa = isa;
+    cv->oh = oh, cv->ow = ow;
+    cv->cg = desc->c / desc->groups, cv->mg = desc->m / desc->groups, cv->ks = desc->kh * desc->kw;
+    cv->depthwise = desc->groups == desc->c && desc->groups == desc->m;
+    cv->dw = cv->ks == 9 ? isa->dw9 : cv->ks == 25 ? isa->dw25 : isa->dw_any;
+    cv->q.x_zp = desc->x_zp;
+    cv->q.y_zp = desc->y_zp;
+    cv->q.fmin = (float)(desc->y_lo - desc->y_zp);
+    cv->q.fmax = (float)(desc->y_hi - desc->y_zp);
+    pthread_mutex_init(&cv->lock, NULL);
+    cv->zero = malloc(desc->c);
+    st = cv->zero ? (cv->depthwise ? pack_dw(cv, desc) : pack_igemm(cv, desc)) : VKI_ENOMEM;
+    if (st != VKI_OK) {
+        if (!cv->zero) vki_set_error("out of memory");
+        vki_conv_destroy(cv);
+        return st;
+    }
+    memset(cv->zero, desc->x_zp, desc->c);
+    *out = cv;
+    return VKI_OK;
+}
+
+void vki_conv_output_shape(const vki_conv* cv, uint32_t* oh, uint32_t* ow)
+{
+    if (cv && oh) *oh = cv->oh;
+    if (cv && ow) *ow = cv->ow;
+}
+
+const char* vki_conv_isa(const vki_conv* cv) { return cv ? cv->isa->name : NULL; }
+
+void vki_conv_destroy(vki_conv* cv)
+{
+    if (!cv) return;
+    free(cv->packed);
+    free(cv->zero);
+    free(cv->indir);
+    pthread_mutex_destroy(&cv->lock);
+    free(cv);
+}
+
+/* Pointers to the input pixel under every tap of every output pixel; built once per input address. */
+static vki_status build_indirection(vki_conv* cv, const uint8_t* x)
+{
+    const vki_conv_desc* d = &cv->d;
+    size_t pixels = (size_t)d->n * cv->oh * cv->ow;
+    if (!cv->indir) {
+        cv->indir = malloc(pixels * cv->ks * sizeof(*cv->indir));
+        if (!cv->indir) FAIL(VKI_ENOMEM, "out of memory for the indirection buffer");
+    }
+    const uint8_t** p = cv->indir;
+    for (uint32_t n = 0; n < d->n; n++)
+        for (uint32_t oy = 0; oy < cv->oh; oy++)
+            for (uint32_t ox = 0; ox < cv->ow; ox++)
+                for (uint32_t ky = 0; ky < d->kh; ky++) {
+                    int64_t iy = (int64_t)oy * d->sh - d->pt + (int64_t)ky * d->dh;
+                    for (uint32_t kx = 0; kx < d->kw; kx++) {
+                        int64_t ix = (int64_t)ox * d->sw - d->pl + (int64_t)kx * d->dw;
+                        bool in = iy >= 0 && iy < d->h && ix >= 0 && ix < d->w;
+                        *p++ = in ? x + (((size_t)n * d->h + (size_t)iy) * d->w + (size_t)ix) * d->c : cv->zero;
+                    }
+                }
+    cv->indir_x = x;
+    return VKI_OK;
+}
+
+typedef struct {
+    vki_conv* cv;
+    uint8_t* y;
+    size_t pixels, tiles;
+} run_ctx;
+
+/* One work item of the igemm path: MR output pixels of one group, all of its NR blocks. */
+static void igemm_item(void* arg, size_t item)
+{
+    run_ctx* r = arg;
+    vki_conv* cv = r->cv;
+    const vki_isa* isa = cv->isa;
+    size_t g = item / r->tiles, tile = item % r->tiles, mr = isa->mr, ks = cv->ks;
+    size_t p0 = tile * mr, rows = r->pixels - p0 < mr ? r->pixels - p0 : mr;
+    size_t off = g * cv->cg;  /* this group's input channels within each pixel (zero row has c bytes) */
+    const uint8_t* ap[MAX_MR * MAX_TAPS];  /* 128 KiB at most: fine on 8 MiB thread stacks */
+    for (size_t t = 0; t < ks; t++)
+        for (size_t i = 0; i < mr; i++) ap[t * mr + i] = cv->indir[(p0 + (i < rows ? i : rows - 1)) * ks + t] + off;
+    for (uint32_t b = 0; b < cv->nblocks; b++) {
+        size_t n0 = b * isa->nr, nc = cv->mg - n0 < isa->nr ? cv->mg - n0 : isa->nr;
+        const void* w = (const char*)cv->packed + ((size_t)g * cv->nblocks + b) * cv->block_bytes;
+        isa->igemm(rows, nc, cv->cg, ks, ap, w, r->y + p0 * cv->d.m + g * cv->mg + n0, cv->d.m, &cv->q);
+    }
+}
+
+/* One work item of the depthwise path: a run of output pixels. */
+#define DW_PIXELS 16
+static void dw_item(void* arg, size_t item)
+{
+    run_ctx* r = arg;
+    vki_conv* cv = r->cv;
+    size_t p1 = (item + 1) * DW_PIXELS < r->pixels ? (item + 1) * DW_PIXELS : r->pixels;
+    for (size_t p = item * DW_PIXELS; p < p1; p++)
+        cv->dw(cv->d.c, cv->ks, cv->indir + p * cv->ks, cv->packed, r->y + p * cv->d.c, &cv->q);
+}
+
+vki_status vki_conv_run(vki_conv* cv, const uint8_t* x, uint8_t* y, uint32_t threads)
+{
+    if (!cv || !x || !y) FAIL(VKI_EINVAL, "conv, x and y must not be NULL");
+    if (threads == 0) threads = vki_default_threads();
+    pthread_mutex_lock(&cv->lock);
+    vki_status st = VKI_OK;
+    if (cv->indir_x != x) st = build_indirection(cv, x);
+    if (st == VKI_OK) {
+        run_ctx r = {cv, y, (size_t)cv->d.n * cv->oh * cv->ow, 0};
+        if (cv->depthwise) {
+            vki_parallel_for((r.pixels + DW_PIXELS - 1) / DW_PIXELS, threads, dw_item, &r);
+        } else {
+            r.tiles = (r.pixels + cv->isa->mr - 1) / cv->isa->mr;
+            vki_parallel_for(r.tiles * cv->d.groups, threads, igemm_item, &r);
+        }
+    }
+    pthread_mutex_unlock(&cv->lock);
+    return st;
+}
+
+/* Cores of the fastest cluster: big.LITTLE clusters share no cache, so mixing them slows a layer
+ * down to the little cores' pace. */
+uint32_t vki_default_threads(void)
+{
+    const char* env = getenv("VKINFER_CPU_THREADS");
+    if (env && *env) {
+        long v = strtol(env, NULL, 10);
+        if (v > 0 && v <= 1024) return (uint32_t)v;
+    }
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    if (ncpu < 1) ncpu = 1;
+    long best = -1, count = 0;
+    for (long i = 0; i < ncpu && i < 4096; i++) {
+        char path[96];
+        snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%ld/cpufreq/cpuinfo_max_freq", i);
+        FILE* f = fopen(path, "r");
+        if (!f) return (uint32_t)ncpu;  /* no cpufreq: all cores */
+        long khz = 0;
+        if (fscanf(f, "%ld", &khz) != 1) khz = 0;
+        fclose(f);
+        if (khz > best) best = khz, count = 1;
+        else if (khz == best) count++;
+    }
+    return (uint32_t)(count > 0 ? count : ncpu);
+}

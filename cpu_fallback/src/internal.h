@@ -1,0 +1,83 @@
+/* Internal contract between the operator (conv.c) and the per-ISA microkernels.
+ *
+ * Microkernels compute exact int32 sums of (x - x_zp) * (w - w_zp) with 16-bit operands:
+ * weights are packed once as int16 (w - w_zp), so no zero-point folding is needed, and
+ * activations are widened and have x_zp subtracted in the kernel. Then they requantize with
+ * vki_requant semantics and store the low byte.
+ *
+ * RULES for every kernel:
+ * - Never read past the end of an activation row: a row pointer gives exactly kc (igemm) or
+ *   `channels` (dw) valid bytes. Handle tails with partial loads (ASan runs the tests).
+ * - Weights blocks MAY be read in full (they are padded with zeros to the block size).
+ * - Results must be bit-identical to vki_requant_scalar() on every element.
+ */
+#ifndef VKINFER_CPU_INTERNAL_H
+#define VKINFER_CPU_INTERNAL_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    int32_t x_zp;  /* canonical unsigned domain */
+    int32_t y_zp;
+    float fmin;    /* (float)(y_lo - y_zp) */
+    float fmax;    /* (float)(y_hi - y_zp) */
+} vki_qparams;
+
+/* The exact requantization of one accumulator (reference for every SIMD version):
+ * clamping before rounding equals clamping after it, because the bounds are integers. */
+static inline int32_t vki_requant_scalar(int32_t acc, float scale, const vki_qparams* q)
+{
+    float f = (float)acc * scale;  /* compiled with -ffp-contract=off: one rounding */
+    f = f < q->fmin ? q->fmin : f;
+    f = f > q->fmax ? q->fmax : f;
+    return (int32_t)nearbyintf(f) + q->y_zp;  /* default rounding mode: half to even */
+}
+
+/* igemm: mr x nc outputs (mr <= MR, nc <= NR) of a convolution tile through an indirection buffer.
+ *   a[t * MR + i]  row pointer of output row i for tap t (t < ks, i < MR); rows i >= mr repeat a
+ *                  valid row, and each points at kc bytes (padding taps point at a row of x_zp).
+ *   w              packed block for NR output channels:
+ *                    int32 bias[NR]; float scale[NR];
+ *                    int16 wt[ks][ceil(kc / KR)][NR][KR]   (w - w_zp; zero for k >= kc or n >= nc)
+ *   c              output row i at c + i * c_stride; write exactly nc bytes per row, mr rows.
+ */
+typedef void (*vki_igemm_fn)(size_t mr, size_t nc, size_t kc, size_t ks, const uint8_t* const* a, const void* w,
+                             uint8_t* c, size_t c_stride, const vki_qparams* q);
+
+/* dw: one output pixel of a depthwise convolution (multiplier 1) over all channels.
+ *   a[t]  pointer to `channels` bytes of the input pixel for tap t (t < ks; padding -> x_zp row)
+ *   w     int32 bias[CP]; float scale[CP]; int16 wt[ks][CP]   with CP = channels rounded up to CR,
+ *         wt = w - w_zp, zero padded
+ *   y     `channels` output bytes
+ */
+typedef void (*vki_dw_fn)(size_t channels, size_t ks, const uint8_t* const* a, const void* w, uint8_t* y,
+                          const vki_qparams* q);
+
+typedef struct {
+    const char* name;
+    int (*available)(void);
+    uint32_t mr, nr, kr;  /* igemm tile and k-grouping of packed weights (kr: 1 or 2) */
+    vki_igemm_fn igemm;
+    uint32_t cr;          /* depthwise channel padding of packed weights */
+    vki_dw_fn dw9;        /* ks == 9  (3x3): unipass */
+    vki_dw_fn dw25;       /* ks == 25 (5x5): unipass */
+    vki_dw_fn dw_any;     /* any ks */
+} vki_isa;
+
+/* Variants, defined in kernels_<name>.c; the list in isa.c says which exist on this architecture. */
+extern const vki_isa vki_isa_scalar;
+#if defined(__x86_64__) || defined(_M_X64)
+extern const vki_isa vki_isa_avx2;
+extern const vki_isa vki_isa_avx512vnni;
+#endif
+#if defined(__aarch64__) || defined(__ARM_NEON)
+extern const vki_isa vki_isa_neon;
+extern const vki_isa vki_isa_neon_a7x;
+#endif
+
+const vki_isa* vki_isa_get(int32_t index);
+void vki_set_error(const char* fmt, ...);
+
+#endif

@@ -1,0 +1,228 @@
+"""CPU backend: vkinfer's C library (cpu_fallback/) through ctypes.
+
+The library packs weights once per layer for the chosen ISA variant (NEON, AVX2, AVX-512 VNNI or
+portable C, picked at run time; `$VKINFER_CPU_ISA` or `device="cpu:<variant>"` forces one), runs
+convolutions through an indirection buffer on a thread pool, and gives the same bits as the
+reference. Activations cross as NHWC bytes in the canonical unsigned domain (int8 XOR 0x80).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import threading
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import VkInferError
+from ..ops._spec import ConvSpec, MatMulSpec
+
+LIB_PATH = Path(__file__).resolve().parent.parent / "libvkinfer_cpu.so"
+_u32, _i32 = ctypes.c_uint32, ctypes.c_int32
+
+
+class _Desc(ctypes.Structure):
+    _fields_ = [(f, _u32) for f in ("n", "h", "w", "c", "m", "kh", "kw", "sh", "sw", "dh", "dw", "pt", "pl", "pb",
+                                    "pr", "groups")] + [
+        ("weights", ctypes.c_void_p), ("w_signed", _i32), ("w_zp", ctypes.c_void_p), ("bias", ctypes.c_void_p),
+        ("scale", ctypes.c_void_p), ("x_zp", _i32), ("y_zp", _i32), ("y_lo", _i32), ("y_hi", _i32), ("isa", _i32)]
+
+
+@functools.cache
+def lib() -> ctypes.CDLL:
+    """The C library (built by `make setup`), with its function signatures declared."""
+    if not LIB_PATH.exists():
+        raise VkInferError(f"the CPU library {LIB_PATH} is not built: run `make setup`")
+    so = ctypes.CDLL(str(LIB_PATH))
+    so.vki_conv_create.argtypes = [ctypes.POINTER(_Desc), ctypes.POINTER(ctypes.c_void_p)]
+    so.vki_conv_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, _u32]
+    so.vki_conv_destroy.argtypes = [ctypes.c_void_p]
+    so.vki_conv_output_shape.argtypes = [ctypes.c_void_p, ctypes.POINTER(_u32), ctypes.POINTER(_u32)]
+    so.vki_conv_isa.argtypes = [ctypes.c_void_p]
+    so.vki_conv_isa.restype = ctypes.c_char_p
+    so.vki_isa_name.restype = ctypes.c_char_p
+    so.vki_isa_name.argtypes = [_i32]
+    so.vki_isa_available.argtypes = [_i32]
+    so.vki_default_threads.restype = _u32
+    so.vki_last_error.restype = ctypes.c_char_p
+    return so
+
+
+def _check(status: int, what: str) -> None:
+    if status != 0:
+        msg = lib().vki_last_error().decode()
+        raise (ValueError if status in (1, 3) else VkInferError)(f"{what}: {msg}")
+
+
+def variants() -> list[tuple[str, bool]]:
+    """Every ISA variant compiled in (best last) and whether this CPU can run it. Tests and
+    benchmarks iterate this list."""
+    so = lib()
+    return [(so.vki_isa_name(i).decode(), bool(so.vki_isa_available(i))) for i in range(so.vki_isa_count())]
+
+
+def available_variants() -> list[str]:
+    """The variants this CPU can run."""
+    return [name for name, ok in variants() if ok]
+
+
+def default_variant() -> str:
+    """The variant used when none is named: $VKINFER_CPU_ISA, else the best available."""
+    i = lib().vki_isa_default()
+    if i < 0:
+        raise ValueError(lib().vki_last_error().decode())
+    return lib().vki_isa_name(i).decode()
+
+
+def default_threads() -> int:
+    """$VKINFER_CPU_THREADS, else the cores of the fastest cluster (cpuinfo_max_freq), else all cores."""
+    return int(lib().vki_default_threads())
+
+
+def _isa_index(isa: str | None) -> int:
+    if isa is None:
+        return -1
+    names = [n for n, _ in variants()]
+    if isa not in names:
+        raise ValueError(f"CPU variant {isa!r} is not in this build; have {names}")
+    if isa not in available_variants():
+        raise ValueError(f"this CPU cannot run the {isa!r} variant; it can run {available_variants()}")
+    return names.index(isa)
+
+
+def _to_nhwc_canonical(x: np.ndarray) -> np.ndarray:
+    """NCHW uint8/int8 -> NHWC bytes in the unsigned domain (int8 + 128, i.e. XOR 0x80)."""
+    b = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).view(np.uint8)
+    return b ^ np.uint8(0x80) if x.dtype == np.int8 else b
+
+
+class _Conv:
+    """One prepared C convolution (weights packed once); `run` takes NHWC canonical bytes."""
+
+    def __init__(self, *, n, h, w, c, m, kh, kw, strides, dilations, pads, groups, weights, w_zp, bias, scale,
+                 x_zp, out, isa):
+        wb = np.ascontiguousarray(weights).view(np.uint8)
+        w_zp = np.ascontiguousarray(w_zp, np.int32)
+        bias = np.ascontiguousarray(bias, np.int32)
+        scale = np.ascontiguousarray(scale, np.float32)
+        d = _Desc(n=n, h=h, w=w, c=c, m=m, kh=kh, kw=kw, sh=strides[0], sw=strides[1], dh=dilations[0],
+                  dw=dilations[1], pt=pads[0], pl=pads[1], pb=pads[2], pr=pads[3], groups=groups,
+                  weights=wb.ctypes.data, w_signed=int(weights.dtype == np.int8), w_zp=w_zp.ctypes.data,
+                  bias=bias.ctypes.data, scale=scale.ctypes.data, x_zp=x_zp, y_zp=out.zero_point, y_lo=out.lo,
+                  y_hi=out.hi, isa=_isa_index(isa))
+        handle = ctypes.c_void_p()
+        _check(lib().vki_conv_create(ctypes.byref(d), ctypes.byref(handle)), "CPU convolution")
+        self.handle, self.n, self.m = handle, n, m
+        oh, ow = _u32(), _u32()
+        lib().vki_conv_output_shape(handle, ctypes.byref(oh), ctypes.byref(ow))
+        self.oh, self.ow = oh.value, ow.value
+        self.isa = lib().vki_conv_isa(handle).decode()
+        self.in_bytes = n * h * w * c
+
+    def run(self, x: np.ndarray, threads: int | None = None) -> np.ndarray:
+        """NHWC canonical input bytes -> NHWC output bytes (n, oh, ow, m)."""
+        if x.dtype != np.uint8 or x.size != self.in_bytes or not x.flags.c_contiguous:
+            raise ValueError("internal: CPU convolution input has the wrong size or layout")
+        y = np.empty((self.n, self.oh, self.ow, self.m), np.uint8)
+        t = 0 if threads is None else int(threads)
+        if t < 0:
+            raise ValueError(f"threads must be >= 1 (or None for the default), got {threads}")
+        _check(lib().vki_conv_run(self.handle, x.ctypes.data, y.ctypes.data, t), "CPU convolution")
+        return y
+
+    def __del__(self):
+        if getattr(self, "handle", None):
+            lib().vki_conv_destroy(self.handle)
+            self.handle = None
+
+
+class QLinearConv:
+    """QLinearConv prepared for the CPU: `run(x_nchw, threads)` -> NCHW output in the spec's type."""
+
+    def __init__(self, s: ConvSpec, isa: str | None = None):
+        n, c, h, w = s.x.shape
+        m, _, kh, kw = s.w.shape
+        self.spec = s
+        self.conv = _Conv(n=n, h=h, w=w, c=c, m=m, kh=kh, kw=kw, strides=s.strides, dilations=s.dilations,
+                          pads=s.pads, groups=s.group, weights=s.w, w_zp=s.w_zp, bias=s.bias, scale=s.out.m,
+                          x_zp=s.x_zp + (128 if s.x.dtype == np.int8 else 0), out=s.out, isa=isa)
+        self.isa = self.conv.isa
+
+    def run(self, x: np.ndarray, threads: int | None = None) -> np.ndarray:
+        y = self.conv.run(_to_nhwc_canonical(x), threads)
+        return np.ascontiguousarray(y.transpose(0, 3, 1, 2)).view(self.spec.out.dtype)
+
+
+class QLinearMatMul:
+    """QLinearMatMul on the CPU: rows of A as the pixels of a 1x1 convolution (one per distinct B)."""
+
+    def __init__(self, s: MatMulSpec, isa: str | None = None):
+        nb, m, k = s.a.shape
+        bb, _, n = s.b.shape
+        self.spec = s
+        a_zp = s.a_zp + (128 if s.a.dtype == np.int8 else 0)
+        # Shared B: every batch's rows are pixels of one convolution. Batched B: one per batch.
+        self.convs = [_Conv(n=nb if bb == 1 else 1, h=1, w=m, c=k, m=n, kh=1, kw=1, strides=(1, 1),
+                            dilations=(1, 1), pads=(0, 0, 0, 0), groups=1,
+                            weights=np.ascontiguousarray(s.b[i].T)[:, :, None, None], w_zp=s.b_zp,
+                            bias=np.zeros(n, np.int32), scale=s.out.m, x_zp=a_zp, out=s.out, isa=isa)
+                      for i in range(bb)]
+        self.isa = self.convs[0].isa
+
+    def run(self, a: np.ndarray, threads: int | None = None) -> np.ndarray:
+        s = self.spec
+        rows = np.ascontiguousarray(a).view(np.uint8)
+        if a.dtype == np.int8:
+            rows = rows ^ np.uint8(0x80)
+        if len(self.convs) == 1:
+            y = self.convs[0].run(np.ascontiguousarray(rows), threads)
+        else:
+            y = np.stack([cv.run(np.ascontiguousarray(rows[i]), threads) for i, cv in enumerate(self.convs)])
+        return y.view(s.out.dtype).reshape(s.out_shape)
+
+
+# Prepared layers for the op-level API, keyed by everything but the input data.
+_CACHE: OrderedDict[tuple, QLinearConv | QLinearMatMul] = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+
+
+def _prepared(kind: str, arrays: list[np.ndarray], extra: tuple, make):
+    h = hashlib.blake2b(digest_size=16)
+    for a in arrays:
+        h.update(repr((a.shape, a.dtype.str)).encode())
+        h.update(np.ascontiguousarray(a).tobytes())
+    key = (kind, h.hexdigest(), extra)
+    with _CACHE_LOCK:
+        op = _CACHE.get(key)
+        if op is None:
+            op = _CACHE[key] = make()
+            while len(_CACHE) > 16:
+                _CACHE.popitem(last=False)
+        else:
+            _CACHE.move_to_end(key)
+        return op
+
+
+def run_conv(s: ConvSpec, isa: str | None = None, threads: int | None = None) -> np.ndarray:
+    """QLinearConv of a validated spec on the CPU, reusing a cached prepared layer when there is one."""
+    op = _prepared("conv", [s.w, s.w_zp, s.bias, s.out.m],
+                   (isa, default_variant() if isa is None else isa, s.x.shape, s.x.dtype.str, s.x_zp, s.strides,
+                    s.pads, s.dilations, s.group, s.out.zero_point, s.out.lo, s.out.hi, s.out.dtype.str),
+                   lambda: QLinearConv(s, isa))
+    return op.run(s.x, threads)
+
+
+def run_matmul(s: MatMulSpec, isa: str | None = None, threads: int | None = None) -> np.ndarray:
+    """QLinearMatMul of a validated spec on the CPU, reusing a cached prepared layer when there is one."""
+    op = _prepared("matmul", [s.b, s.b_zp, s.out.m],
+                   (isa, default_variant() if isa is None else isa, s.a.shape, s.a.dtype.str, s.a_zp,
+                    s.out.zero_point, s.out.lo, s.out.hi, s.out.dtype.str, s.out_shape),
+                   lambda: QLinearMatMul(s, isa))
+    return op.run(s.a, threads)
+
+
+__all__ = ["QLinearConv", "QLinearMatMul", "variants", "available_variants", "default_variant", "default_threads",
+           "run_conv", "run_matmul", "lib"]
