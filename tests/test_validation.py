@@ -7,7 +7,7 @@ from test_matmul_vulkan import mm_case
 
 from vkinfer import ops
 
-DEVICES = ["reference", "vulkan"]
+DEVICES = ["reference", "vulkan", "cpu"]
 
 
 def good_conv():

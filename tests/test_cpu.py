@@ -1,0 +1,89 @@
+"""device="cpu": the C fallback equals the reference exactly, for every ISA variant this CPU runs
+(vkinfer.cpu.variants(), the same list the benchmark iterates) and for 1, 2 and 3 threads."""
+
+import concurrent.futures
+
+import numpy as np
+import pytest
+from cases import conv_case, conv_table
+from hypothesis import given, settings
+from test_conv_vulkan import conv_args
+from test_matmul_vulkan import SHAPES, mm_case
+
+from vkinfer import cpu, ops
+from vkinfer.ops._spec import conv_spec
+
+TABLE = conv_table()
+VARIANTS = cpu.available_variants()
+
+
+def test_variants_listed_and_best_is_default(monkeypatch):
+    names = [n for n, _ in cpu.variants()]
+    assert names[0] == "scalar" and "scalar" in VARIANTS
+    assert cpu.default_variant() == VARIANTS[-1]
+    monkeypatch.setenv("VKINFER_CPU_ISA", "scalar")
+    assert cpu.default_variant() == "scalar"
+    monkeypatch.setenv("VKINFER_CPU_ISA", "no-such-isa")
+    with pytest.raises(ValueError, match="no-such-isa"):
+        cpu.default_variant()
+
+
+@pytest.mark.parametrize("isa", VARIANTS)
+def test_table_every_variant_and_thread_count(isa):
+    bad = []
+    for name, case in TABLE:
+        ref = ops.qlinear_conv(**case, device="reference")
+        for threads in (1, 2, 3):
+            y = ops.qlinear_conv(**case, device=f"cpu:{isa}", threads=threads)
+            if y.dtype != ref.dtype or not np.array_equal(y, ref):
+                bad.append((name, threads, int(np.count_nonzero(y != ref))))
+    assert not bad, bad[:10]
+
+
+@pytest.mark.parametrize("isa", VARIANTS)
+def test_matmul_every_variant(isa):
+    rng = np.random.default_rng(3)
+    for sa, sb in SHAPES:
+        for at, bt in [("u8", "s8"), ("u8", "u8"), ("s8", "s8"), ("s8", "u8")]:
+            c = mm_case(rng, sa, sb, at, bt, per_column=True)
+            np.testing.assert_array_equal(ops.qlinear_matmul(**c, device=f"cpu:{isa}", threads=2),
+                                          ops.qlinear_matmul(**c, device="reference"))
+
+
+@settings(max_examples=80, deadline=None)
+@given(conv_args())
+def test_random_shapes(case):
+    ref = ops.qlinear_conv(**case, device="reference")
+    for isa in VARIANTS:
+        np.testing.assert_array_equal(ops.qlinear_conv(**case, device=f"cpu:{isa}", threads=3), ref)
+
+
+def test_env_forces_variant_and_threads(monkeypatch):
+    rng = np.random.default_rng(4)
+    case = conv_case(rng, c=8, h=9, w=9, m=8, kh=3, pads=(1, 1, 1, 1))
+    monkeypatch.setenv("VKINFER_CPU_ISA", "scalar")
+    monkeypatch.setenv("VKINFER_CPU_THREADS", "3")
+    assert cpu.default_threads() == 3
+    op = cpu.QLinearConv(conv_spec(**case))
+    assert op.isa == "scalar"
+    np.testing.assert_array_equal(op.run(case["x"]), ops.qlinear_conv(**case, device="reference"))
+
+
+def test_bad_cpu_arguments():
+    case = conv_case(np.random.default_rng(5), c=4, h=5, w=5, m=4, kh=3)
+    with pytest.raises(ValueError, match="not in this build"):
+        ops.qlinear_conv(**case, device="cpu:sse9")
+    with pytest.raises(ValueError, match="threads must be a positive integer"):
+        ops.qlinear_conv(**case, device="cpu", threads=0)
+    with pytest.raises(ValueError, match="device must be"):
+        ops.qlinear_conv(**case, device="reference:1")
+
+
+def test_concurrent_callers_share_layers_safely():
+    rng = np.random.default_rng(6)
+    base = conv_case(rng, c=16, h=15, w=15, m=24, kh=3, pads=(1, 1, 1, 1))
+    inputs = [rng.integers(0, 256, base["x"].shape).astype(np.uint8) for _ in range(16)]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        outs = list(pool.map(lambda x: ops.qlinear_conv(**{**base, "x": x}, device="cpu", threads=2), inputs))
+    for x, y in zip(inputs, outs, strict=True):
+        np.testing.assert_array_equal(y, ops.qlinear_conv(**{**base, "x": x}, device="reference"))
