@@ -1,13 +1,18 @@
-"""Per-op benchmark: vkinfer on Vulkan against ONNX Runtime (CPU, one thread) on MobileNetV2's layers.
+"""Per-op benchmark: vkinfer's CPU fallback and Vulkan against ONNX Runtime on MobileNetV2's layers.
 
     .venv/bin/python bench/ops.py [--repeat N] [--warmup W] [--only SUBSTR] [--quick] [--gemm-tile T]
+                                  [--threads T] [--isa V] [--no-vulkan]
 
-For every distinct layer shape in bench/mobilenet_v2_shapes.json both sides run the same quantized
-op on the same seeded data, interleaved run by run. vkinfer's time is the whole op as a caller sees
-it (host layout packing, upload, one submit, download, unpacking); ORT's is `session.run` of a
-single-node model. `exact` compares vkinfer's Vulkan output with vkinfer's numpy reference, not with
-ORT: ORT's uint8 x int8 kernels on x86 saturate pairwise int16 sums, so ORT itself is not exact.
-Results go to bench/results/ops-<device type>-<UTC time>.json.
+For every distinct layer shape in bench/mobilenet_v2_shapes.json each side runs the same quantized
+op on the same seeded data, interleaved A/B run by run:
+- cpu1 / cpuT: the C fallback (`--isa`, default the best variant) on 1 thread and on T threads (default
+  the cores of the fastest cluster) against ORT with the same intra-op thread count. The CPU time is the
+  C operator on NHWC bytes, as a model run pays it (a model converts layouts once, at its edges).
+- vk: the Vulkan op as a caller sees it (host packing, upload, one submit, download, unpacking)
+  against ORT on 1 thread.
+ORT's time is `session.run` of a single-node model. `exact` compares every vkinfer output with the
+numpy reference, not with ORT: ORT's uint8 x int8 kernels on x86 saturate pairwise int16 sums, so
+ORT itself is not exact. Results go to bench/results/ops-<device type>-<UTC time>.json.
 """
 
 from __future__ import annotations
@@ -30,10 +35,10 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from vkinfer import reference
+from vkinfer import cpu, reference
 from vkinfer._vk import Device, get_device
 from vkinfer.ops._spec import ConvSpec, MatMulSpec, conv_spec, matmul_spec
-from vkinfer.vulkan import Executable, QLinearConv, QLinearMatMul, choose_kernel, gemm_shared_tile
+from vkinfer.vulkan import Executable, QLinearConv, QLinearMatMul, choose_kernel, choose_matmul_kernel, gemm_shared_tile
 
 HERE = Path(__file__).resolve().parent
 SHAPES = HERE / "mobilenet_v2_shapes.json"
@@ -51,8 +56,11 @@ class Case:
     spec: ConvSpec | MatMulSpec
     kernel: str
     shape: str
-    vk: Executable
-    ort: ort.InferenceSession
+    vk: Executable | None
+    ort: ort.InferenceSession      # 1 thread
+    ort_t: ort.InferenceSession    # T threads
+    cpu_run: Callable[[int], np.ndarray]  # the C operator on prepared NHWC bytes, for `threads`
+    cpu_full: Callable[[], np.ndarray]    # the same through the ops-level path (NCHW in and out)
     feed: dict[str, np.ndarray]
 
 
@@ -84,9 +92,10 @@ def quant_params(rng: np.random.Generator, post_relu6: bool, fan_in: int, w_scal
     return x_scale, x_zp, bias, y_scale, 128
 
 
-def ort_session(node: onnx.NodeProto, x: np.ndarray, consts: dict[str, np.ndarray]) -> ort.InferenceSession:
-    """A single-node model on the CPU provider with one thread and default graph optimizations
-    (so ORT may pre-pack constant weights, as it would in a real model)."""
+def ort_session(node: onnx.NodeProto, x: np.ndarray, consts: dict[str, np.ndarray],
+                threads: int = 1) -> ort.InferenceSession:
+    """A single-node model on the CPU provider with `threads` intra-op threads and default graph
+    optimizations (so ORT may pre-pack constant weights, as it would in a real model)."""
     graph = helper.make_graph(
         [node], "g", [helper.make_tensor_value_info("x", TensorProto.UINT8, x.shape)],
         [helper.make_tensor_value_info("y", TensorProto.UINT8, None)],
@@ -94,12 +103,12 @@ def ort_session(node: onnx.NodeProto, x: np.ndarray, consts: dict[str, np.ndarra
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8  # ORT's Python API refuses the newest IR versions
     opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
+    opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
 
 
-def conv_case(e: dict, rng: np.random.Generator, dev: Device) -> Case:
+def conv_case(e: dict, rng: np.random.Generator, dev: Device | None, args: argparse.Namespace) -> Case:
     """A conv layer: uint8 activations, per-channel symmetric int8 weights, int32 bias."""
     c, h, w, m, k, s, p, g = (e[f] for f in ("c", "h", "w", "m", "k", "stride", "pad", "group"))
     fan_in = c // g * k * k
@@ -117,11 +126,14 @@ def conv_case(e: dict, rng: np.random.Generator, dev: Device) -> Case:
     node = helper.make_node("QLinearConv", ["x", *consts], ["y"], strides=[s, s], pads=[p] * 4,
                             group=g, kernel_shape=[k, k])
     shape = f"{c}x{h}x{w}>{m} k{k}s{s}" + (" dw" if g == c else "")
-    return Case(e, spec, choose_kernel(spec), shape, Executable(QLinearConv(spec, dev), dev),
-                ort_session(node, x, consts), {"x": x})
+    op = cpu.QLinearConv(spec, args.isa)
+    nhwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    return Case(e, spec, choose_kernel(spec), shape, Executable(QLinearConv(spec, dev), dev) if dev else None,
+                ort_session(node, x, consts), ort_session(node, x, consts, args.threads),
+                lambda t: op.conv.run(nhwc, t), lambda: op.run(x, args.threads), {"x": x})
 
 
-def matmul_case(e: dict, rng: np.random.Generator, dev: Device) -> Case:
+def matmul_case(e: dict, rng: np.random.Generator, dev: Device | None, args: argparse.Namespace) -> Case:
     """The classifier: uint8 rows (after ReLU6 and pooling) times per-column int8 weights."""
     rows, k, n = e["m_rows"], e["k"], e["n"]
     a = rng.integers(0, 256, size=(rows, k), dtype=np.uint8)
@@ -133,8 +145,11 @@ def matmul_case(e: dict, rng: np.random.Generator, dev: Device) -> Case:
               "bs": b_scale, "bzp": b_zp, "ys": np.array(y_scale, np.float32),
               "yzp": np.array(y_zp, np.uint8)}
     node = helper.make_node("QLinearMatMul", ["x", *consts], ["y"])
-    ex = Executable(QLinearMatMul(spec, dev), dev)
-    return Case(e, spec, ex.prog.name, f"{rows}x{k} @ {k}x{n}", ex, ort_session(node, a, consts), {"x": a})
+    ex = Executable(QLinearMatMul(spec, dev), dev) if dev else None
+    op = cpu.QLinearMatMul(spec, args.isa)
+    return Case(e, spec, choose_matmul_kernel(spec), f"{rows}x{k} @ {k}x{n}", ex, ort_session(node, a, consts),
+                ort_session(node, a, consts, args.threads), lambda t: op.convs[0].run(a, t),
+                lambda: op.run(a, args.threads), {"x": a})
 
 
 def interleaved(a: Callable[[], object], b: Callable[[], object], warmup: int,
@@ -156,40 +171,51 @@ def interleaved(a: Callable[[], object], b: Callable[[], object], warmup: int,
     return np.array(ta), np.array(tb)
 
 
-def measure(case: Case, warmup: int, repeat: int) -> dict:
-    """Check the Vulkan output against the reference once, then time both sides."""
+def _stats(prefix: str, t: np.ndarray, macs: int) -> dict:
+    med = float(np.median(t))
+    return {f"{prefix}_ms_median": 1e3 * med, f"{prefix}_ms_p90": 1e3 * float(np.percentile(t, 90)),
+            f"{prefix}_gops": 2 * macs / med / 1e9, f"{prefix}_ms": [round(1e3 * v, 4) for v in t]}
+
+
+def measure(case: Case, warmup: int, repeat: int, threads: int) -> dict:
+    """Check every vkinfer output against the reference once, then time each pair A/B interleaved."""
     s, x = case.spec, case.feed["x"]
-    is_conv = isinstance(s, ConvSpec)
-    y_vk = case.vk.run(x)
-    y_ref = reference.qlinear_conv(s) if is_conv else reference.qlinear_matmul(s)
+    y_ref = reference.qlinear_conv(s) if isinstance(s, ConvSpec) else reference.qlinear_matmul(s)
     y_ort = case.ort.run(None, case.feed)[0]
-    vk_s, ort_s = interleaved(lambda: case.vk.run(x), lambda: case.ort.run(None, case.feed), warmup, repeat)
-    vk_med, ort_med = float(np.median(vk_s)), float(np.median(ort_s))
-    return {
-        "name": case.entry["name"], "op": case.entry["op"], "kernel": case.kernel, "shape": case.shape,
-        "count": case.entry["count"], "macs": s.macs,
-        "vk_ms_median": 1e3 * vk_med, "vk_ms_p90": 1e3 * float(np.percentile(vk_s, 90)),
-        "vk_gops": 2 * s.macs / vk_med / 1e9,
-        "ort_ms_median": 1e3 * ort_med, "ort_ms_p90": 1e3 * float(np.percentile(ort_s, 90)),
-        "ort_gops": 2 * s.macs / ort_med / 1e9,
-        "ratio": vk_med / ort_med,
-        "exact": bool(np.array_equal(y_vk, y_ref)),
-        # Not a pass/fail: how far ORT's saturating x86 kernels land from the exact result.
-        "ort_values_differing_from_reference": int(np.count_nonzero(y_ort.reshape(y_ref.shape) != y_ref)),
-        "vk_ms": [round(1e3 * t, 4) for t in vk_s], "ort_ms": [round(1e3 * t, 4) for t in ort_s],
-    }
+    exact = {"cpu": bool(np.array_equal(case.cpu_full(), y_ref))}
+    run_ort1 = lambda: case.ort.run(None, case.feed)  # noqa: E731
+    run_ortt = lambda: case.ort_t.run(None, case.feed)  # noqa: E731
+    cpu1, ort1 = interleaved(lambda: case.cpu_run(1), run_ort1, warmup, repeat)
+    cput, ortt = interleaved(lambda: case.cpu_run(threads), run_ortt, warmup, repeat)
+    row = {"name": case.entry["name"], "op": case.entry["op"], "kernel": case.kernel, "shape": case.shape,
+           "count": case.entry["count"], "macs": s.macs, **_stats("cpu1", cpu1, s.macs), **_stats("ort1", ort1, s.macs),
+           **_stats("cput", cput, s.macs), **_stats("ortt", ortt, s.macs)}
+    row["cpu1_ratio"] = row["cpu1_ms_median"] / row["ort1_ms_median"]
+    row["cput_ratio"] = row["cput_ms_median"] / row["ortt_ms_median"]
+    if case.vk is not None:
+        exact["vk"] = bool(np.array_equal(case.vk.run(x), y_ref))
+        vk, ort1b = interleaved(lambda: case.vk.run(x), run_ort1, warmup, repeat)
+        row.update(_stats("vk", vk, s.macs))
+        row["vk_ratio"] = row["vk_ms_median"] / float(1e3 * np.median(ort1b))
+    row["exact"] = all(exact.values())
+    row["exact_by_backend"] = exact
+    # Not a pass/fail: how far ORT's saturating x86 kernels land from the exact result.
+    row["ort_values_differing_from_reference"] = int(np.count_nonzero(y_ort.reshape(y_ref.shape) != y_ref))
+    return row
 
 
-HEADER = (f"{'layer':<24} {'kernel':<18} {'shape':<22} {'vk ms':>8} {'vk p90':>8} {'vk GOPS':>8} "
-          f"{'ort ms':>8} {'ort p90':>8} {'ortGOPS':>8} {'vk/ort':>7} exact")
+HEADER = (f"{'layer':<24} {'kernel':<18} {'cpu1 ms':>8} {'p90':>7} {'GOPS':>6} {'ort1 ms':>8} {'p90':>7} "
+          f"{'GOPS':>6} {'cpu1/ort1':>9} {'cpuT ms':>8} {'ortT ms':>8} {'cpuT/ortT':>9} {'vk ms':>8} {'vk/ort1':>8} "
+          "exact")
 
 
 def format_row(r: dict) -> str:
     """One result as a line of the table under HEADER."""
-    return (f"{r['name']:<24} {r['kernel']:<18} {r['shape']:<22} "
-            f"{r['vk_ms_median']:8.3f} {r['vk_ms_p90']:8.3f} {r['vk_gops']:8.2f} "
-            f"{r['ort_ms_median']:8.3f} {r['ort_ms_p90']:8.3f} {r['ort_gops']:8.2f} "
-            f"{r['ratio']:7.2f} {'yes' if r['exact'] else 'NO'}")
+    vk = f"{r['vk_ms_median']:8.3f} {r['vk_ratio']:8.2f}" if "vk_ms_median" in r else f"{'-':>8} {'-':>8}"
+    return (f"{r['name']:<24} {r['kernel']:<18} {r['cpu1_ms_median']:8.3f} {r['cpu1_ms_p90']:7.3f} "
+            f"{r['cpu1_gops']:6.1f} {r['ort1_ms_median']:8.3f} {r['ort1_ms_p90']:7.3f} {r['ort1_gops']:6.1f} "
+            f"{r['cpu1_ratio']:9.2f} {r['cput_ms_median']:8.3f} {r['ortt_ms_median']:8.3f} {r['cput_ratio']:9.2f} "
+            f"{vk} {'yes' if r['exact'] else 'NO'}")
 
 
 def cpu_model() -> str:
@@ -203,23 +229,27 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def conditions(dev: Device, args: argparse.Namespace, now: datetime) -> dict:
+def conditions(dev: Device | None, args: argparse.Namespace, now: datetime) -> dict:
     """Everything a reader needs to reproduce or discount these numbers."""
-    info = dev.info
-    return {
+    cond = {
         "date_utc": now.isoformat(timespec="seconds"),
         "host_cpu": cpu_model(), "cpu_count": os.cpu_count(), "platform": platform.platform(),
         "python": platform.python_version(), "numpy": np.__version__, "onnx": onnx.__version__,
         "onnxruntime": ort.__version__,
-        "vulkan_device": {"name": info.name, "type": info.type, "driver": info.driver,
-                          "driver_info": info.driver_info, "api_version": info.api_version},
-        # lavapipe runs its shaders on CPU threads (LP_NUM_THREADS, default: all cores); ORT gets one.
-        "lp_num_threads": os.environ.get("LP_NUM_THREADS"),
-        "gemm_tile": "shared" if gemm_shared_tile(dev) else "direct",
-        "repeat": args.repeat, "warmup": args.warmup, "threads": 1,
+        "cpu_variant": args.isa or cpu.default_variant(), "cpu_variants_available": cpu.available_variants(),
+        "threads_big_cores": args.threads, "vulkan_device": None,
+        "repeat": args.repeat, "warmup": args.warmup,
         "ort_graph_optimization": "default (ORT_ENABLE_ALL)", "quick": args.quick, "only": args.only,
         "seed": SEED,
     }
+    if dev is not None:
+        info = dev.info
+        cond["vulkan_device"] = {"name": info.name, "type": info.type, "driver": info.driver,
+                                 "driver_info": info.driver_info, "api_version": info.api_version}
+        # lavapipe runs its shaders on CPU threads (LP_NUM_THREADS, default: all cores).
+        cond["lp_num_threads"] = os.environ.get("LP_NUM_THREADS")
+        cond["gemm_tile"] = "shared" if gemm_shared_tile(dev) else "direct"
+    return cond
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -231,18 +261,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--quick", action="store_true", help=f"smoke check: {len(QUICK)} shapes, few runs")
     ap.add_argument("--gemm-tile", choices=["auto", "shared", "direct"], default="auto",
                     help="qlinear_gemm variant (default: the device's own choice)")
+    ap.add_argument("--threads", type=int, default=None, help="the 'all big cores' thread count (default: detected)")
+    ap.add_argument("--isa", default=None, help="CPU variant (default: the best available); see vkinfer.cpu.variants()")
+    ap.add_argument("--no-vulkan", action="store_true", help="time the CPU fallback and ORT only")
     args = ap.parse_args(argv)
     if args.gemm_tile != "auto":
         os.environ["VKINFER_GEMM_TILE"] = args.gemm_tile
     args.repeat = args.repeat if args.repeat is not None else (5 if args.quick else 50)
     args.warmup = args.warmup if args.warmup is not None else (2 if args.quick else 5)
-    if args.repeat < 1 or args.warmup < 0:
-        ap.error("--repeat must be >= 1 and --warmup >= 0")
+    args.threads = args.threads if args.threads is not None else cpu.default_threads()
+    if args.repeat < 1 or args.warmup < 0 or args.threads < 1:
+        ap.error("--repeat and --threads must be >= 1 and --warmup >= 0")
     return args
 
 
+def geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the benchmark; 0 when every Vulkan output equals the reference, 1 otherwise."""
+    """Run the benchmark; 0 when every vkinfer output equals the reference, 1 otherwise."""
     args = parse_args(argv)
     every = json.loads(SHAPES.read_text())
     entries = every
@@ -253,32 +291,36 @@ def main(argv: list[str] | None = None) -> int:
     if not entries:
         print("no layer matches", file=sys.stderr)
         return 2
-    dev = get_device()
+    dev = None if args.no_vulkan else get_device()
     now = datetime.now(UTC)
     cond = conditions(dev, args, now)
-    print(f"vkinfer on {dev.info} (gemm tile: {cond['gemm_tile']})  vs  onnxruntime {ort.__version__} CPU, 1 thread")
+    print(f"CPU fallback: variant {cond['cpu_variant']}, 1 and T={args.threads} threads, against onnxruntime "
+          f"{ort.__version__} with the same thread count")
+    if dev is not None:
+        print(f"Vulkan: {dev.info} (gemm tile: {cond['gemm_tile']}) against onnxruntime on 1 thread")
     print(f"host: {cond['host_cpu']}, {cond['cpu_count']} cores; repeat {args.repeat}, warmup {args.warmup}; "
-          "times are ms per call (median, p90); vk/ort < 1 means vkinfer is faster")
+          "times are ms per call (median, p90); a ratio < 1 means vkinfer is faster")
     print(HEADER)
     rows = []
     for e in entries:
         # Each layer gets its own generator so a shape's data does not depend on --only/--quick.
         rng = np.random.default_rng([SEED, zlib.crc32(e["name"].encode())])
-        case = conv_case(e, rng, dev) if e["op"] == "conv" else matmul_case(e, rng, dev)
-        rows.append(measure(case, args.warmup, args.repeat))
+        case = conv_case(e, rng, dev, args) if e["op"] == "conv" else matmul_case(e, rng, dev, args)
+        rows.append(measure(case, args.warmup, args.repeat, args.threads))
         print(format_row(rows[-1]), flush=True)
-        del case  # free this layer's device buffers before the next one
-    geomean = math.exp(sum(math.log(r["ratio"]) for r in rows) / len(rows))
-    vk_total = sum(r["count"] * r["vk_ms_median"] for r in rows)
-    ort_total = sum(r["count"] * r["ort_ms_median"] for r in rows)
+        del case  # free this layer's buffers before the next one
     subset = "" if len(rows) == len(every) else " (selected layers only)"
-    print(f"geomean vk/ort: {geomean:.2f}")
-    print(f"per inference, weighted by count{subset}: vkinfer {vk_total:.2f} ms, ORT {ort_total:.2f} ms "
-          f"(ratio {vk_total / ort_total:.2f})")
-    summary = {"geomean_ratio": geomean, "vk_total_ms": vk_total, "ort_total_ms": ort_total,
-               "all_exact": all(r["exact"] for r in rows), "layers": len(rows)}
+    summary = {"all_exact": all(r["exact"] for r in rows), "layers": len(rows)}
+    for key, label in [("cpu1", "ort1"), ("cput", "ortt")] + ([("vk", "ort1")] if dev else []):
+        g = geomean([r[f"{key}_ratio"] for r in rows])
+        mine = sum(r["count"] * r[f"{key}_ms_median"] for r in rows)
+        theirs = sum(r["count"] * r[f"{label}_ms_median"] for r in rows)
+        summary[key] = {"geomean_ratio": g, "total_ms": mine, f"{label}_total_ms": theirs}
+        print(f"{key}: geomean {key}/{label} {g:.2f}; per inference, weighted by count{subset}: "
+              f"vkinfer {mine:.2f} ms, ORT {theirs:.2f} ms")
     RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"ops-{dev.info.type}-{now.strftime('%Y%m%dT%H%M%SZ')}.json"
+    kind = "cpu-only" if dev is None else dev.info.type
+    out = RESULTS / f"ops-{kind}-{now.strftime('%Y%m%dT%H%M%SZ')}.json"
     out.write_text(json.dumps({"conditions": cond, "summary": summary, "rows": rows}, indent=1) + "\n")
     print(f"wrote {out.relative_to(HERE.parent)}")
     # A benchmark of wrong answers is worthless: fail loudly.
