@@ -72,8 +72,10 @@ extern const vki_isa vki_isa_scalar;
 extern const vki_isa vki_isa_avx2;
 extern const vki_isa vki_isa_avx512vnni;
 #endif
-#if defined(__aarch64__) || defined(__ARM_NEON)
+#if defined(__aarch64__) || defined(__arm__)
 extern const vki_isa vki_isa_neon;
+#endif
+#if defined(__aarch64__)
 extern const vki_isa vki_isa_neon_a7x;
 #endif
 

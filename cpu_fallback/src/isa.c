@@ -19,8 +19,8 @@ static const vki_isa* const ISAS[] = {
 #ifdef VKI_HAVE_NEON
     &vki_isa_neon,
 #endif
-#ifdef VKI_HAVE_NEON_A7X
-    &vki_isa_neon_a7x,
+#if defined(VKI_HAVE_NEON) && defined(__aarch64__)
+    &vki_isa_neon_a7x,  /* wider tile for out-of-order cores (Cortex-A7x); AArch64 only */
 #endif
 };
 #define NISA ((int32_t)(sizeof(ISAS) / sizeof(ISAS[0])))
