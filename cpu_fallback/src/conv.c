@@ -133,7 +133,8 @@ vki_status vki_conv_create(const vki_conv_desc* desc, vki_conv** out)
     *out = NULL;
     vki_status st = check(desc, &oh, &ow);
     if (st != VKI_OK) return st;
-    int32_t index = desc->isa < 0 ? vki_isa_default() : desc->isa;
+    if (desc->isa < -1) FAIL(VKI_EINVAL, "isa must be -1 (best available) or a variant index, got %d", desc->isa);
+    int32_t index = desc->isa == -1 ? vki_isa_default() : desc->isa;
     if (index < 0) return VKI_EUNSUPPORTED;  /* vki_isa_default set the message */
     const vki_isa* isa = vki_isa_get(index);
     if (isa && isa->mr > MAX_MR) FAIL(VKI_EINVAL, "variant %s has MR > %d", isa->name, MAX_MR);
