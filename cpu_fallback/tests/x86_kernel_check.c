@@ -1,0 +1,760 @@
+/* Standalone check of the x86 SIMD microkernels (kernels_avx2.c, kernels_avx512vnni.c) against a
+ * scalar model of the contract in src/internal.h: builds packed weight blocks and indirection rows
+ * by hand (independent of conv.c), runs a kernel and compares every output byte with
+ * vki_requant_scalar applied to an exact scalar dot product.
+ *
+ * Build and run (AVX2 natively, AVX-512 VNNI through the scalar emulation below):
+ *   gcc -O2 -std=c11 -ffp-contract=off -mavx2 -fsanitize=address,undefined -I cpu_fallback/src \
+ *       cpu_fallback/tests/x86_kernel_check.c cpu_fallback/src/kernels_avx2.c -lm && ./a.out
+ * On a CPU with AVX-512 VNNI, also test the real VNNI kernel: add -DVKI_X86_CHECK_AVX512_NATIVE and
+ * link an object of kernels_avx512vnni.c compiled (separately) with its own -mavx512* flags.
+ * Arguments: [seed] [bench]. Exit status 1 on any mismatch.
+ *
+ * Why an emulation: the VNNI kernel cannot execute on CPUs without AVX-512, but its logic (tails,
+ * pointer arithmetic, packing, requantization order) can. The kernel file is included here with
+ * its AVX-512 intrinsics renamed to scalar functions written from the instruction definitions;
+ * emu_self_check() first compares each of them with its AVX2 counterpart on each 256-bit half.
+ */
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+/* ------------------------------------------------------------------------------------------------
+ * Random numbers (deterministic per seed) and bookkeeping.
+ */
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static uint64_t rnd(void)
+{
+    /* xorshift64*: fast, good enough for test data. */
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return rng_state * 0x2545F4914F6CDD1Dull;
+}
+
+static size_t rndu(size_t n) { return (size_t)(rnd() % n); }
+
+static int32_t rndi(int32_t lo, int32_t hi)
+{
+    return (int32_t)((int64_t)lo + (int64_t)(rnd() % (uint64_t)((int64_t)hi - lo + 1)));
+}
+
+static float rnd_unit(void) { return (float)(rnd() >> 40) / (float)(1u << 24); } /* [0, 1) */
+
+static long n_pass, n_fail;
+
+static void* xmalloc(size_t n)
+{
+    void* p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "out of memory\n");
+        exit(2);
+    }
+    return p;
+}
+
+/* A value of (x - x_zp) or (w - w_zp)'s operands: mostly uniform, sometimes the extremes that make
+ * products largest (exactness of 17-bit products and pair sums). */
+static uint8_t rnd_act(int mode)
+{
+    switch (mode) {
+    case 0: return 0;
+    case 1: return 255;
+    case 2: return (uint8_t)(rnd() & 1 ? 255 : 0);
+    default: return (uint8_t)rnd();
+    }
+}
+
+static int16_t rnd_wt(int mode)
+{
+    switch (mode) {
+    case 0: return (int16_t)(rnd() & 1 ? 255 : -255);
+    case 1: return (int16_t)((rnd() & 1 ? 255 : -255) * (int)(rnd() & 1));
+    default: return (int16_t)rndi(-255, 255);
+    }
+}
+
+/* Output parameters: uint8 and int8 full ranges, and random narrower clamps (e.g. fused ReLU/ReLU6),
+ * with y_zp sometimes outside [y_lo, y_hi] (fmin > 0 or fmax < 0). */
+static vki_qparams rnd_qparams(void)
+{
+    vki_qparams q;
+    int32_t lo, hi, zp;
+    switch (rndu(4)) {
+    case 0: lo = 0, hi = 255, zp = rndi(0, 255); break;
+    case 1: lo = -128, hi = 127, zp = rndi(-128, 127); break;
+    case 2:
+        lo = rndi(-128, 255), hi = rndi(-128, 255), zp = rndi(-128, 255);
+        if (lo > hi) {
+            int32_t t = lo;
+            lo = hi, hi = t;
+        }
+        break;
+    default: zp = rndi(-128, 255), lo = zp, hi = zp + rndi(0, 255 - zp); break;
+    }
+    q.x_zp = rndi(0, 255);
+    if (rndu(8) == 0) q.x_zp = rndu(2) ? 0 : 255;
+    q.y_zp = zp;
+    q.fmin = (float)(lo - zp);
+    q.fmax = (float)(hi - zp);
+    return q;
+}
+
+/* bias and scale of one output channel, given the channel's dot products over the rows (without
+ * bias), chosen so that every requantization regime occurs: ordinary values, exact halves (ties to
+ * even), saturation at both ends, scale 0, and accumulators beyond 2^24 where int->float rounds. */
+static void rnd_bias_scale(const int32_t* dots, size_t rows, int32_t* bias, float* scale)
+{
+    int64_t mx = 1;
+    for (size_t i = 0; i < rows; i++) mx = llabs((int64_t)dots[i]) > mx ? llabs((int64_t)dots[i]) : mx;
+    switch (rndu(7)) {
+    case 0: /* ordinary: spread the accumulators over roughly +-200 */
+        *bias = rndi(-100000, 100000);
+        *scale = 200.0f / (float)(mx + 100000) * (0.5f + 2.0f * rnd_unit());
+        break;
+    case 1: /* ties: a small accumulator for row 0 and a power-of-two scale makes x.5 common */
+        *bias = -dots[0] + rndi(-600, 600);
+        *scale = ldexpf(1.0f, -rndi(1, 3));
+        break;
+    case 2: /* saturation */
+        *bias = rndi(-1000, 1000);
+        *scale = 1.0f + 1000.0f * rnd_unit();
+        break;
+    case 3: *bias = rndi(-1000000, 1000000), *scale = 0.0f; break;
+    case 4: /* large accumulators: int32 -> float conversion rounds (> 2^24) */
+        *bias = rndi(-(1 << 30), 1 << 30);
+        *scale = ldexpf(1.0f + rnd_unit(), -rndi(22, 24));
+        break;
+    case 5: /* a random mantissa */
+        *bias = rndi(-5000, 5000);
+        *scale = ldexpf(1.0f + rnd_unit(), -rndi(4, 16));
+        break;
+    default: /* large accumulator exactly on ties: (odd multiple of 2^(e-1)) * 2^-e */
+        *bias = -dots[0] + (2 * rndi(-300, 300) + 1) * (1 << 20);
+        *scale = ldexpf(1.0f, -21);
+        break;
+    }
+}
+
+/* Bias/scale slots of padded channels are never meant to reach an output: fill them with garbage
+ * (including NaN) so that a kernel that stored them would be caught. */
+static void garbage_bias_scale(int32_t* bias, float* scale)
+{
+    uint32_t bits = (uint32_t)rnd();
+    *bias = (int32_t)bits;
+    bits = (uint32_t)rnd() | 0x7F800001u; /* a NaN */
+    memcpy(scale, &bits, 4);
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * igemm check
+ */
+
+static int check_igemm(const vki_isa* isa, const char* label, size_t mr, size_t nc, size_t kc, size_t ks)
+{
+    const size_t MR = isa->mr, NR = isa->nr, KR = isa->kr, kcg = (kc + KR - 1) / KR;
+    const vki_qparams q = rnd_qparams();
+
+    /* Rows: each exactly kc bytes (ASan catches over-reads); some are the shared zero-point row that
+     * padding taps use; rows >= mr repeat a valid row as the operator does. */
+    uint8_t* zrow = xmalloc(kc);
+    memset(zrow, q.x_zp, kc);
+    const uint8_t** a = xmalloc(ks * MR * sizeof(*a));
+    uint8_t** owned = xmalloc(ks * MR * sizeof(*owned));
+    size_t nowned = 0;
+    const int amode = (int)rndu(6);
+    for (size_t t = 0; t < ks; t++) {
+        for (size_t i = 0; i < mr; i++) {
+            if (rndu(5) == 0) {
+                a[t * MR + i] = zrow;
+            } else {
+                uint8_t* r = xmalloc(kc);
+                for (size_t k = 0; k < kc; k++) r[k] = rnd_act(amode);
+                a[t * MR + i] = owned[nowned++] = r;
+            }
+        }
+        for (size_t i = mr; i < MR; i++) a[t * MR + i] = a[t * MR + rndu(mr)];
+    }
+
+    /* Unpacked weights wv[t][k][n] (w - w_zp), zero for n >= nc. */
+    int16_t* wv = xmalloc(ks * kc * NR * sizeof(int16_t));
+    const int wmode = (int)rndu(5);
+    for (size_t i = 0; i < ks * kc * NR; i++) wv[i] = (i % NR) < nc ? rnd_wt(wmode) : 0;
+
+    /* Exact dot products, checked to stay in int32 together with any bias used below. */
+    int32_t* dots = xmalloc(MR * NR * sizeof(int32_t));
+    for (size_t i = 0; i < MR; i++) {
+        for (size_t n = 0; n < NR; n++) {
+            int64_t s = 0;
+            for (size_t t = 0; t < ks; t++)
+                for (size_t k = 0; k < kc; k++)
+                    s += ((int64_t)a[t * MR + i][k] - q.x_zp) * wv[(t * kc + k) * NR + n];
+            dots[n * MR + i] = (int32_t)s;
+        }
+    }
+
+    /* The packed block, allocated at its exact size: kernels may read all of it but nothing more. */
+    const size_t block_bytes = NR * 8 + ks * kcg * NR * KR * sizeof(int16_t);
+    uint8_t* block = xmalloc(block_bytes);
+    int32_t* bias = (int32_t*)block;
+    float* scale = (float*)(bias + NR);
+    int16_t* wt = (int16_t*)(scale + NR);
+    for (size_t n = 0; n < NR; n++) {
+        if (n < nc) {
+            int32_t dn[4 * 64];
+            for (size_t i = 0; i < mr; i++) dn[i] = dots[n * MR + i];
+            rnd_bias_scale(dn, mr, &bias[n], &scale[n]);
+        } else {
+            garbage_bias_scale(&bias[n], &scale[n]);
+        }
+    }
+    for (size_t t = 0; t < ks; t++)
+        for (size_t kg = 0; kg < kcg; kg++)
+            for (size_t n = 0; n < NR; n++)
+                for (size_t j = 0; j < KR; j++) {
+                    const size_t k = kg * KR + j;
+                    wt[((t * kcg + kg) * NR + n) * KR + j] = k < kc ? wv[(t * kc + k) * NR + n] : 0;
+                }
+
+    /* Output: exactly up to the last byte of row mr-1; the gaps between rows hold a sentinel. */
+    const size_t c_stride = nc + rndu(5);
+    const size_t c_bytes = (mr - 1) * c_stride + nc;
+    uint8_t* c = xmalloc(c_bytes);
+    uint8_t* sentinel = xmalloc(c_bytes);
+    for (size_t i = 0; i < c_bytes; i++) sentinel[i] = c[i] = (uint8_t)rnd();
+
+    isa->igemm(mr, nc, kc, ks, a, block, c, c_stride, &q);
+
+    int bad = 0;
+    for (size_t i = 0; i < mr; i++) {
+        for (size_t n = 0; n < nc; n++) {
+            const int64_t acc = (int64_t)bias[n] + dots[n * MR + i];
+            if (acc < INT32_MIN || acc > INT32_MAX) {
+                fprintf(stderr, "test bug: accumulator overflow\n");
+                exit(2);
+            }
+            const uint8_t want = (uint8_t)vki_requant_scalar((int32_t)acc, scale[n], &q);
+            const uint8_t got = c[i * c_stride + n];
+            if (got != want) {
+                if (bad < 5)
+                    fprintf(stderr,
+                            "MISMATCH %s igemm mr=%zu nc=%zu kc=%zu ks=%zu row=%zu ch=%zu: got %u want %u "
+                            "(acc=%lld scale=%a x_zp=%d y_zp=%d fmin=%g fmax=%g)\n",
+                            label, mr, nc, kc, ks, i, n, got, want, (long long)acc, (double)scale[n], q.x_zp,
+                            q.y_zp, (double)q.fmin, (double)q.fmax);
+                bad++;
+            }
+        }
+        for (size_t n = nc; n < c_stride && i + 1 < mr; n++) {
+            if (c[i * c_stride + n] != sentinel[i * c_stride + n]) {
+                if (bad < 5)
+                    fprintf(stderr, "MISMATCH %s igemm mr=%zu nc=%zu kc=%zu ks=%zu: wrote row %zu byte %zu\n",
+                            label, mr, nc, kc, ks, i, n);
+                bad++;
+            }
+        }
+    }
+
+    for (size_t i = 0; i < nowned; i++) free(owned[i]);
+    free(owned);
+    free(zrow);
+    free(a);
+    free(wv);
+    free(dots);
+    free(block);
+    free(c);
+    free(sentinel);
+    if (bad) n_fail++;
+    else n_pass++;
+    return bad == 0;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Depthwise check
+ */
+
+static int check_dw(const vki_isa* isa, const char* label, const char* fname, vki_dw_fn fn, size_t channels,
+                    size_t ks)
+{
+    const size_t cp = (channels + isa->cr - 1) / isa->cr * isa->cr;
+    const vki_qparams q = rnd_qparams();
+
+    uint8_t* zrow = xmalloc(channels);
+    memset(zrow, q.x_zp, channels);
+    const uint8_t** a = xmalloc(ks * sizeof(*a));
+    uint8_t** owned = xmalloc(ks * sizeof(*owned));
+    size_t nowned = 0;
+    const int amode = (int)rndu(6);
+    for (size_t t = 0; t < ks; t++) {
+        if (rndu(4) == 0) {
+            a[t] = zrow;
+        } else {
+            uint8_t* r = xmalloc(channels);
+            for (size_t ch = 0; ch < channels; ch++) r[ch] = rnd_act(amode);
+            a[t] = owned[nowned++] = r;
+        }
+    }
+
+    /* Block at its exact size: bias[cp], scale[cp], wt[ks][cp] (zero past channels). */
+    uint8_t* block = xmalloc(cp * 8 + ks * cp * sizeof(int16_t));
+    int32_t* bias = (int32_t*)block;
+    float* scale = (float*)(bias + cp);
+    int16_t* wt = (int16_t*)(scale + cp);
+    const int wmode = (int)rndu(5);
+    for (size_t t = 0; t < ks; t++)
+        for (size_t ch = 0; ch < cp; ch++) wt[t * cp + ch] = ch < channels ? rnd_wt(wmode) : 0;
+    int32_t* dots = xmalloc(channels * sizeof(int32_t));
+    for (size_t ch = 0; ch < cp; ch++) {
+        if (ch < channels) {
+            int32_t s = 0;
+            for (size_t t = 0; t < ks; t++) s += ((int32_t)a[t][ch] - q.x_zp) * wt[t * cp + ch];
+            dots[ch] = s;
+            rnd_bias_scale(&dots[ch], 1, &bias[ch], &scale[ch]);
+        } else {
+            garbage_bias_scale(&bias[ch], &scale[ch]);
+        }
+    }
+
+    uint8_t* y = xmalloc(channels);
+    memset(y, 0xA5, channels);
+    fn(channels, ks, a, block, y, &q);
+
+    int bad = 0;
+    for (size_t ch = 0; ch < channels; ch++) {
+        const int64_t acc = (int64_t)bias[ch] + dots[ch];
+        if (acc < INT32_MIN || acc > INT32_MAX) {
+            fprintf(stderr, "test bug: accumulator overflow\n");
+            exit(2);
+        }
+        const uint8_t want = (uint8_t)vki_requant_scalar((int32_t)acc, scale[ch], &q);
+        if (y[ch] != want) {
+            if (bad < 5)
+                fprintf(stderr, "MISMATCH %s %s channels=%zu ks=%zu ch=%zu: got %u want %u (acc=%lld scale=%a)\n",
+                        label, fname, channels, ks, ch, y[ch], want, (long long)acc, (double)scale[ch]);
+            bad++;
+        }
+    }
+
+    for (size_t i = 0; i < nowned; i++) free(owned[i]);
+    free(owned);
+    free(zrow);
+    free(a);
+    free(block);
+    free(dots);
+    free(y);
+    if (bad) n_fail++;
+    else n_pass++;
+    return bad == 0;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * One ISA variant: a grid of edge cases, then random cases.
+ */
+
+static void check_isa(const vki_isa* isa, const char* label, size_t random_cases)
+{
+    static const size_t kcs[] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 15,  16,
+                                 17, 23, 24, 31, 32, 33, 63, 64, 65, 70, 135, 264};
+    static const size_t kss[] = {1, 9, 25, 7};
+    static const size_t chs[] = {1,  2,  7,  8,  9,  15, 16, 17, 24, 31, 32,  33,
+                                 40, 47, 48, 49, 63, 64, 65, 70, 96, 144, 151};
+    const long fail0 = n_fail;
+
+    if (isa->kr != 2 && isa->kr != 1) {
+        fprintf(stderr, "%s: unexpected kr %u\n", label, isa->kr);
+        n_fail++;
+        return;
+    }
+    for (size_t ik = 0; ik < sizeof(kcs) / sizeof(kcs[0]); ik++)
+        for (size_t is = 0; is < sizeof(kss) / sizeof(kss[0]); is++)
+            for (size_t mr = 1; mr <= isa->mr; mr++) {
+                check_igemm(isa, label, mr, isa->nr, kcs[ik], kss[is]);
+                check_igemm(isa, label, mr, 1 + rndu(isa->nr), kcs[ik], kss[is]);
+            }
+    for (size_t i = 0; i < random_cases; i++)
+        check_igemm(isa, label, 1 + rndu(isa->mr), 1 + rndu(isa->nr), 1 + rndu(70), kss[rndu(4)]);
+
+    for (size_t ic = 0; ic < sizeof(chs) / sizeof(chs[0]); ic++) {
+        check_dw(isa, label, "dw9", isa->dw9, chs[ic], 9);
+        check_dw(isa, label, "dw25", isa->dw25, chs[ic], 25);
+        check_dw(isa, label, "dw_any", isa->dw_any, chs[ic], 4);
+        check_dw(isa, label, "dw_any", isa->dw_any, chs[ic], 9);
+        check_dw(isa, label, "dw_any", isa->dw_any, chs[ic], 1);
+    }
+    for (size_t i = 0; i < random_cases / 2; i++) {
+        const size_t ch = 1 + rndu(70);
+        switch (rndu(3)) {
+        case 0: check_dw(isa, label, "dw9", isa->dw9, ch, 9); break;
+        case 1: check_dw(isa, label, "dw25", isa->dw25, ch, 25); break;
+        default: check_dw(isa, label, "dw_any", isa->dw_any, ch, 1 + rndu(30)); break;
+        }
+    }
+    printf("%s: %s\n", label, n_fail == fail0 ? "ok" : "FAILED");
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Scalar emulation of the AVX-512 intrinsics kernels_avx512vnni.c uses, from the instruction
+ * definitions (Intel SDM pseudo-code), all lane-local or element-wise.
+ */
+#ifndef VKI_X86_CHECK_NO_EMU
+
+typedef union {
+    int32_t i32[16];
+    int16_t i16[32];
+    uint16_t u16[32];
+    uint8_t u8[64];
+    float f32[16];
+} emu_v512;
+
+static emu_v512 emu_loadu(const void* p)
+{
+    emu_v512 r;
+    memcpy(&r, p, 64);
+    return r;
+}
+
+static emu_v512 emu_set1_epi32(int v)
+{
+    emu_v512 r;
+    for (int i = 0; i < 16; i++) r.i32[i] = v;
+    return r;
+}
+
+static emu_v512 emu_set1_ps(float v)
+{
+    emu_v512 r;
+    for (int i = 0; i < 16; i++) r.f32[i] = v;
+    return r;
+}
+
+/* VBROADCASTI32X4: the 128-bit source in each of the four lanes. */
+static emu_v512 emu_broadcast_i32x4(__m128i x)
+{
+    emu_v512 r;
+    for (int l = 0; l < 4; l++) memcpy(&r.u8[16 * l], &x, 16);
+    return r;
+}
+
+/* VPSHUFD: within each 128-bit lane, dword j = source dword ((imm >> 2j) & 3) of the same lane. */
+static emu_v512 emu_shuffle_epi32(emu_v512 a, int imm)
+{
+    emu_v512 r;
+    for (int l = 0; l < 4; l++)
+        for (int j = 0; j < 4; j++) r.i32[4 * l + j] = a.i32[4 * l + ((imm >> (2 * j)) & 3)];
+    return r;
+}
+
+/* VPDPWSSD: src + a.w[2j] * b.w[2j] + a.w[2j+1] * b.w[2j+1], signed words, wrapping (no saturation). */
+static emu_v512 emu_dpwssd_epi32(emu_v512 src, emu_v512 a, emu_v512 b)
+{
+    emu_v512 r;
+    for (int j = 0; j < 16; j++) {
+        const uint32_t p0 = (uint32_t)((int32_t)a.i16[2 * j] * (int32_t)b.i16[2 * j]);
+        const uint32_t p1 = (uint32_t)((int32_t)a.i16[2 * j + 1] * (int32_t)b.i16[2 * j + 1]);
+        r.i32[j] = (int32_t)((uint32_t)src.i32[j] + p0 + p1);
+    }
+    return r;
+}
+
+static emu_v512 emu_add_epi32(emu_v512 a, emu_v512 b)
+{
+    emu_v512 r;
+    for (int i = 0; i < 16; i++) r.i32[i] = (int32_t)((uint32_t)a.i32[i] + (uint32_t)b.i32[i]);
+    return r;
+}
+
+static emu_v512 emu_sub_epi32(emu_v512 a, emu_v512 b)
+{
+    emu_v512 r;
+    for (int i = 0; i < 16; i++) r.i32[i] = (int32_t)((uint32_t)a.i32[i] - (uint32_t)b.i32[i]);
+    return r;
+}
+
+static emu_v512 emu_cvtepi32_ps(emu_v512 a)
+{
+    emu_v512 r;
+    for (int i = 0; i < 16; i++) r.f32[i] = (float)a.i32[i]; /* current rounding mode: to nearest even */
+    return r;
+}
+
+static emu_v512 emu_mul_ps(emu_v512 a, emu_v512 b)
+{
+    emu_v512 r;
+    for (int i = 0; i < 16; i++) r.f32[i] = a.f32[i] * b.f32[i];
+    return r;
+}
+
+/* VMAXPS/VMINPS: the first operand if it compares greater (less), else the second (so the second
+ * operand on equality and on NaN). */
+static emu_v512 emu_max_ps(emu_v512 a, emu_v512 b)
+{
+    emu_v512 r;
+    for (int i = 0; i < 16; i++) r.f32[i] = a.f32[i] > b.f32[i] ? a.f32[i] : b.f32[i];
+    return r;
+}
+
+static emu_v512 emu_min_ps(emu_v512 a, emu_v512 b)
+{
+    emu_v512 r;
+    for (int i = 0; i < 16; i++) r.f32[i] = a.f32[i] < b.f32[i] ? a.f32[i] : b.f32[i];
+    return r;
+}
+
+/* VCVTPS2DQ: current rounding mode; NaN and out-of-range give the integer indefinite 0x80000000. */
+static emu_v512 emu_cvtps_epi32(emu_v512 a)
+{
+    emu_v512 r;
+    for (int i = 0; i < 16; i++) {
+        const float f = nearbyintf(a.f32[i]);
+        r.i32[i] = (f >= -2147483648.0f && f < 2147483648.0f) ? (int32_t)f : INT32_MIN;
+    }
+    return r;
+}
+
+/* VPMOVDB: truncate each dword to its low byte. */
+static __m128i emu_cvtepi32_epi8(emu_v512 a)
+{
+    uint8_t b[16];
+    for (int i = 0; i < 16; i++) b[i] = (uint8_t)a.i32[i];
+    return _mm_loadu_si128((const __m128i*)(const void*)b);
+}
+
+/* VPMOVZXBD zmm, xmm/m128 and VPMOVZXWD zmm, ymm/m256: zero extension, element order kept. */
+static emu_v512 emu_cvtepu8_epi32(__m128i x)
+{
+    uint8_t b[16];
+    emu_v512 r;
+    _mm_storeu_si128((__m128i*)(void*)b, x);
+    for (int i = 0; i < 16; i++) r.i32[i] = b[i];
+    return r;
+}
+
+static emu_v512 emu_cvtepu16_epi32(__m256i x)
+{
+    uint16_t h[16];
+    emu_v512 r;
+    _mm256_storeu_si256((__m256i*)(void*)h, x);
+    for (int i = 0; i < 16; i++) r.i32[i] = h[i];
+    return r;
+}
+
+/* Each emulated operation against the AVX2 instruction that does the same on 256 bits (applied to
+ * both halves), on random data including float edge values: guards against an emulation that
+ * shares a misreading of the instruction set with the kernel. VPMOVDB and VPDPWSSD have no exact
+ * AVX2 twin; they are checked against scalar truncation and VPMADDWD + VPADDD respectively. */
+static int emu_self_check(void)
+{
+    int bad = 0;
+    for (int iter = 0; iter < 2000; iter++) {
+        emu_v512 a, b, s;
+        for (int i = 0; i < 64; i++) a.u8[i] = (uint8_t)rnd(), b.u8[i] = (uint8_t)rnd(), s.u8[i] = (uint8_t)rnd();
+        /* float inputs: moderate values incl. exact halves, and equal/zero pairs for max/min */
+        emu_v512 fa, fb;
+        for (int i = 0; i < 16; i++) {
+            fa.f32[i] = (float)rndi(-1000, 1000) * ldexpf(1.0f, -rndi(0, 3)) + (rndu(4) ? rnd_unit() : 0.0f);
+            fb.f32[i] = rndu(3) ? (float)rndi(-300, 300) : (rndu(2) ? fa.f32[i] : -0.0f);
+        }
+        for (int h = 0; h < 2; h++) {
+            __m256i ya, yb, ys;
+            __m256 yfa, yfb;
+            memcpy(&ya, &a.u8[32 * h], 32);
+            memcpy(&yb, &b.u8[32 * h], 32);
+            memcpy(&ys, &s.u8[32 * h], 32);
+            memcpy(&yfa, &fa.f32[8 * h], 32);
+            memcpy(&yfb, &fb.f32[8 * h], 32);
+            __m256i want[12];
+            emu_v512 got[12];
+            want[0] = _mm256_shuffle_epi32(ya, 0x00), got[0] = emu_shuffle_epi32(a, 0x00);
+            want[1] = _mm256_shuffle_epi32(ya, 0x55), got[1] = emu_shuffle_epi32(a, 0x55);
+            want[2] = _mm256_shuffle_epi32(ya, 0xAA), got[2] = emu_shuffle_epi32(a, 0xAA);
+            want[3] = _mm256_shuffle_epi32(ya, 0xFF), got[3] = emu_shuffle_epi32(a, 0xFF);
+            want[4] = _mm256_add_epi32(ys, _mm256_madd_epi16(ya, yb)), got[4] = emu_dpwssd_epi32(s, a, b);
+            want[5] = _mm256_add_epi32(ya, yb), got[5] = emu_add_epi32(a, b);
+            want[6] = _mm256_sub_epi32(ya, yb), got[6] = emu_sub_epi32(a, b);
+            want[7] = _mm256_castps_si256(_mm256_cvtepi32_ps(ya)), got[7] = emu_cvtepi32_ps(a);
+            want[8] = _mm256_castps_si256(_mm256_mul_ps(yfa, yfb)), got[8] = emu_mul_ps(fa, fb);
+            want[9] = _mm256_castps_si256(_mm256_max_ps(yfa, yfb)), got[9] = emu_max_ps(fa, fb);
+            want[10] = _mm256_castps_si256(_mm256_min_ps(yfa, yfb)), got[10] = emu_min_ps(fa, fb);
+            want[11] = _mm256_cvtps_epi32(yfa), got[11] = emu_cvtps_epi32(fa);
+            for (int k = 0; k < 12; k++) bad += memcmp(&want[k], &got[k].u8[32 * h], 32) != 0;
+
+            /* widening: the AVX2 forms take 8 elements per 256 bits */
+            const __m128i xa = _mm_loadu_si128((const __m128i*)(const void*)a.u8);
+            const __m256i ya16 = _mm256_loadu_si256((const __m256i*)(const void*)a.u8);
+            emu_v512 z8 = emu_cvtepu8_epi32(xa), z16 = emu_cvtepu16_epi32(ya16);
+            __m256i w8 = _mm256_cvtepu8_epi32(h ? _mm_srli_si128(xa, 8) : xa);
+            __m256i w16 = _mm256_cvtepu16_epi32(h ? _mm256_extracti128_si256(ya16, 1) : _mm256_castsi256_si128(ya16));
+            bad += memcmp(&w8, &z8.u8[32 * h], 32) != 0;
+            bad += memcmp(&w16, &z16.u8[32 * h], 32) != 0;
+            /* broadcast: both halves equal _mm256_broadcastsi128_si256 */
+            emu_v512 bc = emu_broadcast_i32x4(xa);
+            __m256i ybc = _mm256_broadcastsi128_si256(xa);
+            bad += memcmp(&ybc, &bc.u8[32 * h], 32) != 0;
+        }
+        __m128i t = emu_cvtepi32_epi8(a);
+        uint8_t tb[16];
+        _mm_storeu_si128((__m128i*)(void*)tb, t);
+        for (int i = 0; i < 16; i++) bad += tb[i] != (uint8_t)(a.i32[i] & 0xFF);
+    }
+    if (bad) fprintf(stderr, "AVX-512 emulation self-check: %d mismatches\n", bad);
+    return bad == 0;
+}
+
+/* Rename the intrinsics and the types, then compile the kernel file here. <immintrin.h> was included
+ * above, so its include in the kernel file is a no-op and the real declarations stay untouched. */
+#define __m512i emu_v512
+#define __m512 emu_v512
+#undef _mm512_loadu_si512
+#undef _mm512_loadu_ps
+#undef _mm512_set1_epi32
+#undef _mm512_set1_ps
+#undef _mm512_broadcast_i32x4
+#undef _mm512_shuffle_epi32
+#undef _mm512_dpwssd_epi32
+#undef _mm512_add_epi32
+#undef _mm512_sub_epi32
+#undef _mm512_cvtepi32_ps
+#undef _mm512_mul_ps
+#undef _mm512_max_ps
+#undef _mm512_min_ps
+#undef _mm512_cvtps_epi32
+#undef _mm512_cvtepi32_epi8
+#undef _mm512_cvtepu8_epi32
+#undef _mm512_cvtepu16_epi32
+#define _mm512_loadu_si512(p) emu_loadu(p)
+#define _mm512_loadu_ps(p) emu_loadu(p)
+#define _mm512_set1_epi32 emu_set1_epi32
+#define _mm512_set1_ps emu_set1_ps
+#define _mm512_broadcast_i32x4 emu_broadcast_i32x4
+#define _mm512_shuffle_epi32(a, imm) emu_shuffle_epi32(a, (int)(imm))
+#define _mm512_dpwssd_epi32 emu_dpwssd_epi32
+#define _mm512_add_epi32 emu_add_epi32
+#define _mm512_sub_epi32 emu_sub_epi32
+#define _mm512_cvtepi32_ps emu_cvtepi32_ps
+#define _mm512_mul_ps emu_mul_ps
+#define _mm512_max_ps emu_max_ps
+#define _mm512_min_ps emu_min_ps
+#define _mm512_cvtps_epi32 emu_cvtps_epi32
+#define _mm512_cvtepi32_epi8 emu_cvtepi32_epi8
+#define _mm512_cvtepu8_epi32 emu_cvtepu8_epi32
+#define _mm512_cvtepu16_epi32 emu_cvtepu16_epi32
+#define vki_isa_avx512vnni vki_isa_avx512vnni_emu
+#include "kernels_avx512vnni.c"
+#undef vki_isa_avx512vnni
+#undef __m512i
+#undef __m512
+
+#endif /* VKI_X86_CHECK_NO_EMU */
+
+/* ------------------------------------------------------------------------------------------------
+ * Optional timing of the real kernels (argument "bench"): MAC throughput of igemm and dw.
+ */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    timespec_get(&ts, TIME_UTC); /* C11; good enough for a rough throughput figure */
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void bench_isa(const vki_isa* isa)
+{
+    const vki_qparams q = {.x_zp = 3, .y_zp = 5, .fmin = -133.0f, .fmax = 250.0f};
+    static const size_t shapes[][2] = {{1, 256}, {1, 64}, {9, 32}, {9, 3}, {1, 960}};
+    for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+        const size_t ks = shapes[s][0], kc = shapes[s][1], MR = isa->mr, NR = isa->nr;
+        const size_t kcg = (kc + isa->kr - 1) / isa->kr;
+        uint8_t* rows = xmalloc(ks * MR * kc);
+        const uint8_t** a = xmalloc(ks * MR * sizeof(*a));
+        for (size_t i = 0; i < ks * MR * kc; i++) rows[i] = (uint8_t)rnd();
+        for (size_t i = 0; i < ks * MR; i++) a[i] = rows + i * kc;
+        uint8_t* block = xmalloc(NR * 8 + ks * kcg * NR * isa->kr * 2);
+        memset(block, 0, NR * 8 + ks * kcg * NR * isa->kr * 2);
+        uint8_t c[4 * 64];
+        /* best of several short runs: this machine is shared, and the best run is the kernel's own */
+        const size_t iters = (size_t)(3e7 / (double)(ks * kc * MR * NR)) + 1;
+        double dt = 1e30;
+        for (int rep = 0; rep < 9; rep++) {
+            const double t0 = now_s();
+            for (size_t it = 0; it < iters; it++) isa->igemm(MR, NR, kc, ks, a, block, c, NR, &q);
+            dt = fmin(dt, now_s() - t0);
+        }
+        printf("  %s igemm ks=%zu kc=%-4zu %6.2f GMAC/s\n", isa->name, ks, kc,
+               (double)(iters * ks * kc * MR * NR) / dt * 1e-9);
+        free(rows);
+        free(a);
+        free(block);
+    }
+    static const size_t dws[][2] = {{9, 144}, {9, 32}, {25, 96}, {9, 960}};
+    for (size_t s = 0; s < sizeof(dws) / sizeof(dws[0]); s++) {
+        const size_t ks = dws[s][0], ch = dws[s][1], cp = (ch + isa->cr - 1) / isa->cr * isa->cr;
+        uint8_t* rows = xmalloc(ks * ch);
+        const uint8_t** a = xmalloc(ks * sizeof(*a));
+        for (size_t i = 0; i < ks * ch; i++) rows[i] = (uint8_t)rnd();
+        for (size_t i = 0; i < ks; i++) a[i] = rows + i * ch;
+        uint8_t* block = xmalloc(cp * 8 + ks * cp * 2);
+        memset(block, 0, cp * 8 + ks * cp * 2);
+        uint8_t* y = xmalloc(ch);
+        vki_dw_fn fn = ks == 9 ? isa->dw9 : ks == 25 ? isa->dw25 : isa->dw_any;
+        const size_t iters = (size_t)(1e7 / (double)(ks * ch)) + 1;
+        double dt = 1e30;
+        for (int rep = 0; rep < 9; rep++) {
+            const double t0 = now_s();
+            for (size_t it = 0; it < iters; it++) fn(ch, ks, a, block, y, &q);
+            dt = fmin(dt, now_s() - t0);
+        }
+        printf("  %s dw ks=%zu ch=%-4zu %6.2f GMAC/s\n", isa->name, ks, ch, (double)(iters * ks * ch) / dt * 1e-9);
+        free(rows);
+        free(a);
+        free(block);
+        free(y);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+
+int main(int argc, char** argv)
+{
+    int bench = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "bench") == 0) bench = 1;
+        else rng_state = strtoull(argv[i], NULL, 0) | 1;
+    }
+    printf("seed 0x%llx\n", (unsigned long long)rng_state);
+
+    if (vki_isa_avx2.available()) {
+        check_isa(&vki_isa_avx2, "avx2", 3000);
+        if (bench) bench_isa(&vki_isa_avx2);
+    } else {
+        printf("avx2: not available on this CPU, skipped\n");
+    }
+
+#ifndef VKI_X86_CHECK_NO_EMU
+    /* The emulation itself compares against AVX2 instructions. */
+    if (vki_isa_avx2.available()) {
+        if (emu_self_check()) n_pass++;
+        else n_fail++;
+        check_isa(&vki_isa_avx512vnni_emu, "avx512vnni (emulated)", 1500);
+    }
+#endif
+
+#ifdef VKI_X86_CHECK_AVX512_NATIVE
+    if (vki_isa_avx512vnni.available()) {
+        check_isa(&vki_isa_avx512vnni, "avx512vnni", 3000);
+        if (bench) bench_isa(&vki_isa_avx512vnni);
+    } else {
+        printf("avx512vnni: not available on this CPU, skipped\n");
+    }
+#endif
+
+    printf("x86 kernels: %ld passed, %ld failed\n", n_pass, n_fail);
+    return n_fail ? 1 : 0;
+}
