@@ -217,21 +217,29 @@ typedef struct {
     size_t pixels, tiles;
 } run_ctx;
 
-/* One work item of the igemm path: MR output pixels of one group, all of its NR blocks. */
+/* One work item of the igemm path: one NR block of one group over a chunk of MR-row tiles.
+ * Blocks are the outer loop (items for the same block are consecutive) so the block's packed
+ * weights stay in L1 while rows stream past; a layer's whole weight matrix can exceed L2. */
+#define TILE_CHUNK_ROWS 64
 static void igemm_item(void* arg, size_t item)
 {
     run_ctx* r = arg;
     vki_conv* cv = r->cv;
     const vki_isa* isa = cv->isa;
-    size_t g = item / r->tiles, tile = item % r->tiles, mr = isa->mr, ks = cv->ks;
-    size_t p0 = tile * mr, rows = r->pixels - p0 < mr ? r->pixels - p0 : mr;
+    size_t mr = isa->mr, ks = cv->ks, chunk_tiles = (TILE_CHUNK_ROWS + mr - 1) / mr;
+    size_t nchunks = (r->tiles + chunk_tiles - 1) / chunk_tiles;
+    size_t chunk = item % nchunks, gb = item / nchunks;
+    size_t g = gb / cv->nblocks, b = gb % cv->nblocks;
+    size_t n0 = b * isa->nr, nc = cv->mg - n0 < isa->nr ? cv->mg - n0 : isa->nr;
     size_t off = g * cv->cg;  /* this group's input channels within each pixel (zero row has c bytes) */
+    const void* w = (const char*)cv->packed + (g * cv->nblocks + b) * cv->block_bytes;
     const uint8_t* ap[MAX_MR * MAX_TAPS];  /* 128 KiB at most: fine on 8 MiB thread stacks */
-    for (size_t t = 0; t < ks; t++)
-        for (size_t i = 0; i < mr; i++) ap[t * mr + i] = cv->indir[(p0 + (i < rows ? i : rows - 1)) * ks + t] + off;
-    for (uint32_t b = 0; b < cv->nblocks; b++) {
-        size_t n0 = b * isa->nr, nc = cv->mg - n0 < isa->nr ? cv->mg - n0 : isa->nr;
-        const void* w = (const char*)cv->packed + ((size_t)g * cv->nblocks + b) * cv->block_bytes;
+    size_t t1 = (chunk + 1) * chunk_tiles < r->tiles ? (chunk + 1) * chunk_tiles : r->tiles;
+    for (size_t tile = chunk * chunk_tiles; tile < t1; tile++) {
+        size_t p0 = tile * mr, rows = r->pixels - p0 < mr ? r->pixels - p0 : mr;
+        for (size_t t = 0; t < ks; t++)
+            for (size_t i = 0; i < mr; i++)
+                ap[t * mr + i] = cv->indir[(p0 + (i < rows ? i : rows - 1)) * ks + t] + off;
         isa->igemm(rows, nc, cv->cg, ks, ap, w, r->y + p0 * cv->d.m + g * cv->mg + n0, cv->d.m, &cv->q);
     }
 }
@@ -260,7 +268,9 @@ vki_status vki_conv_run(vki_conv* cv, const uint8_t* x, uint8_t* y, uint32_t thr
             vki_parallel_for((r.pixels + DW_PIXELS - 1) / DW_PIXELS, threads, dw_item, &r);
         } else {
             r.tiles = (r.pixels + cv->isa->mr - 1) / cv->isa->mr;
-            vki_parallel_for(r.tiles * cv->d.groups, threads, igemm_item, &r);
+            size_t chunk_tiles = (TILE_CHUNK_ROWS + cv->isa->mr - 1) / cv->isa->mr;
+            size_t nchunks = (r.tiles + chunk_tiles - 1) / chunk_tiles;
+            vki_parallel_for(nchunks * cv->nblocks * cv->d.groups, threads, igemm_item, &r);
         }
     }
     pthread_mutex_unlock(&cv->lock);

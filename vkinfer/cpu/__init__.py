@@ -130,7 +130,9 @@ class _Conv:
         t = 0 if threads is None else int(threads)
         if t < 0:
             raise ValueError(f"threads must be >= 1 (or None for the default), got {threads}")
-        _check(lib().vki_conv_run(self.handle, x.ctypes.data, y.ctypes.data, t), "CPU convolution")
+        # __array_interface__ is the cheapest way to a data pointer (x.ctypes.data costs ~2 us each).
+        _check(lib().vki_conv_run(self.handle, x.__array_interface__["data"][0], y.__array_interface__["data"][0], t),
+               "CPU convolution")
         return y
 
     def __del__(self):
