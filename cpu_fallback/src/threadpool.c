@@ -1,15 +1,20 @@
-/* A persistent pthread pool: threads are created once and woken per job, because creating
- * threads per call would cost more than a small layer's whole run. Workers spin for a short while
- * before sleeping (and the caller spins before waiting), because a futex wake-up costs tens of
- * microseconds: as much as a small layer's whole run. */
+/* A persistent pthread pool. Threads are created once and woken per job, because creating threads
+ * per call would cost more than a small layer's whole run. Workers spin briefly before sleeping
+ * (a futex wake-up costs tens of microseconds).
+ *
+ * Workers *claim* a place in a job instead of being assigned one: the job word holds
+ * (job counter << 8) | unclaimed slots, and a worker joins with a compare-and-swap that takes a
+ * slot. When the caller has drained the work queue itself it closes the job (slots -> 0) and waits
+ * only for workers that did join. A worker that is not scheduled in time (another process holds the
+ * core) then costs nothing, instead of stalling the caller for a scheduler time slice. */
 #include "threadpool.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
-#define MAX_WORKERS 63
-#define SPIN_ITERATIONS 20000  /* ~50-100 us of pause instructions */
+#define MAX_WORKERS 63  /* slots fit in the job word's low 8 bits */
+#define SPIN_ITERATIONS 4000
 
 static inline void cpu_relax(void)
 {
@@ -24,13 +29,12 @@ static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER;  /* one job at a ti
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv_start = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t cv_done = PTHREAD_COND_INITIALIZER;
-static size_t nworkers;                 /* created so far (under mu) */
-/* Job word: (job counter << 8) | participating workers. One atomic load tells a worker both which
- * job is current and whether it takes part, so a worker waking late can never act on a stale mix
- * of the two (which would miscount `finished`). */
-static atomic_uint_fast64_t job_word;
-static atomic_size_t finished;          /* participants done with the current job */
+static size_t nworkers;                /* created so far (under run_lock) */
+static atomic_uint_fast64_t job_word;  /* (counter << 8) | unclaimed slots; counters start at 1 */
+static atomic_size_t finished;         /* workers that joined the current job and are done */
 static atomic_size_t next_item;
+/* The current job. Written by the caller before it publishes the job word (release); read by
+ * workers only after a successful claim (acquire), and not changed until every claimer is done. */
 static size_t job_n;
 static void (*job_fn)(void*, size_t);
 static void* job_ctx;
@@ -44,29 +48,41 @@ static void drain(void)
     }
 }
 
+/* A job newer than `seen` that still has a slot. */
+static int claimable(uint64_t w, uint64_t seen) { return (w >> 8) != seen && (w & 0xFF) != 0; }
+
 static void* worker(void* arg)
 {
-    size_t id = (size_t)(uintptr_t)arg;
-    /* Not the current job word: the caller creates workers for the job it is about to publish (or
-     * has published), and job counters start at 1, so 0 makes a new worker join the current job. */
-    uint64_t seen = 0;
+    (void)arg;
+    uint64_t seen = 0;  /* last job counter considered; 0 precedes every job */
     for (;;) {
-        for (int i = 0; i < SPIN_ITERATIONS && atomic_load_explicit(&job_word, memory_order_acquire) == seen; i++)
+        uint64_t w = atomic_load_explicit(&job_word, memory_order_acquire);
+        for (int i = 0; i < SPIN_ITERATIONS && !claimable(w, seen); i++) {
             cpu_relax();
-        if (atomic_load_explicit(&job_word, memory_order_acquire) == seen) {
+            w = atomic_load_explicit(&job_word, memory_order_acquire);
+        }
+        if (!claimable(w, seen)) {
             pthread_mutex_lock(&mu);
-            while (atomic_load(&job_word) == seen) pthread_cond_wait(&cv_start, &mu);
+            while (!claimable(w = atomic_load(&job_word), seen)) {
+                seen = w >> 8;  /* a job closed before we woke: wait for the next one */
+                pthread_cond_wait(&cv_start, &mu);
+            }
             pthread_mutex_unlock(&mu);
         }
-        seen = atomic_load_explicit(&job_word, memory_order_acquire);
-        size_t want = (size_t)(seen & 0xFF);
-        if (id >= want) continue;
+        seen = w >> 8;
+        int joined = 0;
+        while ((w >> 8) == seen && (w & 0xFF) != 0)
+            if (atomic_compare_exchange_weak_explicit(&job_word, &w, w - 1, memory_order_acq_rel,
+                                                      memory_order_acquire)) {
+                joined = 1;
+                break;
+            }
+        if (!joined) continue;  /* closed, or a newer job arrived: look again */
         drain();
-        if (atomic_fetch_add(&finished, 1) + 1 == want) {
-            pthread_mutex_lock(&mu);  /* pairs with the caller's check-then-wait under mu */
-            pthread_cond_signal(&cv_done);
-            pthread_mutex_unlock(&mu);
-        }
+        atomic_fetch_add_explicit(&finished, 1, memory_order_release);
+        pthread_mutex_lock(&mu);  /* the caller may be asleep on cv_done */
+        pthread_cond_signal(&cv_done);
+        pthread_mutex_unlock(&mu);
     }
     return NULL;
 }
@@ -80,13 +96,12 @@ void vki_parallel_for(size_t n, size_t threads, void (*fn)(void* ctx, size_t i),
     }
     pthread_mutex_lock(&run_lock);
     size_t want = threads - 1 > MAX_WORKERS ? MAX_WORKERS : threads - 1;
-    pthread_mutex_lock(&mu);
     while (nworkers < want) {
         pthread_t t;
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        int rc = pthread_create(&t, &attr, worker, (void*)(uintptr_t)nworkers);
+        int rc = pthread_create(&t, &attr, worker, NULL);
         pthread_attr_destroy(&attr);
         if (rc != 0) break;  /* fewer threads than asked: still correct, just slower */
         nworkers++;
@@ -98,16 +113,21 @@ void vki_parallel_for(size_t n, size_t threads, void (*fn)(void* ctx, size_t i),
     atomic_store(&next_item, 0);
     atomic_store(&finished, 0);
     uint64_t counter = (atomic_load(&job_word) >> 8) + 1;
-    atomic_store_explicit(&job_word, (counter << 8) | want, memory_order_release);  /* publishes the job */
+    pthread_mutex_lock(&mu);
+    atomic_store_explicit(&job_word, (counter << 8) | want, memory_order_release);
     pthread_cond_broadcast(&cv_start);
     pthread_mutex_unlock(&mu);
 
     drain();
 
-    for (int i = 0; i < SPIN_ITERATIONS && atomic_load(&finished) < want; i++) cpu_relax();
-    if (atomic_load(&finished) < want) {
+    /* Close the job: whoever has not joined by now never will. */
+    uint64_t left = atomic_exchange(&job_word, counter << 8) & 0xFF;
+    size_t joined = want - (size_t)left;
+    for (int i = 0; i < SPIN_ITERATIONS && atomic_load_explicit(&finished, memory_order_acquire) < joined; i++)
+        cpu_relax();
+    if (atomic_load(&finished) < joined) {
         pthread_mutex_lock(&mu);
-        while (atomic_load(&finished) < want) pthread_cond_wait(&cv_done, &mu);
+        while (atomic_load(&finished) < joined) pthread_cond_wait(&cv_done, &mu);
         pthread_mutex_unlock(&mu);
     }
     pthread_mutex_unlock(&run_lock);
