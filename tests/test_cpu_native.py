@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "cpu_fallback" / "src"
 BUILD = ROOT / "build" / "cpu"
 SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=1",
-                 "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}
+                 "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1",
+                 "TSAN_OPTIONS": "halt_on_error=1"}
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +57,7 @@ def _run_driver(cmd: list[str], vectors: tuple[Path, int]) -> list[str]:
     where = f"{' '.join(cmd)} exited {rc}\n--- stdout (error-path lines omitted)\n{report[-12000:]}" \
             f"\n--- stderr\n{err[-12000:]}"
     assert "ERROR: AddressSanitizer" not in err and "runtime error" not in err, where
+    assert "WARNING: ThreadSanitizer" not in err, where
     assert rc == 0, where
     summary = re.search(r"^cpu driver: (\d+) passed, (\d+) failed$", out, re.M)
     assert summary and int(summary[1]) > 0 and summary[2] == "0", where
@@ -85,6 +87,13 @@ def test_host_asan_ubsan(vectors):
             assert "avx2" in variants, variants
         if (SRC / "kernels_avx512vnni.c").exists() and _host_has("avx512f", "avx512bw", "avx512vl", "avx512_vnni"):
             assert "avx512vnni" in variants, variants
+
+
+def test_host_tsan_thread_pool(vectors):
+    """The lock-free thread pool and per-layer locks under ThreadSanitizer (1, 2 and 3 threads per case)."""
+    _require(["make", "cc"], "build-essential")
+    _build("tsan-driver")
+    assert _run_driver([str(BUILD / "driver-tsan")], vectors)[0] == "scalar"
 
 
 def test_aarch64_neon_under_qemu(vectors):
