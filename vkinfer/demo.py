@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import ops, reference
+from . import cpu, ops, reference
 from ._vk import get_device
 from .errors import VulkanUnavailableError
 from .ops._spec import conv_spec, matmul_spec
@@ -91,16 +91,16 @@ def layer_call(e: dict, rng: np.random.Generator) -> tuple[Callable[..., np.ndar
     return ops.qlinear_matmul, matmul_args(e, rng)
 
 
-def run_layer(op: Callable[..., np.ndarray], args: dict,
-              runs: int = RUNS) -> tuple[np.ndarray, np.ndarray, float]:
-    """(Vulkan output, reference output, median ms per Vulkan call) for one layer."""
-    y = op(**args, device="vulkan")  # the first call prepares the layer (weights, pipeline), untimed
+def run_layer(op: Callable[..., np.ndarray], args: dict, device: str,
+              runs: int = RUNS) -> tuple[np.ndarray, float]:
+    """(output, median ms per call) of one layer on `device`."""
+    y = op(**args, device=device)  # the first call prepares the layer (weights, pipeline), untimed
     times = []
     for _ in range(runs):
         t0 = time.perf_counter()
-        op(**args, device="vulkan")
+        op(**args, device=device)
         times.append(time.perf_counter() - t0)
-    return y, op(**args, device="reference"), 1e3 * float(np.median(times))
+    return y, 1e3 * float(np.median(times))
 
 
 def verdict(y: np.ndarray, ref: np.ndarray) -> str:
@@ -119,17 +119,22 @@ def main() -> int:
         print(f"vkinfer demo: no usable Vulkan device: {e}", file=sys.stderr)
         return 2
     print(f"Vulkan device: {dev.info}")
+    print(f"CPU fallback: variant {cpu.default_variant()}, {cpu.default_threads()} threads")
     print("MobileNetV2 1.0/224 layers, uint8 activations x per-channel int8 weights; time is the median of "
-          f"{RUNS} ops API calls (argument checks, host packing, upload, run, download)\n")
-    print(f"{'layer':<24} {'op/kernel':<24} {'shapes':<34} {'result':<34} {'ms':>8}")
+          f"{RUNS} ops API calls (argument checks, layout conversion, run; on Vulkan also upload and download)\n")
+    print(f"{'layer':<24} {'op/kernel':<24} {'shapes':<34} {'Vulkan result':<20} {'ms':>8}   "
+          f"{'CPU (' + cpu.default_variant() + ') result':<26} {'ms':>8}")
     failed = 0
     for i, e in enumerate(load_layers()):
         op, args = layer_call(e, np.random.default_rng(i))
         kind, shapes = describe(e, args)
-        y, ref, ms = run_layer(op, args)
-        result = verdict(y, ref)
-        failed += result != "identical"
-        print(f"{e['name']:<24} {kind:<24} {shapes:<34} {result:<34} {ms:8.2f}", flush=True)
+        ref = op(**args, device="reference")
+        y_vk, ms_vk = run_layer(op, args, "vulkan")
+        y_cpu, ms_cpu = run_layer(op, args, "cpu")
+        r_vk, r_cpu = verdict(y_vk, ref), verdict(y_cpu, ref)
+        failed += (r_vk != "identical") + (r_cpu != "identical")
+        print(f"{e['name']:<24} {kind:<24} {shapes:<34} {r_vk:<20} {ms_vk:8.2f}   {r_cpu:<26} {ms_cpu:8.2f}",
+              flush=True)
     failed += run_chain(dev)
     print(f"\n{'all results identical to the reference' if not failed else f'{failed} result(s) DIFFER'}")
     return 1 if failed else 0

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
-import threading
-from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
 
+from .._cache import LayerCache
 from ..errors import VkInferError
 from ..ops._spec import ConvSpec, MatMulSpec
 
@@ -193,43 +191,23 @@ class QLinearMatMul:
         return y.view(s.out.dtype).reshape(s.out_shape)
 
 
-# Prepared layers for the op-level API, keyed by everything but the input data.
-_CACHE: OrderedDict[tuple, QLinearConv | QLinearMatMul] = OrderedDict()
-_CACHE_LOCK = threading.Lock()
-
-
-def _prepared(kind: str, arrays: list[np.ndarray], extra: tuple, make):
-    h = hashlib.blake2b(digest_size=16)
-    for a in arrays:
-        h.update(repr((a.shape, a.dtype.str)).encode())
-        h.update(np.ascontiguousarray(a).tobytes())
-    key = (kind, h.hexdigest(), extra)
-    with _CACHE_LOCK:
-        op = _CACHE.get(key)
-        if op is None:
-            op = _CACHE[key] = make()
-            while len(_CACHE) > 16:
-                _CACHE.popitem(last=False)
-        else:
-            _CACHE.move_to_end(key)
-        return op
+# Prepared layers for the op-level API.
+_CACHE = LayerCache()
 
 
 def run_conv(s: ConvSpec, isa: str | None = None, threads: int | None = None) -> np.ndarray:
     """QLinearConv of a validated spec on the CPU, reusing a cached prepared layer when there is one."""
-    op = _prepared("conv", [s.w, s.w_zp, s.bias, s.out.m],
-                   (isa, default_variant() if isa is None else isa, s.x.shape, s.x.dtype.str, s.x_zp, s.strides,
-                    s.pads, s.dilations, s.group, s.out.zero_point, s.out.lo, s.out.hi, s.out.dtype.str),
-                   lambda: QLinearConv(s, isa))
+    op = _CACHE.get(("conv", default_variant() if isa is None else isa, s.x.shape, s.x.dtype.str, s.x_zp,
+                     s.strides, s.pads, s.dilations, s.group, s.out.zero_point, s.out.lo, s.out.hi, s.out.dtype.str),
+                    [s.w, s.w_zp, s.bias, s.out.m], lambda: QLinearConv(s, isa))
     return op.run(s.x, threads)
 
 
 def run_matmul(s: MatMulSpec, isa: str | None = None, threads: int | None = None) -> np.ndarray:
     """QLinearMatMul of a validated spec on the CPU, reusing a cached prepared layer when there is one."""
-    op = _prepared("matmul", [s.b, s.b_zp, s.out.m],
-                   (isa, default_variant() if isa is None else isa, s.a.shape, s.a.dtype.str, s.a_zp,
-                    s.out.zero_point, s.out.lo, s.out.hi, s.out.dtype.str, s.out_shape),
-                   lambda: QLinearMatMul(s, isa))
+    op = _CACHE.get(("matmul", default_variant() if isa is None else isa, s.a.shape, s.a.dtype.str, s.a_zp,
+                     s.out.zero_point, s.out.lo, s.out.hi, s.out.dtype.str, s.out_shape),
+                    [s.b, s.b_zp, s.out.m], lambda: QLinearMatMul(s, isa))
     return op.run(s.a, threads)
 
 

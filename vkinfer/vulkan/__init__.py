@@ -7,12 +7,9 @@ convolutions into one sequence with a barrier between each, replayed with one su
 
 from __future__ import annotations
 
-import hashlib
-import threading
-from collections import OrderedDict
-
 import numpy as np
 
+from .._cache import LayerCache
 from .._vk import Device, get_device
 from ..ops._spec import ConvSpec, MatMulSpec
 from ._layout import nchw_to_packed, packed_to_nchw, rows_to_packed
@@ -107,49 +104,24 @@ class Chain:
         return packed_to_nchw(out, last.out_shape, last.spec.out.dtype)
 
 
-# Prepared executables for the op-level API, keyed by everything but the input data, so calling
-# the same layer again reuses its packed weights and pipeline.
-_CACHE: OrderedDict[tuple, Executable] = OrderedDict()
-_CACHE_SIZE = 16
-
-
-def _key(kind: str, dev: Device, arrays: list[np.ndarray], extra: tuple) -> tuple:
-    """Cache key: the device and its kernel variant, a digest of the constant arrays, the rest."""
-    h = hashlib.blake2b(digest_size=16)
-    for a in arrays:
-        h.update(repr((a.shape, a.dtype.str)).encode())
-        h.update(np.ascontiguousarray(a).tobytes())
-    return (kind, dev.info.index, gemm_shared_tile(dev), h.hexdigest(), extra)
-
-
-_CACHE_LOCK = threading.Lock()
-
-
-def _cached(key: tuple, make) -> Executable:
-    with _CACHE_LOCK:
-        ex = _CACHE.get(key)
-        if ex is None:
-            ex = make()
-            _CACHE[key] = ex
-            while len(_CACHE) > _CACHE_SIZE:
-                _CACHE.popitem(last=False)
-        else:
-            _CACHE.move_to_end(key)
-        return ex
+# Prepared executables for the op-level API: calling the same layer again reuses its packed
+# weights, pipeline and buffers.
+_CACHE = LayerCache()
 
 
 def run_conv(s: ConvSpec, dev: Device | None = None) -> np.ndarray:
     """QLinearConv of a validated spec on `dev`, reusing a cached prepared layer when there is one."""
     dev = dev or get_device()
-    key = _key("conv", dev, [s.w, s.w_zp, s.bias, s.out.m],
-               (s.x.shape, s.x.dtype.str, s.x_zp, s.strides, s.pads, s.dilations, s.group,
-                s.out.zero_point, s.out.lo, s.out.hi, s.out.dtype.str))
-    return _cached(key, lambda: Executable(QLinearConv(s, dev), dev)).run(s.x)
+    ex = _CACHE.get(("conv", dev.info.index, gemm_shared_tile(dev), s.x.shape, s.x.dtype.str, s.x_zp, s.strides,
+                     s.pads, s.dilations, s.group, s.out.zero_point, s.out.lo, s.out.hi, s.out.dtype.str),
+                    [s.w, s.w_zp, s.bias, s.out.m], lambda: Executable(QLinearConv(s, dev), dev))
+    return ex.run(s.x)
 
 
 def run_matmul(s: MatMulSpec, dev: Device | None = None) -> np.ndarray:
     """QLinearMatMul of a validated spec on `dev`, reusing a cached prepared layer when there is one."""
     dev = dev or get_device()
-    key = _key("matmul", dev, [s.b, s.b_zp, s.out.m],
-               (s.a.shape, s.a.dtype.str, s.a_zp, s.out.zero_point, s.out.lo, s.out.hi, s.out.dtype.str, s.out_shape))
-    return _cached(key, lambda: Executable(QLinearMatMul(s, dev), dev)).run(s.a)
+    ex = _CACHE.get(("matmul", dev.info.index, gemm_shared_tile(dev), s.a.shape, s.a.dtype.str, s.a_zp,
+                     s.out.zero_point, s.out.lo, s.out.hi, s.out.dtype.str, s.out_shape),
+                    [s.b, s.b_zp, s.out.m], lambda: Executable(QLinearMatMul(s, dev), dev))
+    return ex.run(s.a)
