@@ -236,7 +236,7 @@ def conditions(dev: Device | None, args: argparse.Namespace, now: datetime) -> d
         "host_cpu": cpu_model(), "cpu_count": os.cpu_count(), "platform": platform.platform(),
         "python": platform.python_version(), "numpy": np.__version__, "onnx": onnx.__version__,
         "onnxruntime": ort.__version__,
-        "cpu_variant": args.isa or cpu.default_variant(), "cpu_variants_available": cpu.available_variants(),
+        "cpu_variants_available": cpu.available_variants(),
         "threads_big_cores": args.threads, "vulkan_device": None,
         "repeat": args.repeat, "warmup": args.warmup,
         "ort_graph_optimization": "default (ORT_ENABLE_ALL)", "quick": args.quick, "only": args.only,
@@ -262,7 +262,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--gemm-tile", choices=["auto", "shared", "direct"], default="auto",
                     help="qlinear_gemm variant (default: the device's own choice)")
     ap.add_argument("--threads", type=int, default=None, help="the 'all big cores' thread count (default: detected)")
-    ap.add_argument("--isa", default=None, help="CPU variant (default: the best available); see vkinfer.cpu.variants()")
+    ap.add_argument("--isa", default=None,
+                    help="CPU variant, or 'all' for every one this CPU runs (default: the best available)")
     ap.add_argument("--no-vulkan", action="store_true", help="time the CPU fallback and ORT only")
     args = ap.parse_args(argv)
     if args.gemm_tile != "auto":
@@ -294,7 +295,25 @@ def main(argv: list[str] | None = None) -> int:
     dev = None if args.no_vulkan else get_device()
     now = datetime.now(UTC)
     cond = conditions(dev, args, now)
-    print(f"CPU fallback: variant {cond['cpu_variant']}, 1 and T={args.threads} threads, against onnxruntime "
+    # --isa all: the same table for every variant this CPU runs (the list the tests iterate too).
+    isas = cpu.available_variants() if args.isa == "all" else [args.isa or cpu.default_variant()]
+    runs = []
+    for i, isa in enumerate(isas):
+        runs.append(run_table(entries, dev if i == 0 else None, args, isa, cond, len(entries) < len(every)))
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    kind = "cpu-only" if dev is None else dev.info.type
+    out = RESULTS / f"ops-{kind}-{now.strftime('%Y%m%dT%H%M%SZ')}.json"
+    out.write_text(json.dumps({"conditions": cond, "runs": runs}, indent=1) + "\n")
+    print(f"wrote {out.relative_to(HERE.parent)}")
+    # A benchmark of wrong answers is worthless: fail loudly.
+    return 0 if all(r["summary"]["all_exact"] for r in runs) else 1
+
+
+def run_table(entries: list[dict], dev: Device | None, args: argparse.Namespace, isa: str, cond: dict,
+              subset: bool) -> dict:
+    """Time every entry with CPU variant `isa` (and Vulkan when `dev` is given); print the table."""
+    args.isa = isa
+    print(f"\nCPU fallback: variant {isa}, 1 and T={args.threads} threads, against onnxruntime "
           f"{ort.__version__} with the same thread count")
     if dev is not None:
         print(f"Vulkan: {dev.info} (gemm tile: {cond['gemm_tile']}) against onnxruntime on 1 thread")
@@ -309,22 +328,15 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(measure(case, args.warmup, args.repeat, args.threads))
         print(format_row(rows[-1]), flush=True)
         del case  # free this layer's buffers before the next one
-    subset = "" if len(rows) == len(every) else " (selected layers only)"
     summary = {"all_exact": all(r["exact"] for r in rows), "layers": len(rows)}
     for key, label in [("cpu1", "ort1"), ("cput", "ortt")] + ([("vk", "ort1")] if dev else []):
         g = geomean([r[f"{key}_ratio"] for r in rows])
         mine = sum(r["count"] * r[f"{key}_ms_median"] for r in rows)
         theirs = sum(r["count"] * r[f"{label}_ms_median"] for r in rows)
         summary[key] = {"geomean_ratio": g, "total_ms": mine, f"{label}_total_ms": theirs}
-        print(f"{key}: geomean {key}/{label} {g:.2f}; per inference, weighted by count{subset}: "
-              f"vkinfer {mine:.2f} ms, ORT {theirs:.2f} ms")
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    kind = "cpu-only" if dev is None else dev.info.type
-    out = RESULTS / f"ops-{kind}-{now.strftime('%Y%m%dT%H%M%SZ')}.json"
-    out.write_text(json.dumps({"conditions": cond, "summary": summary, "rows": rows}, indent=1) + "\n")
-    print(f"wrote {out.relative_to(HERE.parent)}")
-    # A benchmark of wrong answers is worthless: fail loudly.
-    return 0 if summary["all_exact"] else 1
+        print(f"{key}: geomean {key}/{label} {g:.2f}; per inference, weighted by count"
+              f"{' (selected layers only)' if subset else ''}: vkinfer {mine:.2f} ms, ORT {theirs:.2f} ms")
+    return {"cpu_variant": isa, "summary": summary, "rows": rows}
 
 
 if __name__ == "__main__":
