@@ -59,7 +59,6 @@ static vki_status check(const vki_conv_desc* d, uint32_t* oh, uint32_t* ow)
         FAIL(VKI_EINVAL, "tensor too large for the CPU fallback");
     if ((uint64_t)d->kh * d->kw > MAX_TAPS)
         FAIL(VKI_EINVAL, "kernel %ux%u has more than %d taps", d->kh, d->kw, MAX_TAPS);
-    uint32_t lo = d->w_signed ? (uint32_t)-128 : 0;
     for (uint32_t i = 0; i < d->m; i++) {
         int32_t z = d->w_zp[i];
         if (d->w_signed ? (z < -128 || z > 127) : (z < 0 || z > 255))
@@ -67,7 +66,6 @@ static vki_status check(const vki_conv_desc* d, uint32_t* oh, uint32_t* ow)
         float s = d->scale[i];
         if (!(s >= 0.0f) || s > 3.4e38f) FAIL(VKI_EINVAL, "scale[%u] is not finite and >= 0", i);
     }
-    (void)lo;
     return VKI_OK;
 }
 

@@ -6,6 +6,10 @@
 #define MR 2
 #define NR 4
 
+/* int32 accumulation wraps modulo 2^32 like the reference, the shaders and the SIMD kernels (only
+ * reachable with more than ~33000 taps x channels); in C signed overflow would be undefined. */
+static inline int32_t wrap_add(int32_t a, int32_t b) { return (int32_t)((uint32_t)a + (uint32_t)b); }
+
 static void igemm_scalar(size_t mr, size_t nc, size_t kc, size_t ks, const uint8_t* const* a, const void* w,
                          uint8_t* c, size_t c_stride, const vki_qparams* q)
 {
@@ -20,7 +24,7 @@ static void igemm_scalar(size_t mr, size_t nc, size_t kc, size_t ks, const uint8
             const int16_t* wk = wt + (t * kc + k) * NR;  /* KR = 1: [ks][kc][NR] */
             for (size_t i = 0; i < mr; i++) {
                 int32_t x = (int32_t)a[t * MR + i][k] - q->x_zp;
-                for (size_t n = 0; n < NR; n++) acc[i][n] += x * wk[n];
+                for (size_t n = 0; n < NR; n++) acc[i][n] = wrap_add(acc[i][n], x * wk[n]);
             }
         }
     }
@@ -37,7 +41,7 @@ static void dw_scalar(size_t channels, size_t ks, const uint8_t* const* a, const
     const int16_t* wt = (const int16_t*)(scale + cp);
     for (size_t ch = 0; ch < channels; ch++) {
         int32_t acc = bias[ch];
-        for (size_t t = 0; t < ks; t++) acc += ((int32_t)a[t][ch] - q->x_zp) * wt[t * cp + ch];
+        for (size_t t = 0; t < ks; t++) acc = wrap_add(acc, ((int32_t)a[t][ch] - q->x_zp) * wt[t * cp + ch]);
         y[ch] = (uint8_t)vki_requant_scalar(acc, scale[ch], q);
     }
 }
