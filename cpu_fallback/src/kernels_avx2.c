@@ -5,7 +5,9 @@
  * not used: it saturates to int16, which would break bit-exactness.
  *
  * kernels_avx512vnni.c mirrors this file with wider vectors (except the depthwise main loop, where
- * it keeps the simpler widen-to-int32 form used here for groups of 8); keep the two in step.
+ * it keeps the simpler widen-to-int32 form used here for groups of 8); keep the two in step. The
+ * igemm here now also has shape-specialised variants (nc <= 8, mr 1/2) and a buffered form for
+ * kc > 32 that the VNNI file does not have yet: VPDPWSSD fuses the add, so its trade-offs differ.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -96,24 +98,250 @@ static inline __m128i a2_pack8(__m256i v)
 
 /* ------------------------------------------------------------------------------------------------
  * igemm: MR=4 rows x NR=16 channels, weights int16 [ks][ceil(kc/2)][16][2].
+ *
+ * a2_igemm dispatches on (mr, nc, kc) to compile-time specialisations: only rows that are distinct
+ * (1, 2 or 4; rows >= mr repeat a valid row) and only the 8-channel halves that hold outputs
+ * (nc <= 8: half the VPMADDWD/VPADDD, one requantization per row) are computed. All read the same
+ * packed layout; the nc <= 8 variants simply use the first 16 int16 of each 32-int16 pair row.
  */
 
-/* 8 activations minus x_zp as int16, copied into both 128-bit lanes so that VPSHUFD (which cannot
- * cross lanes) can broadcast any of the four (a[k], a[k+1]) pairs to all 8 dword lanes. */
-static inline __m256i a2_pairs8(__m128i bytes8, __m128i vxzp)
+/* Activations are first widened to int16 (x - x_zp) into a small stack buffer, a chunk of k at a
+ * time, and each (a[k], a[k+1]) pair is then broadcast to all 8 dword lanes straight from memory
+ * with VBROADCASTSS, which on Zen and Intel cores is a pure load (no vector ALU uop). The previous
+ * form (8-byte load, widen, subtract, 128->256 broadcast, then one VPSHUFD per pair and row) spent
+ * 7 ALU uops per row and 8 k next to the 8 VPMADDWD + 8 VPADDD it feeds. The loop is bound by
+ * vector ALU issue (on Zen 3 a VPMADDWD + VPADDD pair sustains ~0.67 cycle, so 32 of them per 8 k
+ * are ~21 cycles; the old loop took ~25), and the load ports have room (2 weight loads per pair), so
+ * moving the broadcasts there gives 7-13% at kc >= 96 (4x16). Widening costs 2 ALU uops per row and
+ * 16 k. Short rows (kc <= A2_SHORT_KC) keep the register form below. */
+#define A2_KB 256 /* k per conversion chunk (multiple of 16): 4 rows x 512 B of stack, stays in L1 */
+
+/* Widen n (1..A2_KB) bytes of a row (p points at byte k0 of it; the row has k0 + n or more bytes, n
+ * below A2_KB only at its end) to int16 minus x_zp in dst. Slots up to round_up(n, 8) are written;
+ * those past the row's end hold -x_zp, which only ever meets zero weights (k >= kc). */
+static inline void a2_widen(int16_t* dst, const uint8_t* p, size_t n, size_t k0, __m256i vxzp)
 {
-    const __m128i x = _mm_sub_epi16(_mm_cvtepu8_epi16(bytes8), vxzp);
-    return _mm256_broadcastsi128_si256(x);
+    size_t k = 0;
+    for (; k + 16 <= n; k += 16)
+        _mm256_store_si256(
+            (__m256i*)(void*)(dst + k),
+            _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i*)(const void*)(p + k))), vxzp));
+    if (k + 8 <= n) {
+        _mm_store_si128((__m128i*)(void*)(dst + k),
+                        _mm_sub_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i*)(const void*)(p + k))),
+                                      _mm256_castsi256_si128(vxzp)));
+        k += 8;
+    }
+    if (k < n) /* 1..7 bytes at the row's end; k0 + n bytes of the row lie before p + n */
+        _mm_store_si128((__m128i*)(void*)(dst + k), _mm_sub_epi16(_mm_cvtepu8_epi16(a2_load_tail(p + k, n - k, k0 + n)),
+                                                                  _mm256_castsi256_si128(vxzp)));
 }
 
 /* GCC reassociates chains of integer adds across the unrolled pairs into add trees, which needs
  * more live ymm than the 16 available and spills accumulators in the inner loop. An empty asm that
  * "modifies" the accumulators after each pair makes their values opaque and keeps one chain each. */
-#define A2_PIN(A, B) __asm__("" : "+x"(A), "+x"(B))
+#define A2_PIN(A) __asm__("" : "+x"(A))
 
+/* Pair (a[2j], a[2j+1]) of row R (as one int32) in all 8 dword lanes: a load-port broadcast. */
+#define A2_BCAST(R, J) _mm256_castps_si256(_mm256_broadcast_ss((const float*)(const void*)(xb[R] + 2 * (J))))
+
+/* Row R's share of one pair: one broadcast, one or two VPMADDWD + VPADDD. */
+#define A2_ROW(R, J, ACC0, ACC1)                                                                       \
+    do {                                                                                               \
+        const __m256i b_ = A2_BCAST(R, J);                                                             \
+        ACC0 = _mm256_add_epi32(ACC0, _mm256_madd_epi16(b_, w0_));                                     \
+        A2_PIN(ACC0);                                                                                  \
+        if (HALVES > 1) {                                                                              \
+            ACC1 = _mm256_add_epi32(ACC1, _mm256_madd_epi16(b_, w1_));                                 \
+            A2_PIN(ACC1);                                                                              \
+        }                                                                                              \
+    } while (0)
+
+/* Pair J of the current chunk for ROWS rows against the 16 (HALVES == 2) or first 8 channels at W.
+ * Named accumulators (not an array, which GCC keeps in memory) and compile-time ROWS/HALVES: the
+ * dead rows and halves disappear. */
+#define A2_PAIR(J, W)                                                                                  \
+    do {                                                                                               \
+        const __m256i w0_ = _mm256_loadu_si256((const __m256i*)(const void*)(W));                      \
+        const __m256i w1_ = HALVES > 1 ? _mm256_loadu_si256((const __m256i*)(const void*)((W) + 16)) : w0_; \
+        A2_ROW(0, J, acc00, acc01);                                                                    \
+        if (ROWS > 1) A2_ROW(1, J, acc10, acc11);                                                      \
+        if (ROWS > 2) A2_ROW(2, J, acc20, acc21);                                                      \
+        if (ROWS > 3) A2_ROW(3, J, acc30, acc31);                                                      \
+    } while (0)
+
+/* Requantize row R's accumulators and store its nc bytes (HALVES == 1: nc <= 8, one ymm). */
+#define A2_STORE_ROW(R, ACC0, ACC1)                                                                    \
+    do {                                                                                               \
+        uint8_t* row_ = c + (R) * c_stride;                                                            \
+        if (HALVES > 1) {                                                                              \
+            const __m128i v_ = a2_pack16(a2_requant(ACC0, scale0, vfmin, vfmax, vyzp),                 \
+                                         a2_requant(ACC1, scale1, vfmin, vfmax, vyzp));                \
+            if (nc == A2_NR) {                                                                         \
+                _mm_storeu_si128((__m128i*)(void*)row_, v_);                                           \
+            } else {                                                                                   \
+                uint8_t buf_[16];                                                                      \
+                _mm_storeu_si128((__m128i*)(void*)buf_, v_);                                           \
+                memcpy(row_, buf_, nc);                                                                \
+            }                                                                                          \
+        } else {                                                                                       \
+            const __m128i v_ = a2_pack8(a2_requant(ACC0, scale0, vfmin, vfmax, vyzp));                 \
+            if (nc == 8) {                                                                             \
+                _mm_storel_epi64((__m128i*)(void*)row_, v_);                                           \
+            } else {                                                                                   \
+                uint8_t buf_[16];                                                                      \
+                _mm_storeu_si128((__m128i*)(void*)buf_, v_);                                           \
+                memcpy(row_, buf_, nc);                                                                \
+            }                                                                                          \
+        }                                                                                              \
+    } while (0)
+
+/* ROWS (1, 2 or 4) distinct rows, HALVES (1: nc <= 8, only channels 0..7 computed; 2: all 16).
+ * Always inlined into the fixed instances below so that both are constants. */
+static inline __attribute__((always_inline)) void a2_igemm_t(size_t mr, size_t nc, size_t kc, size_t ks,
+                                                             const uint8_t* const* a, const void* w, uint8_t* c,
+                                                             size_t c_stride, const vki_qparams* q, const int ROWS,
+                                                             const int HALVES)
+{
+    const int32_t* bias = (const int32_t*)w;
+    const float* scale = (const float*)(bias + A2_NR);
+    const int16_t* wt = (const int16_t*)(scale + A2_NR);
+    _Alignas(32) int16_t xb[4][A2_KB];
+    const __m256i vxzp = _mm256_set1_epi16((int16_t)q->x_zp);
+
+    /* The bias seeds the accumulators. */
+    __m256i acc00 = _mm256_loadu_si256((const __m256i*)(const void*)bias);
+    __m256i acc01 = HALVES > 1 ? _mm256_loadu_si256((const __m256i*)(const void*)(bias + 8)) : acc00;
+    __m256i acc10 = acc00, acc11 = acc01, acc20 = acc00, acc21 = acc01, acc30 = acc00, acc31 = acc01;
+
+    for (size_t t = 0; t < ks; t++, a += A2_MR) {
+        for (size_t k0 = 0; k0 < kc; k0 += A2_KB) {
+            const size_t n = kc - k0 < A2_KB ? kc - k0 : A2_KB;
+            for (int r = 0; r < ROWS; r++) a2_widen(xb[r], a[r] + k0, n, k0, vxzp);
+            /* ceil(n/2) pairs: 4 per iteration, then 0..3 single ones (the weights of this tap end
+             * after its ceil(kc/2) pairs, so none may be read beyond). For odd n the last pair's
+             * second slot holds -x_zp against a zero weight. */
+            const size_t np = (n + 1) / 2;
+            size_t j = 0;
+            for (; j + 4 <= np; j += 4) {
+                A2_PAIR(j + 0, wt);
+                A2_PAIR(j + 1, wt + 32);
+                A2_PAIR(j + 2, wt + 64);
+                A2_PAIR(j + 3, wt + 96);
+                wt += 4 * A2_NR * A2_KR;
+            }
+            for (; j < np; j++) {
+                A2_PAIR(j, wt);
+                wt += A2_NR * A2_KR;
+            }
+        }
+    }
+
+    /* Requantize and store rows < mr (for ROWS == 4 and mr == 3, row 3 is a repeat). */
+    const __m256 vfmin = _mm256_set1_ps(q->fmin);
+    const __m256 vfmax = _mm256_set1_ps(q->fmax);
+    const __m256i vyzp = _mm256_set1_epi32(q->y_zp);
+    const __m256 scale0 = _mm256_loadu_ps(scale);
+    const __m256 scale1 = HALVES > 1 ? _mm256_loadu_ps(scale + 8) : scale0;
+    A2_STORE_ROW(0, acc00, acc01);
+    if (ROWS > 1) A2_STORE_ROW(1, acc10, acc11);
+    if (ROWS > 2 && mr > 2) A2_STORE_ROW(2, acc20, acc21);
+    if (ROWS > 3 && mr > 3) A2_STORE_ROW(3, acc30, acc31);
+}
+
+/* Register form for short rows (see the dispatcher): 8 activations per row widened in a register,
+ * copied to both 128-bit lanes, and each pair broadcast with VPSHUFD (lane-local). More ALU uops per
+ * MAC than the buffered form, but no store-to-load round trip, which dominates when kc is small. */
+static inline __m256i a2_pairs8(__m128i bytes8, __m128i vxzp)
+{
+    return _mm256_broadcastsi128_si256(_mm_sub_epi16(_mm_cvtepu8_epi16(bytes8), vxzp));
+}
+
+#define A2_RROW(J, X, ACC0, ACC1)                                                                      \
+    do {                                                                                               \
+        const __m256i b_ = _mm256_shuffle_epi32(X, (J) * 0x55);                                        \
+        ACC0 = _mm256_add_epi32(ACC0, _mm256_madd_epi16(b_, w0_));                                     \
+        if (HALVES > 1) ACC1 = _mm256_add_epi32(ACC1, _mm256_madd_epi16(b_, w1_));                     \
+    } while (0)
+
+#define A2_RSTEP(J, W)                                                                                 \
+    do {                                                                                               \
+        const __m256i w0_ = _mm256_loadu_si256((const __m256i*)(const void*)(W));                      \
+        const __m256i w1_ = HALVES > 1 ? _mm256_loadu_si256((const __m256i*)(const void*)((W) + 16)) : w0_; \
+        A2_RROW(J, x0, acc00, acc01);                                                                  \
+        if (ROWS > 1) A2_RROW(J, x1, acc10, acc11);                                                    \
+        if (ROWS > 2) A2_RROW(J, x2, acc20, acc21);                                                    \
+        if (ROWS > 3) A2_RROW(J, x3, acc30, acc31);                                                    \
+        __asm__("" : "+x"(acc00), "+x"(acc01), "+x"(acc10), "+x"(acc11));                             \
+        __asm__("" : "+x"(acc20), "+x"(acc21), "+x"(acc30), "+x"(acc31));                             \
+    } while (0)
+
+static inline __attribute__((always_inline)) void a2_igemm_r(size_t mr, size_t nc, size_t kc, size_t ks,
+                                                             const uint8_t* const* a, const void* w, uint8_t* c,
+                                                             size_t c_stride, const vki_qparams* q, const int ROWS,
+                                                             const int HALVES)
+{
+    const int32_t* bias = (const int32_t*)w;
+    const float* scale = (const float*)(bias + A2_NR);
+    const int16_t* wt = (const int16_t*)(scale + A2_NR);
+    const __m128i vxzp = _mm_set1_epi16((int16_t)q->x_zp);
+    const __m256i zero = _mm256_setzero_si256();
+
+    __m256i acc00 = _mm256_loadu_si256((const __m256i*)(const void*)bias);
+    __m256i acc01 = HALVES > 1 ? _mm256_loadu_si256((const __m256i*)(const void*)(bias + 8)) : acc00;
+    __m256i acc10 = acc00, acc11 = acc01, acc20 = acc00, acc21 = acc01, acc30 = acc00, acc31 = acc01;
+
+    for (size_t t = 0; t < ks; t++, a += A2_MR) {
+        const uint8_t* p0 = a[0];
+        const uint8_t* p1 = a[ROWS > 1 ? 1 : 0];
+        const uint8_t* p2 = a[ROWS > 2 ? 2 : 0];
+        const uint8_t* p3 = a[ROWS > 3 ? 3 : 0];
+        size_t k = kc;
+        for (; k >= 8; k -= 8) {
+            const __m256i x0 = a2_pairs8(_mm_loadl_epi64((const __m128i*)(const void*)p0), vxzp);
+            const __m256i x1 = ROWS > 1 ? a2_pairs8(_mm_loadl_epi64((const __m128i*)(const void*)p1), vxzp) : zero;
+            const __m256i x2 = ROWS > 2 ? a2_pairs8(_mm_loadl_epi64((const __m128i*)(const void*)p2), vxzp) : zero;
+            const __m256i x3 = ROWS > 3 ? a2_pairs8(_mm_loadl_epi64((const __m128i*)(const void*)p3), vxzp) : zero;
+            p0 += 8, p1 += 8, p2 += 8, p3 += 8;
+            A2_RSTEP(0, wt);
+            A2_RSTEP(1, wt + 32);
+            A2_RSTEP(2, wt + 64);
+            A2_RSTEP(3, wt + 96);
+            wt += 4 * A2_NR * A2_KR;
+        }
+        /* Tail: 1..7 k, ceil(k/2) pairs; bytes past the row's end are zero in the register (-x_zp
+         * after the subtraction) and meet zero weights. */
+        if (k != 0) {
+            const __m256i x0 = a2_pairs8(a2_load_tail(p0, k, kc), vxzp);
+            const __m256i x1 = ROWS > 1 ? a2_pairs8(a2_load_tail(p1, k, kc), vxzp) : zero;
+            const __m256i x2 = ROWS > 2 ? a2_pairs8(a2_load_tail(p2, k, kc), vxzp) : zero;
+            const __m256i x3 = ROWS > 3 ? a2_pairs8(a2_load_tail(p3, k, kc), vxzp) : zero;
+            A2_RSTEP(0, wt);
+            if (k > 2) A2_RSTEP(1, wt + 32);
+            if (k > 4) A2_RSTEP(2, wt + 64);
+            if (k > 6) A2_RSTEP(3, wt + 96);
+            wt += (k + 1) / 2 * A2_NR * A2_KR;
+        }
+    }
+
+    const __m256 vfmin = _mm256_set1_ps(q->fmin);
+    const __m256 vfmax = _mm256_set1_ps(q->fmax);
+    const __m256i vyzp = _mm256_set1_epi32(q->y_zp);
+    const __m256 scale0 = _mm256_loadu_ps(scale);
+    const __m256 scale1 = HALVES > 1 ? _mm256_loadu_ps(scale + 8) : scale0;
+    A2_STORE_ROW(0, acc00, acc01);
+    if (ROWS > 1) A2_STORE_ROW(1, acc10, acc11);
+    if (ROWS > 2 && mr > 2) A2_STORE_ROW(2, acc20, acc21);
+    if (ROWS > 3 && mr > 3) A2_STORE_ROW(3, acc30, acc31);
+}
+
+/* 4 rows x 16 channels with kc <= A2_SHORT_KC: the previous kernel kept verbatim. GCC allocates
+ * it without inner-loop spills, while the generic register template above (same algorithm) came
+ * out ~2 ns/call slower for mr == 4, nc == 16 (30 vs 32 ns at kc = 16 on Zen 3). */
+#define A2_PIN2(A, B) __asm__("" : "+x"(A), "+x"(B))
 /* One k pair J (0..3) of the current 8-k group for all four rows against the 16 channels at W.
  * A macro because VPSHUFD needs an immediate (an inline function would not compile at -O0). */
-#define A2_STEP(J, W)                                                                                  \
+#define A2_OSTEP(J, W)                                                                                  \
     do {                                                                                               \
         const __m256i w0_ = _mm256_loadu_si256((const __m256i*)(const void*)(W));                      \
         const __m256i w1_ = _mm256_loadu_si256((const __m256i*)(const void*)((W) + 16));               \
@@ -129,14 +357,14 @@ static inline __m256i a2_pairs8(__m128i bytes8, __m128i vxzp)
         b_ = _mm256_shuffle_epi32(x3, (J) * 0x55);                                                     \
         acc30 = _mm256_add_epi32(acc30, _mm256_madd_epi16(b_, w0_));                                   \
         acc31 = _mm256_add_epi32(acc31, _mm256_madd_epi16(b_, w1_));                                   \
-        A2_PIN(acc00, acc01);                                                                          \
-        A2_PIN(acc10, acc11);                                                                          \
-        A2_PIN(acc20, acc21);                                                                          \
-        A2_PIN(acc30, acc31);                                                                          \
+        A2_PIN2(acc00, acc01);                                                                          \
+        A2_PIN2(acc10, acc11);                                                                          \
+        A2_PIN2(acc20, acc21);                                                                          \
+        A2_PIN2(acc30, acc31);                                                                          \
     } while (0)
 
 /* Requantize row R's accumulators and store its nc bytes. */
-#define A2_STORE_ROW(R, ACC0, ACC1)                                                                    \
+#define A2_OSTORE_ROW(R, ACC0, ACC1)                                                                    \
     do {                                                                                               \
         const __m128i v_ = a2_pack16(a2_requant(ACC0, scale0, vfmin, vfmax, vyzp),                     \
                                      a2_requant(ACC1, scale1, vfmin, vfmax, vyzp));                    \
@@ -150,7 +378,8 @@ static inline __m256i a2_pairs8(__m128i bytes8, __m128i vxzp)
         }                                                                                              \
     } while (0)
 
-static void a2_igemm(size_t mr, size_t nc, size_t kc, size_t ks, const uint8_t* const* a, const void* w,
+static __attribute__((noinline)) void a2_igemm_4x16_short(size_t mr, size_t nc, size_t kc, size_t ks,
+                                                          const uint8_t* const* a, const void* w,
                      uint8_t* c, size_t c_stride, const vki_qparams* q)
 {
     const int32_t* bias = (const int32_t*)w;
@@ -179,10 +408,10 @@ static void a2_igemm(size_t mr, size_t nc, size_t kc, size_t ks, const uint8_t* 
             p1 += 8;
             p2 += 8;
             p3 += 8;
-            A2_STEP(0, wt);
-            A2_STEP(1, wt + 32);
-            A2_STEP(2, wt + 64);
-            A2_STEP(3, wt + 96);
+            A2_OSTEP(0, wt);
+            A2_OSTEP(1, wt + 32);
+            A2_OSTEP(2, wt + 64);
+            A2_OSTEP(3, wt + 96);
             wt += 4 * A2_NR * A2_KR;
         }
         /* Tail: 1..7 k, i.e. ceil(k/2) pairs. The bytes past the row's end are zero in the register,
@@ -192,10 +421,10 @@ static void a2_igemm(size_t mr, size_t nc, size_t kc, size_t ks, const uint8_t* 
             const __m256i x1 = a2_pairs8(a2_load_tail(p1, k, kc), vxzp);
             const __m256i x2 = a2_pairs8(a2_load_tail(p2, k, kc), vxzp);
             const __m256i x3 = a2_pairs8(a2_load_tail(p3, k, kc), vxzp);
-            A2_STEP(0, wt);
-            if (k > 2) A2_STEP(1, wt + 32);
-            if (k > 4) A2_STEP(2, wt + 64);
-            if (k > 6) A2_STEP(3, wt + 96);
+            A2_OSTEP(0, wt);
+            if (k > 2) A2_OSTEP(1, wt + 32);
+            if (k > 4) A2_OSTEP(2, wt + 64);
+            if (k > 6) A2_OSTEP(3, wt + 96);
             wt += (k + 1) / 2 * A2_NR * A2_KR;
         }
     }
@@ -205,10 +434,51 @@ static void a2_igemm(size_t mr, size_t nc, size_t kc, size_t ks, const uint8_t* 
     const __m256 vfmin = _mm256_set1_ps(q->fmin);
     const __m256 vfmax = _mm256_set1_ps(q->fmax);
     const __m256i vyzp = _mm256_set1_epi32(q->y_zp);
-    A2_STORE_ROW(0, acc00, acc01);
-    if (mr > 1) A2_STORE_ROW(1, acc10, acc11);
-    if (mr > 2) A2_STORE_ROW(2, acc20, acc21);
-    if (mr > 3) A2_STORE_ROW(3, acc30, acc31);
+    A2_OSTORE_ROW(0, acc00, acc01);
+    if (mr > 1) A2_OSTORE_ROW(1, acc10, acc11);
+    if (mr > 2) A2_OSTORE_ROW(2, acc20, acc21);
+    if (mr > 3) A2_OSTORE_ROW(3, acc30, acc31);
+}
+
+/* Instances: the short (register) form up to A2_SHORT_KC, the buffered form above. Measured on
+ * Zen 3 (mr=4): buffered beats the old register kernel from kc ~64 (7-13% at kc >= 96) but loses
+ * ~2-4 ns/call below, where the widening pass and the store-to-broadcast round trip are not hidden.
+ * noinline keeps a2_igemm a tiny dispatcher that tail-jumps (inlining the instances gave it the
+ * 2 KiB frame and callee-saved pushes of the buffered form on every call). */
+#ifndef A2_SHORT_KC
+#define A2_SHORT_KC 32
+#endif
+#define A2_INSTANCE(NAME, ROWS, HALVES)                                                                \
+    static __attribute__((noinline)) void NAME(size_t mr, size_t nc, size_t kc, size_t ks,             \
+                                               const uint8_t* const* a, const void* w, uint8_t* c,     \
+                                               size_t c_stride, const vki_qparams* q)                  \
+    {                                                                                                  \
+        if (kc <= A2_SHORT_KC) a2_igemm_r(mr, nc, kc, ks, a, w, c, c_stride, q, ROWS, HALVES);         \
+        else a2_igemm_t(mr, nc, kc, ks, a, w, c, c_stride, q, ROWS, HALVES);                           \
+    }
+A2_INSTANCE(a2_igemm_4x16, 4, 2) /* kc > A2_SHORT_KC only: shorter ones take a2_igemm_4x16_short */
+A2_INSTANCE(a2_igemm_4x8, 4, 1)
+A2_INSTANCE(a2_igemm_2x16, 2, 2)
+A2_INSTANCE(a2_igemm_2x8, 2, 1)
+A2_INSTANCE(a2_igemm_1x16, 1, 2)
+A2_INSTANCE(a2_igemm_1x8, 1, 1)
+
+/* Dispatch on the tile shape: only distinct rows (mr 1, 2; mr 3 runs 4 with one repeat) and only
+ * the 8-channel half(s) that hold outputs are computed; packed weights stay [..][16][2] either way. */
+static void a2_igemm(size_t mr, size_t nc, size_t kc, size_t ks, const uint8_t* const* a, const void* w,
+                     uint8_t* c, size_t c_stride, const vki_qparams* q)
+{
+    if (mr > 2) {
+        if (nc > 8 && kc <= A2_SHORT_KC) a2_igemm_4x16_short(mr, nc, kc, ks, a, w, c, c_stride, q);
+        else if (nc > 8) a2_igemm_4x16(mr, nc, kc, ks, a, w, c, c_stride, q);
+        else a2_igemm_4x8(mr, nc, kc, ks, a, w, c, c_stride, q);
+    } else if (mr == 2) {
+        if (nc > 8) a2_igemm_2x16(mr, nc, kc, ks, a, w, c, c_stride, q);
+        else a2_igemm_2x8(mr, nc, kc, ks, a, w, c, c_stride, q);
+    } else {
+        if (nc > 8) a2_igemm_1x16(mr, nc, kc, ks, a, w, c, c_stride, q);
+        else a2_igemm_1x8(mr, nc, kc, ks, a, w, c, c_stride, q);
+    }
 }
 
 /* ------------------------------------------------------------------------------------------------

@@ -361,8 +361,10 @@ static int check_dw(const vki_isa* isa, const char* label, const char* fname, vk
 
 static void check_isa(const vki_isa* isa, const char* label, size_t random_cases)
 {
-    static const size_t kcs[] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 15,  16,
-                                 17, 23, 24, 31, 32, 33, 63, 64, 65, 70, 135, 264};
+    /* kc: tails 1..7, the short/long kernel split (32/33 in avx2), and its 256-k widening chunks
+     * (255..257, 263, 264, 520: a chunk boundary followed by an odd or partial tail). */
+    static const size_t kcs[] = {1,  2,  3,  4,  5,  6,  7,   8,   9,   10,  15,  16,  17,  23, 24,
+                                 31, 32, 33, 63, 64, 65, 70, 135, 255, 256, 257, 263, 264, 520};
     static const size_t kss[] = {1, 9, 25, 7};
     static const size_t chs[] = {1,  2,  7,  8,  9,  15, 16, 17, 24, 31, 32,  33,
                                  40, 47, 48, 49, 63, 64, 65, 70, 96, 144, 151};
@@ -377,10 +379,11 @@ static void check_isa(const vki_isa* isa, const char* label, size_t random_cases
         for (size_t is = 0; is < sizeof(kss) / sizeof(kss[0]); is++)
             for (size_t mr = 1; mr <= isa->mr; mr++) {
                 check_igemm(isa, label, mr, isa->nr, kcs[ik], kss[is]);
+                check_igemm(isa, label, mr, isa->nr / 2, kcs[ik], kss[is]); /* half-block kernels */
                 check_igemm(isa, label, mr, 1 + rndu(isa->nr), kcs[ik], kss[is]);
             }
     for (size_t i = 0; i < random_cases; i++)
-        check_igemm(isa, label, 1 + rndu(isa->mr), 1 + rndu(isa->nr), 1 + rndu(70), kss[rndu(4)]);
+        check_igemm(isa, label, 1 + rndu(isa->mr), 1 + rndu(isa->nr), 1 + rndu(rndu(4) ? 70 : 600), kss[rndu(4)]);
 
     for (size_t ic = 0; ic < sizeof(chs) / sizeof(chs[0]); ic++) {
         check_dw(isa, label, "dw9", isa->dw9, chs[ic], 9);
