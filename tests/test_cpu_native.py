@@ -96,17 +96,13 @@ def test_host_tsan_thread_pool(vectors):
     assert _run_driver([str(BUILD / "driver-tsan")], vectors)[0] == "scalar"
 
 
-def test_aarch64_neon_under_qemu(vectors):
-    _require(["aarch64-linux-gnu-gcc", "qemu-aarch64-static"], "gcc-aarch64-linux-gnu qemu-user-static")
-    _build("aarch64-driver")
-    variants = _run_driver(["qemu-aarch64-static", str(BUILD / "driver-aarch64")], vectors)
+@pytest.mark.parametrize("arch,cc,qemu,packages", [
+    ("aarch64", "aarch64-linux-gnu-gcc", "qemu-aarch64-static", "gcc-aarch64-linux-gnu qemu-user-static"),
+    ("armv7", "arm-linux-gnueabihf-gcc", "qemu-arm-static", "gcc-arm-linux-gnueabihf qemu-user-static"),
+])
+def test_neon_under_qemu(vectors, arch, cc, qemu, packages):
+    _require([cc, qemu], packages)
+    _build(f"{arch}-driver")
+    variants = _run_driver([qemu, str(BUILD / f"driver-{arch}")], vectors)
     assert "scalar" in variants and "neon" in variants, \
-        f"the AArch64 driver ran {variants}, not NEON (is cpu_fallback/src/kernels_neon.c there?)"
-
-
-def test_armv7_neon_under_qemu(vectors):
-    _require(["arm-linux-gnueabihf-gcc", "qemu-arm-static"], "gcc-arm-linux-gnueabihf qemu-user-static")
-    _build("armv7-driver")
-    variants = _run_driver(["qemu-arm-static", str(BUILD / "driver-armv7")], vectors)
-    assert "scalar" in variants and "neon" in variants, \
-        f"the ARMv7 driver ran {variants}, not NEON (is cpu_fallback/src/kernels_neon.c there?)"
+        f"the {arch} driver ran {variants}, not NEON (is cpu_fallback/src/kernels_neon.c there?)"
