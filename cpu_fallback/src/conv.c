@@ -16,18 +16,27 @@ struct vki_conv {
     vki_conv_desc d;         /* scalars only: the pointers are not kept */
     const vki_isa* isa;
     uint32_t oh, ow, cg, mg, ks;
+    uint32_t kc;             /* bytes per indirection row: cg, or kw * c in merged-row mode */
+    /* Merged-row mode (small c, group 1, horizontal dilation 1, e.g. a network's RGB stem): the kw
+     * taps of one kernel row are adjacent pixels, so with a copy of the input padded left and right
+     * one row pointer covers kw * c contiguous bytes: ks = kh taps of kw * c bytes instead of kh * kw
+     * taps of c bytes (3-byte rows waste most of a SIMD kernel's work). */
+    bool merged;
+    uint8_t* xpad;           /* merged mode: n x h x (pl + w + pr) x c, refreshed every run */
+    size_t wpad;
     bool depthwise;          /* group == c == m: one dw kernel call per output pixel */
     vki_dw_fn dw;
     void* packed;            /* igemm: [groups][nblocks] blocks; dw: one block */
     size_t block_bytes;
     uint32_t nblocks;        /* NR blocks per group */
-    uint8_t* zero;           /* c bytes of x_zp: what padding taps read */
+    uint8_t* zero;           /* kc (and at least c) bytes of x_zp: what padding taps read */
     const uint8_t** indir;   /* [pixel][tap] */
     const uint8_t* indir_x;  /* the input address the indirection was built for */
     vki_qparams q;
     pthread_mutex_t lock;    /* one run at a time per convolution (the indirection is shared) */
 };
 
+#define MERGE_MAX_BYTES 64  /* merged-row mode for kw * c up to this many bytes */
 #define MAX_TAPS 1024  /* per-item pointer tiles live on the stack: MAX_MR * MAX_TAPS pointers */
 #define MAX_MR 16
 #define FAIL(code, ...) do { vki_set_error(__VA_ARGS__); return code; } while (0)
@@ -79,7 +88,7 @@ static int32_t weight(const vki_conv_desc* d, uint32_t m, uint32_t ci, uint32_t 
 static vki_status pack_igemm(vki_conv* cv, const vki_conv_desc* d)
 {
     const vki_isa* isa = cv->isa;
-    size_t nr = isa->nr, kr = isa->kr, kcg = round_up(cv->cg, kr) / kr;
+    size_t nr = isa->nr, kr = isa->kr, kcg = round_up(cv->kc, kr) / kr;
     cv->nblocks = (uint32_t)((cv->mg + nr - 1) / nr);
     cv->block_bytes = round_up(nr * 8 + (size_t)cv->ks * kcg * nr * kr * 2, 64);
     size_t total = cv->block_bytes * cv->nblocks * d->groups;
@@ -99,8 +108,11 @@ static vki_status pack_igemm(vki_conv* cv, const vki_conv_desc* d)
                 bias[n] = d->bias[m];
                 scale[n] = d->scale[m];
                 for (uint32_t t = 0; t < cv->ks; t++)
-                    for (uint32_t ci = 0; ci < cv->cg; ci++)  /* [ks][kc/KR][NR][KR] */
-                        wt[((t * kcg + ci / kr) * nr + n) * kr + ci % kr] = (int16_t)weight(d, m, ci, cv->cg, t);
+                    for (uint32_t k = 0; k < cv->kc; k++) {  /* [ks][kc/KR][NR][KR] */
+                        /* Merged rows: tap t is kernel row t and byte k is (kw = k / c, channel k % c). */
+                        uint32_t ci = cv->merged ? k % d->c : k, tap = cv->merged ? t * d->kw + k / d->c : t;
+                        wt[((t * kcg + k / kr) * nr + n) * kr + k % kr] = (int16_t)weight(d, m, ci, cv->cg, tap);
+                    }
             }
         }
     return VKI_OK;
@@ -148,20 +160,35 @@ vki_status vki_conv_create(const vki_conv_desc* desc, vki_conv** out)
     cv->oh = oh, cv->ow = ow;
     cv->cg = desc->c / desc->groups, cv->mg = desc->m / desc->groups, cv->ks = desc->kh * desc->kw;
     cv->depthwise = desc->groups == desc->c && desc->groups == desc->m;
+    cv->merged = !cv->depthwise && desc->groups == 1 && desc->dw == 1 && desc->kw > 1 &&
+                 (size_t)desc->c * desc->kw <= MERGE_MAX_BYTES;
+    cv->kc = cv->merged ? desc->kw * desc->c : cv->cg;
+    if (cv->merged) cv->ks = desc->kh;
     cv->dw = cv->ks == 9 ? isa->dw9 : cv->ks == 25 ? isa->dw25 : isa->dw_any;
     cv->q.x_zp = desc->x_zp;
     cv->q.y_zp = desc->y_zp;
     cv->q.fmin = (float)(desc->y_lo - desc->y_zp);
     cv->q.fmax = (float)(desc->y_hi - desc->y_zp);
     pthread_mutex_init(&cv->lock, NULL);
-    cv->zero = malloc(desc->c);
+    size_t zero_bytes = cv->kc > desc->c ? cv->kc : desc->c;
+    cv->zero = malloc(zero_bytes);
     st = cv->zero ? (cv->depthwise ? pack_dw(cv, desc) : pack_igemm(cv, desc)) : VKI_ENOMEM;
     if (st != VKI_OK) {
         if (!cv->zero) vki_set_error("out of memory");
         vki_conv_destroy(cv);
         return st;
     }
-    memset(cv->zero, desc->x_zp, desc->c);
+    memset(cv->zero, desc->x_zp, zero_bytes);
+    if (cv->merged) {
+        cv->wpad = (size_t)desc->pl + desc->w + desc->pr;
+        size_t bytes = (size_t)desc->n * desc->h * cv->wpad * desc->c;
+        cv->xpad = malloc(bytes);
+        if (!cv->xpad) {
+            vki_conv_destroy(cv);
+            FAIL(VKI_ENOMEM, "out of memory for the padded input");
+        }
+        memset(cv->xpad, desc->x_zp, bytes);
+    }
     *out = cv;
     return VKI_OK;
 }
@@ -180,6 +207,7 @@ void vki_conv_destroy(vki_conv* cv)
     free(cv->packed);
     free(cv->zero);
     free(cv->indir);
+    free(cv->xpad);
     pthread_mutex_destroy(&cv->lock);
     free(cv);
 }
@@ -194,6 +222,19 @@ static vki_status build_indirection(vki_conv* cv, const uint8_t* x)
         if (!cv->indir) FAIL(VKI_ENOMEM, "out of memory for the indirection buffer");
     }
     const uint8_t** p = cv->indir;
+    if (cv->merged) {  /* x is the padded copy: one pointer per kernel row, kw * c bytes from it */
+        for (uint32_t n = 0; n < d->n; n++)
+            for (uint32_t oy = 0; oy < cv->oh; oy++)
+                for (uint32_t ox = 0; ox < cv->ow; ox++)
+                    for (uint32_t ky = 0; ky < d->kh; ky++) {
+                        int64_t iy = (int64_t)oy * d->sh - d->pt + (int64_t)ky * d->dh;
+                        *p++ = iy >= 0 && iy < d->h
+                                   ? x + (((size_t)n * d->h + (size_t)iy) * cv->wpad + (size_t)ox * d->sw) * d->c
+                                   : cv->zero;
+                    }
+        cv->indir_x = x;
+        return VKI_OK;
+    }
     for (uint32_t n = 0; n < d->n; n++)
         for (uint32_t oy = 0; oy < cv->oh; oy++)
             for (uint32_t ox = 0; ox < cv->ow; ox++)
@@ -238,7 +279,7 @@ static void igemm_item(void* arg, size_t item)
         for (size_t t = 0; t < ks; t++)
             for (size_t i = 0; i < mr; i++)
                 ap[t * mr + i] = cv->indir[(p0 + (i < rows ? i : rows - 1)) * ks + t] + off;
-        isa->igemm(rows, nc, cv->cg, ks, ap, w, r->y + p0 * cv->d.m + g * cv->mg + n0, cv->d.m, &cv->q);
+        isa->igemm(rows, nc, cv->kc, ks, ap, w, r->y + p0 * cv->d.m + g * cv->mg + n0, cv->d.m, &cv->q);
     }
 }
 
@@ -259,7 +300,17 @@ vki_status vki_conv_run(vki_conv* cv, const uint8_t* x, uint8_t* y, uint32_t thr
     if (threads == 0) threads = vki_default_threads();
     pthread_mutex_lock(&cv->lock);
     vki_status st = VKI_OK;
-    if (cv->indir_x != x) st = build_indirection(cv, x);
+    if (cv->merged) {
+        /* Copy the rows into the padded buffer (its borders hold x_zp from creation); the
+         * indirection then points into this buffer, so it is built only once. */
+        const vki_conv_desc* d = &cv->d;
+        size_t row = (size_t)d->w * d->c;
+        for (size_t r = 0; r < (size_t)d->n * d->h; r++)
+            memcpy(cv->xpad + (r * cv->wpad + d->pl) * d->c, x + r * row, row);
+        if (cv->indir_x != cv->xpad) st = build_indirection(cv, cv->xpad);
+    } else if (cv->indir_x != x) {
+        st = build_indirection(cv, x);
+    }
     if (st == VKI_OK) {
         run_ctx r = {cv, y, (size_t)cv->d.n * cv->oh * cv->ow, 0};
         if (cv->depthwise) {
