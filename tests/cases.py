@@ -20,7 +20,7 @@ def qrand(rng: np.random.Generator, shape, dtype, lo: int | None = None, hi: int
 
 
 def conv_case(rng, *, n=1, c, h, w, m, kh, kw=None, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1),
-              group=1, xt="u8", wt="s8", per_channel=True, activation=None, mode="random", w_range=None):
+              group=1, xt="u8", wt="s8", per_channel=True, activation=None, mode="random"):
     """One qlinear_conv call's arguments.
 
     mode: "random"  - scales chosen so outputs spread over the range;
@@ -45,10 +45,9 @@ def conv_case(rng, *, n=1, c, h, w, m, kh, kw=None, strides=(1, 1), pads=(0, 0, 
         wq = (wzp[:, None, None, None] + rng.integers(-3, 4, (m, cg, kh, kw))).astype(wdt)
     else:
         x = qrand(rng, (n, c, h, w), xdt)
-        wlo, whi = w_range if w_range else (None, None)
-        wq = qrand(rng, (m, cg, kh, kw), wdt, wlo, whi)
+        wq = qrand(rng, (m, cg, kh, kw), wdt)
         xzp = int(qrand(rng, (), xdt))
-        wzp = qrand(rng, (m,), wdt, wlo, whi).astype(np.int64) if rng.random() < 0.7 else np.zeros(m, np.int64)
+        wzp = qrand(rng, (m,), wdt).astype(np.int64) if rng.random() < 0.7 else np.zeros(m, np.int64)
     if mode == "ties":
         x_scale = np.float32(2.0**-4)
         w_scale = (np.float32(2.0) ** -rng.integers(2, 5, size=m)).astype(np.float32)
