@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from . import ops
 from ._vk import DeviceInfo
 from .errors import ShaderCompileError, VkInferError, VulkanUnavailableError
@@ -23,5 +25,18 @@ def devices() -> list[DeviceInfo]:
     return _devices()
 
 
-__all__ = ["ops", "devices", "DeviceInfo", "VkInferError", "VulkanUnavailableError", "ShaderCompileError",
-           "__version__"]
+if TYPE_CHECKING:
+    from .model.session import InferenceSession
+
+
+def __getattr__(name: str):
+    # InferenceSession needs the `onnx` package; load it only when asked for.
+    if name == "InferenceSession":
+        from .model.session import InferenceSession
+
+        return InferenceSession
+    raise AttributeError(f"module 'vkinfer' has no attribute {name!r}")
+
+
+__all__ = ["ops", "devices", "InferenceSession", "DeviceInfo", "VkInferError", "VulkanUnavailableError",
+           "ShaderCompileError", "__version__"]

@@ -1,0 +1,44 @@
+"""vkinfer's model IR: a topologically ordered list of nodes over named tensors.
+
+Importers (ONNX now, TFLite later) produce a Graph; the session runs it node by node. Constant
+tensors (weights, scales, zero points, shapes) live in `consts`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class TensorInfo:
+    """A graph input or output: name, shape (None for unknown dimensions) and numpy dtype."""
+
+    name: str
+    shape: tuple[int | str | None, ...] | None
+    dtype: np.dtype
+
+    @property
+    def type(self) -> str:
+        """ONNX Runtime's type string, e.g. 'tensor(uint8)'."""
+        return f"tensor({ {'float32': 'float'}.get(self.dtype.name, self.dtype.name) })"
+
+
+@dataclass
+class Node:
+    """One operation: `op` is the op type (with its domain prefix for non-default domains)."""
+
+    op: str
+    name: str
+    inputs: list[str]
+    outputs: list[str]
+    attrs: dict = field(default_factory=dict)
+
+
+@dataclass
+class Graph:
+    nodes: list[Node]
+    inputs: list[TensorInfo]
+    outputs: list[TensorInfo]
+    consts: dict[str, np.ndarray]

@@ -1,0 +1,82 @@
+"""ONNX (QOperator format) -> vkinfer Graph.
+
+Reads any IR version the installed `onnx` reads. Every node is checked against the op table of
+the session; all unsupported nodes are reported together, each with its name, op type and why.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from ..errors import VkInferError
+from .graph import Graph, Node, TensorInfo
+
+_ELEM = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.UINT8: np.uint8, onnx.TensorProto.INT8: np.int8,
+         onnx.TensorProto.INT32: np.int32, onnx.TensorProto.INT64: np.int64}
+
+
+class UnsupportedModelError(VkInferError, ValueError):
+    """The model uses ops or patterns vkinfer cannot run; the message lists every offending node."""
+
+
+def _load(model: str | os.PathLike | bytes | onnx.ModelProto) -> onnx.ModelProto:
+    if isinstance(model, onnx.ModelProto):
+        return model
+    try:
+        if isinstance(model, bytes | bytearray):
+            return onnx.load_model_from_string(bytes(model))
+        return onnx.load(os.fspath(model))
+    except FileNotFoundError:
+        raise
+    except Exception as e:  # protobuf's DecodeError and friends: a corrupt or truncated file
+        raise ValueError(f"not a readable ONNX model ({type(e).__name__}: {e})") from None
+
+
+def _info(vi: onnx.ValueInfoProto) -> TensorInfo:
+    t = vi.type.tensor_type
+    if t.elem_type not in _ELEM:
+        raise UnsupportedModelError(f"graph input/output {vi.name!r} has unsupported element type {t.elem_type}")
+    shape = None
+    if t.HasField("shape"):
+        shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in t.shape.dim)
+    return TensorInfo(vi.name, shape, np.dtype(_ELEM[t.elem_type]))
+
+
+def import_onnx(model, supported: dict[str, str | None]) -> Graph:
+    """Graph of an ONNX model. `supported` maps op names (with 'domain:' prefix for non-default
+    domains) to None, or to a reason string for ops recognised but not supported."""
+    m = _load(model)
+    g = m.graph
+    consts = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    nodes, problems = [], []
+    for i, n in enumerate(g.node):
+        domain = n.domain if n.domain not in ("", "ai.onnx") else ""
+        op = f"{domain}:{n.op_type}" if domain else n.op_type
+        name = n.name or f"{n.op_type}_{i}"
+        attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
+        if op == "Constant":
+            value = attrs.get("value")
+            if value is None:
+                problems.append(f"{name} (Constant): only the 'value' attribute is supported")
+                continue
+            consts[n.output[0]] = numpy_helper.to_array(value)
+            continue
+        if op not in supported:
+            problems.append(f"{name} ({op}): op not supported")
+            continue
+        if supported[op] is not None:
+            problems.append(f"{name} ({op}): {supported[op]}")
+            continue
+        nodes.append(Node(op, name, list(n.input), list(n.output), attrs))
+    if problems:
+        raise UnsupportedModelError("the model has nodes vkinfer cannot run:\n  " + "\n  ".join(problems))
+    inputs = [_info(vi) for vi in g.input if vi.name not in consts]
+    if not any(n.op in ("QLinearConv", "QLinearMatMul", "com.microsoft:QGemm", "ConvInteger", "MatMulInteger")
+               for n in nodes):
+        raise UnsupportedModelError("the model has no quantized convolution or matmul: vkinfer runs 8-bit models; "
+                                    "quantize it first, e.g. with onnxruntime.quantization.quantize_static")
+    return Graph(nodes, inputs, [_info(vi) for vi in g.output], consts)

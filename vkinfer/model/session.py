@@ -1,0 +1,177 @@
+"""InferenceSession: ONNX Runtime's API over vkinfer's backends.
+
+    sess = vkinfer.InferenceSession("model.onnx", device="cpu")
+    [y] = sess.run(None, {"input": x})
+
+Creating a session imports and checks the whole model once; QLinearConv and QLinearMatMul run on
+the chosen device (their prepared layers are cached, so weights are packed once), every other node
+runs in numpy with ONNX Runtime's exact CPU numerics. `device="auto"` picks "vulkan" when a Vulkan
+device other than a CPU implementation exists, else "cpu" (the dispatcher issue refines this).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import numpy as np
+
+from .. import ops
+from .graph import Graph, Node, TensorInfo
+from .onnx_import import import_onnx
+
+Kernel = Callable[[Node, list, str], list]
+_OPS: dict[str, Kernel] = {}
+
+
+def _op(*names: str):
+    def register(fn: Kernel) -> Kernel:
+        for n in names:
+            _OPS[n] = fn
+        return fn
+    return register
+
+
+def _ints(v, n: int, default: int) -> tuple[int, ...]:
+    return tuple(int(i) for i in v) if v is not None else (default,) * n
+
+
+def _check_auto_pad(node: Node) -> None:
+    if node.attrs.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+        raise ValueError(f"{node.name} ({node.op}): auto_pad={node.attrs['auto_pad']!r} is not supported")
+
+
+@_op("QLinearConv")
+def _qlinear_conv(node, x, device):
+    _check_auto_pad(node)
+    a = node.attrs
+    bias = x[8] if len(x) > 8 else None
+    return [ops.qlinear_conv(*x[:8], bias, strides=_ints(a.get("strides"), 2, 1), pads=_ints(a.get("pads"), 4, 0),
+                             dilations=_ints(a.get("dilations"), 2, 1), group=int(a.get("group", 1)), device=device)]
+
+
+@_op("QLinearMatMul")
+def _qlinear_matmul(node, x, device):
+    return [ops.qlinear_matmul(*x[:8], device=device)]
+
+
+@_op("Identity")
+def _identity(node, x, device):
+    return [x[0]]
+
+
+@_op("Reshape")
+def _reshape(node, x, device):
+    shape = [int(s) for s in x[1]]
+    if not node.attrs.get("allowzero", 0):
+        shape = [x[0].shape[i] if s == 0 else s for i, s in enumerate(shape)]
+    return [x[0].reshape(shape)]
+
+
+@_op("Flatten")
+def _flatten(node, x, device):
+    axis = int(node.attrs.get("axis", 1)) % max(x[0].ndim, 1)
+    return [x[0].reshape(int(np.prod(x[0].shape[:axis], dtype=np.int64)), -1)]
+
+
+@_op("Transpose")
+def _transpose(node, x, device):
+    perm = node.attrs.get("perm")
+    return [np.ascontiguousarray(np.transpose(x[0], perm))]
+
+
+@_op("Squeeze")
+def _squeeze(node, x, device):
+    axes = x[1] if len(x) > 1 and x[1] is not None else node.attrs.get("axes")
+    return [np.squeeze(x[0], axis=tuple(int(a) for a in axes) if axes is not None else None)]
+
+
+@_op("Unsqueeze")
+def _unsqueeze(node, x, device):
+    axes = x[1] if len(x) > 1 and x[1] is not None else node.attrs["axes"]
+    return [np.expand_dims(x[0], tuple(int(a) for a in axes))]
+
+
+@_op("Concat")
+def _concat(node, x, device):
+    return [np.concatenate(x, axis=int(node.attrs["axis"]))]
+
+
+@_op("Softmax")
+def _softmax(node, x, device):
+    axis = int(node.attrs.get("axis", -1))
+    e = np.exp(x[0] - x[0].max(axis=axis, keepdims=True))
+    return [(e / e.sum(axis=axis, keepdims=True)).astype(np.float32)]
+
+
+class NodeArg:
+    """ONNX Runtime's NodeArg: name, shape and type of a model input or output."""
+
+    def __init__(self, info: TensorInfo):
+        self.name, self.shape, self.type = info.name, list(info.shape) if info.shape else None, info.type
+
+    def __repr__(self) -> str:
+        return f"NodeArg(name={self.name!r}, type={self.type!r}, shape={self.shape})"
+
+
+def _pick_auto() -> str:
+    try:
+        from .._vk import devices
+
+        if any(d.type in ("discrete", "integrated", "virtual") for d in devices()):
+            return "vulkan"
+    except Exception:  # no Vulkan at all: the CPU it is
+        pass
+    return "cpu"
+
+
+class InferenceSession:
+    """Run a quantized model like onnxruntime.InferenceSession.
+
+    model: a path or the bytes of an .onnx file (or an onnx.ModelProto). device: "vulkan",
+    "vulkan:<which>", "cpu", "cpu:<variant>", "reference" or "auto" (module docstring).
+    """
+
+    def __init__(self, model: str | os.PathLike | bytes, device: str = "auto"):
+        self.device = _pick_auto() if device == "auto" else device
+        ops._backend(self.device, None)  # checks the device name and that it exists
+        self.graph: Graph = import_onnx(model, {name: None for name in _OPS})
+
+    def get_inputs(self) -> list[NodeArg]:
+        return [NodeArg(t) for t in self.graph.inputs]
+
+    def get_outputs(self) -> list[NodeArg]:
+        return [NodeArg(t) for t in self.graph.outputs]
+
+    def run(self, output_names: list[str] | None, input_feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """Outputs named by `output_names` (all when None) for the inputs in `input_feed`."""
+        g = self.graph
+        values: dict[str, np.ndarray] = dict(g.consts)
+        for t in g.inputs:
+            if t.name not in input_feed:
+                raise ValueError(f"missing input {t.name!r} (the model's inputs: {[i.name for i in g.inputs]})")
+            v = input_feed[t.name]
+            if not isinstance(v, np.ndarray) or v.dtype != t.dtype:
+                raise TypeError(f"input {t.name!r} must be a numpy array of {t.dtype}, got "
+                                f"{getattr(v, 'dtype', type(v).__name__)}")
+            if t.shape is not None and (v.ndim != len(t.shape) or any(
+                    isinstance(d, int) and d > 0 and d != s for d, s in zip(t.shape, v.shape, strict=True))):
+                raise ValueError(f"input {t.name!r} must have shape {list(t.shape)}, got {list(v.shape)}")
+            values[t.name] = v
+        unknown = [k for k in input_feed if k not in {t.name for t in g.inputs}]
+        if unknown:
+            raise ValueError(f"unknown input(s) {unknown}; the model's inputs: {[i.name for i in g.inputs]}")
+        for node in g.nodes:
+            args = [values[n] if n else None for n in node.inputs]
+            try:
+                outs = _OPS[node.op](node, args, self.device)
+            except (ValueError, TypeError) as e:
+                raise type(e)(f"node {node.name} ({node.op}): {e}") from e
+            for name, v in zip(node.outputs, outs, strict=False):
+                if name:
+                    values[name] = v
+        names = output_names if output_names is not None else [t.name for t in g.outputs]
+        missing = [n for n in names if n not in values]
+        if missing:
+            raise ValueError(f"unknown output(s) {missing}")
+        return [values[n] for n in names]
