@@ -11,12 +11,14 @@ device other than a CPU implementation exists, else "cpu" (the dispatcher issue 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 
 import numpy as np
 
-from .. import ops
+from .. import ops, reference
+from ..ops._spec import conv_spec, matmul_spec
 from .graph import Graph, Node, TensorInfo
 from .onnx_import import import_onnx
 
@@ -41,18 +43,53 @@ def _check_auto_pad(node: Node) -> None:
         raise ValueError(f"{node.name} ({node.op}): auto_pad={node.attrs['auto_pad']!r} is not supported")
 
 
+def _prepared(node: Node, key: tuple, device: str, make_spec, run_reference):
+    """The node's prepared layer for this input signature, made once (weights packed, pipeline
+    built) and kept on the node; a new input shape prepares again."""
+    cached = node.attrs.get("_prepared")
+    if cached is not None and cached[0] == key and node.attrs["_static"]:
+        return cached[1]
+    spec = make_spec()
+    kind, _, which = device.partition(":")
+    if kind == "reference":
+        def fn(x):
+            return run_reference(dataclasses.replace(spec, **{"x" if hasattr(spec, "x") else "a": x}))
+    elif kind == "cpu":
+        from .. import cpu
+
+        prepared = (cpu.QLinearConv if hasattr(spec, "x") else cpu.QLinearMatMul)(spec, which or None)
+
+        def fn(x):
+            return prepared.run(x)
+    else:
+        from .. import vulkan
+        from .._vk import get_device
+
+        dev = get_device(which or None)
+        op = (vulkan.QLinearConv if hasattr(spec, "x") else vulkan.QLinearMatMul)(spec, dev)
+        fn = vulkan.Executable(op, dev).run
+    node.attrs["_prepared"] = (key, fn)
+    return fn
+
+
 @_op("QLinearConv")
 def _qlinear_conv(node, x, device):
     _check_auto_pad(node)
     a = node.attrs
     bias = x[8] if len(x) > 8 else None
-    return [ops.qlinear_conv(*x[:8], bias, strides=_ints(a.get("strides"), 2, 1), pads=_ints(a.get("pads"), 4, 0),
-                             dilations=_ints(a.get("dilations"), 2, 1), group=int(a.get("group", 1)), device=device)]
+
+    def spec():
+        return conv_spec(*x[:8], bias, strides=_ints(a.get("strides"), 2, 1), pads=_ints(a.get("pads"), 4, 0),
+                         dilations=_ints(a.get("dilations"), 2, 1), group=int(a.get("group", 1)))
+    # Only the activation varies between runs; everything else is a constant of the model.
+    return [_prepared(node, (x[0].shape, x[0].dtype.str), device, spec, reference.qlinear_conv)(x[0])]
 
 
 @_op("QLinearMatMul")
 def _qlinear_matmul(node, x, device):
-    return [ops.qlinear_matmul(*x[:8], device=device)]
+    def spec():
+        return matmul_spec(*x[:8])
+    return [_prepared(node, (x[0].shape, x[0].dtype.str), device, spec, reference.qlinear_matmul)(x[0])]
 
 
 @_op("Identity")
@@ -136,6 +173,9 @@ class InferenceSession:
         self.device = _pick_auto() if device == "auto" else device
         ops._backend(self.device, None)  # checks the device name and that it exists
         self.graph: Graph = import_onnx(model, {name: None for name in _OPS})
+        for node in self.graph.nodes:
+            # A layer can be prepared once only if everything but its activation is a model constant.
+            node.attrs["_static"] = all(not n or n in self.graph.consts for n in node.inputs[1:])
 
     def get_inputs(self) -> list[NodeArg]:
         return [NodeArg(t) for t in self.graph.inputs]

@@ -1,0 +1,46 @@
+"""The `vkinfer` command line: devices, info, run (with and without --input), and errors."""
+
+import numpy as np
+from test_session import _small_qmodel
+
+import vkinfer
+from vkinfer.cli import main
+
+
+def test_devices(capsys):
+    assert main(["devices"]) == 0
+    out = capsys.readouterr().out
+    assert "vulkan:0" in out and "type=" in out and "ISA variants: scalar" in out
+
+
+def test_info(tmp_path, capsys):
+    path = tmp_path / "m.onnx"
+    path.write_bytes(_small_qmodel())
+    assert main(["info", str(path), "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    # 9*9*8*27 + 9*9*16*8 + 10*1296 multiply-accumulates
+    assert "4 nodes, 0.04 M MACs" in out and "2 x QLinearConv" in out and "runs on cpu" in out
+
+
+def test_run_with_input_and_output(tmp_path, capsys):
+    path = tmp_path / "m.onnx"
+    path.write_bytes(_small_qmodel())
+    x = np.random.default_rng(3).integers(0, 256, (1, 3, 9, 9)).astype(np.uint8)
+    np.save(tmp_path / "x.npy", x)
+    assert main(["run", str(path), "--device", "vulkan", "--input", str(tmp_path / "x.npy"),
+                 "--output", str(tmp_path / "y.npz")]) == 0
+    want = vkinfer.InferenceSession(str(path), device="reference").run(None, {"x": x})[0]
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npz")["y"], want)
+
+
+def test_run_random_input_notice_and_errors(tmp_path, capsys):
+    path = tmp_path / "m.onnx"
+    path.write_bytes(_small_qmodel())
+    assert main(["run", str(path), "--device", "cpu"]) == 0
+    assert "notice: no --input given" in capsys.readouterr().err
+    (tmp_path / "bad.onnx").write_bytes(b"not a model")
+    assert main(["run", str(tmp_path / "bad.onnx")]) == 2
+    assert "not a readable ONNX model" in capsys.readouterr().err
+    np.save(tmp_path / "wrong.npy", np.zeros((1, 3, 8, 8), np.uint8))
+    assert main(["run", str(path), "--input", str(tmp_path / "wrong.npy")]) == 2
+    assert "must have shape" in capsys.readouterr().err
