@@ -1,0 +1,27 @@
+"""ONNX MaxPool on uint8/int8 tensors (ORT 1.31 CPU, opset 12+): the maximum of the raw values over
+each window's in-image elements; padding never contributes. Output sizes follow ORT (see _pool_shape).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from . import _qcheck as qc
+from ._pool_shape import pool_geometry
+
+
+def max_pool(x, kernel_shape, strides=None, pads=None, dilations=None, ceil_mode: int = 0) -> np.ndarray:
+    qc.qtensor("x", x)
+    k, s, p, d, out = pool_geometry(x.shape, kernel_shape, strides, pads, dilations, ceil_mode)
+    nd, sp = len(k), x.shape[2:]
+    lo, _ = qc.QRANGE[x.dtype]
+    # Pad with qmin on every side, enough for ceil_mode windows running past the tail padding.
+    extra = [max(0, (out[i] - 1) * s[i] + d[i] * (k[i] - 1) + 1 - (sp[i] + p[i])) for i in range(nd)]
+    xp = np.pad(x, [(0, 0), (0, 0)] + [(p[i], p[i + nd] + extra[i]) for i in range(nd)], constant_values=lo)
+    y = np.full(x.shape[:2] + tuple(out), lo, x.dtype)
+    for off in itertools.product(*[range(kk) for kk in k]):
+        sl = tuple(slice(off[i] * d[i], off[i] * d[i] + (out[i] - 1) * s[i] + 1, s[i]) for i in range(nd))
+        y = np.maximum(y, xp[(slice(None), slice(None), *sl)])
+    return y

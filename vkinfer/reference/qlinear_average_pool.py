@@ -1,0 +1,70 @@
+"""com.microsoft QLinearAveragePool (NCHW, auto_pad NOTSET), bit-exact with ONNX Runtime 1.31
+(contrib_ops/cpu/quantization/qlinear_pool.cc).
+
+ORT dequantizes every input, xf = float32(x_scale * float(x - x_zp)), then per output:
+    s = 0; s += xf[...] for the in-image window elements in row-major order   (float32, sequential)
+    s = s / float(count)      count = prod(kernel_shape) if count_include_pad else the in-image count
+    y = clamp(int32(round_half_even(float32(s / y_scale) + float(y_zp))), qmin, qmax)
+A window is [o*stride - pad_head, min(that + kernel, size)) clipped at 0 (no dilation). When the kernel
+covers the whole image and all pads are 0, ORT switches to QLinearGlobalAveragePool's integer path (and
+its range check), whatever the strides: replicated here.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from . import _qcheck as qc
+from ._float32 import cvtps_epi32
+from ._pool_shape import pool_geometry
+from .qlinear_global_average_pool import qlinear_global_average_pool
+
+
+def qlinear_average_pool(x, x_scale, x_zero_point, y_scale, y_zero_point, kernel_shape, strides=None, pads=None,
+                         count_include_pad: int = 0, ceil_mode: int = 0) -> np.ndarray:
+    qc.qtensor("x", x)
+    if x.ndim not in (3, 4, 5):
+        raise ValueError(f"x must be 3-D, 4-D or 5-D (1 to 3 spatial dims), got shape {x.shape}")
+    if count_include_pad not in (0, 1):
+        raise ValueError(f"count_include_pad must be 0 or 1, got {count_include_pad!r}")
+    k, s, p, _, out = pool_geometry(x.shape, kernel_shape, strides, pads, None, ceil_mode)
+    xs, ys = qc.scale("x_scale", x_scale), qc.scale("y_scale", y_scale)
+    xz = qc.zero_point("x_zero_point", x_zero_point, x.dtype)
+    yz = qc.zero_point("y_zero_point", y_zero_point, x.dtype)
+    nd, sp = len(k), x.shape[2:]
+    if list(sp) == k and not any(p):
+        return qlinear_global_average_pool(x, xs, xz, ys, yz)
+    xf = xs * (x.astype(np.int32) - xz).astype(np.float32)
+    # Per axis: window start (clipped) and end for every output position.
+    starts, ends = [], []
+    for i in range(nd):
+        h0 = np.arange(out[i]) * s[i] - p[i]
+        ends.append(np.minimum(h0 + k[i], sp[i]))
+        starts.append(np.maximum(h0, 0))
+    acc = np.zeros(x.shape[:2] + tuple(out), np.float32)
+    for off in itertools.product(*[range(kk) for kk in k]):
+        # Window element `off` in row-major order: position start + off if < end (else adds nothing).
+        idx, valid = [], np.ones(tuple(out), bool)
+        for i in range(nd):
+            pos = starts[i] + off[i]
+            ok = pos < ends[i]
+            shp = [1] * nd
+            shp[i] = -1
+            valid = valid & ok.reshape(shp)
+            idx.append(np.minimum(pos, sp[i] - 1).reshape(shp))
+        vals = xf[(slice(None), slice(None), *idx)]
+        acc = acc + np.where(valid, vals, np.float32(0))  # adding +0.0 leaves a float32 sum unchanged
+    if count_include_pad:
+        count = np.full(tuple(out), np.prod(k), np.int64)
+    else:
+        count = np.ones(tuple(out), np.int64)
+        for i in range(nd):
+            shp = [1] * nd
+            shp[i] = -1
+            count = count * (ends[i] - starts[i]).reshape(shp)
+    with np.errstate(over="ignore", invalid="ignore"):
+        v = (acc / count.astype(np.float32)) / ys + np.float32(yz)
+    lo, hi = qc.QRANGE[x.dtype]
+    return np.clip(cvtps_epi32(v), lo, hi).astype(x.dtype)
