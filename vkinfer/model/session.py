@@ -19,6 +19,16 @@ import numpy as np
 
 from .. import ops, reference
 from ..ops._spec import conv_spec, matmul_spec
+from ..reference.dequantize_linear import dequantize_linear
+from ..reference.max_pool import max_pool
+from ..reference.qlinear_add import qlinear_add
+from ..reference.qlinear_average_pool import qlinear_average_pool
+from ..reference.qlinear_concat import qlinear_concat
+from ..reference.qlinear_global_average_pool import qlinear_global_average_pool
+from ..reference.qlinear_leaky_relu import qlinear_leaky_relu
+from ..reference.qlinear_mul import qlinear_mul
+from ..reference.qlinear_sigmoid import qlinear_sigmoid
+from ..reference.quantize_linear import quantize_linear
 from .graph import Graph, Node, TensorInfo
 from .onnx_import import import_onnx
 
@@ -90,6 +100,91 @@ def _qlinear_matmul(node, x, device):
     def spec():
         return matmul_spec(*x[:8])
     return [_prepared(node, (x[0].shape, x[0].dtype.str), device, spec, reference.qlinear_matmul)(x[0])]
+
+
+@_op("com.microsoft:QGemm")
+def _qgemm(node, x, device):
+    """QGemm = requant((A - a_zp)(B - b_zp) + C): a 1x1 QLinearConv over A's rows with bias C."""
+    a = node.attrs
+    if float(a.get("alpha", 1.0)) != 1.0:
+        raise ValueError("QGemm with alpha != 1 is not supported")
+    if len(x) < 9 or x[7] is None:
+        raise ValueError("QGemm without y_scale (float output) is not supported")
+    A = x[0].T if a.get("transA", 0) else x[0]
+    m, k = A.shape
+    B = x[3] if a.get("transB", 0) else x[3].T  # (N, K)
+    bias = None if x[6] is None else np.ascontiguousarray(np.broadcast_to(x[6], (B.shape[0],)), np.int32)
+
+    def spec():
+        return conv_spec(np.ascontiguousarray(A).reshape(m, k, 1, 1), x[1], x[2],
+                         np.ascontiguousarray(B).reshape(B.shape[0], k, 1, 1), x[4], x[5], x[7], x[8], bias)
+    run = _prepared(node, (A.shape, A.dtype.str), device, spec, reference.qlinear_conv)
+    return [run(np.ascontiguousarray(A).reshape(m, k, 1, 1)).reshape(m, B.shape[0])]
+
+
+# Auxiliary ops: numpy references bit-exact with ONNX Runtime's CPU kernels (vkinfer/reference/).
+@_op("QuantizeLinear")
+def _quantize(node, x, device):
+    return [quantize_linear(x[0], x[1], x[2] if len(x) > 2 else None, axis=int(node.attrs.get("axis", 1)))]
+
+
+@_op("DequantizeLinear")
+def _dequantize(node, x, device):
+    return [dequantize_linear(x[0], x[1], x[2] if len(x) > 2 else None, axis=int(node.attrs.get("axis", 1)))]
+
+
+@_op("com.microsoft:QLinearAdd")
+def _qadd(node, x, device):
+    return [qlinear_add(*x[:8])]
+
+
+@_op("com.microsoft:QLinearMul")
+def _qmul(node, x, device):
+    return [qlinear_mul(*x[:8])]
+
+
+@_op("com.microsoft:QLinearGlobalAveragePool")
+def _qgap(node, x, device):
+    return [qlinear_global_average_pool(*x[:5], channels_last=int(node.attrs.get("channels_last", 0)))]
+
+
+@_op("com.microsoft:QLinearAveragePool")
+def _qavgpool(node, x, device):
+    _check_auto_pad(node)
+    a = node.attrs
+    if a.get("channels_last", 0):
+        raise ValueError("QLinearAveragePool with channels_last=1 is not supported")
+    return [qlinear_average_pool(*x[:5], kernel_shape=list(a["kernel_shape"]), strides=a.get("strides"),
+                                 pads=a.get("pads"), count_include_pad=int(a.get("count_include_pad", 0)),
+                                 ceil_mode=int(a.get("ceil_mode", 0)))]
+
+
+@_op("com.microsoft:QLinearConcat")
+def _qconcat(node, x, device):
+    triples = [tuple(x[i:i + 3]) for i in range(2, len(x), 3)]
+    return [qlinear_concat(x[0], x[1], triples, axis=int(node.attrs["axis"]))]
+
+
+@_op("com.microsoft:QLinearLeakyRelu")
+def _qleaky(node, x, device):
+    return [qlinear_leaky_relu(*x[:5], alpha=float(node.attrs.get("alpha", 0.01)))]
+
+
+@_op("com.microsoft:QLinearSigmoid")
+def _qsigmoid(node, x, device):
+    return [qlinear_sigmoid(*x[:5])]
+
+
+@_op("MaxPool")
+def _maxpool(node, x, device):
+    _check_auto_pad(node)
+    a = node.attrs
+    if x[0].dtype not in (np.uint8, np.int8):
+        raise ValueError("MaxPool on float tensors is not supported (vkinfer runs quantized graphs)")
+    if a.get("storage_order", 0):
+        raise ValueError("MaxPool with storage_order=1 is not supported")
+    return [max_pool(x[0], list(a["kernel_shape"]), a.get("strides"), a.get("pads"), a.get("dilations"),
+                     int(a.get("ceil_mode", 0)))]
 
 
 @_op("Identity")
