@@ -31,3 +31,18 @@ def test_qoperator_model_equals_onnxruntime(name, act, wt, reduce_range, per_cha
         assert len(got) == len(want)
         for g, w in zip(got, want, strict=True):
             np.testing.assert_array_equal(g, w, err_msg=f"{name} on {device}")
+
+
+@pytest.mark.parametrize("per_channel", [False, True], ids=["per_tensor", "per_channel"])
+@pytest.mark.parametrize("name", MODELS)
+def test_qdq_model_equals_onnxruntime(name, per_channel):
+    """QDQ models: vkinfer folds DequantizeLinear -> op -> QuantizeLinear into the quantized ops, as
+    ORT's graph optimizer does, so both run the same integer arithmetic."""
+    q = zoo.quantize(zoo.BUILDERS[name](seed=3, **SMALL.get(name, {})), fmt="qdq", per_channel=per_channel,
+                     activation_type="uint8", weight_type="int8", reduce_range=True, seed=3)
+    feed = zoo.random_inputs(q, seed=4)
+    want = zoo.ort_run(q, feed)
+    for device in ["reference", "cpu", "vulkan"]:
+        got = vkinfer.InferenceSession(q.SerializeToString(), device=device).run(None, feed)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_array_equal(g, w, err_msg=f"{name} (QDQ) on {device}")

@@ -14,6 +14,9 @@ from onnx import helper, numpy_helper
 
 from ..errors import VkInferError
 from .graph import Graph, Node, TensorInfo
+from .passes import fold_qdq
+
+FLOAT_OPS = {"Conv", "MatMul", "Gemm", "Add", "Mul", "GlobalAveragePool", "AveragePool", "Relu", "Clip", "Sigmoid"}
 
 _ELEM = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.UINT8: np.uint8, onnx.TensorProto.INT8: np.int8,
          onnx.TensorProto.INT32: np.int32, onnx.TensorProto.INT64: np.int64}
@@ -65,18 +68,21 @@ def import_onnx(model, supported: dict[str, str | None]) -> Graph:
                 continue
             consts[n.output[0]] = numpy_helper.to_array(value)
             continue
-        if op not in supported:
-            problems.append(f"{name} ({op}): op not supported")
-            continue
-        if supported[op] is not None:
-            problems.append(f"{name} ({op}): {supported[op]}")
-            continue
         nodes.append(Node(op, name, list(n.input), list(n.output), attrs))
+    inputs = [_info(vi) for vi in g.input if vi.name not in consts]
+    graph = fold_qdq(Graph(nodes, inputs, [_info(vi) for vi in g.output], consts))
+    nodes = graph.nodes
+    for n in nodes:
+        if n.op not in supported:
+            why = ("a float op left over by QDQ folding (its inputs are not all DequantizeLinear outputs, or its "
+                   "output is not only quantized)") if n.op in FLOAT_OPS else "op not supported"
+            problems.append(f"{n.name} ({n.op}): {why}")
+        elif supported[n.op] is not None:
+            problems.append(f"{n.name} ({n.op}): {supported[n.op]}")
     if problems:
         raise UnsupportedModelError("the model has nodes vkinfer cannot run:\n  " + "\n  ".join(problems))
-    inputs = [_info(vi) for vi in g.input if vi.name not in consts]
     if not any(n.op in ("QLinearConv", "QLinearMatMul", "com.microsoft:QGemm", "ConvInteger", "MatMulInteger")
                for n in nodes):
         raise UnsupportedModelError("the model has no quantized convolution or matmul: vkinfer runs 8-bit models; "
                                     "quantize it first, e.g. with onnxruntime.quantization.quantize_static")
-    return Graph(nodes, inputs, [_info(vi) for vi in g.output], consts)
+    return graph
