@@ -136,6 +136,7 @@ def main() -> int:
         print(f"{e['name']:<24} {kind:<24} {shapes:<34} {r_vk:<20} {ms_vk:8.2f}   {r_cpu:<26} {ms_cpu:8.2f}",
               flush=True)
     failed += run_chain(dev)
+    failed += run_models()
     print(f"\n{'all results identical to the reference' if not failed else f'{failed} result(s) DIFFER'}")
     return 1 if failed else 0
 
@@ -169,6 +170,71 @@ def run_chain(dev) -> int:
     print(f"{'first 6 layers, 1 submit':<24} {'chain/' + str(len(specs)) + ' dispatches':<24} {shapes:<34} "
           f"{result:<34} {1e3 * float(np.median(times)):8.2f}", flush=True)
     return int(result != "identical")
+
+
+MODEL_DIR = Path(__file__).resolve().parent.parent / "build" / "models"
+
+
+def build_models() -> dict[str, Path]:
+    """MobileNetV2 1.0/224 with seeded random weights, quantized by onnxruntime.quantization in both
+    ONNX formats (uint8 activations, per-channel int8 weights, 7-bit so that ONNX Runtime's x86
+    kernels are exact too); built once and cached under build/models/."""
+    from .models import zoo
+
+    paths = {fmt: MODEL_DIR / f"mobilenet_v2_{fmt}.onnx" for fmt in ("qoperator", "qdq")}
+    if not all(p.exists() for p in paths.values()):
+        import logging
+
+        logging.getLogger().setLevel(logging.ERROR)  # the quantizer's advice about pre-processing
+        print("(building and quantizing the model once; cached in build/models/)")
+        MODEL_DIR.mkdir(parents=True, exist_ok=True)
+        float_model = zoo.mobilenet_v2(width=1.0, size=224, num_classes=1000, seed=0)
+        for fmt, path in paths.items():
+            q = zoo.quantize(float_model, fmt=fmt, per_channel=True, activation_type="uint8", weight_type="int8",
+                             reduce_range=True, seed=0)
+            path.write_bytes(q.SerializeToString())
+    return paths
+
+
+def _median_ms(fn: Callable[[], object], runs: int) -> float:
+    fn()
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return 1e3 * float(np.median(times))
+
+
+def run_models() -> int:
+    """The whole MobileNetV2 through vkinfer.InferenceSession on the CPU and on Vulkan, against ONNX
+    Runtime: identical outputs, top-5 classes, median latency. Returns the number of mismatches."""
+    import onnxruntime as ort
+
+    from .model.session import InferenceSession
+
+    print("\nWhole model: MobileNetV2 1.0/224, seeded weights, quantized by onnxruntime.quantization")
+    failed = 0
+    x = np.random.default_rng(7).standard_normal((1, 3, 224, 224)).astype(np.float32)
+    print(f"{'format':<10} {'runtime':<28} {'result':<24} {'top-5 classes':<30} {'median ms':>10}")
+    for fmt, path in build_models().items():
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = 1
+        ref = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        name = ref.get_inputs()[0].name
+        want = ref.run(None, {name: x})[0]
+        feed = {name: x}
+        rows = [("onnxruntime (1 thread)", want, _median_ms(lambda r=ref, f=feed: r.run(None, f), 20))]
+        for device, runs in (("cpu", 20), ("vulkan", 3)):
+            sess = InferenceSession(str(path), device=device)
+            y = sess.run(None, feed)[0]
+            rows.append((f"vkinfer {device}", y, _median_ms(lambda s=sess, f=feed: s.run(None, f), runs)))
+        for label, y, ms in rows:
+            same = np.array_equal(y, want)
+            failed += not same
+            top5 = " ".join(map(str, np.argsort(-y.reshape(-1), kind="stable")[:5]))
+            print(f"{fmt:<10} {label:<28} {'identical to ORT' if same else 'DIFFERENT':<24} {top5:<30} {ms:10.2f}")
+    return failed
 
 
 if __name__ == "__main__":
