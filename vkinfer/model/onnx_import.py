@@ -81,8 +81,9 @@ def import_onnx(model, supported: dict[str, str | None]) -> Graph:
             problems.append(f"{n.name} ({n.op}): {supported[n.op]}")
     if problems:
         raise UnsupportedModelError("the model has nodes vkinfer cannot run:\n  " + "\n  ".join(problems))
-    if not any(n.op in ("QLinearConv", "QLinearMatMul", "com.microsoft:QGemm", "ConvInteger", "MatMulInteger")
-               for n in nodes):
-        raise UnsupportedModelError("the model has no quantized convolution or matmul: vkinfer runs 8-bit models; "
+    quant_ops = ("QuantizeLinear", "DequantizeLinear", "com.microsoft:QGemm", "ConvInteger", "MatMulInteger")
+    eight_bit = any(t.dtype in (np.uint8, np.int8) for t in graph.inputs + graph.outputs)
+    if not eight_bit and not any(n.op in quant_ops or n.op.split(":")[-1].startswith("QLinear") for n in nodes):
+        raise UnsupportedModelError("the model has no quantized tensors or ops: vkinfer runs 8-bit models; "
                                     "quantize it first, e.g. with onnxruntime.quantization.quantize_static")
     return graph

@@ -286,6 +286,8 @@ class InferenceSession:
             if t.name not in input_feed:
                 raise ValueError(f"missing input {t.name!r} (the model's inputs: {[i.name for i in g.inputs]})")
             v = input_feed[t.name]
+            if isinstance(v, np.generic):  # a numpy scalar for a 0-d input
+                v = np.asarray(v)
             if not isinstance(v, np.ndarray) or v.dtype != t.dtype:
                 raise TypeError(f"input {t.name!r} must be a numpy array of {t.dtype}, got "
                                 f"{getattr(v, 'dtype', type(v).__name__)}")
