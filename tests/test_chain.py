@@ -71,3 +71,9 @@ def test_every_kernel_under_validation_has_zero_errors(tmp_path):
     out, errors = _validated("ops", tmp_path)
     assert "RESULT ops-equal 5/5" in out
     assert errors == 0, out[:3000]
+
+
+def test_whole_mobilenet_v2_under_validation_has_zero_errors(tmp_path):
+    out, errors = _validated("model", tmp_path)
+    assert "RESULT model-equal 1/1" in out
+    assert errors == 0, out[:3000]

@@ -14,6 +14,21 @@ from vkinfer.vulkan import Chain
 
 def main(mode: str) -> None:
     rng = np.random.default_rng(1)
+    if mode == "model":
+        import logging
+
+        from vkinfer import InferenceSession
+        from vkinfer.models import zoo
+
+        logging.getLogger().setLevel(logging.ERROR)
+        # The real MobileNetV2 architecture (width 1.0, all 52 convolutions) at a reduced resolution.
+        q = zoo.quantize(zoo.mobilenet_v2(width=1.0, size=96, num_classes=1000, seed=0), fmt="qoperator",
+                         per_channel=True, reduce_range=True, seed=0)
+        feed = zoo.random_inputs(q, seed=1)
+        vk = InferenceSession(q.SerializeToString(), device="vulkan").run(None, feed)[0]
+        ref = InferenceSession(q.SerializeToString(), device="reference").run(None, feed)[0]
+        print(f"RESULT model-equal {int(np.array_equal(vk, ref))}/1", flush=True)
+        return
     if mode.startswith("chain"):
         specs = chain_specs(20)
         chain = Chain(specs, _barriers=mode == "chain")
