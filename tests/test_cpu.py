@@ -87,3 +87,20 @@ def test_concurrent_callers_share_layers_safely():
         outs = list(pool.map(lambda x: ops.qlinear_conv(**{**base, "x": x}, device="cpu", threads=2), inputs))
     for x, y in zip(inputs, outs, strict=True):
         np.testing.assert_array_equal(y, ops.qlinear_conv(**{**base, "x": x}, device="reference"))
+
+
+def test_qlinear_add_in_c_equals_reference():
+    """The C QLinearAdd (residual adds off the reference device) equals the reference, which equals ORT."""
+    from vkinfer.reference.qlinear_add import qlinear_add
+
+    rng = np.random.default_rng(8)
+    for i in range(300):
+        dt = (np.uint8, np.int8)[i % 2]
+        info = np.iinfo(dt)
+        shape = [(1, 16, 7, 7), (2, 3, 5, 1), (1, 1), (37,)][i % 4]  # (.., 1) innermost swaps the operands
+        a, b = (rng.integers(info.min, info.max + 1, shape).astype(dt) for _ in range(2))
+        scales = [np.float32(2.0 ** rng.integers(-8, 0)) if i % 3 == 0 else np.float32(rng.uniform(1e-3, 0.1))
+                  for _ in range(3)]
+        zps = [dt(rng.integers(info.min, info.max + 1)) for _ in range(3)]
+        args = (a, scales[0], zps[0], b, scales[1], zps[1], scales[2], zps[2])
+        np.testing.assert_array_equal(cpu.qlinear_add(*args), qlinear_add(*args))

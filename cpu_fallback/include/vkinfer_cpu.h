@@ -72,6 +72,12 @@ uint32_t vki_default_threads(void);
 
 const char* vki_last_error(void);
 
+/* com.microsoft QLinearAdd on two tensors of n elements (same shape), ONNX Runtime's arithmetic:
+ * y = clamp(cvt(fmaf(a, ra, fmaf(b, rb, fixed)))) with ra = a_scale / c_scale, rb = b_scale / c_scale,
+ * fixed = c_zp - fmaf(ra, a_zp, rb * b_zp) (all float32), cvt rounding half to even. */
+vki_status vki_qlinear_add(const uint8_t* a, const uint8_t* b, uint8_t* y, size_t n, int32_t is_signed, float ra,
+                           float rb, float fixed, int32_t lo, int32_t hi);
+
 #ifdef __cplusplus
 }
 #endif

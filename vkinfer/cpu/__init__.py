@@ -46,6 +46,8 @@ def lib() -> ctypes.CDLL:
     so.vki_isa_available.argtypes = [_i32]
     so.vki_default_threads.restype = _u32
     so.vki_last_error.restype = ctypes.c_char_p
+    so.vki_qlinear_add.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, _i32,
+                                   ctypes.c_float, ctypes.c_float, ctypes.c_float, _i32, _i32]
     return so
 
 
@@ -189,6 +191,30 @@ class QLinearMatMul:
         else:
             y = np.stack([cv.run(np.ascontiguousarray(rows[i]), threads) for i, cv in enumerate(self.convs)])
         return y.view(s.out.dtype).reshape(s.out_shape)
+
+
+def qlinear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point) -> np.ndarray:
+    """com.microsoft QLinearAdd in C, bit-exact with ONNX Runtime; equal shapes only (broadcasting
+    goes through vkinfer.reference.qlinear_add, which defines the numerics for every case)."""
+    from ..reference.qlinear_add import _binary_setup, _input0_is_scalar
+    from ..reference.requant import QRANGE
+
+    shape, sa, sb, sc, za, zb, zc = _binary_setup(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale,
+                                                  c_zero_point)
+    if a.shape != b.shape:
+        raise ValueError(f"cpu.qlinear_add needs equal shapes, got {a.shape} and {b.shape}")
+    if _input0_is_scalar(a.shape, b.shape):  # ORT swaps the kernel's operands (see the reference)
+        a, sa, za, b, sb, zb = b, sb, zb, a, sa, za
+    from ..reference._float32 import fma32
+
+    ra, rb = np.float32(sa / sc), np.float32(sb / sc)
+    fixed = np.float32(np.float32(zc) - fma32(ra, np.float32(za), np.float32(rb * np.float32(zb))))
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    y = np.empty(shape, a.dtype)
+    lo, hi = QRANGE[a.dtype]
+    _check(lib().vki_qlinear_add(_ptr(a), _ptr(b), _ptr(y), a.size, int(a.dtype == np.int8), float(ra), float(rb),
+                                 float(fixed), lo, hi), "qlinear_add")
+    return y
 
 
 # Prepared layers for the op-level API.
