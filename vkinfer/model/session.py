@@ -31,6 +31,7 @@ from ..reference.qlinear_sigmoid import qlinear_sigmoid
 from ..reference.quantize_linear import quantize_linear
 from .graph import Graph, Node, TensorInfo
 from .onnx_import import import_onnx
+from .tflite_import import import_tflite, is_tflite
 
 Kernel = Callable[[Node, list, str], list]
 _OPS: dict[str, Kernel] = {}
@@ -83,14 +84,15 @@ def _prepared(node: Node, key: tuple, device: str, make_spec, run_reference):
 
 
 @_op("QLinearConv")
-def _qlinear_conv(node, x, device):
+def _qlinear_conv(node, x, device, activation=None):
     _check_auto_pad(node)
     a = node.attrs
     bias = x[8] if len(x) > 8 else None
 
     def spec():
         return conv_spec(*x[:8], bias, strides=_ints(a.get("strides"), 2, 1), pads=_ints(a.get("pads"), 4, 0),
-                         dilations=_ints(a.get("dilations"), 2, 1), group=int(a.get("group", 1)))
+                         dilations=_ints(a.get("dilations"), 2, 1), group=int(a.get("group", 1)),
+                         activation=activation)
     # Only the activation varies between runs; everything else is a constant of the model.
     return [_prepared(node, (x[0].shape, x[0].dtype.str), device, spec, reference.qlinear_conv)(x[0])]
 
@@ -102,8 +104,21 @@ def _qlinear_matmul(node, x, device):
     return [_prepared(node, (x[0].shape, x[0].dtype.str), device, spec, reference.qlinear_matmul)(x[0])]
 
 
+@_op("vkinfer:QLinearConvClamp")
+def _qlinear_conv_clamp(node, x, device):
+    """QLinearConv with a fused activation (attribute `activation`: "relu", "relu6" or ("clip", lo, hi)) applied
+    by narrowing the output clamp; the TFLite importer emits it for fused RELU/RELU6/RELU_N1_TO_1."""
+    return _qlinear_conv(node, x, device, node.attrs["activation"])
+
+
+@_op("vkinfer:QGemmClamp")
+def _qgemm_clamp(node, x, device):
+    """com.microsoft:QGemm with a fused activation, as vkinfer:QLinearConvClamp."""
+    return _qgemm(node, x, device, node.attrs["activation"])
+
+
 @_op("com.microsoft:QGemm")
-def _qgemm(node, x, device):
+def _qgemm(node, x, device, activation=None):
     """QGemm = requant((A - a_zp)(B - b_zp) + C): a 1x1 QLinearConv over A's rows with bias C."""
     a = node.attrs
     if float(a.get("alpha", 1.0)) != 1.0:
@@ -117,7 +132,8 @@ def _qgemm(node, x, device):
 
     def spec():
         return conv_spec(np.ascontiguousarray(A).reshape(m, k, 1, 1), x[1], x[2],
-                         np.ascontiguousarray(B).reshape(B.shape[0], k, 1, 1), x[4], x[5], x[7], x[8], bias)
+                         np.ascontiguousarray(B).reshape(B.shape[0], k, 1, 1), x[4], x[5], x[7], x[8], bias,
+                         activation=activation)
     run = _prepared(node, (A.shape, A.dtype.str), device, spec, reference.qlinear_conv)
     return [run(np.ascontiguousarray(A).reshape(m, k, 1, 1)).reshape(m, B.shape[0])]
 
@@ -265,14 +281,16 @@ def _pick_auto() -> str:
 class InferenceSession:
     """Run a quantized model like onnxruntime.InferenceSession.
 
-    model: a path or the bytes of an .onnx file (or an onnx.ModelProto). device: "vulkan",
+    model: a path or the bytes of an .onnx file (or an onnx.ModelProto), or of an int8/uint8 .tflite file
+    (recognised by its "TFL3" file identifier; see vkinfer.model.tflite_import). device: "vulkan",
     "vulkan:<which>", "cpu", "cpu:<variant>", "reference" or "auto" (module docstring).
     """
 
     def __init__(self, model: str | os.PathLike | bytes, device: str = "auto"):
         self.device = _pick_auto() if device == "auto" else device
         ops._backend(self.device, None)  # checks the device name and that it exists
-        self.graph: Graph = import_onnx(model, {name: None for name in _OPS})
+        supported = {name: None for name in _OPS}
+        self.graph: Graph = import_tflite(model, supported) if is_tflite(model) else import_onnx(model, supported)
         for node in self.graph.nodes:
             # A layer can be prepared once only if everything but its activation is a model constant.
             node.attrs["_static"] = all(not n or n in self.graph.consts for n in node.inputs[1:])

@@ -1,0 +1,467 @@
+"""TFLite (int8/uint8) -> vkinfer Graph, mapped onto the ONNX-style ops the session already runs.
+
+TFLite activations are NHWC; vkinfer's convolutions are NCHW. Every tensor is kept in the layouts asked of it:
+a convolution's output exists as NCHW, and a Transpose to NHWC is inserted only when an NHWC consumer (RESHAPE,
+a graph output, ...) needs it, so a chain of convolutions, ADDs and MEANs runs without transposes between them.
+
+    CONV_2D            -> QLinearConv (OHWI -> OIHW, SAME/VALID -> explicit pads, per-axis scales on axis 0)
+    DEPTHWISE_CONV_2D  -> QLinearConv, group = C (1HWC -> C1HW)
+    FULLY_CONNECTED    -> com.microsoft:QGemm, transB = 1
+    ADD                -> com.microsoft:QLinearAdd
+    MEAN over H,W      -> com.microsoft:QLinearGlobalAveragePool
+    AVERAGE_POOL_2D    -> com.microsoft:QLinearAveragePool (count_include_pad = 0, as TFLite averages)
+    RESHAPE            -> Reshape (to the output tensor's static shape)
+    SOFTMAX            -> DequantizeLinear -> Softmax -> QuantizeLinear
+    QUANTIZE           -> QuantizeLinear (float input) or DequantizeLinear -> QuantizeLinear (requantize)
+    DEQUANTIZE         -> DequantizeLinear
+A fused RELU / RELU6 / RELU_N1_TO_1 narrows the output clamp: the convolution (or fully connected layer)
+becomes vkinfer:QLinearConvClamp (or vkinfer:QGemmClamp) with an `activation` attribute.
+
+Numerics: vkinfer requantizes with ONNX Runtime's float32 multipliers; TFLite uses fixed-point multipliers and
+rounds half away from zero, so results may differ by one step in some values.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .graph import Graph, Node, TensorInfo
+from .onnx_import import UnsupportedModelError
+
+_DTYPES = {0: np.float32, 2: np.int32, 3: np.uint8, 4: np.int64, 9: np.int8}
+_QTYPES = (np.dtype(np.uint8), np.dtype(np.int8))
+_ACTIVATIONS = {0: None, 1: "relu", 2: ("clip", -1.0, 1.0), 3: "relu6"}
+
+
+def is_tflite(model) -> bool:
+    """True for TFLite flatbuffer bytes or a path to such a file (file identifier "TFL3" at bytes 4..8)."""
+    if isinstance(model, bytes | bytearray | memoryview):
+        return bytes(model[4:8]) == b"TFL3"
+    if isinstance(model, str | os.PathLike):
+        try:
+            with open(model, "rb") as f:
+                return f.read(8)[4:8] == b"TFL3"
+        except OSError:
+            return False
+    return False
+
+
+def _builtin_names() -> dict[int, str]:
+    import tflite
+
+    return {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_") and isinstance(v, int)}
+
+
+class _T:
+    """A parsed TFLite tensor."""
+
+    def __init__(self, name, shape, dtype, data, scale, zero_point, qdim):
+        self.name, self.shape, self.dtype, self.data = name, shape, dtype, data
+        self.scale, self.zero_point, self.qdim = scale, zero_point, qdim
+
+
+def _parse(blob: bytes):
+    """(tensors, operators, inputs, outputs), all as plain Python objects; any decoding error -> ValueError."""
+    import tflite
+
+    if len(blob) < 8 or blob[4:8] != b"TFL3":
+        raise ValueError("not a TFLite model (no 'TFL3' file identifier at bytes 4..8)")
+    try:
+        model = tflite.Model.GetRootAsModel(blob, 0)
+        if model.SubgraphsLength() == 0:
+            raise ValueError("the model has no subgraph")
+        if model.SubgraphsLength() != 1:
+            raise UnsupportedModelError(f"the model has {model.SubgraphsLength()} subgraphs; vkinfer runs "
+                                        "single-subgraph models")
+        sg = model.Subgraphs(0)
+        codes = []
+        for i in range(model.OperatorCodesLength()):
+            oc = model.OperatorCodes(i)
+            codes.append(max(int(oc.BuiltinCode()), int(oc.DeprecatedBuiltinCode())))
+        tensors = []
+        for i in range(sg.TensorsLength()):
+            t = sg.Tensors(i)
+            data = None
+            if t.Buffer() > 0:
+                buf = model.Buffers(t.Buffer())
+                if buf.Offset() > 1:  # large models keep data after the flatbuffer
+                    raw = blob[buf.Offset():buf.Offset() + buf.Size()]
+                else:
+                    raw = buf.DataAsNumpy().tobytes() if buf.DataLength() else b""
+                if raw:
+                    data = raw
+            q = t.Quantization()
+            scale = zp = None
+            qdim = 0
+            if q is not None and q.ScaleLength():
+                scale = q.ScaleAsNumpy().astype(np.float32)
+                zp = q.ZeroPointAsNumpy().astype(np.int64) if q.ZeroPointLength() else np.zeros(scale.size, np.int64)
+                qdim = int(q.QuantizedDimension())
+            name = t.Name().decode() if t.Name() else f"tensor_{i}"
+            shape = tuple(int(s) for s in t.ShapeAsNumpy()) if t.ShapeLength() else ()
+            tensors.append(_T(name, shape, int(t.Type()), data, scale, zp, qdim))
+        ops = []
+        for i in range(sg.OperatorsLength()):
+            o = sg.Operators(i)
+            ops.append((codes[o.OpcodeIndex()], [int(v) for v in o.InputsAsNumpy()] if o.InputsLength() else [],
+                        [int(v) for v in o.OutputsAsNumpy()] if o.OutputsLength() else [],
+                        o.BuiltinOptionsType(), o.BuiltinOptions()))
+        ins = [int(v) for v in sg.InputsAsNumpy()] if sg.InputsLength() else []
+        outs = [int(v) for v in sg.OutputsAsNumpy()] if sg.OutputsLength() else []
+    except UnsupportedModelError:
+        raise
+    except Exception as e:  # flatbuffers reads lazily: a corrupt file fails here with struct/index errors
+        raise ValueError(f"not a readable TFLite model ({type(e).__name__}: {e})") from None
+    return tensors, ops, ins, outs
+
+
+def _options(kind, table):
+    """The op's builtin options as an object of class `kind`, or None."""
+    if table is None:
+        return None
+    o = kind()
+    o.Init(table.Bytes, table.Pos)
+    return o
+
+
+class _Importer:
+    def __init__(self, tensors):
+        self.t = tensors
+        names, seen = [], set()
+        for i, t in enumerate(tensors):
+            n = t.name if t.name not in seen else f"{t.name}:{i}"
+            seen.add(n)
+            names.append(n)
+        self.names = names
+        self.nodes: list[Node] = []
+        self.consts: dict[str, np.ndarray] = {}
+        self.layouts: dict[int, dict[str, str]] = {}  # tensor index -> {"NHWC" | "NCHW": graph tensor name}
+        self._n = 0
+
+    # ---- helpers ----
+    def fresh(self, kind: str) -> str:
+        self._n += 1
+        return f"_{kind}_{self._n}"
+
+    def const(self, kind: str, value: np.ndarray) -> str:
+        name = self.fresh(kind)
+        self.consts[name] = value
+        return name
+
+    def node(self, op: str, inputs: list[str], outputs: list[str], **attrs) -> None:
+        self.nodes.append(Node(op, f"{op.split(':')[-1]}_{len(self.nodes)}", inputs, outputs, attrs))
+
+    def array(self, i: int) -> np.ndarray:
+        t = self.t[i]
+        return np.frombuffer(t.data, dtype=_DTYPES[t.dtype]).reshape(t.shape).copy()
+
+    def qparams(self, i: int, per_axis: bool = False) -> tuple[str, str]:
+        """Names of constants holding tensor i's scale and zero point (zero point in the tensor's type)."""
+        t = self.t[i]
+        dt = _DTYPES[t.dtype]
+        if per_axis and t.scale.size > 1:
+            zp = np.broadcast_to(t.zero_point, t.scale.shape).astype(dt)
+            return self.const("scale", t.scale.copy()), self.const("zero_point", zp)
+        return self.const("scale", np.float32(t.scale[0])), self.const("zero_point", np.array(t.zero_point[0], dt))
+
+    def get(self, i: int, layout: str = "NHWC") -> str:
+        """Graph name of tensor i in `layout` (4-D tensors only may be NCHW), adding a Transpose if needed."""
+        have = self.layouts.setdefault(i, {})
+        if self.t[i].data is not None and layout == "NHWC":
+            if self.names[i] not in self.consts:
+                self.consts[self.names[i]] = self.array(i)
+            return self.names[i]
+        if layout in have:
+            return have[layout]
+        if len(self.t[i].shape) != 4:
+            layout = "NHWC"
+            if layout in have:
+                return have[layout]
+        src, = have.values()
+        perm = [0, 3, 1, 2] if layout == "NCHW" else [0, 2, 3, 1]
+        name = self.names[i] if layout == "NHWC" else self.fresh(f"{self.names[i]}_nchw")
+        self.node("Transpose", [src], [name], perm=perm)
+        have[layout] = name
+        return name
+
+    def put(self, i: int, layout: str = "NHWC") -> str:
+        """Name under which an op writes tensor i in `layout` (the TFLite name for NHWC)."""
+        name = self.names[i] if layout == "NHWC" else self.fresh(f"{self.names[i]}_nchw")
+        self.layouts.setdefault(i, {})[layout] = name
+        return name
+
+    def nchw_ready(self, i: int) -> bool:
+        return "NCHW" in self.layouts.get(i, {})
+
+    # ---- ops ----
+    def conv(self, ins, outs, opts, depthwise: bool) -> None:
+        x, w, b = ins[0], ins[1], ins[2] if len(ins) > 2 and ins[2] >= 0 else -1
+        wt = self.array(w)
+        _, h, wd, _ = self.t[x].shape
+        if depthwise:
+            weights = np.ascontiguousarray(wt[0].transpose(2, 0, 1)[:, None])  # 1HWC -> C1HW
+            group = self.t[x].shape[3]
+        else:
+            weights = np.ascontiguousarray(wt.transpose(0, 3, 1, 2))  # OHWI -> OIHW
+            group = 1
+        kh, kw = weights.shape[2:]
+        sh, sw = opts.StrideH(), opts.StrideW()
+        dh, dw = opts.DilationHFactor(), opts.DilationWFactor()
+        if opts.Padding() == 0:  # SAME
+            pt, pb = _same(h, kh, sh, dh)
+            pl, pr = _same(wd, kw, sw, dw)
+        else:
+            pt = pb = pl = pr = 0
+        xs, xz = self.qparams(x)
+        ws, wz = self.qparams(w, per_axis=True)
+        ys, yz = self.qparams(outs[0])
+        inputs = [self.get(x, "NCHW"), xs, xz, self.const("weights", weights), ws, wz, ys, yz]
+        if b >= 0:
+            inputs.append(self.const("bias", self.array(b).astype(np.int32)))
+        act = _ACTIVATIONS[opts.FusedActivationFunction()]
+        attrs = dict(strides=[sh, sw], pads=[pt, pl, pb, pr], dilations=[dh, dw], group=group)
+        if act is not None:
+            attrs["activation"] = act
+        self.node("vkinfer:QLinearConvClamp" if act is not None else "QLinearConv", inputs,
+                  [self.put(outs[0], "NCHW")], **attrs)
+
+    def fully_connected(self, ins, outs, opts) -> None:
+        x, w, b = ins[0], ins[1], ins[2] if len(ins) > 2 and ins[2] >= 0 else -1
+        wt = self.array(w)
+        k = wt.shape[1]
+        a = self.get(x)
+        if len(self.t[x].shape) != 2 or self.t[x].shape[1] != k:
+            flat = self.fresh("fc_input")
+            self.node("Reshape", [a, self.const("shape", np.array([-1, k], np.int64))], [flat])
+            a = flat
+        xs, xz = self.qparams(x)
+        ws, wz = self.qparams(w, per_axis=True)
+        ys, yz = self.qparams(outs[0])
+        bias = self.const("bias", self.array(b).astype(np.int32)) if b >= 0 else ""
+        act = _ACTIVATIONS[opts.FusedActivationFunction()] if opts is not None else None
+        out_shape = self.t[outs[0]].shape
+        y = self.put(outs[0]) if len(out_shape) == 2 else self.fresh("fc_output")
+        attrs = dict(transB=1, alpha=1.0)
+        if act is not None:
+            attrs["activation"] = act
+        self.node("vkinfer:QGemmClamp" if act is not None else "com.microsoft:QGemm",
+                  [a, xs, xz, self.const("weights", wt), ws, wz, bias, ys, yz], [y], **attrs)
+        if len(out_shape) != 2:
+            self.node("Reshape", [y, self.const("shape", np.array(out_shape, np.int64))], [self.put(outs[0])])
+
+    def add(self, ins, outs) -> None:
+        a, b = ins
+        same4 = len(self.t[a].shape) == len(self.t[b].shape) == len(self.t[outs[0]].shape) == 4
+        layout = "NCHW" if same4 and self.t[a].shape == self.t[b].shape and (
+            self.nchw_ready(a) or self.nchw_ready(b)) else "NHWC"
+        inputs = []
+        for i in (a, b):
+            inputs += [self.get(i, layout), *self.qparams(i)]
+        self.node("com.microsoft:QLinearAdd", inputs + list(self.qparams(outs[0])), [self.put(outs[0], layout)])
+
+    def mean(self, ins, outs, keep_dims: bool) -> None:
+        x = ins[0]
+        layout = "NCHW" if self.nchw_ready(x) else "NHWC"
+        y_shape = self.t[outs[0]].shape
+        y = self.put(outs[0], layout) if keep_dims else self.fresh("mean")
+        self.node("com.microsoft:QLinearGlobalAveragePool", [self.get(x, layout), *self.qparams(x),
+                                                             *self.qparams(outs[0])], [y],
+                  channels_last=int(layout == "NHWC"))
+        if not keep_dims:
+            self.node("Reshape", [y, self.const("shape", np.array(y_shape, np.int64))], [self.put(outs[0])])
+
+    def average_pool(self, ins, outs, opts) -> None:
+        x = ins[0]
+        _, h, w, _ = self.t[x].shape
+        kh, kw, sh, sw = opts.FilterHeight(), opts.FilterWidth(), opts.StrideH(), opts.StrideW()
+        if opts.Padding() == 0:
+            pt, pb = _same(h, kh, sh, 1)
+            pl, pr = _same(w, kw, sw, 1)
+        else:
+            pt = pb = pl = pr = 0
+        self.node("com.microsoft:QLinearAveragePool", [self.get(x, "NCHW"), *self.qparams(x),
+                                                       *self.qparams(outs[0])], [self.put(outs[0], "NCHW")],
+                  kernel_shape=[kh, kw], strides=[sh, sw], pads=[pt, pl, pb, pr], count_include_pad=0)
+
+    def reshape(self, ins, outs) -> None:
+        shape = np.array(self.t[outs[0]].shape, np.int64)
+        self.node("Reshape", [self.get(ins[0]), self.const("shape", shape)], [self.put(outs[0])])
+
+    def dequantize(self, x: int, name: str) -> None:
+        self.node("DequantizeLinear", [self.get(x), *self.qparams(x)], [name], axis=self.t[x].qdim)
+
+    def quantize(self, ins, outs) -> None:
+        x = ins[0]
+        src = self.get(x)
+        if self.t[x].dtype != 0:  # requantize int -> int through float
+            src = self.fresh("float")
+            self.dequantize(x, src)
+        self.node("QuantizeLinear", [src, *self.qparams(outs[0])], [self.put(outs[0])])
+
+    def softmax(self, ins, outs, opts) -> None:
+        x = ins[0]
+        beta = opts.Beta() if opts is not None else 1.0
+        f = self.fresh("float")
+        self.dequantize(x, f)
+        if beta != 1.0:  # softmax(beta * x): fold beta into the dequantization scale
+            self.nodes[-1].inputs[1] = self.const("scale", np.float32(self.t[x].scale[0] * beta))
+        p = self.fresh("softmax")
+        self.node("Softmax", [f], [p], axis=-1)
+        self.node("QuantizeLinear", [p, *self.qparams(outs[0])], [self.put(outs[0])])
+
+
+def _same(size: int, k: int, stride: int, dilation: int) -> tuple[int, int]:
+    out = -(-size // stride)
+    total = max((out - 1) * stride + (k - 1) * dilation + 1 - size, 0)
+    return total // 2, total - total // 2
+
+
+def _check(code, ins, outs, opts, tensors) -> str | None:
+    """Why op `index` cannot be imported, or None."""
+    import tflite
+
+    def qt(i):
+        return i >= 0 and _DTYPES.get(tensors[i].dtype) in (np.uint8, np.int8) and tensors[i].scale is not None
+
+    B = tflite.BuiltinOperator
+    if code not in _SUPPORTED:
+        return "op not supported"
+    if code == B.QUANTIZE:
+        if tensors[ins[0]].dtype not in (0, 3, 9) or not qt(outs[0]):
+            return "only float32/int8/uint8 -> int8/uint8 is supported"
+        if tensors[outs[0]].scale.size > 1:
+            return "per-axis QUANTIZE output is not supported"
+        return None
+    if code == B.DEQUANTIZE:
+        return None if qt(ins[0]) else "only int8/uint8 inputs are supported (not float16/int16)"
+    if code == B.RESHAPE:
+        return None if all(d >= 0 for d in tensors[outs[0]].shape) else "output shape is not static"
+    data_ins = [i for i in ins[:1 if code in (B.MEAN, B.RESHAPE, B.SOFTMAX, B.AVERAGE_POOL_2D) else 2] if i >= 0]
+    if not all(qt(i) for i in data_ins + outs[:1]):
+        return "only int8/uint8 quantized tensors are supported (float and int16 models are not)"
+    if any(tensors[i].scale.size > 1 for i in [*ins[:1], *outs[:1]]):
+        return "per-axis quantized activations are not supported"
+    act = getattr(opts, "FusedActivationFunction", None)
+    if act is not None and act() not in _ACTIVATIONS:
+        return f"fused activation {act()} is not supported (only NONE, RELU, RELU_N1_TO_1, RELU6)"
+    if code in (B.CONV_2D, B.DEPTHWISE_CONV_2D):
+        w = tensors[ins[1]]
+        if w.data is None:
+            return "weights are not constant"
+        if len(ins) > 2 and ins[2] >= 0 and (tensors[ins[2]].data is None or tensors[ins[2]].dtype != 2):
+            return "bias must be a constant int32 tensor"
+        if len(tensors[ins[0]].shape) != 4:
+            return "input is not 4-D"
+        if w.scale.size > 1 and w.qdim != (0 if code == B.CONV_2D else 3):
+            return f"weights are quantized along axis {w.qdim}"
+        if code == B.CONV_2D and w.shape[3] != tensors[ins[0]].shape[3]:
+            return "grouped CONV_2D is not supported"
+    if code == B.FULLY_CONNECTED:
+        w = tensors[ins[1]]
+        if w.data is None or len(w.shape) != 2:
+            return "weights must be a constant 2-D tensor"
+        if opts is not None and opts.WeightsFormat() != 0:
+            return "shuffled weights are not supported"
+        if len(ins) > 2 and ins[2] >= 0 and (tensors[ins[2]].data is None or tensors[ins[2]].dtype != 2):
+            return "bias must be a constant int32 tensor"
+    if code == B.ADD:
+        if not qt(ins[1]) or tensors[ins[1]].scale.size > 1:
+            return "both inputs must be per-tensor int8/uint8"
+    if code == B.MEAN:
+        axes = tensors[ins[1]]
+        if axes.data is None:
+            return "axes are not constant"
+        ax = sorted(int(a) % 4 for a in np.frombuffer(axes.data, _DTYPES[axes.dtype]))
+        if len(tensors[ins[0]].shape) != 4 or ax != [1, 2]:
+            return "only MEAN over H,W of a 4-D tensor is supported"
+    if code == B.AVERAGE_POOL_2D and len(tensors[ins[0]].shape) != 4:
+        return "input is not 4-D"
+    return None
+
+
+def _supported_codes() -> dict:
+    import tflite
+
+    B, t = tflite.BuiltinOperator, tflite
+    return {B.CONV_2D: t.Conv2DOptions, B.DEPTHWISE_CONV_2D: t.DepthwiseConv2DOptions,
+            B.FULLY_CONNECTED: t.FullyConnectedOptions, B.ADD: t.AddOptions, B.MEAN: t.ReducerOptions,
+            B.AVERAGE_POOL_2D: t.Pool2DOptions, B.RESHAPE: None, B.SOFTMAX: t.SoftmaxOptions, B.QUANTIZE: None,
+            B.DEQUANTIZE: None}
+
+
+_SUPPORTED: dict = {}
+
+# vkinfer ops each TFLite op may produce; all must be in the session's op table.
+_NEEDS = ("QLinearConv", "vkinfer:QLinearConvClamp", "com.microsoft:QGemm", "vkinfer:QGemmClamp",
+          "com.microsoft:QLinearAdd", "com.microsoft:QLinearGlobalAveragePool", "com.microsoft:QLinearAveragePool",
+          "Reshape", "Transpose", "QuantizeLinear", "DequantizeLinear", "Softmax")
+
+
+def import_tflite(model: str | os.PathLike | bytes, supported: dict[str, str | None]) -> Graph:
+    """Graph of an int8/uint8 TFLite model. `supported` is the session's op table (as for import_onnx).
+    Unsupported ops raise UnsupportedModelError listing each (op index, builtin name, why); an unreadable file
+    raises ValueError."""
+    import tflite
+
+    if not _SUPPORTED:
+        _SUPPORTED.update(_supported_codes())
+    if isinstance(model, bytes | bytearray | memoryview):
+        blob = bytes(model)
+    else:
+        with open(os.fspath(model), "rb") as f:
+            blob = f.read()
+    tensors, ops, ins, outs = _parse(blob)
+    names = _builtin_names()
+    problems, parsed = [], []
+    for i, (code, op_in, op_out, _, table) in enumerate(ops):
+        name = names.get(code, f"builtin {code}")
+        kind = _SUPPORTED.get(code)
+        try:
+            opts = _options(kind, table) if kind is not None else None
+            why = _check(code, op_in, op_out, opts, tensors)
+        except Exception as e:  # malformed options or tensor references
+            why = f"cannot read the op ({type(e).__name__}: {e})"
+        if why:
+            problems.append(f"op {i} ({name}): {why}")
+        parsed.append((code, op_in, op_out, opts if not why else None))
+    missing = [n for n in _NEEDS if n not in supported]
+    if missing:
+        problems.append(f"the session's op table lacks {missing}")
+    if problems:
+        raise UnsupportedModelError("the model has ops vkinfer cannot run:\n  " + "\n  ".join(problems))
+
+    B = tflite.BuiltinOperator
+    imp = _Importer(tensors)
+    for i in ins:
+        imp.put(i)
+    for code, op_in, op_out, opts in parsed:
+        if code in (B.CONV_2D, B.DEPTHWISE_CONV_2D):
+            imp.conv(op_in, op_out, opts, depthwise=code == B.DEPTHWISE_CONV_2D)
+        elif code == B.FULLY_CONNECTED:
+            imp.fully_connected(op_in, op_out, opts)
+        elif code == B.ADD:
+            imp.add(op_in, op_out)
+        elif code == B.MEAN:
+            imp.mean(op_in, op_out, bool(opts.KeepDims()) if opts is not None else False)
+        elif code == B.AVERAGE_POOL_2D:
+            imp.average_pool(op_in, op_out, opts)
+        elif code == B.RESHAPE:
+            imp.reshape(op_in, op_out)
+        elif code == B.SOFTMAX:
+            imp.softmax(op_in, op_out, opts)
+        elif code == B.QUANTIZE:
+            imp.quantize(op_in, op_out)
+        else:
+            imp.dequantize(op_in[0], imp.put(op_out[0]))
+    out_names = [imp.get(o) for o in outs]
+
+    def info(i: int, name: str) -> TensorInfo:
+        t = tensors[i]
+        if t.dtype not in _DTYPES:
+            raise UnsupportedModelError(f"graph input/output {t.name!r} has unsupported TFLite type {t.dtype}")
+        return TensorInfo(name, t.shape, np.dtype(_DTYPES[t.dtype]))
+
+    return Graph(imp.nodes, [info(i, imp.names[i]) for i in ins],
+                 [info(i, n) for i, n in zip(outs, out_names, strict=True)], imp.consts)

@@ -1,0 +1,348 @@
+"""Small 8-bit TFLite models with seeded random weights, written with the `tflite` flatbuffer builders.
+
+No TensorFlow: every model is serialised with the generated ``tflite.*Start/Add/End`` functions and a
+``flatbuffers.Builder``. Weights are He-initialised from a seeded numpy generator; activation scales and zero
+points are calibrated on a float forward pass (numpy, NHWC) over a few seeded random images, so the quantized
+model computes something close to the float one.
+
+    from vkinfer.models import tflite_zoo
+    blob = tflite_zoo.tiny_cnn(0)                       # bytes of a .tflite file
+    blob = tflite_zoo.tiny_cnn(0, dtype="uint8", pool="average_pool", head="dequantize")
+
+The model's input is ``input`` (float32 NHWC 1x16x16x3); its outputs are ``logits`` (the FULLY_CONNECTED
+result, int8/uint8, the tensor to compare between runtimes) and ``output`` (SOFTMAX in the activation type, or
+DEQUANTIZE to float32).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+import flatbuffers
+import numpy as np
+import tflite
+
+_TYPES = {np.dtype(np.float32): tflite.TensorType.FLOAT32, np.dtype(np.int32): tflite.TensorType.INT32,
+          np.dtype(np.uint8): tflite.TensorType.UINT8, np.dtype(np.int8): tflite.TensorType.INT8,
+          np.dtype(np.int64): tflite.TensorType.INT64}
+_ACT = {None: tflite.ActivationFunctionType.NONE, "relu": tflite.ActivationFunctionType.RELU,
+        "relu6": tflite.ActivationFunctionType.RELU6}
+
+
+@dataclass
+class _Tensor:
+    name: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    buffer: int
+    scale: np.ndarray | None = None
+    zero_point: np.ndarray | None = None
+    quantized_dimension: int = 0
+
+
+@dataclass
+class _Op:
+    code: int
+    inputs: list[int]
+    outputs: list[int]
+    options_type: int = 0
+    options: dict = field(default_factory=dict)
+
+
+class ModelBuilder:
+    """Tensors, buffers and operators of one subgraph; `finish` serialises them as TFLite flatbuffer bytes.
+
+    Options are given as a dict of the options table's field names (e.g. {"Padding": 0, "StrideW": 2}); the
+    matching ``<OptionsName>Add<Field>`` builder function writes each one.
+    """
+
+    def __init__(self) -> None:
+        self.tensors: list[_Tensor] = []
+        self.buffers: list[bytes] = [b""]  # buffer 0: the empty sentinel every TFLite file starts with
+        self.ops: list[_Op] = []
+
+    def tensor(self, name: str, shape, dtype, data: np.ndarray | None = None, scale=None, zero_point=None,
+               quantized_dimension: int = 0) -> int:
+        buf = 0
+        if data is not None:
+            self.buffers.append(np.ascontiguousarray(data, dtype=dtype).tobytes())
+            buf = len(self.buffers) - 1
+        self.tensors.append(_Tensor(name, tuple(int(s) for s in shape), np.dtype(dtype), buf,
+                                    None if scale is None else np.atleast_1d(np.asarray(scale, np.float32)),
+                                    None if zero_point is None else np.atleast_1d(np.asarray(zero_point, np.int64)),
+                                    quantized_dimension))
+        return len(self.tensors) - 1
+
+    def op(self, code: int, inputs: list[int], outputs: list[int], options_type: int = 0, **options) -> None:
+        self.ops.append(_Op(code, list(inputs), list(outputs), options_type, options))
+
+    def finish(self, inputs: list[int], outputs: list[int]) -> bytes:
+        b = flatbuffers.Builder(4096)
+
+        def ints(start, values, dtype=np.int32):
+            start(b, len(values))
+            for v in reversed(values):
+                (b.PrependInt32 if dtype == np.int32 else b.PrependInt64)(int(v))
+            return b.EndVector()
+
+        def floats(start, values):
+            start(b, len(values))
+            for v in reversed(values):
+                b.PrependFloat32(float(v))
+            return b.EndVector()
+
+        buffers = []
+        for data in self.buffers:
+            vec = None
+            if data:
+                b.StartVector(1, len(data), 16)  # 16-byte aligned, as the converter writes them
+                b.head -= len(data)
+                b.Bytes[b.head:b.head + len(data)] = data
+                vec = b.EndVector()
+            tflite.BufferStart(b)
+            if vec is not None:
+                tflite.BufferAddData(b, vec)
+            buffers.append(tflite.BufferEnd(b))
+
+        tensors = []
+        for t in self.tensors:
+            name = b.CreateString(t.name)
+            shape = ints(tflite.TensorStartShapeVector, t.shape)
+            quant = None
+            if t.scale is not None:
+                sc = floats(tflite.QuantizationParametersStartScaleVector, t.scale)
+                zp = ints(tflite.QuantizationParametersStartZeroPointVector, t.zero_point, np.int64)
+                tflite.QuantizationParametersStart(b)
+                tflite.QuantizationParametersAddScale(b, sc)
+                tflite.QuantizationParametersAddZeroPoint(b, zp)
+                tflite.QuantizationParametersAddQuantizedDimension(b, t.quantized_dimension)
+                quant = tflite.QuantizationParametersEnd(b)
+            tflite.TensorStart(b)
+            tflite.TensorAddShape(b, shape)
+            tflite.TensorAddType(b, _TYPES[t.dtype])
+            tflite.TensorAddBuffer(b, t.buffer)
+            tflite.TensorAddName(b, name)
+            if quant is not None:
+                tflite.TensorAddQuantization(b, quant)
+            tensors.append(tflite.TensorEnd(b))
+
+        codes = sorted({o.code for o in self.ops})
+        code_index = {c: i for i, c in enumerate(codes)}
+        opcodes = []
+        for c in codes:
+            tflite.OperatorCodeStart(b)
+            tflite.OperatorCodeAddDeprecatedBuiltinCode(b, min(c, 127))
+            tflite.OperatorCodeAddBuiltinCode(b, c)
+            tflite.OperatorCodeAddVersion(b, 1)
+            opcodes.append(tflite.OperatorCodeEnd(b))
+
+        operators = []
+        for o in self.ops:
+            opts = None
+            if o.options_type:
+                kind = next(k for k, v in vars(tflite.BuiltinOptions).items() if v == o.options_type)
+                vectors = {k: ints(getattr(tflite, f"{kind}Start{k}Vector"), v)
+                           for k, v in o.options.items() if isinstance(v, list | tuple)}
+                getattr(tflite, f"{kind}Start")(b)
+                for k, v in o.options.items():
+                    getattr(tflite, f"{kind}Add{k}")(b, vectors.get(k, v))
+                opts = getattr(tflite, f"{kind}End")(b)
+            ins = ints(tflite.OperatorStartInputsVector, o.inputs)
+            outs = ints(tflite.OperatorStartOutputsVector, o.outputs)
+            tflite.OperatorStart(b)
+            tflite.OperatorAddOpcodeIndex(b, code_index[o.code])
+            tflite.OperatorAddInputs(b, ins)
+            tflite.OperatorAddOutputs(b, outs)
+            if opts is not None:
+                tflite.OperatorAddBuiltinOptionsType(b, o.options_type)
+                tflite.OperatorAddBuiltinOptions(b, opts)
+            operators.append(tflite.OperatorEnd(b))
+
+        def offsets(start, items):
+            start(b, len(items))
+            for it in reversed(items):
+                b.PrependUOffsetTRelative(it)
+            return b.EndVector()
+
+        t_vec = offsets(tflite.SubGraphStartTensorsVector, tensors)
+        i_vec = ints(tflite.SubGraphStartInputsVector, inputs)
+        o_vec = ints(tflite.SubGraphStartOutputsVector, outputs)
+        op_vec = offsets(tflite.SubGraphStartOperatorsVector, operators)
+        sg_name = b.CreateString("main")
+        tflite.SubGraphStart(b)
+        tflite.SubGraphAddTensors(b, t_vec)
+        tflite.SubGraphAddInputs(b, i_vec)
+        tflite.SubGraphAddOutputs(b, o_vec)
+        tflite.SubGraphAddOperators(b, op_vec)
+        tflite.SubGraphAddName(b, sg_name)
+        subgraph = tflite.SubGraphEnd(b)
+
+        sg_vec = offsets(tflite.ModelStartSubgraphsVector, [subgraph])
+        oc_vec = offsets(tflite.ModelStartOperatorCodesVector, opcodes)
+        buf_vec = offsets(tflite.ModelStartBuffersVector, buffers)
+        desc = b.CreateString("vkinfer.models.tflite_zoo")
+        tflite.ModelStart(b)
+        tflite.ModelAddVersion(b, 3)
+        tflite.ModelAddOperatorCodes(b, oc_vec)
+        tflite.ModelAddSubgraphs(b, sg_vec)
+        tflite.ModelAddDescription(b, desc)
+        tflite.ModelAddBuffers(b, buf_vec)
+        b.Finish(tflite.ModelEnd(b), file_identifier=b"TFL3")
+        return bytes(b.Output())
+
+
+# ---- float forward pass (NHWC) for calibration --------------------------------------------------------------
+
+def same_pads(size: int, k: int, stride: int, dilation: int = 1) -> tuple[int, int]:
+    """TFLite/TensorFlow SAME padding of one spatial dim: (before, after), the extra pixel after."""
+    out = -(-size // stride)
+    total = max((out - 1) * stride + (k - 1) * dilation + 1 - size, 0)
+    return total // 2, total - total // 2
+
+
+def _conv_nhwc(x, w_hwio, bias, stride, groups=1):
+    """x (N,H,W,C), w (kh,kw,C/groups,M): SAME-padded grouped convolution in float64."""
+    n, h, wd, c = x.shape
+    kh, kw, cg, m = w_hwio.shape
+    pt, pb = same_pads(h, kh, stride)
+    pl, pr = same_pads(wd, kw, stride)
+    xp = np.pad(x, ((0, 0), (pt, pb), (pl, pr), (0, 0)))
+    oh, ow = -(-h // stride), -(-wd // stride)
+    y = np.zeros((n, oh, ow, m))
+    mg = m // groups
+    for i in range(kh):
+        for j in range(kw):
+            patch = xp[:, i:i + stride * (oh - 1) + 1:stride, j:j + stride * (ow - 1) + 1:stride, :]
+            for g in range(groups):
+                y[..., g * mg:(g + 1) * mg] += patch[..., g * cg:(g + 1) * cg] @ w_hwio[i, j, :, g * mg:(g + 1) * mg]
+    return y + bias
+
+
+def _qparams(lo: float, hi: float, dtype) -> tuple[float, int]:
+    """Asymmetric (scale, zero point) covering [min(lo, 0), max(hi, 0)] in dtype's range."""
+    qmin, qmax = (-128, 127) if np.dtype(dtype) == np.int8 else (0, 255)
+    lo, hi = min(lo, 0.0), max(hi, 0.0)
+    scale = max(hi - lo, 1e-6) / (qmax - qmin)
+    zp = int(np.clip(round(qmin - lo / scale), qmin, qmax))
+    return float(np.float32(scale)), zp
+
+
+def _weights(w: np.ndarray, axis: int | None, dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Quantized weights, scales, zero points: symmetric int8 (per axis, or per tensor when axis is None), or
+    asymmetric uint8 per tensor."""
+    if np.dtype(dtype) == np.uint8:
+        scale, zp = _qparams(float(w.min()), float(w.max()), np.uint8)
+        q = np.clip(np.rint(w / scale) + zp, 0, 255).astype(np.uint8)
+        return q, np.array([scale], np.float32), np.array([zp])
+    red = tuple(i for i in range(w.ndim) if i != axis) if axis is not None else None
+    amax = np.maximum(np.abs(w).max(axis=red, keepdims=axis is not None), 1e-8)
+    scale = (amax / 127.0).astype(np.float32)
+    q = np.clip(np.rint(w / scale), -127, 127).astype(np.int8)
+    scale = scale.reshape(-1)
+    return q, scale, np.zeros(scale.size, np.int64)
+
+
+def tiny_cnn(seed: int = 0, *, dtype: Literal["int8", "uint8"] = "int8",
+             pool: Literal["mean", "average_pool"] = "mean", head: Literal["softmax", "dequantize"] = "softmax",
+             size: int = 16, channels: int = 8, num_classes: int = 10, extra_outputs: tuple[str, ...] = ()) -> bytes:
+    """QUANTIZE -> CONV_2D 3x3/2 (+RELU6) -> DEPTHWISE_CONV_2D 3x3 (+RELU) -> CONV_2D 1x1 -> ADD (residual)
+    -> MEAN over H,W (or AVERAGE_POOL_2D) -> RESHAPE -> FULLY_CONNECTED -> SOFTMAX (or DEQUANTIZE).
+
+    int8: symmetric per-axis weights for the convolutions, per-tensor for the fully connected layer.
+    uint8: asymmetric per-tensor weights (TFLite has no per-axis uint8). Biases are int32 with scale
+    input_scale * weight_scale. `extra_outputs` names intermediate tensors ("conv1", "dwconv", "conv2", "add",
+    "pool") to expose as further graph outputs, after ``logits`` and ``output``. Returns the .tflite bytes.
+    """
+    qdt = np.dtype(dtype)
+    if qdt not in (np.dtype(np.int8), np.dtype(np.uint8)):
+        raise ValueError(f"dtype must be 'int8' or 'uint8', got {dtype!r}")
+    rng = np.random.default_rng(seed)
+    c, half = channels, -(-size // 2)
+
+    def he(shape, fan_in, gain=2.0):
+        return rng.standard_normal(shape) * math.sqrt(gain / fan_in)
+
+    w1 = he((c, 3, 3, 3), 27)                 # OHWI
+    b1 = rng.standard_normal(c) * 0.05
+    wd = he((1, 3, 3, c), 9)                  # 1HWC
+    bd = rng.standard_normal(c) * 0.05
+    w2 = he((c, 1, 1, c), c, 1.0)             # OHWI
+    b2 = rng.standard_normal(c) * 0.05
+    wf = he((num_classes, c), c, 1.0)         # (N, K)
+    bf = rng.standard_normal(num_classes) * 0.05
+
+    # Float calibration pass over a few images (the activation ranges set the scales).
+    x = rng.uniform(-1.0, 1.0, (8, size, size, 3))
+    a1 = np.clip(_conv_nhwc(x, w1.transpose(1, 2, 3, 0), b1, 2), 0, 6)
+    a2 = np.maximum(_conv_nhwc(a1, wd[0][:, :, None, :], bd, 1, groups=c), 0)
+    a3 = _conv_nhwc(a2, w2.transpose(1, 2, 3, 0), b2, 1)
+    a4 = a1 + a3
+    a5 = a4.mean(axis=(1, 2))
+    a6 = a5 @ wf.T + bf
+    qp = {k: _qparams(float(v.min()), float(v.max()), qdt)
+          for k, v in {"x": x, "a1": a1, "a2": a2, "a3": a3, "a4": a4, "a5": a5, "a6": a6}.items()}
+    if pool == "average_pool":  # TFLite's int8/uint8 AVERAGE_POOL_2D wants equal input and output parameters
+        qp["a5"] = qp["a4"]
+
+    m = ModelBuilder()
+    act_shape = {"x": (1, size, size, 3), "a1": (1, half, half, c), "a2": (1, half, half, c),
+                 "a3": (1, half, half, c), "a4": (1, half, half, c), "a5": (1, 1, 1, c), "a6": (1, num_classes)}
+    names = {"x": "input_q", "a1": "conv1", "a2": "dwconv", "a3": "conv2", "a4": "add", "a5": "pool",
+             "a6": "logits"}
+    t = {k: m.tensor(names[k], act_shape[k], qdt, scale=qp[k][0], zero_point=qp[k][1]) for k in act_shape}
+    t_in = m.tensor("input", (1, size, size, 3), np.float32)
+    flat = m.tensor("flatten", (1, c), qdt, scale=qp["a5"][0], zero_point=qp["a5"][1])
+
+    def conv_weights(name, w, axis, in_scale, bias):
+        q, s, z = _weights(w, axis if qdt == np.int8 else None, qdt)
+        tw = m.tensor(f"{name}/weights", q.shape, qdt, q, s, z, axis if s.size > 1 else 0)
+        bscale = (np.float32(in_scale) * s).astype(np.float32)
+        bq = np.rint(bias / bscale).astype(np.int32)
+        tb = m.tensor(f"{name}/bias", bq.shape, np.int32, bq, bscale, np.zeros(bscale.size, np.int64),
+                      0)
+        return tw, tb
+
+    B, A, P = tflite.BuiltinOperator, tflite.BuiltinOptions, tflite.Padding
+    m.op(B.QUANTIZE, [t_in], [t["x"]])
+    tw, tb = conv_weights("conv1", w1, 0, qp["x"][0], b1)
+    m.op(B.CONV_2D, [t["x"], tw, tb], [t["a1"]], A.Conv2DOptions, Padding=P.SAME, StrideW=2, StrideH=2,
+         FusedActivationFunction=_ACT["relu6"])
+    tw, tb = conv_weights("dwconv", wd, 3, qp["a1"][0], bd)
+    m.op(B.DEPTHWISE_CONV_2D, [t["a1"], tw, tb], [t["a2"]], A.DepthwiseConv2DOptions, Padding=P.SAME,
+         StrideW=1, StrideH=1, DepthMultiplier=1, FusedActivationFunction=_ACT["relu"])
+    tw, tb = conv_weights("conv2", w2, 0, qp["a2"][0], b2)
+    m.op(B.CONV_2D, [t["a2"], tw, tb], [t["a3"]], A.Conv2DOptions, Padding=P.VALID, StrideW=1, StrideH=1)
+    m.op(B.ADD, [t["a1"], t["a3"]], [t["a4"]], A.AddOptions, FusedActivationFunction=_ACT[None])
+    if pool == "mean":
+        axes = m.tensor("mean/axes", (2,), np.int32, np.array([1, 2], np.int32))
+        m.op(B.MEAN, [t["a4"], axes], [t["a5"]], A.ReducerOptions, KeepDims=True)
+    else:
+        m.op(B.AVERAGE_POOL_2D, [t["a4"]], [t["a5"]], A.Pool2DOptions, Padding=P.VALID, StrideW=1, StrideH=1,
+             FilterWidth=half, FilterHeight=half)
+    shape = m.tensor("flatten/shape", (2,), np.int32, np.array([1, c], np.int32))
+    m.op(B.RESHAPE, [t["a5"], shape], [flat], A.ReshapeOptions, NewShape=[1, c])
+    tw, tb = conv_weights("fc", wf, None, qp["a5"][0], bf)
+    m.op(B.FULLY_CONNECTED, [flat, tw, tb], [t["a6"]], A.FullyConnectedOptions, FusedActivationFunction=0)
+    if head == "softmax":
+        out = m.tensor("output", (1, num_classes), qdt, scale=1.0 / 256,
+                       zero_point=-128 if qdt == np.int8 else 0)
+        m.op(B.SOFTMAX, [t["a6"]], [out], A.SoftmaxOptions, Beta=1.0)
+    else:
+        out = m.tensor("output", (1, num_classes), np.float32)
+        m.op(B.DEQUANTIZE, [t["a6"]], [out])
+    by_name = {v: t[k] for k, v in names.items()}
+    return m.finish([t_in], [t["a6"], out] + [by_name[n] for n in extra_outputs])
+
+
+def litert_run(model: bytes, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Run a .tflite model in ai-edge-litert's Interpreter: {output name: array}."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    it = Interpreter(model_content=model)
+    it.allocate_tensors()
+    for d in it.get_input_details():
+        it.set_tensor(d["index"], inputs[d["name"]])
+    it.invoke()
+    return {d["name"]: it.get_tensor(d["index"]).copy() for d in it.get_output_details()}
