@@ -68,6 +68,7 @@ demo: setup
 
 bench: setup
 	$(VPY) bench/ops.py
+	$(VPY) bench/models.py
 
 lint: setup
 	$(VPY) -m ruff check vkinfer tests bench
