@@ -34,14 +34,14 @@ import math
 import os
 import platform
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import onnx
 import onnxruntime as ort
+from _timing import interleaved
 
 import vkinfer
 from vkinfer import cpu
@@ -108,25 +108,6 @@ def cpu_threads(n: int) -> Iterator[None]:
             os.environ.pop(THREADS_ENV, None)
         else:
             os.environ[THREADS_ENV] = old
-
-
-def interleaved(a: Callable[[], object], b: Callable[[], object], warmup: int,
-                repeat: int) -> tuple[np.ndarray, np.ndarray]:
-    """Seconds per call of `a` and `b`, alternating A-B and B-A so neither side always runs with the other's
-    data freshly evicted from cache, or always first after a pause."""
-    ta, tb = [], []
-    for i in range(warmup + repeat):
-        first, second = (a, b) if i % 2 == 0 else (b, a)
-        t0 = time.perf_counter()
-        first()
-        t1 = time.perf_counter()
-        second()
-        t2 = time.perf_counter()
-        da, db = (t1 - t0, t2 - t1) if i % 2 == 0 else (t2 - t1, t1 - t0)
-        if i >= warmup:
-            ta.append(da)
-            tb.append(db)
-    return np.array(ta), np.array(tb)
 
 
 def _row(model: str, fmt: str, runtime: str, threads: int, t: np.ndarray, ort_t: np.ndarray | None,

@@ -23,7 +23,6 @@ import math
 import os
 import platform
 import sys
-import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
+from _timing import interleaved
 from onnx import TensorProto, helper, numpy_helper
 
 from vkinfer import cpu, reference
@@ -150,25 +150,6 @@ def matmul_case(e: dict, rng: np.random.Generator, dev: Device | None, args: arg
     return Case(e, spec, choose_matmul_kernel(spec), f"{rows}x{k} @ {k}x{n}", ex, ort_session(node, a, consts),
                 ort_session(node, a, consts, args.threads), lambda t: op.convs[0].run(a, t),
                 lambda: op.run(a, args.threads), {"x": a})
-
-
-def interleaved(a: Callable[[], object], b: Callable[[], object], warmup: int,
-                repeat: int) -> tuple[np.ndarray, np.ndarray]:
-    """Seconds per call of `a` and `b`, alternating A-B and B-A so neither side always runs with
-    the other's data freshly evicted from cache, or always first after a pause."""
-    ta, tb = [], []
-    for i in range(warmup + repeat):
-        first, second = (a, b) if i % 2 == 0 else (b, a)
-        t0 = time.perf_counter()
-        first()
-        t1 = time.perf_counter()
-        second()
-        t2 = time.perf_counter()
-        da, db = (t1 - t0, t2 - t1) if i % 2 == 0 else (t2 - t1, t1 - t0)
-        if i >= warmup:
-            ta.append(da)
-            tb.append(db)
-    return np.array(ta), np.array(tb)
 
 
 def _stats(prefix: str, t: np.ndarray, macs: int) -> dict:
