@@ -67,6 +67,23 @@ def test_average_pool(dtype, seed, device):
     assert stats["logits"][0] <= 8
 
 
+@pytest.mark.parametrize("device", ["reference", "cpu"])
+def test_mobilenet_v2_matches_litert(device):
+    """The whole MobileNetV2 topology (17 inverted residual blocks) at a small size: int8 logits within 1 step."""
+    blob = tflite_zoo.mobilenet_v2(seed=0, size=64, width=0.35, num_classes=10)
+    sess = vkinfer.InferenceSession(blob, device=device)
+    diffs = []
+    for i in range(IMAGES):
+        x = np.random.default_rng(200 + i).uniform(-1, 1, (1, 64, 64, 3)).astype(np.float32)
+        want = tflite_zoo.litert_run(blob, {"input": x})["logits"]
+        got = sess.run(["logits"], {"input": x})[0]
+        assert got.dtype == want.dtype == np.int8 and got.shape == want.shape == (1, 10)
+        diffs.append(np.abs(got.astype(np.int64) - want.astype(np.int64)).ravel())
+    d = np.concatenate(diffs)
+    print(f"\nmobilenet_v2 on {device}: logits max diff {d.max()}, fraction differing {np.mean(d > 0):.4f}")
+    assert d.max() <= 1
+
+
 def test_path_and_graph(tmp_path):
     blob = tflite_zoo.tiny_cnn(0)
     p = tmp_path / "m.tflite"

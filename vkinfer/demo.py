@@ -4,7 +4,14 @@
 
 Runs six representative layer shapes of MobileNetV2 1.0/224 (bench/mobilenet_v2_shapes.json)
 through the public ops API on the Vulkan device and on the numpy reference, prints whether the
-outputs are identical and the median time per call. Exits with status 1 if any output differs.
+outputs are identical and the median time per call. Then whole MobileNetV2 models: ONNX (QOperator and
+QDQ) through vkinfer.InferenceSession against ONNX Runtime, and an int8 TFLite MobileNetV2 against
+ai-edge-litert's Interpreter. Exits with status 1 if any output differs.
+
+TFLite requantizes with fixed-point multipliers and rounds some values half away from zero, where vkinfer
+follows ONNX Runtime (float32 multipliers, round half to even), so the TFLite model's int8 ``logits`` may
+differ from TFLite's by one step without being wrong: a difference of at most 1 LSB is reported ("within 1
+LSB (x% differ)") but not counted as a failure; anything larger is.
 """
 
 from __future__ import annotations
@@ -137,7 +144,7 @@ def main() -> int:
               flush=True)
     failed += run_chain(dev)
     failed += run_models()
-    print(f"\n{'all results identical to the reference' if not failed else f'{failed} result(s) DIFFER'}")
+    print(f"\n{'all results match their reference' if not failed else f'{failed} result(s) DIFFER'}")
     return 1 if failed else 0
 
 
@@ -178,10 +185,16 @@ MODEL_DIR = Path(__file__).resolve().parent.parent / "build" / "models"
 def build_models() -> dict[str, Path]:
     """MobileNetV2 1.0/224 with seeded random weights, quantized by onnxruntime.quantization in both
     ONNX formats (uint8 activations, per-channel int8 weights, 7-bit so that ONNX Runtime's x86
-    kernels are exact too); built once and cached under build/models/."""
-    from .models import zoo
+    kernels are exact too), and written as an int8 TFLite model (tflite_zoo.mobilenet_v2: per-axis int8
+    weights, int8 activations); built once and cached under build/models/. Keys: "qoperator", "qdq",
+    "tflite"."""
+    from .models import tflite_zoo, zoo
 
     paths = {fmt: MODEL_DIR / f"mobilenet_v2_{fmt}.onnx" for fmt in ("qoperator", "qdq")}
+    tfl = MODEL_DIR / "mobilenet_v2_int8.tflite"
+    if not tfl.exists():
+        MODEL_DIR.mkdir(parents=True, exist_ok=True)
+        tfl.write_bytes(tflite_zoo.mobilenet_v2(seed=0, size=224, width=1.0, num_classes=1000))
     if not all(p.exists() for p in paths.values()):
         import logging
 
@@ -193,7 +206,7 @@ def build_models() -> dict[str, Path]:
             q = zoo.quantize(float_model, fmt=fmt, per_channel=True, activation_type="uint8", weight_type="int8",
                              reduce_range=True, seed=0)
             path.write_bytes(q.SerializeToString())
-    return paths
+    return {**paths, "tflite": tfl}
 
 
 def _median_ms(fn: Callable[[], object], runs: int) -> float:
@@ -217,7 +230,9 @@ def run_models() -> int:
     failed = 0
     x = np.random.default_rng(7).standard_normal((1, 3, 224, 224)).astype(np.float32)
     print(f"{'format':<10} {'runtime':<28} {'result':<24} {'top-5 classes':<30} {'median ms':>10}")
-    for fmt, path in build_models().items():
+    models = build_models()
+    tflite_path = models.pop("tflite")
+    for fmt, path in models.items():
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = 1
         ref = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
@@ -234,6 +249,49 @@ def run_models() -> int:
             failed += not same
             top5 = " ".join(map(str, np.argsort(-y.reshape(-1), kind="stable")[:5]))
             print(f"{fmt:<10} {label:<28} {'identical to ORT' if same else 'DIFFERENT':<24} {top5:<30} {ms:10.2f}")
+    return failed + run_tflite_model(tflite_path)
+
+
+def tflite_verdict(y: np.ndarray, want: np.ndarray) -> tuple[str, bool]:
+    """(result text, failed) for int8 logits against TFLite's: identical, or within 1 LSB (not a failure:
+    TFLite rounds differently), or further off (a failure)."""
+    if y.shape != want.shape or y.dtype != want.dtype:
+        return "DIFFERENT (shape/type)", True
+    d = np.abs(y.astype(np.int64) - want.astype(np.int64))
+    if not d.any():
+        return "identical to TFLite", False
+    n = int(d.max())
+    text = f"within {n} LSB ({100 * float(np.mean(d > 0)):.1f}% differ)"
+    return (text, False) if n <= 1 else ("DIFFERENT: " + text, True)
+
+
+def run_tflite_model(path: Path) -> int:
+    """The int8 TFLite MobileNetV2 through vkinfer.InferenceSession on the CPU and on Vulkan, against
+    ai-edge-litert's Interpreter (1 thread), comparing the int8 ``logits``. Returns the number of failures."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    from .model.session import InferenceSession
+
+    blob = path.read_bytes()
+    x = np.random.default_rng(7).uniform(-1.0, 1.0, (1, 224, 224, 3)).astype(np.float32)
+    it = Interpreter(model_content=blob, num_threads=1)
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    logits = next(d["index"] for d in it.get_output_details() if d["name"] == "logits")
+    it.invoke()
+    want = it.get_tensor(logits).copy()
+    rows = [("ai-edge-litert (1 thread)", want, _median_ms(it.invoke, 20))]
+    for device, runs in (("cpu", 20), ("vulkan", 3)):
+        sess = InferenceSession(blob, device=device)
+        feed = {"input": x}
+        y = sess.run(["logits"], feed)[0]
+        rows.append((f"vkinfer {device}", y, _median_ms(lambda s=sess, f=feed: s.run(["logits"], f), runs)))
+    failed = 0
+    for label, y, ms in rows:
+        text, bad = tflite_verdict(y, want)
+        failed += bad
+        top5 = " ".join(map(str, np.argsort(-y.reshape(-1).astype(np.int64), kind="stable")[:5]))
+        print(f"{'tflite':<10} {label:<28} {text:<24} {top5:<30} {ms:10.2f}")
     return failed
 
 

@@ -8,10 +8,11 @@ model computes something close to the float one.
     from vkinfer.models import tflite_zoo
     blob = tflite_zoo.tiny_cnn(0)                       # bytes of a .tflite file
     blob = tflite_zoo.tiny_cnn(0, dtype="uint8", pool="average_pool", head="dequantize")
+    blob = tflite_zoo.mobilenet_v2(0)                   # MobileNetV2 1.0/224, int8, 1000 classes
 
 The model's input is ``input`` (float32 NHWC 1x16x16x3); its outputs are ``logits`` (the FULLY_CONNECTED
 result, int8/uint8, the tensor to compare between runtimes) and ``output`` (SOFTMAX in the activation type, or
-DEQUANTIZE to float32).
+DEQUANTIZE to float32). `mobilenet_v2` has the same ``input``, ``logits`` and ``output`` (DEQUANTIZE).
 """
 
 from __future__ import annotations
@@ -334,6 +335,154 @@ def tiny_cnn(seed: int = 0, *, dtype: Literal["int8", "uint8"] = "int8",
         m.op(B.DEQUANTIZE, [t["a6"]], [out])
     by_name = {v: t[k] for k, v in names.items()}
     return m.finish([t_in], [t["a6"], out] + [by_name[n] for n in extra_outputs])
+
+
+def _divisible(v: float, divisor: int = 8) -> int:
+    """torchvision's _make_divisible: round to a multiple of divisor, never below 90% of v."""
+    new = max(divisor, int(v + divisor / 2) // divisor * divisor)
+    return new + divisor if new < 0.9 * v else new
+
+
+def _conv_float(x: np.ndarray, w_ohwi: np.ndarray, bias: np.ndarray, stride: int) -> np.ndarray:
+    """SAME-padded dense convolution of x (N,H,W,C) in float32 as one im2col matmul."""
+    n, h, wd, c = x.shape
+    m, kh, kw, _ = w_ohwi.shape
+    if kh == kw == 1 and stride == 1:
+        return (x.reshape(-1, c) @ w_ohwi.reshape(m, c).T).reshape(n, h, wd, m) + bias
+    pt, pb = same_pads(h, kh, stride)
+    pl, pr = same_pads(wd, kw, stride)
+    xp = np.pad(x, ((0, 0), (pt, pb), (pl, pr), (0, 0)))
+    oh, ow = -(-h // stride), -(-wd // stride)
+    cols = np.concatenate([xp[:, i:i + stride * (oh - 1) + 1:stride, j:j + stride * (ow - 1) + 1:stride, :]
+                           for i in range(kh) for j in range(kw)], axis=3)
+    return (cols.reshape(-1, kh * kw * c) @ w_ohwi.reshape(m, -1).T).reshape(n, oh, ow, m) + bias
+
+
+def _depthwise_float(x: np.ndarray, w_hwc: np.ndarray, bias: np.ndarray, stride: int) -> np.ndarray:
+    """SAME-padded depthwise convolution (multiplier 1) of x (N,H,W,C) in float32, one tap at a time."""
+    n, h, wd, c = x.shape
+    kh, kw, _ = w_hwc.shape
+    pt, pb = same_pads(h, kh, stride)
+    pl, pr = same_pads(wd, kw, stride)
+    xp = np.pad(x, ((0, 0), (pt, pb), (pl, pr), (0, 0)))
+    oh, ow = -(-h // stride), -(-wd // stride)
+    y = np.zeros((n, oh, ow, c), np.float32)
+    for i in range(kh):
+        for j in range(kw):
+            y += xp[:, i:i + stride * (oh - 1) + 1:stride, j:j + stride * (ow - 1) + 1:stride, :] * w_hwc[i, j]
+    return y + bias
+
+
+def mobilenet_v2(seed: int = 0, size: int = 224, width: float = 1.0, num_classes: int = 1000,
+                 dtype: Literal["int8"] = "int8", *, calibration_images: int = 4,
+                 extra_outputs: tuple[str, ...] = ()) -> bytes:
+    """MobileNetV2 as an int8 TFLite model with seeded He-initialised weights (BN folded into the biases).
+
+    QUANTIZE -> CONV_2D 3x3/2 + RELU6 -> 17 inverted residual blocks (CONV_2D 1x1 + RELU6 expand, except in the
+    first; DEPTHWISE_CONV_2D 3x3 stride 1/2 SAME + RELU6; CONV_2D 1x1 project; ADD residual where stride 1 and
+    channels match) -> CONV_2D 1x1 to 1280*max(1, width) + RELU6 -> MEAN over H,W -> RESHAPE -> FULLY_CONNECTED
+    (``logits``, int8) -> DEQUANTIZE (``output``, float32). Input ``input``: float32 NHWC 1 x size x size x 3.
+
+    Symmetric per-axis int8 weights for the convolutions, per-tensor for the fully connected layer; int32 biases
+    with scale input_scale * weight_scale; activation scales from a float32 numpy forward pass over
+    `calibration_images` seeded uniform(-1, 1) images, except the quantized input (scale 1/128, zero point 0).
+    Tensor names: ``conv1``, ``block{i}/expand``,
+    ``block{i}/dwconv``, ``block{i}/project``, ``block{i}/add``, ``conv_last``, ``pool``, ``logits``;
+    `extra_outputs` names intermediate tensors to expose as further graph outputs, after ``logits`` and ``output``.
+    Returns the .tflite bytes.
+    """
+    if np.dtype(dtype) != np.dtype(np.int8):
+        raise ValueError(f"dtype must be 'int8', got {dtype!r}")
+    qdt = np.dtype(np.int8)
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-1.0, 1.0, (calibration_images, size, size, 3)).astype(np.float32)
+    acts: dict[str, np.ndarray] = {"input_q": x}
+    layers: list[tuple] = []  # (kind, output name, input names, weights, bias, stride, activation)
+
+    def conv(src: str, name: str, cout: int, k: int, stride: int = 1, act: str | None = "relu6",
+             depthwise: bool = False, gain: float = 2.0) -> str:
+        a = acts[src]
+        cin = a.shape[3]
+        if depthwise:
+            w = (rng.standard_normal((1, k, k, cin)) * math.sqrt(gain / (k * k))).astype(np.float32)
+            b = (rng.standard_normal(cin) * 0.05).astype(np.float32)
+            y = _depthwise_float(a, w[0], b, stride)
+        else:
+            w = (rng.standard_normal((cout, k, k, cin)) * math.sqrt(gain / (k * k * cin))).astype(np.float32)
+            b = (rng.standard_normal(cout) * 0.05).astype(np.float32)
+            y = _conv_float(a, w, b, stride)
+        acts[name] = np.clip(y, 0, 6) if act == "relu6" else y
+        layers.append(("dw" if depthwise else "conv", name, [src], w, b, stride, act))
+        return name
+
+    settings = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
+                (6, 320, 1, 1)]
+    cin = _divisible(32 * width)
+    last = _divisible(1280 * max(1.0, width))
+    cur = conv("input_q", "conv1", cin, 3, stride=2)
+    block = 0
+    for t, c, n, s in settings:
+        cout = _divisible(c * width)
+        for i in range(n):
+            stride = s if i == 0 else 1
+            hidden = int(round(cin * t))
+            y = cur
+            if t != 1:
+                y = conv(y, f"block{block}/expand", hidden, 1)
+            y = conv(y, f"block{block}/dwconv", hidden, 3, stride=stride, depthwise=True)
+            y = conv(y, f"block{block}/project", cout, 1, act=None, gain=1.0)
+            if stride == 1 and cin == cout:
+                name = f"block{block}/add"
+                acts[name] = acts[cur] + acts[y]
+                layers.append(("add", name, [cur, y], None, None, 1, None))
+                y = name
+            cur, cin = y, cout
+            block += 1
+    cur = conv(cur, "conv_last", last, 1)
+    acts["pool"] = acts[cur].mean(axis=(1, 2), keepdims=True)
+    wf = (rng.standard_normal((num_classes, last)) * math.sqrt(1.0 / last)).astype(np.float32)
+    bf = (rng.standard_normal(num_classes) * 0.05).astype(np.float32)
+    acts["logits"] = acts["pool"].reshape(-1, last) @ wf.T + bf
+    qp = {k: _qparams(float(v.min()), float(v.max()), qdt) for k, v in acts.items()}
+    # The [-1, 1] input gets scale 1/128 (as in converter-made MobileNets): TFLite's QUANTIZE multiplies by
+    # 1/scale, ONNX QuantizeLinear divides by scale, and only a power of two makes both exact and equal.
+    qp["input_q"] = (1.0 / 128, 0)
+
+    m = ModelBuilder()
+    t = {k: m.tensor(k, (1, *v.shape[1:]), qdt, scale=qp[k][0], zero_point=qp[k][1]) for k, v in acts.items()}
+    t_in = m.tensor("input", (1, size, size, 3), np.float32)
+    flat = m.tensor("flatten", (1, last), qdt, scale=qp["pool"][0], zero_point=qp["pool"][1])
+
+    def weights(name, w, axis, in_scale, bias):
+        q, s, z = _weights(w, axis, qdt)
+        tw = m.tensor(f"{name}/weights", q.shape, qdt, q, s, z, axis if s.size > 1 else 0)
+        bscale = (np.float32(in_scale) * s).astype(np.float32)
+        bq = np.rint(bias / bscale).astype(np.int32)
+        tb = m.tensor(f"{name}/bias", bq.shape, np.int32, bq, bscale, np.zeros(bscale.size, np.int64), 0)
+        return tw, tb
+
+    B, A, P = tflite.BuiltinOperator, tflite.BuiltinOptions, tflite.Padding
+    m.op(B.QUANTIZE, [t_in], [t["input_q"]])
+    for kind, name, srcs, w, b, stride, act in layers:
+        if kind == "add":
+            m.op(B.ADD, [t[srcs[0]], t[srcs[1]]], [t[name]], A.AddOptions, FusedActivationFunction=_ACT[None])
+        elif kind == "dw":
+            tw, tb = weights(name, w, 3, qp[srcs[0]][0], b)
+            m.op(B.DEPTHWISE_CONV_2D, [t[srcs[0]], tw, tb], [t[name]], A.DepthwiseConv2DOptions, Padding=P.SAME,
+                 StrideW=stride, StrideH=stride, DepthMultiplier=1, FusedActivationFunction=_ACT[act])
+        else:
+            tw, tb = weights(name, w, 0, qp[srcs[0]][0], b)
+            m.op(B.CONV_2D, [t[srcs[0]], tw, tb], [t[name]], A.Conv2DOptions, Padding=P.SAME, StrideW=stride,
+                 StrideH=stride, FusedActivationFunction=_ACT[act])
+    axes = m.tensor("mean/axes", (2,), np.int32, np.array([1, 2], np.int32))
+    m.op(B.MEAN, [t[cur], axes], [t["pool"]], A.ReducerOptions, KeepDims=True)
+    shape = m.tensor("flatten/shape", (2,), np.int32, np.array([1, last], np.int32))
+    m.op(B.RESHAPE, [t["pool"], shape], [flat], A.ReshapeOptions, NewShape=[1, last])
+    tw, tb = weights("fc", wf, None, qp["pool"][0], bf)
+    m.op(B.FULLY_CONNECTED, [flat, tw, tb], [t["logits"]], A.FullyConnectedOptions, FusedActivationFunction=0)
+    out = m.tensor("output", (1, num_classes), np.float32)
+    m.op(B.DEQUANTIZE, [t["logits"]], [out])
+    return m.finish([t_in], [t["logits"], out] + [t[n] for n in extra_outputs])
 
 
 def litert_run(model: bytes, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
