@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
-from _timing import interleaved
+from _common import cpu_model, interleaved
 
 import vkinfer
 from vkinfer import cpu
@@ -168,17 +168,6 @@ def format_row(r: dict) -> str:
     exact = "-" if r["exact"] is None else ("yes" if r["exact"] else "NO")
     return (f"{r['model']:<16} {r['format']:<10} {r['runtime']:<15} {r['threads']:>7} {r['ms_median']:10.3f} "
             f"{r['ms_p90']:9.3f} {ratio} {exact}")
-
-
-def cpu_model() -> str:
-    """The host CPU's model name from /proc/cpuinfo (Linux), else what platform knows."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def vulkan_device(args: argparse.Namespace) -> tuple[dict | None, str | None]:

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
-from _timing import interleaved
+from _common import cpu_model, interleaved
 from onnx import TensorProto, helper, numpy_helper
 
 from vkinfer import cpu, reference
@@ -197,17 +197,6 @@ def format_row(r: dict) -> str:
             f"{r['cpu1_gops']:6.1f} {r['ort1_ms_median']:8.3f} {r['ort1_ms_p90']:7.3f} {r['ort1_gops']:6.1f} "
             f"{r['cpu1_ratio']:9.2f} {r['cput_ms_median']:8.3f} {r['ortt_ms_median']:8.3f} {r['cput_ratio']:9.2f} "
             f"{vk} {'yes' if r['exact'] else 'NO'}")
-
-
-def cpu_model() -> str:
-    """The host CPU's model name from /proc/cpuinfo (Linux), else what platform knows."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def conditions(dev: Device | None, args: argparse.Namespace, now: datetime) -> dict:

@@ -1,11 +1,24 @@
-"""Timing shared by the benchmarks."""
+"""Timing and host description shared by the benchmarks."""
 
 from __future__ import annotations
 
+import platform
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
+
+
+def cpu_model() -> str:
+    """The host CPU's model name from /proc/cpuinfo (Linux), else what platform knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
 
 
 def interleaved(a: Callable[[], object], b: Callable[[], object], warmup: int,
