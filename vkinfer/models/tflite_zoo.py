@@ -25,6 +25,8 @@ import flatbuffers
 import numpy as np
 import tflite
 
+from .zoo import MOBILENET_V2_STAGES, _divisible
+
 _TYPES = {np.dtype(np.float32): tflite.TensorType.FLOAT32, np.dtype(np.int32): tflite.TensorType.INT32,
           np.dtype(np.uint8): tflite.TensorType.UINT8, np.dtype(np.int8): tflite.TensorType.INT8,
           np.dtype(np.int64): tflite.TensorType.INT64}
@@ -337,12 +339,6 @@ def tiny_cnn(seed: int = 0, *, dtype: Literal["int8", "uint8"] = "int8",
     return m.finish([t_in], [t["a6"], out] + [by_name[n] for n in extra_outputs])
 
 
-def _divisible(v: float, divisor: int = 8) -> int:
-    """torchvision's _make_divisible: round to a multiple of divisor, never below 90% of v."""
-    new = max(divisor, int(v + divisor / 2) // divisor * divisor)
-    return new + divisor if new < 0.9 * v else new
-
-
 def _conv_float(x: np.ndarray, w_ohwi: np.ndarray, bias: np.ndarray, stride: int) -> np.ndarray:
     """SAME-padded dense convolution of x (N,H,W,C) in float32 as one im2col matmul."""
     n, h, wd, c = x.shape
@@ -415,8 +411,7 @@ def mobilenet_v2(seed: int = 0, size: int = 224, width: float = 1.0, num_classes
         layers.append(("dw" if depthwise else "conv", name, [src], w, b, stride, act))
         return name
 
-    settings = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
-                (6, 320, 1, 1)]
+    settings = MOBILENET_V2_STAGES
     cin = _divisible(32 * width)
     last = _divisible(1280 * max(1.0, width))
     cur = conv("input_q", "conv1", cin, 3, stride=2)

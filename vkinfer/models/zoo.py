@@ -108,6 +108,11 @@ class _Graph:
         return onnx.shape_inference.infer_shapes(m, strict_mode=True)
 
 
+# MobileNetV2's inverted-residual stages: (expansion t, output channels c, repeats n, first stride s).
+MOBILENET_V2_STAGES = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
+                       (6, 320, 1, 1)]
+
+
 def _divisible(v: float, divisor: int = 8) -> int:
     """torchvision's _make_divisible: round to a multiple of divisor, never below 90% of v."""
     new = max(divisor, int(v + divisor / 2) // divisor * divisor)
@@ -127,8 +132,7 @@ def mobilenet_v2(width: float = 1.0, size: int = 224, num_classes: int = 1000, s
     GlobalAveragePool, Flatten, Gemm. Small `width` (0.25) and `size` (32) give a fast test model with the
     same topology."""
     g = _Graph(seed)
-    settings = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
-                (6, 320, 1, 1)]
+    settings = MOBILENET_V2_STAGES
     cin = _divisible(32 * width)
     last = _divisible(1280 * max(1.0, width))
     x = g.relu6(g.conv(INPUT, 3, cin, 3, stride=2))
