@@ -1,0 +1,252 @@
+"""The interpreter's node kernels: one function per op type, registered in `OPS`.
+
+A kernel takes (node, input values, device) and returns the output values. QLinearConv, QLinearMatMul and
+QGemm run on the session's device (prepared layers cached on the node); every other op runs in numpy
+with ONNX Runtime's exact CPU numerics (vkinfer/reference/). Importers may only emit ops named here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import numpy as np
+
+from .. import reference
+from ..ops._spec import conv_spec, matmul_spec
+from ..reference.dequantize_linear import dequantize_linear
+from ..reference.max_pool import max_pool
+from ..reference.qlinear_add import qlinear_add
+from ..reference.qlinear_average_pool import qlinear_average_pool
+from ..reference.qlinear_concat import qlinear_concat
+from ..reference.qlinear_global_average_pool import qlinear_global_average_pool
+from ..reference.qlinear_leaky_relu import qlinear_leaky_relu
+from ..reference.qlinear_mul import qlinear_mul
+from ..reference.qlinear_sigmoid import qlinear_sigmoid
+from ..reference.quantize_linear import quantize_linear
+from .graph import Node
+
+Kernel = Callable[[Node, list, str], list]
+OPS: dict[str, Kernel] = {}
+
+
+def _op(*names: str):
+    def register(fn: Kernel) -> Kernel:
+        for n in names:
+            OPS[n] = fn
+        return fn
+    return register
+
+
+def _ints(v, n: int, default: int) -> tuple[int, ...]:
+    return tuple(int(i) for i in v) if v is not None else (default,) * n
+
+
+def _check_auto_pad(node: Node) -> None:
+    if node.attrs.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+        raise ValueError(f"{node.name} ({node.op}): auto_pad={node.attrs['auto_pad']!r} is not supported")
+
+
+def _prepared(node: Node, key: tuple, device: str, make_spec, run_reference):
+    """The node's prepared layer for this input signature, made once (weights packed, pipeline
+    built) and kept on the node; a new input shape prepares again."""
+    cached = node.attrs.get("_prepared")
+    if cached is not None and cached[0] == key and node.attrs["_static"]:
+        return cached[1]
+    spec = make_spec()
+    kind, _, which = device.partition(":")
+    if kind == "reference":
+        def fn(x):
+            return run_reference(dataclasses.replace(spec, **{"x" if hasattr(spec, "x") else "a": x}))
+    elif kind == "cpu":
+        from .. import cpu
+
+        prepared = (cpu.QLinearConv if hasattr(spec, "x") else cpu.QLinearMatMul)(spec, which or None)
+
+        def fn(x):
+            return prepared.run(x)
+    else:
+        from .. import vulkan
+        from .._vk import get_device
+
+        dev = get_device(which or None)
+        op = (vulkan.QLinearConv if hasattr(spec, "x") else vulkan.QLinearMatMul)(spec, dev)
+        fn = vulkan.Executable(op, dev).run
+    node.attrs["_prepared"] = (key, fn)
+    return fn
+
+
+@_op("QLinearConv")
+def _qlinear_conv(node, x, device, activation=None):
+    _check_auto_pad(node)
+    a = node.attrs
+    bias = x[8] if len(x) > 8 else None
+
+    def spec():
+        return conv_spec(*x[:8], bias, strides=_ints(a.get("strides"), 2, 1), pads=_ints(a.get("pads"), 4, 0),
+                         dilations=_ints(a.get("dilations"), 2, 1), group=int(a.get("group", 1)),
+                         activation=activation)
+    # Only the activation varies between runs; everything else is a constant of the model.
+    return [_prepared(node, (x[0].shape, x[0].dtype.str), device, spec, reference.qlinear_conv)(x[0])]
+
+
+@_op("QLinearMatMul")
+def _qlinear_matmul(node, x, device):
+    def spec():
+        return matmul_spec(*x[:8])
+    return [_prepared(node, (x[0].shape, x[0].dtype.str), device, spec, reference.qlinear_matmul)(x[0])]
+
+
+@_op("vkinfer:QLinearConvClamp")
+def _qlinear_conv_clamp(node, x, device):
+    """QLinearConv with a fused activation (attribute `activation`: "relu", "relu6" or ("clip", lo, hi)) applied
+    by narrowing the output clamp; the TFLite importer emits it for fused RELU/RELU6/RELU_N1_TO_1."""
+    return _qlinear_conv(node, x, device, node.attrs["activation"])
+
+
+@_op("vkinfer:QGemmClamp")
+def _qgemm_clamp(node, x, device):
+    """com.microsoft:QGemm with a fused activation, as vkinfer:QLinearConvClamp."""
+    return _qgemm(node, x, device, node.attrs["activation"])
+
+
+@_op("com.microsoft:QGemm")
+def _qgemm(node, x, device, activation=None):
+    """QGemm = requant((A - a_zp)(B - b_zp) + C): a 1x1 QLinearConv over A's rows with bias C."""
+    a = node.attrs
+    if float(a.get("alpha", 1.0)) != 1.0:
+        raise ValueError("QGemm with alpha != 1 is not supported")
+    if len(x) < 9 or x[7] is None:
+        raise ValueError("QGemm without y_scale (float output) is not supported")
+    A = x[0].T if a.get("transA", 0) else x[0]
+    m, k = A.shape
+    B = x[3] if a.get("transB", 0) else x[3].T  # (N, K)
+    bias = None if x[6] is None else np.ascontiguousarray(np.broadcast_to(x[6], (B.shape[0],)), np.int32)
+
+    def spec():
+        return conv_spec(np.ascontiguousarray(A).reshape(m, k, 1, 1), x[1], x[2],
+                         np.ascontiguousarray(B).reshape(B.shape[0], k, 1, 1), x[4], x[5], x[7], x[8], bias,
+                         activation=activation)
+    run = _prepared(node, (A.shape, A.dtype.str), device, spec, reference.qlinear_conv)
+    return [run(np.ascontiguousarray(A).reshape(m, k, 1, 1)).reshape(m, B.shape[0])]
+
+
+# Auxiliary ops: numpy references bit-exact with ONNX Runtime's CPU kernels (vkinfer/reference/).
+@_op("QuantizeLinear")
+def _quantize(node, x, device):
+    return [quantize_linear(x[0], x[1], x[2] if len(x) > 2 else None, axis=int(node.attrs.get("axis", 1)))]
+
+
+@_op("DequantizeLinear")
+def _dequantize(node, x, device):
+    return [dequantize_linear(x[0], x[1], x[2] if len(x) > 2 else None, axis=int(node.attrs.get("axis", 1)))]
+
+
+@_op("com.microsoft:QLinearAdd")
+def _qadd(node, x, device):
+    # Residual adds (equal shapes) run in C off the reference device; the numerics are the same.
+    if not device.startswith("reference") and x[0].shape == x[3].shape:
+        from .. import cpu
+
+        return [cpu.qlinear_add(*x[:8])]
+    return [qlinear_add(*x[:8])]
+
+
+@_op("com.microsoft:QLinearMul")
+def _qmul(node, x, device):
+    return [qlinear_mul(*x[:8])]
+
+
+@_op("com.microsoft:QLinearGlobalAveragePool")
+def _qgap(node, x, device):
+    return [qlinear_global_average_pool(*x[:5], channels_last=int(node.attrs.get("channels_last", 0)))]
+
+
+@_op("com.microsoft:QLinearAveragePool")
+def _qavgpool(node, x, device):
+    _check_auto_pad(node)
+    a = node.attrs
+    if a.get("channels_last", 0):
+        raise ValueError("QLinearAveragePool with channels_last=1 is not supported")
+    return [qlinear_average_pool(*x[:5], kernel_shape=list(a["kernel_shape"]), strides=a.get("strides"),
+                                 pads=a.get("pads"), count_include_pad=int(a.get("count_include_pad", 0)),
+                                 ceil_mode=int(a.get("ceil_mode", 0)))]
+
+
+@_op("com.microsoft:QLinearConcat")
+def _qconcat(node, x, device):
+    triples = [tuple(x[i:i + 3]) for i in range(2, len(x), 3)]
+    return [qlinear_concat(x[0], x[1], triples, axis=int(node.attrs["axis"]))]
+
+
+@_op("com.microsoft:QLinearLeakyRelu")
+def _qleaky(node, x, device):
+    return [qlinear_leaky_relu(*x[:5], alpha=float(node.attrs.get("alpha", 0.01)))]
+
+
+@_op("com.microsoft:QLinearSigmoid")
+def _qsigmoid(node, x, device):
+    return [qlinear_sigmoid(*x[:5])]
+
+
+@_op("MaxPool")
+def _maxpool(node, x, device):
+    _check_auto_pad(node)
+    a = node.attrs
+    if x[0].dtype not in (np.uint8, np.int8):
+        raise ValueError("MaxPool on float tensors is not supported (vkinfer runs quantized graphs)")
+    if a.get("storage_order", 0):
+        raise ValueError("MaxPool with storage_order=1 is not supported")
+    return [max_pool(x[0], list(a["kernel_shape"]), a.get("strides"), a.get("pads"), a.get("dilations"),
+                     int(a.get("ceil_mode", 0)))]
+
+
+@_op("Identity")
+def _identity(node, x, device):
+    return [x[0]]
+
+
+@_op("Reshape")
+def _reshape(node, x, device):
+    shape = [int(s) for s in x[1]]
+    if not node.attrs.get("allowzero", 0):
+        shape = [x[0].shape[i] if s == 0 else s for i, s in enumerate(shape)]
+    return [x[0].reshape(shape)]
+
+
+@_op("Flatten")
+def _flatten(node, x, device):
+    axis = int(node.attrs.get("axis", 1)) % max(x[0].ndim, 1)
+    return [x[0].reshape(int(np.prod(x[0].shape[:axis], dtype=np.int64)), -1)]
+
+
+@_op("Transpose")
+def _transpose(node, x, device):
+    perm = node.attrs.get("perm")
+    return [np.ascontiguousarray(np.transpose(x[0], perm))]
+
+
+@_op("Squeeze")
+def _squeeze(node, x, device):
+    axes = x[1] if len(x) > 1 and x[1] is not None else node.attrs.get("axes")
+    return [np.squeeze(x[0], axis=tuple(int(a) for a in axes) if axes is not None else None)]
+
+
+@_op("Unsqueeze")
+def _unsqueeze(node, x, device):
+    axes = x[1] if len(x) > 1 and x[1] is not None else node.attrs["axes"]
+    return [np.expand_dims(x[0], tuple(int(a) for a in axes))]
+
+
+@_op("Concat")
+def _concat(node, x, device):
+    return [np.concatenate(x, axis=int(node.attrs["axis"]))]
+
+
+@_op("Softmax")
+def _softmax(node, x, device):
+    axis = int(node.attrs.get("axis", -1))
+    e = np.exp(x[0] - x[0].max(axis=axis, keepdims=True))
+    return [(e / e.sum(axis=axis, keepdims=True)).astype(np.float32)]
+
+
