@@ -51,6 +51,7 @@ def _prepared(node: Node, key: tuple, device: str, make_spec, run_reference):
     """The node's prepared layer for this input signature, made once (weights packed, pipeline
     built) and kept on the node; a new input shape prepares again."""
     cached = node.attrs.get("_prepared")
+    key = (device, *key)
     if cached is not None and cached[0] == key and node.attrs["_static"]:
         return cached[1]
     spec = make_spec()
@@ -76,18 +77,21 @@ def _prepared(node: Node, key: tuple, device: str, make_spec, run_reference):
     return fn
 
 
-@_op("QLinearConv")
-def _qlinear_conv(node, x, device, activation=None):
+def conv_node_spec(node: Node, x: list, activation=None):
+    """The ConvSpec of a QLinearConv node for input values `x` (x[0] may be any array of the input's shape)."""
     _check_auto_pad(node)
     a = node.attrs
     bias = x[8] if len(x) > 8 else None
+    return conv_spec(*x[:8], bias, strides=_ints(a.get("strides"), 2, 1), pads=_ints(a.get("pads"), 4, 0),
+                     dilations=_ints(a.get("dilations"), 2, 1), group=int(a.get("group", 1)), activation=activation)
 
-    def spec():
-        return conv_spec(*x[:8], bias, strides=_ints(a.get("strides"), 2, 1), pads=_ints(a.get("pads"), 4, 0),
-                         dilations=_ints(a.get("dilations"), 2, 1), group=int(a.get("group", 1)),
-                         activation=activation)
+
+@_op("QLinearConv")
+def _qlinear_conv(node, x, device, activation=None):
+    _check_auto_pad(node)
     # Only the activation varies between runs; everything else is a constant of the model.
-    return [_prepared(node, (x[0].shape, x[0].dtype.str), device, spec, reference.qlinear_conv)(x[0])]
+    return [_prepared(node, (x[0].shape, x[0].dtype.str), device, lambda: conv_node_spec(node, x, activation),
+                      reference.qlinear_conv)(x[0])]
 
 
 @_op("QLinearMatMul")
@@ -110,9 +114,8 @@ def _qgemm_clamp(node, x, device):
     return _qgemm(node, x, device, node.attrs["activation"])
 
 
-@_op("com.microsoft:QGemm")
-def _qgemm(node, x, device, activation=None):
-    """QGemm = requant((A - a_zp)(B - b_zp) + C): a 1x1 QLinearConv over A's rows with bias C."""
+def qgemm_node_spec(node: Node, x: list, activation=None):
+    """QGemm = requant((A - a_zp)(B - b_zp) + C) as a 1x1 QLinearConv over A's rows with bias C: its ConvSpec."""
     a = node.attrs
     if float(a.get("alpha", 1.0)) != 1.0:
         raise ValueError("QGemm with alpha != 1 is not supported")
@@ -122,13 +125,19 @@ def _qgemm(node, x, device, activation=None):
     m, k = A.shape
     B = x[3] if a.get("transB", 0) else x[3].T  # (N, K)
     bias = None if x[6] is None else np.ascontiguousarray(np.broadcast_to(x[6], (B.shape[0],)), np.int32)
+    return conv_spec(np.ascontiguousarray(A).reshape(m, k, 1, 1), x[1], x[2],
+                     np.ascontiguousarray(B).reshape(B.shape[0], k, 1, 1), x[4], x[5], x[7], x[8], bias,
+                     activation=activation)
 
-    def spec():
-        return conv_spec(np.ascontiguousarray(A).reshape(m, k, 1, 1), x[1], x[2],
-                         np.ascontiguousarray(B).reshape(B.shape[0], k, 1, 1), x[4], x[5], x[7], x[8], bias,
-                         activation=activation)
-    run = _prepared(node, (A.shape, A.dtype.str), device, spec, reference.qlinear_conv)
-    return [run(np.ascontiguousarray(A).reshape(m, k, 1, 1)).reshape(m, B.shape[0])]
+
+@_op("com.microsoft:QGemm")
+def _qgemm(node, x, device, activation=None):
+    A = x[0].T if node.attrs.get("transA", 0) else x[0]
+    m, k = A.shape
+    run = _prepared(node, (A.shape, A.dtype.str), device, lambda: qgemm_node_spec(node, x, activation),
+                    reference.qlinear_conv)
+    out = run(np.ascontiguousarray(A).reshape(m, k, 1, 1))
+    return [out.reshape(m, out.shape[1])]
 
 
 # Auxiliary ops: numpy references bit-exact with ONNX Runtime's CPU kernels (vkinfer/reference/).
@@ -248,5 +257,32 @@ def _softmax(node, x, device):
     axis = int(node.attrs.get("axis", -1))
     e = np.exp(x[0] - x[0].max(axis=axis, keepdims=True))
     return [(e / e.sum(axis=axis, keepdims=True)).astype(np.float32)]
+
+
+@_op("Pad")
+def _pad(node, x, device):
+    """ONNX Pad (opset 2 attributes or opset 11+ inputs: pads, constant_value, axes), exact on any type."""
+    from ..reference.pad import pad
+
+    a = node.attrs
+    if len(x) > 1:
+        pads, value = x[1], x[2] if len(x) > 2 else None
+        axes = x[3] if len(x) > 3 else None
+    else:  # opset 2: pads and a float value as attributes
+        pads, value, axes = a["pads"], a.get("value", 0.0), None
+    if value is not None and np.asarray(value).dtype != x[0].dtype:
+        v = np.asarray(value).reshape(-1)
+        if v.size != 1 or v[0] != np.asarray(v[0]).astype(x[0].dtype):
+            raise ValueError(f"constant value {v} is not representable in {x[0].dtype}")
+    return [pad(x[0], pads, value, axes, a.get("mode", "constant"))]
+
+
+@_op("vkinfer:TFLiteQuantize")
+def _tflite_quantize(node, x, device):
+    """TFLite's QUANTIZE of a float32 tensor (inputs x, scale, zero point): multiplies by the float32
+    reciprocal of the scale, where ONNX QuantizeLinear divides (vkinfer/reference/tflite_quantize.py)."""
+    from ..reference.tflite_quantize import tflite_quantize
+
+    return [tflite_quantize(x[0], x[1], x[2])]
 
 

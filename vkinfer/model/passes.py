@@ -6,7 +6,9 @@ fuses them into, so the arithmetic is the integer arithmetic ORT runs:
   Conv -> QLinearConv, MatMul -> QLinearMatMul, Gemm -> com.microsoft:QGemm, Add -> QLinearAdd,
   GlobalAveragePool -> QLinearGlobalAveragePool, Concat -> QLinearConcat; and data-movement ops
   (Reshape, Flatten, Transpose, Squeeze, Unsqueeze, MaxPool) between a DQ and a Q with the same
-  scale and zero point run on the 8-bit tensor directly (exact: they only move values).
+  scale and zero point run on the 8-bit tensor directly (exact: they only move values). Pad likewise,
+  with its float constant_value quantized once by the Q's parameters (what the float path's Q makes of
+  the padded elements; exact since Q(DQ(v)) = v for every 8-bit v at a per-tensor scale).
 DequantizeLinear/QuantizeLinear nodes left over (the model's edges) run as ops.
 """
 
@@ -94,6 +96,8 @@ def fold_qdq(g: Graph) -> Graph:
             new = Node("com.microsoft:QLinearConcat", n.name, args, [q.outputs[0]], {"axis": n.attrs["axis"]})
         elif n.op in MOVE_OPS and ins[0] and _same_qparams(g, ins[0], q):
             new = Node(n.op, n.name, [ins[0].inputs[0]] + n.inputs[1:], [q.outputs[0]], dict(n.attrs))
+        elif n.op == "Pad" and ins[0] and _same_qparams(g, ins[0], q) and _exact_roundtrip(g, q):
+            new = _fold_pad(g, n, ins[0], q, dq)
         if new is not None:
             replaced[id(n)] = new
             dropped.add(id(q))
@@ -115,3 +119,51 @@ def _same_qparams(g: Graph, dq: Node, q: Node) -> bool:
         return s, z
     (s1, z1), (s2, z2) = params(dq), params(q)
     return s1.shape == s2.shape and np.array_equal(s1, s2) and z1.dtype == z2.dtype and np.array_equal(z1, z2)
+
+
+def _exact_roundtrip(g: Graph, q: Node) -> bool:
+    """Per-tensor scale for which Q(DQ(v)) == v for every 8-bit v (a normal float32 with 255 * s finite)."""
+    s = np.asarray(g.consts[q.inputs[1]])
+    if s.size != 1 or s.dtype != np.float32:
+        return False
+    v = float(s.reshape(()))
+    return np.isfinite(np.float32(v) * np.float32(256)) and v >= float(np.finfo(np.float32).tiny)
+
+
+def _fold_pad(g: Graph, n: Node, x: Node, q: Node, dq) -> Node | None:
+    """Pad on the 8-bit tensor: DQ -> Pad(c) -> Q is Pad(Q(c)) when both sides share (scale, zero point)."""
+    from ..reference.dequantize_linear import dequantize_linear
+    from ..reference.quantize_linear import quantize_linear
+
+    mode = n.attrs.get("mode", "constant")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if len(n.inputs) > 1:  # opset 11+: pads, constant_value, axes as inputs
+        pads = n.inputs[1]
+        axes = n.inputs[3] if len(n.inputs) > 3 else ""
+        cname = n.inputs[2] if len(n.inputs) > 2 else ""
+        if not cname:
+            c = np.float32(0)
+        elif cname in g.consts:
+            c = g.consts[cname]
+        elif (cdq := dq(cname)) is not None and cdq.inputs[0] in g.consts:
+            c = dequantize_linear(g.consts[cdq.inputs[0]], *(g.consts[i] for i in cdq.inputs[1:] if i))
+        else:
+            return None
+    else:  # opset 2: attributes
+        pads = f"{n.name}__pads"
+        g.consts[pads] = np.asarray(n.attrs["pads"], np.int64)
+        axes, c = "", np.float32(n.attrs.get("value", 0.0))
+    c = np.asarray(c)
+    if c.size != 1 or c.dtype != np.float32 or np.isnan(c).any():
+        return None
+    scale, zero = g.consts[q.inputs[1]], g.consts[q.inputs[2]] if len(q.inputs) > 2 and q.inputs[2] else None
+    value = f"{n.name}__qpad_value"
+    g.consts[value] = np.asarray(quantize_linear(c.reshape(()), scale.reshape(()),
+                                                 None if zero is None else zero.reshape(()), dtype=_q_dtype(g, q)))
+    args = [x.inputs[0], pads, value if mode == "constant" else ""] + ([axes] if axes else [])
+    return Node("Pad", n.name, args, [q.outputs[0]], {"mode": mode})
+
+
+def _q_dtype(g: Graph, q: Node):
+    """The 8-bit type of the folded tensor: the Q's zero point type, else uint8 (ONNX's default)."""
+    return g.consts[q.inputs[2]].dtype if len(q.inputs) > 2 and q.inputs[2] else np.dtype(np.uint8)

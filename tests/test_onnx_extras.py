@@ -1,0 +1,173 @@
+"""ONNX importer extras against ONNX Runtime on every device: Pad on 8-bit tensors (and its QDQ folding),
+ConvInteger / MatMulInteger, dynamic quantization (DynamicQuantizeLinear, Cast and the float tail), activation
+fusion and constant folding."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import vkinfer
+from vkinfer.models import zoo
+
+DEVICES = ["reference", "cpu", "vulkan"]
+_TP = {np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.int8): TensorProto.INT8,
+       np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int32): TensorProto.INT32,
+       np.dtype(np.int64): TensorProto.INT64}
+
+
+def _model(nodes, inputs: dict[str, np.ndarray], consts: dict[str, np.ndarray], outputs: dict[str, type],
+           opset: int = 13) -> onnx.ModelProto:
+    """A model of `nodes`; `outputs` maps each output name to its numpy type."""
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info(k, _TP[v.dtype], v.shape) for k, v in inputs.items()],
+        [helper.make_tensor_value_info(o, _TP[np.dtype(t)], None) for o, t in outputs.items()],
+        initializer=[numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset),
+                                                helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 8 if opset <= 18 else 9  # ORT's Python API refuses the newest IR versions
+    return m
+
+
+def _ort(model: onnx.ModelProto, feed: dict[str, np.ndarray], optimize: bool = True) -> list[np.ndarray]:
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.log_severity_level = 4
+    if not optimize:
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"]).run(None, feed)
+
+
+def _check_all_devices(model: onnx.ModelProto, feed: dict[str, np.ndarray], want: list[np.ndarray],
+                       devices=DEVICES) -> None:
+    for device in devices:
+        got = vkinfer.InferenceSession(model.SerializeToString(), device=device).run(None, feed)
+        assert len(got) == len(want)
+        for g, w in zip(got, want, strict=True):
+            assert g.dtype == w.dtype and g.shape == w.shape, (device, g.dtype, w.dtype, g.shape, w.shape)
+            np.testing.assert_array_equal(g, w, err_msg=device)
+
+
+def _quiet_quantize(*args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return zoo.quantize(*args, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------- Pad
+
+def _pad_cases():
+    """Seeded table: every mode, both types, axes, negative pads (cropping, even past the other side's
+    padding in constant mode), constant values at the type's ends; plus random ones."""
+    table = [
+        ("constant", np.uint8, (1, 3, 4, 5), [0, 0, 1, 2, 0, 0, 2, 1], 255, None),
+        ("constant", np.int8, (1, 3, 4, 5), [0, 1, 1, 0, 0, 0, 3, 1], -128, None),
+        ("constant", np.int8, (2, 5), [1, -2, -1, 3], 127, None),
+        ("constant", np.uint8, (3, 1), [2, 4, -4, -1], 7, None),        # crop past the original data
+        ("constant", np.uint8, (2, 3, 4), [1, 2, 0, 1], None, [-1, 0]),  # axes, default value 0
+        ("reflect", np.uint8, (1, 2, 5, 4), [0, 0, 3, 2, 0, 0, 1, 3], None, None),
+        ("reflect", np.int8, (4, 6), [-1, 2, 0, -2], None, None),
+        ("edge", np.int8, (1, 2, 3, 3), [0, 0, 4, 1, 0, 0, 0, 5], None, None),
+        ("edge", np.uint8, (5, 2, 3), [-2, 3, 1, -1], None, [0, 2]),
+        ("wrap", np.uint8, (2, 3, 4), [0, 2, 5, 1, 1, 3], None, None),   # wraps more than once
+        ("wrap", np.int8, (3, 4), [1, -1, -1, 2], None, None),
+    ]
+    rng = np.random.default_rng(41)
+    for _ in range(12):
+        mode = ["constant", "reflect", "edge", "wrap"][int(rng.integers(4))]
+        dt = [np.uint8, np.int8][int(rng.integers(2))]
+        shape = tuple(int(s) for s in rng.integers(2, 6, int(rng.integers(1, 5))))
+        lo = -1 if mode != "constant" else -3
+        hi = 2 if mode == "reflect" else 5
+        pads = rng.integers(lo, hi, 2 * len(shape)).tolist()
+        value = int(rng.integers(np.iinfo(dt).min, np.iinfo(dt).max + 1)) if mode == "constant" else None
+        table.append((mode, dt, shape, pads, value, None))
+    return table
+
+
+PAD_CASES = _pad_cases()
+
+
+@pytest.mark.parametrize("mode,dtype,shape,pads,value,axes", PAD_CASES,
+                         ids=[f"{c[0]}-{np.dtype(c[1]).name}-{i}" for i, c in enumerate(PAD_CASES)])
+def test_pad_8bit_equals_onnxruntime(mode, dtype, shape, pads, value, axes):
+    rng = np.random.default_rng(len(shape) * 100 + sum(pads) + 7)
+    info = np.iinfo(dtype)
+    x = rng.integers(info.min, info.max + 1, shape).astype(dtype)
+    x.flat[0], x.flat[-1] = info.min, info.max
+    consts = {"pads": np.array(pads, np.int64)}
+    ins = ["x", "pads", "", ""]
+    if value is not None:
+        consts["value"], ins[2] = np.array(value, dtype), "value"
+    if axes is not None:
+        consts["axes"], ins[3] = np.array(axes, np.int64), "axes"
+    while not ins[-1]:
+        ins.pop()
+    m = _model([helper.make_node("Pad", ins, ["y"], mode=mode)], {"x": x}, consts, {"y": dtype}, opset=19)
+    want = _ort(m, {"x": x})
+    _check_all_devices(m, {"x": x}, want, devices=["reference", "cpu"])  # Pad runs on the host everywhere
+
+
+def test_pad_invalid_like_onnxruntime():
+    """Where ORT refuses (reflect beyond the axis, edge of an emptied axis) vkinfer raises ValueError too."""
+    x = np.arange(12, dtype=np.uint8).reshape(3, 4)
+    for mode, pads in [("reflect", [3, 0, 0, 0]), ("edge", [-3, 1, 0, 0]), ("constant", [-2, 0, -2, 0])]:
+        m = _model([helper.make_node("Pad", ["x", "pads"], ["y"], mode=mode)], {"x": x},
+                   {"pads": np.array(pads, np.int64)}, {"y": np.uint8})
+        with pytest.raises(Exception):  # noqa: B017 (ORT's own exception type)
+            _ort(m, {"x": x})
+        with pytest.raises(ValueError):
+            vkinfer.InferenceSession(m, device="reference").run(None, {"x": x})
+
+
+def _padnet(mode: str, value: float | None, seed: int = 0) -> onnx.ModelProto:
+    g = zoo._Graph(seed)
+    x = g.relu(g.conv(zoo.INPUT, 3, 8, 3))
+    ins = [x, g.const("pads", np.array([0, 0, 1, 2, 0, 0, 2, 1], np.int64))]
+    if value is not None:
+        ins.append(g.const("cv", np.array(value, np.float32)))
+    x = g.node("Pad", ins, mode=mode)
+    x = g.conv(x, 8, 4, 3)
+    return g.model("padnet", [1, 3, 8, 8], x, [1, 4, 11, 11])
+
+
+@pytest.mark.parametrize("mode,value", [("constant", None), ("constant", 0.7), ("constant", -3.0), ("reflect", None),
+                                        ("edge", None)])
+@pytest.mark.parametrize("fmt", ["qoperator", "qdq"])
+def test_pad_model_equals_onnxruntime(fmt, mode, value):
+    """quantize_static puts Pad on the 8-bit tensor (QOperator: constant_value quantized; QDQ: DQ -> Pad -> Q,
+    which vkinfer folds to an 8-bit Pad with the value quantized by the Q's parameters). A value outside the
+    input's range (-3.0 after a Relu) gives the Pad output its own parameters: QDQ then stays a float Pad
+    between DQ and Q, as in ORT."""
+    q = _quiet_quantize(_padnet(mode, value), fmt=fmt, reduce_range=True, seed=5)
+    feed = zoo.random_inputs(q, seed=6)
+    sess = vkinfer.InferenceSession(q, device="reference")
+    [pad] = [n for n in sess.graph.nodes if n.op == "Pad"]
+    dq_fed = any(n.op == "DequantizeLinear" and n.outputs[0] == pad.inputs[0] for n in sess.graph.nodes)
+    assert dq_fed == (fmt == "qdq" and value == -3.0)
+    _check_all_devices(q, feed, zoo.ort_run(q, feed))
+
+
+def test_pad_qdq_fold_quantizes_the_value():
+    """DQ -> Pad(c) -> Q with shared parameters: the folded Pad's value is Q(c) (saturated when c is out of range),
+    and a Pad whose DQ and Q parameters differ is left alone."""
+    x = np.array([[0, 3, 255], [17, 128, 1]], np.uint8)
+    s, z = np.float32(0.05), np.uint8(10)
+    for c, want_value in [(0.7, 24), (-100.0, 0), (1e6, 255), (0.025, 10), (0.075, 12)]:
+        nodes = [helper.make_node("DequantizeLinear", ["x", "s", "z"], ["xf"]),
+                 helper.make_node("Pad", ["xf", "pads", "c"], ["pf"]),
+                 helper.make_node("QuantizeLinear", ["pf", "s2", "z"], ["y"])]
+        for s2, folds in [(s, True), (np.float32(0.06), False)]:
+            m = _model(nodes, {"x": x}, {"s": s, "z": z, "s2": s2, "pads": np.array([1, 0, 0, 2], np.int64),
+                                         "c": np.array(c, np.float32)}, {"y": np.uint8})
+            sess = vkinfer.InferenceSession(m, device="reference")
+            assert [n.op for n in sess.graph.nodes] == (["Pad"] if folds else ["DequantizeLinear", "Pad",
+                                                                               "QuantizeLinear"])
+            if folds:
+                assert sess.graph.consts[sess.graph.nodes[0].inputs[2]] == want_value
+            _check_all_devices(m, {"x": x}, _ort(m, {"x": x}), devices=["reference", "cpu"])
