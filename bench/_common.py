@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import platform
+import subprocess
 import time
 from collections.abc import Callable
+from importlib import metadata
 from pathlib import Path
 
 import numpy as np
@@ -38,3 +40,23 @@ def interleaved(a: Callable[[], object], b: Callable[[], object], warmup: int,
             ta.append(da)
             tb.append(db)
     return np.array(ta), np.array(tb)
+
+
+def package_version(name: str) -> str | None:
+    """The installed version of distribution `name` (e.g. "ai-edge-litert"), None when it is not installed."""
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def git_revision(root: Path) -> str | None:
+    """The commit checked out in `root`, with "-dirty" when tracked files differ from it; None without git."""
+    try:
+        rev = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             check=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "diff", "--quiet", "HEAD", "--"], capture_output=True,
+                               timeout=10).returncode != 0
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return rev + ("-dirty" if dirty else "")
