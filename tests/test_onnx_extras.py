@@ -10,6 +10,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 import vkinfer
@@ -171,3 +173,149 @@ def test_pad_qdq_fold_quantizes_the_value():
             if folds:
                 assert sess.graph.consts[sess.graph.nodes[0].inputs[2]] == want_value
             _check_all_devices(m, {"x": x}, _ort(m, {"x": x}), devices=["reference", "cpu"])
+
+
+# ------------------------------------------------------------------------------ ConvInteger / MatMulInteger
+
+def _q(rng, dtype, shape, bits: int = 8):
+    """Random 8-bit values with both ends present; `bits=7` keeps int8 within [-64, 63] (ORT's x86 u8 x s8
+    kernels saturate int16 pair sums on full-range pairs: see README)."""
+    if np.dtype(dtype) == np.int8:
+        lo, hi = (-128, 127) if bits == 8 else (-64, 63)
+    else:
+        lo, hi = (0, 255) if bits == 8 else (0, 127)
+    v = rng.integers(lo, hi + 1, shape).astype(dtype)
+    v.flat[0], v.flat[-1] = lo, hi
+    return v
+
+
+def _7bit(xt, wt) -> tuple[int, int]:
+    """Operand widths ORT computes exactly on this machine: u8 x u8 and s8 x s8 full range; mixed pairs with
+    the signed operand's magnitude kept to 6 bits or the unsigned one to 7."""
+    if np.dtype(xt) == np.dtype(wt):
+        return 8, 8
+    return (8, 7) if np.dtype(wt) == np.int8 else (7, 8)
+
+
+CONV_INT_CASES = [  # (x type, w type, x shape, w shape, attrs, w_zero_point as a 1-element vector)
+    (np.uint8, np.uint8, (1, 3, 7, 6), (4, 3, 3, 3), dict(pads=[1, 1, 1, 1]), False),
+    (np.uint8, np.int8, (2, 4, 9, 8), (6, 2, 3, 3), dict(group=2, strides=[2, 1], dilations=[1, 2],
+                                                       pads=[0, 2, 1, 0]), True),
+    (np.int8, np.int8, (1, 8, 5, 5), (8, 1, 3, 3), dict(group=8, pads=[1, 1, 1, 1]), False),
+    (np.int8, np.uint8, (1, 2, 6, 6), (3, 2, 1, 1), dict(strides=[3, 3]), False),
+    (np.uint8, np.uint8, (1, 3, 10), (5, 3, 4), dict(pads=[2, 1], strides=[2]), False),  # 1-D
+    (np.uint8, np.int8, (1, 3, 7, 7), (4, 3, 2, 3), dict(auto_pad="SAME_UPPER", strides=[2, 2]), False),
+    (np.uint8, np.uint8, (1, 3, 7, 7), (4, 3, 2, 3), dict(auto_pad="SAME_LOWER"), True),
+    (np.int8, np.uint8, (1, 3, 6, 5), (2, 3, 3, 3), dict(auto_pad="VALID"), False),
+    (np.uint8, np.uint8, (1, 64, 3, 3), (2, 64, 3, 3), dict(pads=[1, 1, 1, 1]), False),  # |acc| large
+]
+
+
+@pytest.mark.parametrize("xt,wt,xs,ws,attrs,vec_zp", CONV_INT_CASES, ids=[str(i) for i in range(len(CONV_INT_CASES))])
+def test_conv_integer_equals_onnxruntime(xt, wt, xs, ws, attrs, vec_zp):
+    rng = np.random.default_rng(sum(xs) * 31 + sum(ws))
+    xb, wb = _7bit(xt, wt)
+    x, w = _q(rng, xt, xs, xb), _q(rng, wt, ws, wb)
+    xz = np.array(rng.integers(0, 40), xt)
+    wz = np.array([rng.integers(0, 20)] if vec_zp else rng.integers(0, 20), wt)
+    m = _model([helper.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["y"], **attrs)], {"x": x},
+               {"w": w, "xz": xz, "wz": wz}, {"y": np.int32})
+    want = _ort(m, {"x": x})
+    assert np.abs(want[0]).max() > 1000
+    _check_all_devices(m, {"x": x}, want)
+    if xt == np.uint8 and wt == np.uint8:  # optional zero points left out
+        m = _model([helper.make_node("ConvInteger", ["x", "w"], ["y"], **attrs)], {"x": x}, {"w": w}, {"y": np.int32})
+        _check_all_devices(m, {"x": x}, _ort(m, {"x": x}), devices=["reference"])
+
+
+MATMUL_INT_CASES = [  # (a type, b type, a shape, b shape, b_zero_point kind)
+    (np.uint8, np.uint8, (4, 16), (16, 5), "scalar"),
+    (np.uint8, np.int8, (3, 7), (7, 9), "column"),
+    (np.int8, np.int8, (2, 3, 8), (8, 4), "column"),
+    (np.int8, np.uint8, (2, 3, 8), (2, 8, 4), "batched_column"),
+    (np.uint8, np.uint8, (1, 5), (5, 1), "none"),
+    (np.uint8, np.uint8, (2, 300), (300, 3), "scalar"),  # sums beyond int16
+]
+
+
+@pytest.mark.parametrize("at,bt,ash,bsh,zkind", MATMUL_INT_CASES, ids=[str(i) for i in range(len(MATMUL_INT_CASES))])
+def test_matmul_integer_equals_onnxruntime(at, bt, ash, bsh, zkind):
+    rng = np.random.default_rng(sum(ash) * 17 + sum(bsh))
+    ab, bb = _7bit(at, bt)
+    a, b = _q(rng, at, ash, ab), _q(rng, bt, bsh, bb)
+    consts, ins = {"b": b}, ["a", "b"]
+    if zkind != "none":
+        n = bsh[-1]
+        bz = {"scalar": rng.integers(0, 20), "column": rng.integers(0, 20, n),
+              "batched_column": rng.integers(0, 20, (bsh[0], 1, n))}[zkind]
+        consts.update(az=np.array(rng.integers(0, 30), at), bz=np.array(bz, bt))
+        ins += ["az", "bz"]
+    m = _model([helper.make_node("MatMulInteger", ins, ["y"])], {"a": a}, consts, {"y": np.int32})
+    _check_all_devices(m, {"a": a}, _ort(m, {"a": a}))
+
+
+def test_integer_ops_beyond_onnxruntime():
+    """Per-row a_zero_point and per-channel ConvInteger w_zero_point are valid ONNX that ORT refuses; the
+    reference computes them (checked against an explicit sum). Bad zero points raise."""
+    from vkinfer.reference.conv_integer import conv_integer
+    from vkinfer.reference.matmul_integer import matmul_integer
+
+    rng = np.random.default_rng(3)
+    a, b = _q(rng, np.uint8, (3, 4)), _q(rng, np.int8, (4, 2))
+    az, bz = np.array([1, 2, 3], np.uint8), np.array([-1, 5], np.int8)
+    want = (a.astype(np.int64) - az[:, None]) @ (b.astype(np.int64) - bz)
+    np.testing.assert_array_equal(matmul_integer(a, b, az, bz), want)
+    x, w = _q(rng, np.uint8, (1, 2, 3, 3)), _q(rng, np.int8, (2, 2, 1, 1))
+    wz = np.array([3, -4], np.int8)
+    want = np.einsum("nchw,mc->nmhw", x.astype(np.int64) - 7, w[:, :, 0, 0].astype(np.int64) - wz[:, None])
+    np.testing.assert_array_equal(conv_integer(x, w, np.uint8(7), wz), want)
+    with pytest.raises(TypeError):
+        matmul_integer(a, b, np.int8(1), None)  # zero point of the wrong type
+    with pytest.raises(ValueError):
+        conv_integer(x, w, None, np.array([1, 2, 3], np.int8))
+
+
+# ------------------------------------------------------------------------------------ DynamicQuantizeLinear
+
+_DQL_TABLE = [
+    np.array([0.0], np.float32), np.array([-0.0, 0.0], np.float32), np.array([3.0], np.float32),
+    np.array([-2.5], np.float32), np.array([1e-30, -1e-30], np.float32), np.array([1e30, -3e30], np.float32),
+    np.array([0.5, 1.5, 2.5, -0.5, -1.5], np.float32), np.array([-1.0, 254.0, 255.0, 256.0], np.float32),
+    np.array([-127.5, 127.5], np.float32), np.linspace(-1, 3, 1000, dtype=np.float32),
+    np.array([1.4e-45, 0.0, 2.0], np.float32),  # a subnormal
+]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_dynamic_quantize_linear_equals_onnxruntime(data):
+    if data.draw(st.booleans(), "from the table"):
+        x = data.draw(st.sampled_from(_DQL_TABLE), "x")
+    else:
+        n = data.draw(st.integers(1, 700), "n")
+        mag = data.draw(st.sampled_from([1e-38, 1e-6, 1.0, 100.0, 1e20]), "magnitude")
+        sign = data.draw(st.sampled_from(["mixed", "positive", "negative"]), "sign")
+        seed = data.draw(st.integers(0, 2**32 - 1), "seed")
+        rng = np.random.default_rng(seed)
+        x = (rng.standard_normal(n) * mag).astype(np.float32)
+        if sign != "mixed":
+            x = np.abs(x) if sign == "positive" else -np.abs(x)
+        if data.draw(st.booleans(), "ties"):  # values on quantization-step ties and integers
+            x = (np.round(x * 2) / 2).astype(np.float32)
+        x = x.reshape(data.draw(st.sampled_from([(n,), (1, n)] if n % 2 else [(n,), (2, n // 2)]), "shape"))
+    m = _model([helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])], {"x": x}, {},
+               {"y": np.uint8, "s": np.float32, "z": np.uint8})
+    _check_all_devices(m, {"x": x}, _ort(m, {"x": x}), devices=["reference"])
+
+
+def test_dynamic_quantize_linear_every_device_and_bad_input():
+    x = np.linspace(-3, 7, 97, dtype=np.float32).reshape(1, 97)
+    m = _model([helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])], {"x": x}, {},
+               {"y": np.uint8, "s": np.float32, "z": np.uint8})
+    _check_all_devices(m, {"x": x}, _ort(m, {"x": x}))
+    from vkinfer.reference.dynamic_quantize_linear import dynamic_quantize_linear
+
+    with pytest.raises(ValueError):
+        dynamic_quantize_linear(np.array([1.0, np.nan], np.float32))
+    with pytest.raises(TypeError):
+        dynamic_quantize_linear(np.array([1.0, 2.0]))  # float64

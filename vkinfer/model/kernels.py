@@ -277,6 +277,72 @@ def _pad(node, x, device):
     return [pad(x[0], pads, value, axes, a.get("mode", "constant"))]
 
 
+@_op("ConvInteger")
+def _conv_integer(node, x, device):
+    """int32 output: runs in numpy on every device (the device kernels requantize to 8 bits)."""
+    from ..reference.conv_integer import conv_integer
+
+    a = node.attrs
+    return [conv_integer(x[0], x[1], x[2] if len(x) > 2 else None, x[3] if len(x) > 3 else None,
+                         strides=a.get("strides"), pads=a.get("pads"), dilations=a.get("dilations"),
+                         group=int(a.get("group", 1)), auto_pad=a.get("auto_pad", "NOTSET"))]
+
+
+@_op("MatMulInteger")
+def _matmul_integer(node, x, device):
+    from ..reference.matmul_integer import matmul_integer
+
+    return [matmul_integer(x[0], x[1], x[2] if len(x) > 2 else None, x[3] if len(x) > 3 else None)]
+
+
+@_op("DynamicQuantizeLinear")
+def _dynamic_quantize_linear(node, x, device):
+    from ..reference.dynamic_quantize_linear import dynamic_quantize_linear
+
+    return list(dynamic_quantize_linear(x[0]))
+
+
+# Host ops on float (and integer) tensors, as dynamically quantized models use them between the integer ops.
+# One numpy float32 operation per element is one IEEE float32 operation: what ONNX Runtime's CPU kernels compute.
+_CAST = {1: np.float32, 2: np.uint8, 3: np.int8, 6: np.int32, 7: np.int64, 11: np.float64}
+
+
+def _same_type(node, x) -> None:
+    if len({v.dtype for v in x}) != 1:
+        raise TypeError(f"inputs of {node.op} must have one type, got {[str(v.dtype) for v in x]}")
+
+
+@_op("Cast")
+def _cast(node, x, device):
+    to = int(node.attrs["to"])
+    if to not in _CAST:
+        raise ValueError(f"Cast to ONNX type {to} is not supported")
+    dt = np.dtype(_CAST[to])
+    v = x[0]
+    if v.dtype.kind == "f" and dt.kind in "iu" and v.size:
+        info = np.iinfo(dt)
+        if not (np.all(np.isfinite(v)) and v.min() > info.min - 1 and v.max() < info.max + 1):
+            raise ValueError(f"Cast of float values outside the {dt} range is undefined in ONNX Runtime")
+    return [np.asarray(v).astype(dt)]  # float -> int truncates toward zero, int -> int wraps: C++ static_cast
+
+
+@_op("Mul")
+def _mul(node, x, device):
+    _same_type(node, x)
+    return [np.asarray(np.multiply(x[0], x[1]), x[0].dtype)]
+
+
+@_op("Add")
+def _add(node, x, device):
+    _same_type(node, x)
+    return [np.asarray(np.add(x[0], x[1]), x[0].dtype)]
+
+
+@_op("Relu")
+def _relu(node, x, device):
+    return [np.maximum(x[0], x[0].dtype.type(0))]
+
+
 @_op("vkinfer:TFLiteQuantize")
 def _tflite_quantize(node, x, device):
     """TFLite's QUANTIZE of a float32 tensor (inputs x, scale, zero point): multiplies by the float32
