@@ -32,7 +32,9 @@ from .onnx_import import UnsupportedModelError
 
 _DTYPES = {0: np.float32, 2: np.int32, 3: np.uint8, 4: np.int64, 9: np.int8}
 _QTYPES = (np.dtype(np.uint8), np.dtype(np.int8))
-_ACTIVATIONS = {0: None, 1: "relu", 2: ("clip", -1.0, 1.0), 3: "relu6"}
+_QRANGE = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127)}
+# Fused activations: code -> real (lo, hi) bounds (None: unbounded above); NONE, RELU, RELU_N1_TO_1, RELU6.
+_ACTIVATIONS = {0: None, 1: (0.0, None), 2: (-1.0, 1.0), 3: (0.0, 6.0)}
 
 
 def is_tflite(model) -> bool:
@@ -169,7 +171,12 @@ class _Importer:
     def get(self, i: int, layout: str = "NHWC") -> str:
         """Graph name of tensor i in `layout` (4-D tensors only may be NCHW), adding a Transpose if needed."""
         have = self.layouts.setdefault(i, {})
-        if self.t[i].data is not None and layout == "NHWC":
+        if self.t[i].data is not None:  # a constant: stored in each layout asked for
+            if layout == "NCHW" and len(self.t[i].shape) == 4:
+                if "NCHW" not in have:
+                    have["NCHW"] = self.const(f"{self.names[i]}_nchw", np.ascontiguousarray(
+                        self.array(i).transpose(0, 3, 1, 2)))
+                return have["NCHW"]
             if self.names[i] not in self.consts:
                 self.consts[self.names[i]] = self.array(i)
             return self.names[i]
@@ -194,6 +201,56 @@ class _Importer:
 
     def nchw_ready(self, i: int) -> bool:
         return "NCHW" in self.layouts.get(i, {})
+
+    def layout_of(self, ins: list[int], outs: list[int]) -> str:
+        """NCHW for an op on 4-D tensors whose (non-constant) input already exists as NCHW, else NHWC."""
+        four = all(len(self.t[i].shape) == 4 for i in [*ins, *outs])
+        return "NCHW" if four and any(self.nchw_ready(i) for i in ins if self.t[i].data is None) else "NHWC"
+
+    def shape(self, i: int, layout: str) -> tuple[int, ...]:
+        s = self.t[i].shape
+        return (s[0], s[3], s[1], s[2]) if layout == "NCHW" and len(s) == 4 else s
+
+    def activation(self, code: int, i: int):
+        """vkinfer's `activation` attribute for TFLite fused activation `code` on output tensor i: a ("clip", lo,
+        hi) whose quantized bounds are TFLite's (CalculateActivationRangeQuantized: zero point +
+        round-half-away(value / scale), limited to the type's range), or None when the clamp is the type's range."""
+        t = self.t[i]
+        rng = _act_range(code, t.scale[0], int(t.zero_point[0]), _DTYPES[t.dtype])
+        if rng is None:
+            return None
+        lo, hi = rng
+        s, zp = np.float64(t.scale[0]), int(t.zero_point[0])
+        # (q - zp) * scale as a real bound quantizes back to q exactly (|q - zp| <= 255: float32 error << 0.5).
+        return ("clip", float((lo - zp) * s), float((hi - zp) * s))
+
+    def clamp(self, src: str, i: int, layout: str, act) -> None:
+        """Write tensor i (in `layout`) as `src` clamped by fused activation `act` (see `activation`): an identity
+        1x1 vkinfer:QLinearConvClamp (weight 1, weight scale 1, input scale = output scale: multiplier exactly
+        1.0, so only the narrowed clamp acts), depthwise on an NCHW tensor, else on a (1, 1, rows, last dim)
+        view of it."""
+        t = self.t[i]
+        shape = self.shape(i, layout)
+        dt = _DTYPES[t.dtype]
+        out = self.put(i, layout)
+        if len(shape) == 4 and layout == "NCHW":
+            x4, y4, c = src, out, shape[1]
+        else:
+            rows = int(np.prod(shape[:-1], dtype=np.int64)) if len(shape) > 1 else 1
+            x4, y4, c = self.fresh("clamp_in"), self.fresh("clamp_out"), 1
+            self.node("Reshape", [src, self.const("shape", np.array([1, 1, rows, shape[-1] if shape else 1],
+                                                                    np.int64))], [x4])
+        s, z = self.qparams(i)
+        self.node("vkinfer:QLinearConvClamp", [x4, s, z, self.const("weights", np.ones((c, 1, 1, 1), dt)),
+                                               self.const("scale", np.float32(1.0)),
+                                               self.const("zero_point", np.array(0, dt)), s, z],
+                  [y4], strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], group=c, activation=act)
+        if y4 != out:
+            self.node("Reshape", [y4, self.const("shape", np.array(shape, np.int64))], [out])
+
+    def write(self, i: int, layout: str, act) -> str:
+        """Name an op writes tensor i under; with a fused activation, a fresh name that `finish` clamps into i."""
+        return self.put(i, layout) if act is None else self.fresh(f"{self.names[i]}_unclamped")
 
     # ---- ops ----
     def conv(self, ins, outs, opts, depthwise: bool) -> None:
@@ -220,7 +277,7 @@ class _Importer:
         inputs = [self.get(x, "NCHW"), xs, xz, self.const("weights", weights), ws, wz, ys, yz]
         if b >= 0:
             inputs.append(self.const("bias", self.array(b).astype(np.int32)))
-        act = _ACTIVATIONS[opts.FusedActivationFunction()]
+        act = self.activation(opts.FusedActivationFunction(), outs[0])
         attrs = dict(strides=[sh, sw], pads=[pt, pl, pb, pr], dilations=[dh, dw], group=group)
         if act is not None:
             attrs["activation"] = act
@@ -240,7 +297,7 @@ class _Importer:
         ws, wz = self.qparams(w, per_axis=True)
         ys, yz = self.qparams(outs[0])
         bias = self.const("bias", self.array(b).astype(np.int32)) if b >= 0 else ""
-        act = _ACTIVATIONS[opts.FusedActivationFunction()] if opts is not None else None
+        act = self.activation(opts.FusedActivationFunction(), outs[0]) if opts is not None else None
         out_shape = self.t[outs[0]].shape
         y = self.put(outs[0]) if len(out_shape) == 2 else self.fresh("fc_output")
         attrs = dict(transB=1, alpha=1.0)
@@ -251,15 +308,19 @@ class _Importer:
         if len(out_shape) != 2:
             self.node("Reshape", [y, self.const("shape", np.array(out_shape, np.int64))], [self.put(outs[0])])
 
-    def add(self, ins, outs) -> None:
+    def binary(self, op: str, ins, outs, opts) -> None:
+        """ADD / MUL -> com.microsoft:QLinearAdd / QLinearMul (numpy broadcasting, in NCHW when both inputs are
+        4-D and one exists as NCHW), then the fused activation's clamp."""
         a, b = ins
-        same4 = len(self.t[a].shape) == len(self.t[b].shape) == len(self.t[outs[0]].shape) == 4
-        layout = "NCHW" if same4 and self.t[a].shape == self.t[b].shape and (
-            self.nchw_ready(a) or self.nchw_ready(b)) else "NHWC"
+        layout = self.layout_of([a, b], outs)
+        act = self.activation(opts.FusedActivationFunction(), outs[0]) if opts is not None else None
         inputs = []
         for i in (a, b):
             inputs += [self.get(i, layout), *self.qparams(i)]
-        self.node("com.microsoft:QLinearAdd", inputs + list(self.qparams(outs[0])), [self.put(outs[0], layout)])
+        y = self.write(outs[0], layout, act)
+        self.node(op, inputs + list(self.qparams(outs[0])), [y])
+        if act is not None:
+            self.clamp(y, outs[0], layout, act)
 
     def mean(self, ins, outs, keep_dims: bool) -> None:
         x = ins[0]
@@ -272,7 +333,10 @@ class _Importer:
         if not keep_dims:
             self.node("Reshape", [y, self.const("shape", np.array(y_shape, np.int64))], [self.put(outs[0])])
 
-    def average_pool(self, ins, outs, opts) -> None:
+    def pool(self, ins, outs, opts, kind: str) -> None:
+        """AVERAGE_POOL_2D -> com.microsoft:QLinearAveragePool (count_include_pad = 0, as TFLite averages);
+        MAX_POOL_2D -> MaxPool (padding never wins); SAME/VALID -> explicit pads; then the fused activation's
+        clamp."""
         x = ins[0]
         _, h, w, _ = self.t[x].shape
         kh, kw, sh, sw = opts.FilterHeight(), opts.FilterWidth(), opts.StrideH(), opts.StrideW()
@@ -281,9 +345,54 @@ class _Importer:
             pl, pr = _same(w, kw, sw, 1)
         else:
             pt = pb = pl = pr = 0
-        self.node("com.microsoft:QLinearAveragePool", [self.get(x, "NCHW"), *self.qparams(x),
-                                                       *self.qparams(outs[0])], [self.put(outs[0], "NCHW")],
-                  kernel_shape=[kh, kw], strides=[sh, sw], pads=[pt, pl, pb, pr], count_include_pad=0)
+        act = self.activation(opts.FusedActivationFunction(), outs[0])
+        y = self.write(outs[0], "NCHW", act)
+        attrs = dict(kernel_shape=[kh, kw], strides=[sh, sw], pads=[pt, pl, pb, pr])
+        if kind == "average":
+            self.node("com.microsoft:QLinearAveragePool", [self.get(x, "NCHW"), *self.qparams(x),
+                                                           *self.qparams(outs[0])], [y], count_include_pad=0,
+                      **attrs)
+        else:
+            self.node("MaxPool", [self.get(x, "NCHW")], [y], **attrs)
+        if act is not None:
+            self.clamp(y, outs[0], "NCHW", act)
+
+    def concatenation(self, ins, outs, opts) -> None:
+        """Concat when every input has the output's scale and zero point, else com.microsoft:QLinearConcat; the
+        NHWC axis becomes the NCHW one when the inputs are 4-D and one exists as NCHW. A fused activation is
+        ignored, as TFLite's 8-bit kernels ignore it (ai-edge-litert 2.3: a RELU leaves values below the zero
+        point)."""
+        layout = self.layout_of(ins, outs)
+        rank = len(self.t[outs[0]].shape)
+        axis = opts.Axis() % rank if opts is not None else 0
+        if layout == "NCHW":
+            axis = (0, 2, 3, 1)[axis]
+        y = self.put(outs[0], layout)
+        if all(_same_q(self.t[i], self.t[outs[0]]) for i in ins):
+            self.node("Concat", [self.get(i, layout) for i in ins], [y], axis=axis)
+            return
+        inputs = list(self.qparams(outs[0]))
+        for i in ins:
+            inputs += [self.get(i, layout), *self.qparams(i)]
+        self.node("com.microsoft:QLinearConcat", inputs, [y], axis=axis)
+
+    def pad(self, ins, outs) -> None:
+        """PAD -> Pad (constant mode, value = the zero point: a real 0), pads permuted for NCHW."""
+        x = ins[0]
+        layout = self.layout_of([x], outs)
+        p = self.array(ins[1]).astype(np.int64).reshape(-1, 2)
+        if layout == "NCHW":
+            p = p[[0, 3, 1, 2]]
+        t = self.t[x]
+        value = self.const("pad_value", np.array(t.zero_point[0], _DTYPES[t.dtype]))
+        self.node("Pad", [self.get(x, layout), self.const("pads", np.concatenate([p[:, 0], p[:, 1]])), value],
+                  [self.put(outs[0], layout)], mode="constant")
+
+    def logistic(self, ins, outs) -> None:
+        x = ins[0]
+        layout = self.layout_of([x], outs)
+        self.node("com.microsoft:QLinearSigmoid", [self.get(x, layout), *self.qparams(x), *self.qparams(outs[0])],
+                  [self.put(outs[0], layout)])
 
     def reshape(self, ins, outs) -> None:
         shape = np.array(self.t[outs[0]].shape, np.int64)
@@ -294,10 +403,11 @@ class _Importer:
 
     def quantize(self, ins, outs) -> None:
         x = ins[0]
-        src = self.get(x)
-        if self.t[x].dtype != 0:  # requantize int -> int through float
-            src = self.fresh("float")
-            self.dequantize(x, src)
+        if self.t[x].dtype == 0:  # float32 -> 8 bits: TFLite multiplies by 1 / scale (ONNX divides)
+            self.node("vkinfer:TFLiteQuantize", [self.get(x), *self.qparams(outs[0])], [self.put(outs[0])])
+            return
+        src = self.fresh("float")  # requantize int -> int through float
+        self.dequantize(x, src)
         self.node("QuantizeLinear", [src, *self.qparams(outs[0])], [self.put(outs[0])])
 
     def softmax(self, ins, outs, opts) -> None:
@@ -316,6 +426,30 @@ def _same(size: int, k: int, stride: int, dilation: int) -> tuple[int, int]:
     out = -(-size // stride)
     total = max((out - 1) * stride + (k - 1) * dilation + 1 - size, 0)
     return total // 2, total - total // 2
+
+
+def _round_away(v: float) -> int:
+    return int(np.sign(v) * np.floor(abs(v) + 0.5))
+
+
+def _act_range(code: int, scale, zp: int, dtype) -> tuple[int, int] | None:
+    """TFLite's quantized clamp of fused activation `code` (CalculateActivationRangeQuantized: zero point +
+    round-half-away(float32(value / scale)), within the type's range); None when it is the whole range."""
+    if _ACTIVATIONS[code] is None:
+        return None
+    qmin, qmax = _QRANGE[np.dtype(dtype)]
+    lo, hi = _ACTIVATIONS[code]
+
+    def q(v: float) -> int:
+        return zp + _round_away(float(np.float32(v) / np.float32(scale)))
+
+    lo, hi = max(qmin, q(lo)), qmax if hi is None else min(qmax, q(hi))
+    return None if (lo, hi) == (qmin, qmax) else (lo, hi)
+
+
+def _same_q(a: _T, b: _T) -> bool:
+    return (a.scale is not None and b.scale is not None and a.scale.size == b.scale.size == 1
+            and np.float32(a.scale[0]) == np.float32(b.scale[0]) and int(a.zero_point[0]) == int(b.zero_point[0]))
 
 
 def _check(code, ins, outs, opts, tensors) -> str | None:
@@ -338,11 +472,15 @@ def _check(code, ins, outs, opts, tensors) -> str | None:
         return None if qt(ins[0]) else "only int8/uint8 inputs are supported (not float16/int16)"
     if code == B.RESHAPE:
         return None if all(d >= 0 for d in tensors[outs[0]].shape) else "output shape is not static"
-    data_ins = [i for i in ins[:1 if code in (B.MEAN, B.RESHAPE, B.SOFTMAX, B.AVERAGE_POOL_2D) else 2] if i >= 0]
+    unary = (B.MEAN, B.RESHAPE, B.SOFTMAX, B.AVERAGE_POOL_2D, B.MAX_POOL_2D, B.LOGISTIC, B.PAD)
+    data_ins = [i for i in (ins if code == B.CONCATENATION else ins[:1 if code in unary else 2]) if i >= 0]
     if not all(qt(i) for i in data_ins + outs[:1]):
         return "only int8/uint8 quantized tensors are supported (float and int16 models are not)"
     if any(tensors[i].scale.size > 1 for i in [*ins[:1], *outs[:1]]):
         return "per-axis quantized activations are not supported"
+    if code in (B.ADD, B.MUL, B.CONCATENATION, B.MAX_POOL_2D, B.AVERAGE_POOL_2D, B.PAD, B.LOGISTIC) and any(
+            tensors[i].dtype != tensors[outs[0]].dtype for i in data_ins):
+        return "inputs and output must have the same type"
     act = getattr(opts, "FusedActivationFunction", None)
     if act is not None and act() not in _ACTIVATIONS:
         return f"fused activation {act()} is not supported (only NONE, RELU, RELU_N1_TO_1, RELU6)"
@@ -358,6 +496,9 @@ def _check(code, ins, outs, opts, tensors) -> str | None:
             return f"weights are quantized along axis {w.qdim}"
         if code == B.CONV_2D and w.shape[3] != tensors[ins[0]].shape[3]:
             return "grouped CONV_2D is not supported"
+        if code == B.DEPTHWISE_CONV_2D and w.shape[3] % tensors[ins[0]].shape[3]:
+            return (f"{w.shape[3]} output channels are not a multiple of the {tensors[ins[0]].shape[3]} input "
+                    "channels")
     if code == B.FULLY_CONNECTED:
         w = tensors[ins[1]]
         if w.data is None or len(w.shape) != 2:
@@ -366,9 +507,25 @@ def _check(code, ins, outs, opts, tensors) -> str | None:
             return "shuffled weights are not supported"
         if len(ins) > 2 and ins[2] >= 0 and (tensors[ins[2]].data is None or tensors[ins[2]].dtype != 2):
             return "bias must be a constant int32 tensor"
-    if code == B.ADD:
-        if not qt(ins[1]) or tensors[ins[1]].scale.size > 1:
-            return "both inputs must be per-tensor int8/uint8"
+    if code in (B.ADD, B.MUL, B.CONCATENATION):
+        if any(tensors[i].scale.size > 1 for i in data_ins):
+            return "inputs must be per-tensor int8/uint8"
+        if code != B.CONCATENATION and len(tensors[ins[0]].shape) != len(tensors[ins[1]].shape) and any(
+                len(tensors[i].shape) > 4 for i in ins):
+            return "broadcasting over more than 4 dimensions is not supported"
+    if code in (B.MAX_POOL_2D, B.AVERAGE_POOL_2D):
+        if len(tensors[ins[0]].shape) != 4:
+            return "input is not 4-D"
+        if not _same_q(tensors[ins[0]], tensors[outs[0]]):
+            return "input and output scale/zero point differ (TFLite's 8-bit pooling does not rescale)"
+    if code == B.PAD:
+        p = tensors[ins[1]]
+        if p.data is None or p.dtype not in (2, 4) or p.shape != (len(tensors[ins[0]].shape), 2):
+            return "paddings must be a constant int32/int64 tensor of shape (rank, 2)"
+        if np.any(np.frombuffer(p.data, _DTYPES[p.dtype]) < 0):
+            return "negative paddings"
+        if not _same_q(tensors[ins[0]], tensors[outs[0]]):
+            return "input and output scale/zero point differ"
     if code == B.MEAN:
         axes = tensors[ins[1]]
         if axes.data is None:
@@ -376,8 +533,6 @@ def _check(code, ins, outs, opts, tensors) -> str | None:
         ax = sorted(int(a) % 4 for a in np.frombuffer(axes.data, _DTYPES[axes.dtype]))
         if len(tensors[ins[0]].shape) != 4 or ax != [1, 2]:
             return "only MEAN over H,W of a 4-D tensor is supported"
-    if code == B.AVERAGE_POOL_2D and len(tensors[ins[0]].shape) != 4:
-        return "input is not 4-D"
     return None
 
 
@@ -386,17 +541,31 @@ def _supported_codes() -> dict:
 
     B, t = tflite.BuiltinOperator, tflite
     return {B.CONV_2D: t.Conv2DOptions, B.DEPTHWISE_CONV_2D: t.DepthwiseConv2DOptions,
-            B.FULLY_CONNECTED: t.FullyConnectedOptions, B.ADD: t.AddOptions, B.MEAN: t.ReducerOptions,
-            B.AVERAGE_POOL_2D: t.Pool2DOptions, B.RESHAPE: None, B.SOFTMAX: t.SoftmaxOptions, B.QUANTIZE: None,
-            B.DEQUANTIZE: None}
+            B.FULLY_CONNECTED: t.FullyConnectedOptions, B.ADD: t.AddOptions, B.MUL: t.MulOptions,
+            B.MEAN: t.ReducerOptions, B.AVERAGE_POOL_2D: t.Pool2DOptions, B.MAX_POOL_2D: t.Pool2DOptions,
+            B.RESHAPE: None, B.CONCATENATION: t.ConcatenationOptions, B.PAD: None, B.SOFTMAX: t.SoftmaxOptions,
+            B.LOGISTIC: None, B.QUANTIZE: None, B.DEQUANTIZE: None}
+
+
+def _needs() -> dict:
+    """vkinfer ops each TFLite op may produce; all must be in the session's op table."""
+    import tflite
+
+    B = tflite.BuiltinOperator
+    clamp = ("vkinfer:QLinearConvClamp", "Reshape")
+    return {B.CONV_2D: ("QLinearConv", "vkinfer:QLinearConvClamp"), B.DEPTHWISE_CONV_2D: ("QLinearConv",
+            "vkinfer:QLinearConvClamp"), B.FULLY_CONNECTED: ("com.microsoft:QGemm", "vkinfer:QGemmClamp", "Reshape"),
+            B.ADD: ("com.microsoft:QLinearAdd", *clamp), B.MUL: ("com.microsoft:QLinearMul", *clamp),
+            B.MEAN: ("com.microsoft:QLinearGlobalAveragePool", "Reshape"),
+            B.AVERAGE_POOL_2D: ("com.microsoft:QLinearAveragePool", *clamp), B.MAX_POOL_2D: ("MaxPool", *clamp),
+            B.RESHAPE: ("Reshape",), B.CONCATENATION: ("Concat", "com.microsoft:QLinearConcat"), B.PAD: ("Pad",),
+            B.SOFTMAX: ("DequantizeLinear", "Softmax", "QuantizeLinear"), B.LOGISTIC: ("com.microsoft:QLinearSigmoid",),
+            B.QUANTIZE: ("vkinfer:TFLiteQuantize", "DequantizeLinear", "QuantizeLinear"),
+            B.DEQUANTIZE: ("DequantizeLinear",)}
 
 
 _SUPPORTED: dict = {}
-
-# vkinfer ops each TFLite op may produce; all must be in the session's op table.
-_NEEDS = ("QLinearConv", "vkinfer:QLinearConvClamp", "com.microsoft:QGemm", "vkinfer:QGemmClamp",
-          "com.microsoft:QLinearAdd", "com.microsoft:QLinearGlobalAveragePool", "com.microsoft:QLinearAveragePool",
-          "Reshape", "Transpose", "QuantizeLinear", "DequantizeLinear", "Softmax")
+_NEEDS: dict = {}
 
 
 def import_tflite(model: str | os.PathLike | bytes, supported: dict[str, str | None]) -> Graph:
@@ -407,6 +576,7 @@ def import_tflite(model: str | os.PathLike | bytes, supported: dict[str, str | N
 
     if not _SUPPORTED:
         _SUPPORTED.update(_supported_codes())
+        _NEEDS.update(_needs())
     if isinstance(model, bytes | bytearray | memoryview):
         blob = bytes(model)
     else:
@@ -423,12 +593,14 @@ def import_tflite(model: str | os.PathLike | bytes, supported: dict[str, str | N
             why = _check(code, op_in, op_out, opts, tensors)
         except Exception as e:  # malformed options or tensor references
             why = f"cannot read the op ({type(e).__name__}: {e})"
+        missing = [n for n in _NEEDS.get(code, ()) if n not in supported]
+        if not why and missing:
+            why = f"the session's op table lacks {missing}"
         if why:
             problems.append(f"op {i} ({name}): {why}")
         parsed.append((code, op_in, op_out, opts if not why else None))
-    missing = [n for n in _NEEDS if n not in supported]
-    if missing:
-        problems.append(f"the session's op table lacks {missing}")
+    if "Transpose" not in supported:
+        problems.append("the session's op table lacks Transpose")
     if problems:
         raise UnsupportedModelError("the model has ops vkinfer cannot run:\n  " + "\n  ".join(problems))
 
@@ -441,14 +613,21 @@ def import_tflite(model: str | os.PathLike | bytes, supported: dict[str, str | N
             imp.conv(op_in, op_out, opts, depthwise=code == B.DEPTHWISE_CONV_2D)
         elif code == B.FULLY_CONNECTED:
             imp.fully_connected(op_in, op_out, opts)
-        elif code == B.ADD:
-            imp.add(op_in, op_out)
+        elif code in (B.ADD, B.MUL):
+            imp.binary("com.microsoft:QLinearAdd" if code == B.ADD else "com.microsoft:QLinearMul", op_in, op_out,
+                       opts)
         elif code == B.MEAN:
             imp.mean(op_in, op_out, bool(opts.KeepDims()) if opts is not None else False)
-        elif code == B.AVERAGE_POOL_2D:
-            imp.average_pool(op_in, op_out, opts)
+        elif code in (B.AVERAGE_POOL_2D, B.MAX_POOL_2D):
+            imp.pool(op_in, op_out, opts, "average" if code == B.AVERAGE_POOL_2D else "max")
         elif code == B.RESHAPE:
             imp.reshape(op_in, op_out)
+        elif code == B.CONCATENATION:
+            imp.concatenation(op_in, op_out, opts)
+        elif code == B.PAD:
+            imp.pad(op_in, op_out)
+        elif code == B.LOGISTIC:
+            imp.logistic(op_in, op_out)
         elif code == B.SOFTMAX:
             imp.softmax(op_in, op_out, opts)
         elif code == B.QUANTIZE:

@@ -31,7 +31,9 @@ _TYPES = {np.dtype(np.float32): tflite.TensorType.FLOAT32, np.dtype(np.int32): t
           np.dtype(np.uint8): tflite.TensorType.UINT8, np.dtype(np.int8): tflite.TensorType.INT8,
           np.dtype(np.int64): tflite.TensorType.INT64}
 _ACT = {None: tflite.ActivationFunctionType.NONE, "relu": tflite.ActivationFunctionType.RELU,
-        "relu6": tflite.ActivationFunctionType.RELU6}
+        "relu6": tflite.ActivationFunctionType.RELU6, "relu_n1_to_1": tflite.ActivationFunctionType.RELU_N1_TO_1}
+_ACT_FLOAT = {None: lambda v: v, "relu": lambda v: np.maximum(v, 0), "relu6": lambda v: np.clip(v, 0, 6),
+              "relu_n1_to_1": lambda v: np.clip(v, -1, 1)}
 
 
 @dataclass
@@ -478,6 +480,198 @@ def mobilenet_v2(seed: int = 0, size: int = 224, width: float = 1.0, num_classes
     out = m.tensor("output", (1, num_classes), np.float32)
     m.op(B.DEQUANTIZE, [t["logits"]], [out])
     return m.finish([t_in], [t["logits"], out] + [t[n] for n in extra_outputs])
+
+
+def _max_pool_nhwc(x: np.ndarray, k: int, stride: int) -> np.ndarray:
+    """VALID max pooling of x (N,H,W,C)."""
+    oh, ow = (x.shape[1] - k) // stride + 1, (x.shape[2] - k) // stride + 1
+    return np.max([x[:, i:i + stride * (oh - 1) + 1:stride, j:j + stride * (ow - 1) + 1:stride, :]
+                   for i in range(k) for j in range(k)], axis=0)
+
+
+def ops_net(seed: int = 0, *, dtype: Literal["int8", "uint8"] = "int8", size: int = 16, channels: int = 8,
+            num_classes: int = 10) -> bytes:
+    """A small net over the remaining 8-bit ops, with fused activations that really clamp:
+
+        input (float32 1 x size x size x 3) -> QUANTIZE (scale not a power of two) ``input_q``
+        -> CONV_2D 3x3 SAME + RELU ``conv1`` (output range from the pre-activation: RELU clamps at the zero point)
+        -> PAD 1 on H and W ``pad`` -> MAX_POOL_2D 3x3/2 VALID + RELU_N1_TO_1 ``pool``
+        -> DEPTHWISE_CONV_2D 3x3 SAME, depth multiplier 2, + RELU6 ``dwconv``
+        -> LOGISTIC ``sigmoid``; MUL(dwconv, sigmoid) + RELU_N1_TO_1 ``mul``
+        -> ADD(mul, a constant (1, 1, 1, 2*channels) tensor, broadcast) + RELU ``add``
+        -> CONCATENATION(add, pool) on channels ``concat`` -> MEAN over H,W -> RESHAPE
+        -> FULLY_CONNECTED ``logits`` -> DEQUANTIZE ``output``.
+
+    int8: per-axis weights; TFLite's int8 CONCATENATION does not rescale, so ``add``, ``pool`` (and ``conv1``,
+    ``pad``, as pooling and padding keep their input's parameters) share ``concat``'s scale and zero point (plain
+    Concat). uint8: per-tensor weights, every tensor its own parameters (QLinearConcat rescales). Every
+    intermediate tensor above is also a graph output, after ``logits`` and ``output``. Returns the .tflite bytes.
+    """
+    qdt = np.dtype(dtype)
+    if qdt not in (np.dtype(np.int8), np.dtype(np.uint8)):
+        raise ValueError(f"dtype must be 'int8' or 'uint8', got {dtype!r}")
+    rng = np.random.default_rng(seed)
+    c, c2 = channels, 2 * channels
+
+    def he(shape, fan_in, gain=2.0):
+        return rng.standard_normal(shape) * math.sqrt(gain / fan_in)
+
+    w1, b1 = he((c, 3, 3, 3), 27), rng.standard_normal(c) * 0.05       # OHWI
+    wd, bd = he((1, 3, 3, c2), 9) * 2.0, rng.standard_normal(c2) * 0.05  # 1HW(C*2): large, so RELU6 clips
+    addc = rng.standard_normal((1, 1, 1, c2)) * 0.3
+    wf, bf = he((num_classes, c2 + c), c2 + c, 1.0), rng.standard_normal(num_classes) * 0.05
+
+    x = rng.uniform(-1.0, 1.0, (8, size, size, 3))
+    pre1 = _conv_nhwc(x, w1.transpose(1, 2, 3, 0), b1, 1) * 2.0
+    w1 = w1 * 2.0
+    b1 = b1 * 2.0
+    a1 = np.maximum(pre1, 0)
+    pool = np.clip(_max_pool_nhwc(np.pad(a1, ((0, 0), (1, 1), (1, 1), (0, 0))), 3, 2), -1, 1)
+    pre_d = _conv_nhwc(pool, wd[0][:, :, None, :].reshape(3, 3, 1, c2), bd, 1, groups=c)
+    dw = np.clip(pre_d, 0, 6)
+    sig = 1 / (1 + np.exp(-dw))
+    pre_m = dw * sig
+    mul = np.clip(pre_m, -1, 1)
+    pre_a = mul + addc
+    add = np.maximum(pre_a, 0)
+    cat = np.concatenate([add, pool], axis=3)
+    pooled = cat.mean(axis=(1, 2))
+    logits = pooled @ wf.T + bf
+    # Activation outputs take the pre-activation range, so the fused clamps are narrower than the type.
+    ranges = {"input_q": x, "conv1": pre1, "dwconv": pre_d * 1.5, "mul": pre_m * 1.5, "add": pre_a,
+              "concat": np.concatenate([pre_a.ravel(), pre1.ravel()]), "mean": pooled, "logits": logits}
+    qp = {k: _qparams(float(v.min()), float(v.max()), qdt) for k, v in ranges.items()}
+    qp["input_q"] = (float(np.float32(qp["input_q"][0] * 1.037)), qp["input_q"][1])  # far from a power of two
+    qp["sigmoid"] = (1.0 / 256, -128 if qdt == np.int8 else 0)
+    if qdt == np.int8:
+        qp["conv1"] = qp["add"] = qp["concat"]
+    qp["pad"] = qp["pool"] = qp["conv1"]
+
+    half = (size + 2 - 3) // 2 + 1
+    shapes = {"input_q": (1, size, size, 3), "conv1": (1, size, size, c), "pad": (1, size + 2, size + 2, c),
+              "pool": (1, half, half, c), "dwconv": (1, half, half, c2), "sigmoid": (1, half, half, c2),
+              "mul": (1, half, half, c2), "add": (1, half, half, c2), "concat": (1, half, half, c2 + c),
+              "mean": (1, 1, 1, c2 + c), "logits": (1, num_classes)}
+    m = ModelBuilder()
+    t = {k: m.tensor(k, shp, qdt, scale=qp[k][0], zero_point=qp[k][1]) for k, shp in shapes.items()}
+    t_in = m.tensor("input", (1, size, size, 3), np.float32)
+    flat = m.tensor("flatten", (1, c2 + c), qdt, scale=qp["mean"][0], zero_point=qp["mean"][1])
+
+    def weights(name, w, axis, in_scale, bias):
+        q, sc, z = _weights(w, axis if qdt == np.int8 else None, qdt)
+        tw = m.tensor(f"{name}/weights", q.shape, qdt, q, sc, z, axis if sc.size > 1 else 0)
+        bscale = (np.float32(in_scale) * sc).astype(np.float32)
+        tb = m.tensor(f"{name}/bias", bias.shape, np.int32, np.rint(bias / bscale).astype(np.int32), bscale,
+                      np.zeros(bscale.size, np.int64), 0)
+        return tw, tb
+
+    B, A, P = tflite.BuiltinOperator, tflite.BuiltinOptions, tflite.Padding
+    m.op(B.QUANTIZE, [t_in], [t["input_q"]])
+    tw, tb = weights("conv1", w1, 0, qp["input_q"][0], b1)
+    m.op(B.CONV_2D, [t["input_q"], tw, tb], [t["conv1"]], A.Conv2DOptions, Padding=P.SAME, StrideW=1, StrideH=1,
+         FusedActivationFunction=_ACT["relu"])
+    pads = m.tensor("pad/paddings", (4, 2), np.int32, np.array([[0, 0], [1, 1], [1, 1], [0, 0]], np.int32))
+    m.op(B.PAD, [t["conv1"], pads], [t["pad"]])
+    m.op(B.MAX_POOL_2D, [t["pad"]], [t["pool"]], A.Pool2DOptions, Padding=P.VALID, StrideW=2, StrideH=2,
+         FilterWidth=3, FilterHeight=3, FusedActivationFunction=_ACT["relu_n1_to_1"])
+    tw, tb = weights("dwconv", wd, 3, qp["pool"][0], bd)
+    m.op(B.DEPTHWISE_CONV_2D, [t["pool"], tw, tb], [t["dwconv"]], A.DepthwiseConv2DOptions, Padding=P.SAME,
+         StrideW=1, StrideH=1, DepthMultiplier=2, FusedActivationFunction=_ACT["relu6"])
+    m.op(B.LOGISTIC, [t["dwconv"]], [t["sigmoid"]])
+    m.op(B.MUL, [t["dwconv"], t["sigmoid"]], [t["mul"]], A.MulOptions,
+         FusedActivationFunction=_ACT["relu_n1_to_1"])
+    cs, cz = _qparams(float(addc.min()), float(addc.max()), qdt)
+    tc = m.tensor("add/constant", addc.shape, qdt,
+                  np.clip(np.rint(addc / cs) + cz, *((-128, 127) if qdt == np.int8 else (0, 255))), cs, cz)
+    m.op(B.ADD, [t["mul"], tc], [t["add"]], A.AddOptions, FusedActivationFunction=_ACT["relu"])
+    m.op(B.CONCATENATION, [t["add"], t["pool"]], [t["concat"]], A.ConcatenationOptions, Axis=3,
+         FusedActivationFunction=_ACT[None])
+    axes = m.tensor("mean/axes", (2,), np.int32, np.array([1, 2], np.int32))
+    m.op(B.MEAN, [t["concat"], axes], [t["mean"]], A.ReducerOptions, KeepDims=True)
+    shape = m.tensor("flatten/shape", (2,), np.int32, np.array([1, c2 + c], np.int32))
+    m.op(B.RESHAPE, [t["mean"], shape], [flat], A.ReshapeOptions, NewShape=[1, c2 + c])
+    tw, tb = weights("fc", wf, None, qp["mean"][0], bf)
+    m.op(B.FULLY_CONNECTED, [flat, tw, tb], [t["logits"]], A.FullyConnectedOptions, FusedActivationFunction=0)
+    out = m.tensor("output", (1, num_classes), np.float32)
+    m.op(B.DEQUANTIZE, [t["logits"]], [out])
+    inner = ["input_q", "conv1", "pad", "pool", "dwconv", "sigmoid", "mul", "add", "concat"]
+    return m.finish([t_in], [t["logits"], out] + [t[k] for k in inner])
+
+
+def op_model(op: Literal["mul", "add", "logistic", "max_pool", "concat", "pad", "quantize"], seed: int = 0, *,
+             dtype: Literal["int8", "uint8"] = "int8", shape=(1, 8, 8, 16), activation: str | None = None,
+             **kw) -> bytes:
+    """One TFLite op with 8-bit graph inputs ``x`` (and ``y``) and output ``out``, seeded random quantization
+    parameters, for op-by-op comparisons (the compared inputs are then identical in both runtimes).
+
+    mul, add: ``x`` of `shape` times/plus ``y`` (shape kw["y_shape"], default `shape`), fused `activation`.
+    logistic: output scale 1/256 (TFLite's requirement). max_pool: kw filter (3), stride (2), padding ("SAME" or
+    "VALID"), fused `activation`; output parameters = the input's. concat: kw inputs (2), axis (3); kw
+    same_params: every input with the output's parameters. pad: kw paddings (rank x 2). quantize: float32
+    input ``x``, kw scale (default: a seeded scale that is not a power of two).
+    """
+    qdt = np.dtype(dtype)
+    rng = np.random.default_rng(seed)
+    shape = tuple(shape)
+
+    def params(lo=0.005, hi=0.05):
+        sc = float(np.float32(np.exp(rng.uniform(np.log(lo), np.log(hi)))))
+        zp = int(rng.integers(-20, 21)) + (0 if qdt == np.int8 else 128)
+        return sc, zp
+
+    B, A, P = tflite.BuiltinOperator, tflite.BuiltinOptions, tflite.Padding
+    m = ModelBuilder()
+    if op == "quantize":
+        sc = kw.get("scale") or float(np.float32(np.exp(rng.uniform(np.log(0.003), np.log(0.05)))))
+        x = m.tensor("x", shape, np.float32)
+        y = m.tensor("out", shape, qdt, scale=sc, zero_point=params()[1])
+        m.op(B.QUANTIZE, [x], [y])
+        return m.finish([x], [y])
+    xp = params()
+    x = m.tensor("x", shape, qdt, None, *xp)
+    ins = [x]
+    if op in ("mul", "add"):
+        yp = params()
+        ins.append(m.tensor("y", kw.get("y_shape", shape), qdt, None, *yp))
+        out_shape = tuple(np.broadcast_shapes(shape, kw.get("y_shape", shape)))
+        # Output scales that keep most results inside the type: a * b spans ~ 128^2 * xs * ys, a + b ~ 256 * max.
+        sc = xp[0] * yp[0] * rng.uniform(30, 120) if op == "mul" else max(xp[0], yp[0]) * rng.uniform(1.2, 2.5)
+        y = m.tensor("out", out_shape, qdt, None, float(np.float32(sc)), params()[1])
+        code, kind = (B.MUL, A.MulOptions) if op == "mul" else (B.ADD, A.AddOptions)
+        m.op(code, ins, [y], kind, FusedActivationFunction=_ACT[activation])
+    elif op == "logistic":
+        y = m.tensor("out", shape, qdt, scale=1.0 / 256, zero_point=-128 if qdt == np.int8 else 0)
+        m.op(B.LOGISTIC, ins, [y])
+    elif op == "max_pool":
+        k, st, pad = kw.get("filter", 3), kw.get("stride", 2), kw.get("padding", "SAME")
+        h, w = shape[1:3]
+        oh, ow = ((-(-h // st), -(-w // st)) if pad == "SAME" else ((h - k) // st + 1, (w - k) // st + 1))
+        t = m.tensors[x]
+        y = m.tensor("out", (shape[0], oh, ow, shape[3]), qdt, scale=t.scale, zero_point=t.zero_point)
+        m.op(B.MAX_POOL_2D, ins, [y], A.Pool2DOptions, Padding=getattr(P, pad), StrideW=st, StrideH=st,
+             FilterWidth=k, FilterHeight=k, FusedActivationFunction=_ACT[activation])
+    elif op == "concat":
+        n, axis = kw.get("inputs", 2), kw.get("axis", 3)
+        yp = params()
+        for j in range(1, n):
+            ins.append(m.tensor(f"x{j}", shape, qdt, None, *(yp if kw.get("same_params") else params())))
+        if kw.get("same_params"):
+            m.tensors[x].scale, m.tensors[x].zero_point = np.float32([yp[0]]), np.array([yp[1]])
+        out_shape = list(shape)
+        out_shape[axis] *= n
+        y = m.tensor("out", out_shape, qdt, scale=yp[0], zero_point=yp[1])
+        m.op(B.CONCATENATION, ins, [y], A.ConcatenationOptions, Axis=axis, FusedActivationFunction=_ACT[None])
+    elif op == "pad":
+        p = np.array(kw.get("paddings", [[0, 0], [1, 2], [2, 1], [0, 0]]), np.int32)
+        ins.append(m.tensor("paddings", p.shape, np.int32, p))
+        t = m.tensors[x]
+        y = m.tensor("out", tuple(int(v) for v in np.array(shape) + p.sum(axis=1)), qdt, scale=t.scale,
+                     zero_point=t.zero_point)
+        m.op(B.PAD, ins, [y])
+    else:
+        raise ValueError(f"unknown op {op!r}")
+    graph_ins = [i for i in ins if m.tensors[i].buffer == 0]
+    return m.finish(graph_ins, [y])
 
 
 def litert_run(model: bytes, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
