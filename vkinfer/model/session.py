@@ -19,6 +19,7 @@ from .. import ops
 from .graph import Graph, TensorInfo
 from .kernels import OPS
 from .onnx_import import import_onnx
+from .plan import CpuBackend, Plan, VulkanBackend, interpret
 from .tflite_import import import_tflite, is_tflite
 
 
@@ -59,6 +60,34 @@ class InferenceSession:
         for node in self.graph.nodes:
             # A layer can be prepared once only if everything but its activation is a model constant.
             node.attrs["_static"] = all(not n or n in self.graph.consts for n in node.inputs[1:])
+        self._plans: dict[tuple, Plan] = {}
+        kind, _, which = self.device.partition(":")
+        self._compile = kind in ("vulkan", "cpu") and os.environ.get("VKINFER_PLAN", "1") != "0"
+        if self._compile:
+            if kind == "vulkan":
+                from .._vk import get_device
+
+                self._backend = VulkanBackend(get_device(which or None))
+            else:
+                self._backend = CpuBackend(which or None)
+            shapes = [t.shape for t in self.graph.inputs]
+            if all(s is not None and all(isinstance(d, int) and d > 0 for d in s) for s in shapes):
+                # Static input shapes: compile now (trace, placement, packing, buffers, recording).
+                try:
+                    self.plan({t.name: np.zeros(t.shape, t.dtype) for t in self.graph.inputs}, trial=True)
+                except (ValueError, TypeError):
+                    pass  # zeros are not valid for some input (a scale, say): compile on the first run instead
+
+    def plan(self, feed: dict[str, np.ndarray], trial: bool = False) -> Plan | None:
+        """The compiled plan for the feed's input signature (made on first use), or None when this session
+        interprets node by node (device "reference", or $VKINFER_PLAN=0). The trace that gives the plan its
+        shapes runs on `feed` (`trial`: zeros of the declared shapes at creation)."""
+        if not self._compile:
+            return None
+        sig = tuple((k, v.shape, v.dtype.str) for k, v in sorted(feed.items()))
+        if sig not in self._plans:
+            self._plans[sig] = Plan(self.graph, feed, self._backend, self.device)
+        return self._plans[sig]
 
     def get_inputs(self) -> list[NodeArg]:
         return [NodeArg(t) for t in self.graph.inputs]
@@ -86,16 +115,11 @@ class InferenceSession:
         unknown = [k for k in input_feed if k not in {t.name for t in g.inputs}]
         if unknown:
             raise ValueError(f"unknown input(s) {unknown}; the model's inputs: {[i.name for i in g.inputs]}")
-        for node in g.nodes:
-            args = [values[n] if n else None for n in node.inputs]
-            try:
-                outs = OPS[node.op](node, args, self.device)
-            except (ValueError, TypeError) as e:
-                raise type(e)(f"node {node.name} ({node.op}): {e}") from e
-            for name, v in zip(node.outputs, outs, strict=False):
-                if name:
-                    values[name] = v
         names = output_names if output_names is not None else [t.name for t in g.outputs]
+        plan = self.plan({t.name: values[t.name] for t in g.inputs})
+        if plan is not None and set(names) <= {t.name for t in g.outputs}:
+            return plan.run({t.name: values[t.name] for t in g.inputs}, names)
+        interpret(g, values, self.device)
         missing = [n for n in names if n not in values]
         if missing:
             raise ValueError(f"unknown output(s) {missing}")

@@ -46,3 +46,36 @@ def packed_to_nchw(words: np.ndarray, shape: tuple[int, int, int, int], dtype: n
 def rows_to_packed(a: np.ndarray) -> np.ndarray:
     """(..., K) uint8/int8 -> (..., K/4) uint32 words (zero padded)."""
     return np.ascontiguousarray(pad_last(as_bytes(np.ascontiguousarray(a)), 4 * ceil4(a.shape[-1]))).view(np.uint32)
+
+
+def rows_width(shape: tuple[int, ...]) -> tuple[int, int]:
+    """The packed form of a tensor as (rows, width): 4-D NCHW packs as N*H*W rows of C channels,
+    any other rank as rows of its last axis. (N, C, 1, 1) and (N, C) therefore share one form."""
+    if len(shape) == 4:
+        n, c, h, w = shape
+        return n * h * w, c
+    if len(shape) == 0:
+        return 1, 1
+    return int(np.prod(shape[:-1], dtype=np.int64)), int(shape[-1])
+
+
+def packed_words(shape: tuple[int, ...]) -> int:
+    """Words a tensor of `shape` takes in the packed form."""
+    rows, width = rows_width(shape)
+    return rows * ceil4(width)
+
+
+def to_packed(x: np.ndarray) -> np.ndarray:
+    """uint8/int8 tensor (NCHW when 4-D) -> packed words."""
+    if x.ndim == 4:
+        return nchw_to_packed(x)
+    return rows_to_packed(x.reshape(rows_width(x.shape)))
+
+
+def from_packed(words: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """Packed words -> tensor of `shape` (NCHW when 4-D) and `dtype`."""
+    if len(shape) == 4:
+        return packed_to_nchw(words, shape, dtype)
+    rows, width = rows_width(shape)
+    b = words.view(np.uint8).reshape(rows, 4 * ceil4(width))[:, :width]
+    return np.ascontiguousarray(b).view(dtype).reshape(shape)

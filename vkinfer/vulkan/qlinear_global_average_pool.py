@@ -1,0 +1,28 @@
+"""com.microsoft QLinearGlobalAveragePool on Vulkan (shaders/qlinear_global_average_pool.comp)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._vk import Buffer, Device, Program
+from ..reference.qlinear_global_average_pool import global_pool_multiplier
+from ..reference.requant import split_float32
+from ._layout import ceil4
+
+
+class QLinearGlobalAveragePool:
+    """(N, C, H, W) packed -> (N, C, 1, 1) packed; parameters are numpy scalars as the reference takes them."""
+
+    def __init__(self, shape, dtype, x_scale, x_zp, y_scale, y_zp, lo: int, hi: int, dev: Device):
+        n, c, h, w = shape
+        self.dev = dev
+        m = global_pool_multiplier(np.float32(x_scale), np.float32(y_scale), h * w)
+        mant, exp = (int(v.reshape(-1)[0]) for v in split_float32(np.asarray(m, np.float32).reshape(1)))
+        self.in_words, self.out_words = [n * h * w * ceil4(c)], n * ceil4(c)
+        self.spec_consts = [ceil4(c), c, h * w, np.dtype(dtype) == np.int8]
+        self.push = [int(x_zp), int(mant), int(exp), int(y_zp), lo, hi]
+        self.groups = (-(-ceil4(c) // 64), n, 1)
+
+    def bind(self, ins: list[Buffer], y: Buffer) -> list[Program]:
+        return [self.dev.program("qlinear_global_average_pool", [ins[0], y], self.groups, self.spec_consts,
+                                 self.push)]

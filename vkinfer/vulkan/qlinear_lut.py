@@ -1,0 +1,52 @@
+"""Elementwise 8-bit ops on Vulkan as table lookups (shaders/qlinear_lut.comp).
+
+The table is the numpy reference evaluated on every possible input byte (or byte pair), so the GPU
+result is the reference's bit for bit with no float arithmetic on the device:
+  unary (256 entries):    QLinearLeakyRelu, QLinearSigmoid
+  binary (65536 entries): QLinearAdd, QLinearMul on operands of equal shape
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from .._vk import Buffer, Device, Program
+from ._layout import ceil4, packed_words, rows_width
+from .qlinear_conv import _upload_const
+
+
+def unary_table(dtype: np.dtype, fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """fn on all 256 values of `dtype`, indexed by raw byte."""
+    x = np.arange(256, dtype=np.uint8).view(dtype)
+    return np.ascontiguousarray(fn(x)).view(np.uint8).reshape(256)
+
+
+def binary_table(dtype: np.dtype, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+    """fn on all 65536 pairs of `dtype` values, indexed by a_byte * 256 + b_byte."""
+    a = np.repeat(np.arange(256, dtype=np.uint8), 256).view(dtype)
+    b = np.tile(np.arange(256, dtype=np.uint8), 256).view(dtype)
+    return np.ascontiguousarray(fn(a, b)).view(np.uint8).reshape(65536)
+
+
+class QLinearLut:
+    """An elementwise op over packed tensors of `shape`, defined by its lookup table (256 or 65536 bytes)."""
+
+    def __init__(self, table: np.ndarray, shape: tuple[int, ...], dev: Device):
+        if table.dtype != np.uint8 or table.size not in (256, 65536):
+            raise ValueError("internal: lookup table must be 256 or 65536 bytes")
+        self.dev, self.binary = dev, table.size == 65536
+        rows, width = rows_width(shape)
+        self.out_words = packed_words(shape)
+        self.in_words = [self.out_words] * (2 if self.binary else 1)
+        self.t_buf = _upload_const(dev, np.ascontiguousarray(table).view(np.uint32))
+        self.spec_consts = [self.out_words, ceil4(width), width, self.binary]
+        g = -(-self.out_words // 64)
+        self.groups = (min(g, 65535), -(-g // 65535), 1)
+        if self.groups[1] > 1:
+            self.groups = (65535, self.groups[1], 1)
+
+    def bind(self, ins: list[Buffer], y: Buffer) -> list[Program]:
+        z = ins[1] if self.binary else ins[0]
+        return [self.dev.program("qlinear_lut", [ins[0], z, self.t_buf, y], self.groups, self.spec_consts)]
