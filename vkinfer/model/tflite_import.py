@@ -5,20 +5,40 @@ a convolution's output exists as NCHW, and a Transpose to NHWC is inserted only 
 a graph output, ...) needs it, so a chain of convolutions, ADDs and MEANs runs without transposes between them.
 
     CONV_2D            -> QLinearConv (OHWI -> OIHW, SAME/VALID -> explicit pads, per-axis scales on axis 0)
-    DEPTHWISE_CONV_2D  -> QLinearConv, group = C (1HWC -> C1HW)
+    DEPTHWISE_CONV_2D  -> QLinearConv, group = C (1HW(C*mult) -> (C*mult)1HW: depth multiplier mult >= 1)
     FULLY_CONNECTED    -> com.microsoft:QGemm, transB = 1
-    ADD                -> com.microsoft:QLinearAdd
+    ADD / MUL          -> com.microsoft:QLinearAdd / QLinearMul (numpy broadcasting; constant operands allowed)
     MEAN over H,W      -> com.microsoft:QLinearGlobalAveragePool
     AVERAGE_POOL_2D    -> com.microsoft:QLinearAveragePool (count_include_pad = 0, as TFLite averages)
+    MAX_POOL_2D        -> MaxPool (SAME/VALID -> explicit pads; padding never wins, as in TFLite)
     RESHAPE            -> Reshape (to the output tensor's static shape)
+    CONCATENATION      -> Concat when every input has the output's scale and zero point (TFLite's int8 kernel
+                          requires it), else com.microsoft:QLinearConcat; NHWC axis -> NCHW axis in NCHW
+    PAD                -> Pad (constant mode, value = the zero point), pads permuted in NCHW
     SOFTMAX            -> DequantizeLinear -> Softmax -> QuantizeLinear
-    QUANTIZE           -> QuantizeLinear (float input) or DequantizeLinear -> QuantizeLinear (requantize)
+    LOGISTIC           -> com.microsoft:QLinearSigmoid
+    QUANTIZE           -> vkinfer:TFLiteQuantize (float input) or DequantizeLinear -> QuantizeLinear (requantize)
     DEQUANTIZE         -> DequantizeLinear
-A fused RELU / RELU6 / RELU_N1_TO_1 narrows the output clamp: the convolution (or fully connected layer)
-becomes vkinfer:QLinearConvClamp (or vkinfer:QGemmClamp) with an `activation` attribute.
+Fused activations (RELU, RELU6, RELU_N1_TO_1) narrow the output clamp to TFLite's bounds (zero point +
+round-half-away(value / scale), CalculateActivationRangeQuantized), given as a ("clip", lo, hi) that quantizes to
+exactly those bounds: a convolution (or fully connected layer) becomes vkinfer:QLinearConvClamp (or
+vkinfer:QGemmClamp); ADD, MUL and the pools are followed by an identity 1x1 vkinfer:QLinearConvClamp (weight 1,
+input scale = output scale: multiplier 1.0, only the clamp acts), left out where the bounds are the type's range.
+CONCATENATION ignores its fused activation, as TFLite does. Pooling and PAD need equal input and output
+parameters (TFLite's 8-bit kernels do not rescale; other models are refused).
 
-Numerics: vkinfer requantizes with ONNX Runtime's float32 multipliers; TFLite uses fixed-point multipliers and
-rounds half away from zero, so results may differ by one step in some values.
+Numerics: vkinfer follows ONNX Runtime (float32 requantization multipliers, round half to even). ai-edge-litert's
+default kernels (XNNPACK) do the same for CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD, MEAN, MAX_POOL_2D,
+CONCATENATION, PAD, LOGISTIC: identical results on the test models (tests/test_tflite.py). Where they differ:
+  - QUANTIZE of float32: TFLite multiplies by float32(1 / scale), ONNX QuantizeLinear divides by the scale; the
+    importer emits vkinfer:TFLiteQuantize (vkinfer/reference/tflite_quantize.py), identical to TFLite.
+  - MUL: TFLite adds the output zero point after rounding, ORT in float32 before: one step on rare values near .5
+    (4 of 524288 uint8 input pairs over 8 parameter sets, 0 int8).
+  - AVERAGE_POOL_2D rounds the average half away from zero (ORT: half to even): about 2% of values, one step.
+  - SOFTMAX: TFLite's exp table against a float softmax, up to 2 steps.
+Without the XNNPACK delegate (OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES, BUILTIN_REF) TFLite's builtin
+kernels requantize with fixed-point multipliers: one step on about 0.8% of MUL values and 0.05-0.1% of
+convolution outputs (measured on the test models); the tests compare with the default interpreter.
 """
 
 from __future__ import annotations

@@ -13,6 +13,10 @@ model computes something close to the float one.
 The model's input is ``input`` (float32 NHWC 1x16x16x3); its outputs are ``logits`` (the FULLY_CONNECTED
 result, int8/uint8, the tensor to compare between runtimes) and ``output`` (SOFTMAX in the activation type, or
 DEQUANTIZE to float32). `mobilenet_v2` has the same ``input``, ``logits`` and ``output`` (DEQUANTIZE).
+
+    blob = tflite_zoo.ops_net(0, dtype="uint8")         # PAD, MAX_POOL_2D, depth multiplier 2, LOGISTIC, MUL,
+                                                        # CONCATENATION, fused activations that clamp
+    blob = tflite_zoo.op_model("mul", 0, dtype="int8")  # one op, 8-bit graph inputs x (and y), output out
 """
 
 from __future__ import annotations
@@ -441,8 +445,7 @@ def mobilenet_v2(seed: int = 0, size: int = 224, width: float = 1.0, num_classes
     bf = (rng.standard_normal(num_classes) * 0.05).astype(np.float32)
     acts["logits"] = acts["pool"].reshape(-1, last) @ wf.T + bf
     qp = {k: _qparams(float(v.min()), float(v.max()), qdt) for k, v in acts.items()}
-    # The [-1, 1] input gets scale 1/128 (as in converter-made MobileNets): TFLite's QUANTIZE multiplies by
-    # 1/scale, ONNX QuantizeLinear divides by scale, and only a power of two makes both exact and equal.
+    # The [-1, 1] input gets scale 1/128, as in converter-made MobileNets.
     qp["input_q"] = (1.0 / 128, 0)
 
     m = ModelBuilder()
