@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 import vkinfer
+from vkinfer.model.kernels import OPS
 from vkinfer.models import zoo
 
 DEVICES = ["reference", "cpu", "vulkan"]
@@ -319,3 +320,89 @@ def test_dynamic_quantize_linear_every_device_and_bad_input():
         dynamic_quantize_linear(np.array([1.0, np.nan], np.float32))
     with pytest.raises(TypeError):
         dynamic_quantize_linear(np.array([1.0, 2.0]))  # float64
+
+
+# ------------------------------------------------------------------------------- dynamic quantization models
+
+def quantize_dynamic(model: onnx.ModelProto, weight_type: str, per_channel: bool, reduce_range: bool):
+    """onnxruntime.quantization.quantize_dynamic on a zoo model (DynamicQuantizeLinear -> ConvInteger /
+    MatMulInteger -> Cast -> Mul (scales) -> Add (bias) -> float Relu/Clip/GlobalAveragePool/...)."""
+    import os
+    import tempfile
+
+    from onnxruntime.quantization import QuantType
+    from onnxruntime.quantization import quantize_dynamic as qd
+
+    with tempfile.TemporaryDirectory(prefix="vkinfer_dyn_") as tmp, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        src, dst = os.path.join(tmp, "f.onnx"), os.path.join(tmp, "q.onnx")
+        onnx.save(model, src)
+        qd(src, dst, per_channel=per_channel, reduce_range=reduce_range,
+           weight_type={"uint8": QuantType.QUInt8, "int8": QuantType.QInt8}[weight_type])
+        return onnx.load(dst)
+
+
+DYNAMIC_MODELS = {"mlp": {}, "dilated_net": dict(size=12), "mobilenet_v1": {},
+                  "mobilenet_v2": dict(width=0.35, size=32, num_classes=10), "shufflenet_like": dict(size=16)}
+
+
+@pytest.mark.parametrize("wt,per_channel,reduce_range", [("uint8", False, False), ("uint8", True, False),
+                                                         ("int8", True, True)], ids=["u8", "u8_pc", "s8_7bit_pc"])
+@pytest.mark.parametrize("name", list(DYNAMIC_MODELS))
+def test_dynamic_quantized_model_equals_onnxruntime(name, wt, per_channel, reduce_range):
+    """Every output bit equal to ORT, with its graph optimizations on (ORT fuses DynamicQuantizeLinear /
+    MatMulInteger / Cast / Mul into DynamicQuantizeMatMul and MatMulIntegerToFloat, same numerics) and off.
+    Full-range int8 weights are left out: ORT's x86 u8 x s8 GEMM saturates int16 pair sums (README)."""
+    q = quantize_dynamic(zoo.BUILDERS[name](seed=11, **DYNAMIC_MODELS[name]), wt, per_channel, reduce_range)
+    ops = set(zoo.op_types(q))
+    assert {"DynamicQuantizeLinear", "Cast", "Mul"} <= ops and ops & {"ConvInteger", "MatMulInteger"}
+    feed = zoo.random_inputs(q, seed=12)
+    want = zoo.ort_run(q, feed)
+    for g, w in zip(want, zoo.ort_run(q, feed, optimize=False), strict=True):
+        np.testing.assert_array_equal(g, w)
+    _check_all_devices(q, feed, want)
+
+
+def test_dynamic_quantized_mlp_full_range_int8_differs_only_by_ort_saturation():
+    """With full-range int8 weights the first MatMulInteger already differs in ORT (x86 int16 pair saturation);
+    its inputs are still identical, and with the saturation emulated the products agree."""
+    q = quantize_dynamic(zoo.mlp(seed=11), "int8", True, False)
+    feed = zoo.random_inputs(q, seed=12)
+    dql = next(n for n in q.graph.node if n.op_type == "DynamicQuantizeLinear")
+    mmi = next(n for n in q.graph.node if n.op_type == "MatMulInteger")
+    probe = onnx.ModelProto()
+    probe.CopyFrom(q)
+    for name in (dql.output[0], mmi.output[0]):
+        probe.graph.output.append(helper.make_empty_tensor_value_info(name))
+    want = dict(zip([o.name for o in probe.graph.output], _ort(probe, feed, optimize=False), strict=True))
+    got = vkinfer.InferenceSession(q, device="reference").run([dql.output[0], mmi.output[0]], feed)
+    np.testing.assert_array_equal(got[0], want[dql.output[0]])
+    consts = {t.name: numpy_helper.to_array(t) for t in q.graph.initializer}
+    a = got[0].astype(np.int32)
+    b = consts[mmi.input[1]].astype(np.int32)
+    assert not np.any(consts[mmi.input[3]])  # symmetric weights: zero point 0
+    k = a.shape[1] // 2 * 2
+    pairs = a[:, None, 0:k:2] * b.T[None, :, 0:k:2] + a[:, None, 1:k:2] * b.T[None, :, 1:k:2]
+    saturated = np.clip(pairs, -32768, 32767).sum(axis=2) + (a[:, k:] @ b[k:] if k < a.shape[1] else 0)
+    # ORT computes sum(a * b) with each pair sum saturated to int16, minus a_zp * sum(b); vkinfer the exact sum.
+    a_zp = int(vkinfer.InferenceSession(q, device="reference").run([dql.output[2]], feed)[0])
+    emulated = saturated - a_zp * b.sum(axis=0)[None, :]
+    np.testing.assert_array_equal(emulated, want[mmi.output[0]])
+    assert not np.array_equal(got[1], want[mmi.output[0]])
+
+
+@pytest.mark.parametrize("shape", [(1, 8, 7, 7), (2, 3, 5, 3), (1, 16, 1, 1), (1, 4, 2, 1), (1, 5, 16, 16),
+                                   (3, 2, 9)])
+def test_float_global_average_pool_sums_like_onnxruntime(shape):
+    """The float GlobalAveragePool dynamically quantized CNNs end with: ORT's MLAS summation order, exact.
+    ORT's NCHWc layout transformer (graph optimizations on, channels a multiple of 8, the pool fed by the
+    graph input) swaps in a kernel that sums in another order: then the last bits may differ, bounded by
+    the float32 rounding of an n-term sum (n * 2**-24 relative to the sum of magnitudes)."""
+    rng = np.random.default_rng(sum(shape))
+    x = (rng.standard_normal(shape) * 1000).astype(np.float32)
+    m = _model([helper.make_node("GlobalAveragePool", ["x"], ["y"])], {"x": x}, {}, {"y": np.float32})
+    got = OPS["GlobalAveragePool"](None, [x], "reference")[0]
+    np.testing.assert_array_equal(got, _ort(m, {"x": x}, optimize=False)[0])
+    n = int(np.prod(shape[2:]))
+    bound = 2 * n * 2.0**-24 * np.abs(x).reshape(shape[0], shape[1], -1).mean(axis=2)
+    assert np.all(np.abs(got - _ort(m, {"x": x})[0]).reshape(bound.shape) <= bound)

@@ -343,6 +343,48 @@ def _relu(node, x, device):
     return [np.maximum(x[0], x[0].dtype.type(0))]
 
 
+@_op("Clip")
+def _clip(node, x, device):
+    """min(max(x, lo), hi) (opset 11+ inputs, or opset 6 float attributes), any numeric type."""
+    v = x[0]
+    if len(x) > 1 or "min" not in node.attrs and "max" not in node.attrs:
+        lo = x[1] if len(x) > 1 and x[1] is not None else None
+        hi = x[2] if len(x) > 2 and x[2] is not None else None
+    else:
+        lo, hi = node.attrs.get("min"), node.attrs.get("max")
+    if lo is not None:
+        v = np.maximum(v, np.asarray(lo).astype(v.dtype))
+    if hi is not None:
+        v = np.minimum(v, np.asarray(hi).astype(v.dtype))
+    return [np.asarray(v, x[0].dtype)]
+
+
+@_op("GlobalAveragePool")
+def _global_average_pool_float(node, x, device):
+    """float32 GlobalAveragePool summed in ONNX Runtime's order (MLAS's global pooling kernel): four running
+    sums over the elements 4i + j of each channel, reduced as (s0 + s2) + (s1 + s3), then the remaining
+    1-3 elements one by one, divided by the element count."""
+    v = x[0]
+    if v.dtype != np.float32:
+        raise ValueError(f"GlobalAveragePool on {v.dtype} tensors is not supported (QDQ folding makes the "
+                         "quantized one com.microsoft:QLinearGlobalAveragePool)")
+    if v.ndim < 3:
+        raise ValueError(f"GlobalAveragePool needs an (N, C, ...) input, got shape {v.shape}")
+    n, c = v.shape[:2]
+    size = int(np.prod(v.shape[2:], dtype=np.int64))
+    flat = v.reshape(n * c, size)
+    body = size // 4 * 4
+    if body:
+        lanes = np.add.accumulate(flat[:, :body].reshape(n * c, body // 4, 4), axis=1, dtype=np.float32)[:, -1]
+        total = (lanes[:, 0] + lanes[:, 2]) + (lanes[:, 1] + lanes[:, 3])
+    else:
+        total = np.zeros(n * c, np.float32)
+    for i in range(body, size):
+        total = total + flat[:, i]
+    out = (total / np.float32(size)).astype(np.float32)
+    return [out.reshape(n, c, *([1] * (v.ndim - 2)))]
+
+
 @_op("vkinfer:TFLiteQuantize")
 def _tflite_quantize(node, x, device):
     """TFLite's QUANTIZE of a float32 tensor (inputs x, scale, zero point): multiplies by the float32
