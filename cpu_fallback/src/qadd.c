@@ -29,3 +29,20 @@ vki_status vki_qlinear_add(const uint8_t* a, const uint8_t* b, uint8_t* y, size_
     }
     return VKI_OK;
 }
+
+vki_status vki_lut2(const uint8_t* a, const uint8_t* b, uint8_t* y, size_t n, size_t b_period, const uint8_t* table)
+{
+    if (!a || !b || !y || !table) {
+        vki_set_error("lut2: a, b, y and table must not be NULL");
+        return VKI_EINVAL;
+    }
+    if (b_period == 0) {
+        for (size_t i = 0; i < n; i++) y[i] = table[((size_t)a[i] << 8) | b[i]];
+        return VKI_OK;
+    }
+    for (size_t i = 0; i < n; i += b_period) {
+        size_t m = n - i < b_period ? n - i : b_period;
+        for (size_t j = 0; j < m; j++) y[i + j] = table[((size_t)a[i + j] << 8) | b[j]];
+    }
+    return VKI_OK;
+}

@@ -48,6 +48,8 @@ def lib() -> ctypes.CDLL:
     so.vki_last_error.restype = ctypes.c_char_p
     so.vki_qlinear_add.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, _i32,
                                    ctypes.c_float, ctypes.c_float, ctypes.c_float, _i32, _i32]
+    so.vki_lut2.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t,
+                            ctypes.c_void_p]
     return so
 
 
@@ -214,6 +216,22 @@ def qlinear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_z
     lo, hi = QRANGE[a.dtype]
     _check(lib().vki_qlinear_add(_ptr(a), _ptr(b), _ptr(y), a.size, int(a.dtype == np.int8), float(ra), float(rb),
                                  float(fixed), lo, hi), "qlinear_add")
+    return y
+
+
+def lut2(a: np.ndarray, b: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """y = table[a_byte * 256 + b_byte] elementwise in C (a binary 8-bit op as a 65536-byte table; see
+    vkinfer.vulkan.qlinear_lut.binary_table). `b` has a's shape, or is one row of a's last axis (broadcast)."""
+    if table.dtype != np.uint8 or table.size != 65536 or not table.flags.c_contiguous:
+        raise ValueError("table must be 65536 contiguous bytes")
+    if a.dtype not in (np.uint8, np.int8) or b.dtype != a.dtype:
+        raise TypeError(f"a and b must both be uint8 or int8, got {a.dtype} and {b.dtype}")
+    if b.shape != a.shape and b.size != (a.shape[-1] if a.ndim else 1):
+        raise ValueError(f"b must have a's shape {a.shape} or be one row of its last axis, got {b.shape}")
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    y = np.empty(a.shape, a.dtype)
+    _check(lib().vki_lut2(_ptr(a), _ptr(b), _ptr(y), a.size, 0 if b.shape == a.shape else b.size, _ptr(table)),
+           "lut2")
     return y
 
 

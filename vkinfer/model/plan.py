@@ -124,9 +124,36 @@ def _channel_concat_ok(ctx: _Ctx, node: Node, xs: list[str], axis: int) -> bool:
     return rank >= 1 and ctx.quantized(*xs, node.outputs[0]) and axis == (1 if rank == 4 else rank - 1)
 
 
-def _binary_equal(ctx: _Ctx, node: Node) -> bool:
-    a, b = node.inputs[0], node.inputs[3]
-    return ctx.quantized(a, b) and ctx.shape(a) == ctx.shape(b) and _static_params(ctx, node, (1, 2, 4, 5, 6, 7))
+def _binary_mode(ctx: _Ctx, node: Node) -> str | None:
+    """How a QLinearAdd/Mul runs as a table lookup: "equal" shapes, "row" (b is one row of a's channels,
+    broadcast), or None (the host runs it). The table is built on flat operands, where ONNX Runtime never
+    swaps the operands, so broadcasts for which it would swap them stay on the host."""
+    from ..reference.qlinear_add import _input0_is_scalar
+
+    a, b, y = node.inputs[0], node.inputs[3], node.outputs[0]
+    if not (ctx.quantized(a, b) and _static_params(ctx, node, (1, 2, 4, 5, 6, 7))):
+        return None
+    sa, sb = ctx.shape(a), ctx.shape(b)
+    if ctx.shape(y) != sa or not sa or _input0_is_scalar(sa, sb):
+        return None
+    if sa == sb:
+        return "equal"
+    ch = 1 if len(sa) == 4 else len(sa) - 1
+    row = tuple(sa[ch] if i == ch else 1 for i in range(len(sa)))
+    if sb == row or (len(sa) < 4 and sb == (sa[-1],)):
+        return "row"
+    return None
+
+
+def _channel_perm(ctx: _Ctx, node: Node) -> np.ndarray | None:
+    """A Transpose that only permutes channels in the packed form (5-D (N, A, B, H, W) with perm
+    (0, 2, 1, 3, 4)): output channel -> input channel, else None."""
+    x = node.inputs[0]
+    perm = tuple(int(p) for p in node.attrs.get("perm") or ())
+    if not ctx.quantized(x) or len(ctx.shape(x)) != 5 or perm != (0, 2, 1, 3, 4):
+        return None
+    _, a, b, _, _ = ctx.shape(x)
+    return np.arange(a * b).reshape(a, b).T.reshape(-1)
 
 
 def _static_params(ctx: _Ctx, node: Node, idx) -> bool:
@@ -209,9 +236,9 @@ class VulkanBackend:
             if len(a_shape) > 3 or a_shape[:-2] != spec.out_shape[:-2]:
                 return None  # A broadcast over B's batch: rows would not match the packed form
             return Layer(node, [ins[0]], out, vulkan.QLinearMatMul(spec, dev))
-        if op in ("com.microsoft:QLinearAdd", "com.microsoft:QLinearMul") and _binary_equal(ctx, node):
+        if op in ("com.microsoft:QLinearAdd", "com.microsoft:QLinearMul") and (mode := _binary_mode(ctx, node)):
             table = binary_table(ctx.dtype(ins[0]), _binary_fn(node, ctx.g.consts))
-            return Layer(node, [ins[0], ins[3]], out, QLinearLut(table, ctx.shape(ins[0]), dev))
+            return Layer(node, [ins[0], ins[3]], out, QLinearLut(table, ctx.shape(ins[0]), dev, mode == "row"))
         if op in ("com.microsoft:QLinearLeakyRelu", "com.microsoft:QLinearSigmoid") and ctx.quantized(ins[0]) \
                 and _static_params(ctx, node, (1, 2, 3, 4)):
             table = unary_table(ctx.dtype(ins[0]), _unary_fn(node, ctx.g.consts))
@@ -243,6 +270,10 @@ class VulkanBackend:
             dt = ctx.dtype(xs[0])
             inputs = [(ctx.shape(x), _concat_table(dt, p, y)) for x, p in zip(xs, params, strict=True)]
             return Layer(node, xs, out, QLinearConcat(inputs, dev))
+        if op == "Transpose" and (perm := _channel_perm(ctx, node)) is not None:
+            from ..vulkan.channel_gather import ChannelGather
+
+            return Layer(node, [ins[0]], out, ChannelGather(rows_width(ctx.shape(ins[0]))[0], perm, dev))
         if op in ALIAS_OPS and _alias_ok(ctx, node):
             return Layer(node, [ins[0]], out, alias=True)
         return None
@@ -257,12 +288,26 @@ class CpuBackend:
         self.variant = variant
 
     @staticmethod
+    def form_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The array shape of the form: NHWC for 4-D, (N, H, W, A*B) for 5-D, else unchanged."""
+        if len(shape) == 4:
+            return shape[0], shape[2], shape[3], shape[1]
+        if len(shape) == 5:
+            return shape[0], shape[3], shape[4], shape[1] * shape[2]
+        return shape
+
+    @staticmethod
     def form(x: np.ndarray) -> np.ndarray:
-        return np.ascontiguousarray(x.transpose(0, 2, 3, 1)) if x.ndim == 4 else x
+        if x.ndim in (4, 5):
+            return np.ascontiguousarray(np.moveaxis(x, (-2, -1), (1, 2))).reshape(CpuBackend.form_shape(x.shape))
+        return x
 
     @staticmethod
     def unform(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-        return np.ascontiguousarray(x.transpose(0, 3, 1, 2)) if len(shape) == 4 else x
+        if len(shape) in (4, 5):
+            n, h, w = shape[0], shape[-2], shape[-1]
+            return np.ascontiguousarray(np.moveaxis(x.reshape(n, h, w, *shape[1:-2]), (1, 2), (-2, -1)))
+        return x
 
     def _conv(self, spec, out_dtype) -> Callable:
         from .. import cpu
@@ -287,16 +332,28 @@ class CpuBackend:
             spec = qgemm_node_spec(node, ctx.args(node), node.attrs.get("activation"))
             run, (m, k), n = self._conv(spec, spec.out.dtype), ctx.shape(ins[0]), spec.w.shape[0]
             return Layer(node, [ins[0]], out, lambda a: run(a.reshape(m, 1, 1, k)).reshape(m, n))
-        if op == "com.microsoft:QLinearAdd" and _binary_equal(ctx, node):
+        if op == "QLinearMatMul" and _static(ctx, node, 1) and ctx.quantized(ins[0]):
             from .. import cpu
+            from ..ops._spec import matmul_spec
 
-            p = [ctx.g.consts.get(n) if n else None for n in ins]
-            return Layer(node, [ins[0], ins[3]], out, lambda a, b: cpu.qlinear_add(a, p[1], p[2], b, *p[4:8]))
-        if op == "com.microsoft:QLinearMul" and _binary_equal(ctx, node):
-            return Layer(node, [ins[0], ins[3]], out, _binary_fn(node, ctx.g.consts))
+            spec = matmul_spec(*ctx.args(node)[:8])
+            if len(ctx.shape(ins[0])) > 3 or ctx.shape(ins[0])[:-2] != spec.out_shape[:-2]:
+                return None
+            mm = cpu.QLinearMatMul(spec, self.variant)
+            return Layer(node, [ins[0]], out, mm.run)
+        if op in ("com.microsoft:QLinearAdd", "com.microsoft:QLinearMul") and _binary_mode(ctx, node):
+            from .. import cpu
+            from ..vulkan.qlinear_lut import binary_table
+
+            table = binary_table(ctx.dtype(ins[0]), _binary_fn(node, ctx.g.consts))
+            return Layer(node, [ins[0], ins[3]], out, lambda a, b: cpu.lut2(a, b.reshape(-1) if b.shape != a.shape
+                                                                                else b, table))
         if op in ("com.microsoft:QLinearLeakyRelu", "com.microsoft:QLinearSigmoid") and ctx.quantized(ins[0]) \
                 and _static_params(ctx, node, (1, 2, 3, 4)):
-            return Layer(node, [ins[0]], out, _unary_fn(node, ctx.g.consts))
+            from ..vulkan.qlinear_lut import unary_table
+
+            table = unary_table(ctx.dtype(ins[0]), _unary_fn(node, ctx.g.consts)).view(ctx.dtype(ins[0]))
+            return Layer(node, [ins[0]], out, lambda x: table[x.view(np.uint8)])
         if op == "com.microsoft:QLinearGlobalAveragePool" and ctx.quantized(ins[0]) and len(ctx.shape(ins[0])) == 4 \
                 and not node.attrs.get("channels_last", 0) and _static_params(ctx, node, (1, 2, 3, 4)):
             p = [ctx.g.consts.get(n) if n else None for n in ins]
@@ -311,9 +368,11 @@ class CpuBackend:
             triples = params
             return Layer(node, xs, out, lambda *v: qlinear_concat(
                 y[0], y[1], [(x, s, z) for x, (s, z) in zip(v, triples, strict=True)], axis=-1))
+        if op == "Transpose" and (perm := _channel_perm(ctx, node)) is not None:
+            return Layer(node, [ins[0]], out, lambda x: np.ascontiguousarray(x[..., perm]))
         if op in ALIAS_OPS and _alias_ok(ctx, node):
             shape = ctx.shape(out)
-            oshape = (shape[0], shape[2], shape[3], shape[1]) if len(shape) == 4 else shape
+            oshape = CpuBackend.form_shape(shape)
             return Layer(node, [ins[0]], out, lambda x: x.reshape(oshape), alias=True)
         return None
 
@@ -410,19 +469,23 @@ def backend_runner(plan: Plan):
 class _CpuRunner:
     def __init__(self, plan: Plan):
         self.plan = plan
+        # Constant operands (a quantized bias row, say) are put in the backend's form once.
+        self.const_forms = {s.tensor: CpuBackend.form(plan.g.consts[s.tensor]) for s in plan.steps
+                            if s.kind == "to_dev" and s.tensor in plan.g.consts}
 
     def run(self, feed, names):
         p, g = self.plan, self.plan.g
         host: dict[str, np.ndarray] = dict(g.consts)
         host.update(feed)
-        dev: dict[str, np.ndarray] = {}
+        dev: dict[str, np.ndarray] = dict(self.const_forms)
         for s in p.steps:
             if s.kind == "host":
                 interpret(g, host, p.host_device, [s.node])
             elif s.kind == "dev":
                 dev[s.layer.out] = s.layer.impl(*[dev[t] for t in s.layer.acts])
             elif s.kind == "to_dev":
-                dev[s.tensor] = CpuBackend.form(host[s.tensor])
+                if s.tensor not in self.const_forms:
+                    dev[s.tensor] = CpuBackend.form(host[s.tensor])
             else:
                 host[s.tensor] = CpuBackend.unform(dev[s.tensor], p.info[s.tensor][0])
         return [host[n] for n in names]
@@ -432,7 +495,7 @@ class _VulkanRunner:
     """Each device segment recorded once into a sequence over lifetime-planned buffers."""
 
     def __init__(self, plan: Plan):
-        from ..vulkan._layout import packed_words
+        from ..vulkan._layout import packed_words, to_packed
 
         self.plan = plan
         dev = plan.backend.dev
@@ -443,13 +506,24 @@ class _VulkanRunner:
 
         def r(t):
             return root.get(t, t)
+        # Constant operands get their own buffers, uploaded once; they take no part in the lifetime plan.
+        consts = {s.tensor for s in plan.steps if s.kind == "to_dev" and s.tensor in plan.g.consts}
+        self.const_bufs = {}
+        for name in consts:
+            b = dev.buffer(max(4, 4 * packed_words(plan.info[name][0])))
+            b.write(to_packed(plan.g.consts[name]))
+            seq = dev.sequence()
+            seq.upload(b)
+            seq.barrier()
+            seq.run()
+            self.const_bufs[name] = b
         # Timeline: per segment, uploads at one time, each dispatch at the next, downloads at the end.
         events: list[tuple[int, str, list[str], list[str]]] = []  # (time, kind, writes, reads)
         t = 0
         for seg in plan.segments:
             if seg[0].kind == "host":
                 continue
-            ups = [r(s.tensor) for s in seg if s.kind == "to_dev"]
+            ups = [r(s.tensor) for s in seg if s.kind == "to_dev" and s.tensor not in consts]
             if ups:
                 events.append((t, "up", ups, []))
                 t += 1
@@ -495,14 +569,14 @@ class _VulkanRunner:
         self.buffers = [dev.buffer(max(n, 4), staged=st) for n, st in zip(sizes, stag, strict=True)]
 
         def buf(x):
-            return self.buffers[slot_of[r(x)]]
+            return self.const_bufs[x] if x in self.const_bufs else self.buffers[slot_of[r(x)]]
         self.dev = dev
         self.segments = []  # ("host", node) or ("dev", sequence, uploads, downloads)
         for seg in plan.segments:
             if seg[0].kind == "host":
                 self.segments.append(("host", seg[0].node))
                 continue
-            ups = [(s.tensor, buf(s.tensor)) for s in seg if s.kind == "to_dev"]
+            ups = [(s.tensor, buf(s.tensor)) for s in seg if s.kind == "to_dev" and s.tensor not in consts]
             downs = [(s.tensor, buf(s.tensor), packed_words(plan.info[s.tensor][0]), *plan.info[s.tensor])
                      for s in seg if s.kind == "to_host"]
             seq = dev.sequence()

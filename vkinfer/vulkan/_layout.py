@@ -50,10 +50,15 @@ def rows_to_packed(a: np.ndarray) -> np.ndarray:
 
 def rows_width(shape: tuple[int, ...]) -> tuple[int, int]:
     """The packed form of a tensor as (rows, width): 4-D NCHW packs as N*H*W rows of C channels,
-    any other rank as rows of its last axis. (N, C, 1, 1) and (N, C) therefore share one form."""
+    5-D (N, A, B, H, W) as N*H*W rows of A*B channels (a channel axis split in two, as ShuffleNet's
+    channel shuffle does), any other rank as rows of its last axis. (N, C, 1, 1) and (N, C) therefore
+    share one form, and so do (N, C, H, W) and (N, g, C/g, H, W)."""
     if len(shape) == 4:
         n, c, h, w = shape
         return n * h * w, c
+    if len(shape) == 5:
+        n, a, b, h, w = shape
+        return n * h * w, a * b
     if len(shape) == 0:
         return 1, 1
     return int(np.prod(shape[:-1], dtype=np.int64)), int(shape[-1])
@@ -69,6 +74,9 @@ def to_packed(x: np.ndarray) -> np.ndarray:
     """uint8/int8 tensor (NCHW when 4-D) -> packed words."""
     if x.ndim == 4:
         return nchw_to_packed(x)
+    if x.ndim == 5:
+        n, a, b, h, w = x.shape
+        return nchw_to_packed(x.reshape(n, a * b, h, w))
     return rows_to_packed(x.reshape(rows_width(x.shape)))
 
 
@@ -76,6 +84,9 @@ def from_packed(words: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> n
     """Packed words -> tensor of `shape` (NCHW when 4-D) and `dtype`."""
     if len(shape) == 4:
         return packed_to_nchw(words, shape, dtype)
+    if len(shape) == 5:
+        n, a, b, h, w = shape
+        return packed_to_nchw(words, (n, a * b, h, w), dtype).reshape(shape)
     rows, width = rows_width(shape)
     b = words.view(np.uint8).reshape(rows, 4 * ceil4(width))[:, :width]
     return np.ascontiguousarray(b).view(dtype).reshape(shape)

@@ -3,7 +3,8 @@
 The table is the numpy reference evaluated on every possible input byte (or byte pair), so the GPU
 result is the reference's bit for bit with no float arithmetic on the device:
   unary (256 entries):    QLinearLeakyRelu, QLinearSigmoid
-  binary (65536 entries): QLinearAdd, QLinearMul on operands of equal shape
+  binary (65536 entries): QLinearAdd, QLinearMul on operands of equal shape, or with the second one
+                         a row of channels broadcast over the first (a per-channel bias)
 """
 
 from __future__ import annotations
@@ -33,19 +34,19 @@ def binary_table(dtype: np.dtype, fn: Callable[[np.ndarray, np.ndarray], np.ndar
 class QLinearLut:
     """An elementwise op over packed tensors of `shape`, defined by its lookup table (256 or 65536 bytes)."""
 
-    def __init__(self, table: np.ndarray, shape: tuple[int, ...], dev: Device):
+    def __init__(self, table: np.ndarray, shape: tuple[int, ...], dev: Device, z_row: bool = False):
         if table.dtype != np.uint8 or table.size not in (256, 65536):
             raise ValueError("internal: lookup table must be 256 or 65536 bytes")
         self.dev, self.binary = dev, table.size == 65536
         rows, width = rows_width(shape)
         self.out_words = packed_words(shape)
         self.in_words = [self.out_words] * (2 if self.binary else 1)
+        if z_row:  # the second operand is one row broadcast over all rows
+            self.in_words[1] = ceil4(width)
         self.t_buf = _upload_const(dev, np.ascontiguousarray(table).view(np.uint32))
-        self.spec_consts = [self.out_words, ceil4(width), width, self.binary]
+        self.spec_consts = [self.out_words, ceil4(width), width, self.binary, z_row]
         g = -(-self.out_words // 64)
         self.groups = (min(g, 65535), -(-g // 65535), 1)
-        if self.groups[1] > 1:
-            self.groups = (65535, self.groups[1], 1)
 
     def bind(self, ins: list[Buffer], y: Buffer) -> list[Program]:
         z = ins[1] if self.binary else ins[0]
