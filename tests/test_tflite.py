@@ -322,6 +322,36 @@ def test_quantize_matches_litert(dtype, device):
     assert onnx_differs > 0
 
 
+@pytest.mark.parametrize("device", ["reference", "cpu"])
+@pytest.mark.parametrize("dtype,out_dtype,ratio", [("int8", "int8", None), ("uint8", "uint8", None),
+                                                   ("int8", "int8", 2.0 ** -8), ("uint8", "uint8", 100.0),
+                                                   ("int8", "int8", 0.003), ("int8", "uint8", None),
+                                                   ("uint8", "int8", 1.0)])
+def test_requantize_matches_litert(dtype, out_dtype, ratio, device):
+    """QUANTIZE of 8-bit input, every input value, 6 seeded parameter sets: identical to TFLite. Same type with
+    2**-8 <= x_scale / y_scale <= 2**7: XNNPACK's 8-bit-fraction multiplier (vkinfer:TFLiteQuantize), where ORT's
+    DequantizeLinear -> QuantizeLinear would differ (asserted); otherwise through float."""
+    from vkinfer.reference.dequantize_linear import dequantize_linear
+    from vkinfer.reference.quantize_linear import quantize_linear
+
+    info = np.iinfo(dtype)
+    x = np.arange(info.min, info.max + 1).astype(dtype).reshape(1, 256)
+    d, outs = _op_diffs("requantize", dtype, device, range(6), feed={"x": x}, shape=(1, 256), out_dtype=out_dtype,
+                        ratio=ratio)
+    assert d.max() == 0
+    onnx_differs = 0
+    for blob, _, want in outs:
+        t = _qparams_of(blob)
+        ops = [n.op for n in vkinfer.InferenceSession(blob, device="reference").graph.nodes]
+        xnn = dtype == out_dtype and 2.0 ** -8 <= np.float32(t["x"].scale[0]) / np.float32(t["out"].scale[0]) <= 128
+        assert ops == (["vkinfer:TFLiteQuantize"] if xnn else ["DequantizeLinear", "QuantizeLinear"])
+        f = dequantize_linear(x, np.float32(t["x"].scale[0]), np.array(t["x"].zero_point[0], dtype))
+        onnx = quantize_linear(f, np.float32(t["out"].scale[0]), np.array(t["out"].zero_point[0], out_dtype))
+        onnx_differs += int(np.sum(onnx != want))
+    if dtype == out_dtype and ratio is None:
+        assert onnx_differs > 0
+
+
 def test_unsupported_pooling_and_missing_kernels():
     """Pooling whose output parameters differ from the input's (TFLite does not rescale) is refused, and so is an
     op whose vkinfer kernel is missing from the session's op table."""

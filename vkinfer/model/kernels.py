@@ -387,10 +387,11 @@ def _global_average_pool_float(node, x, device):
 
 @_op("vkinfer:TFLiteQuantize")
 def _tflite_quantize(node, x, device):
-    """TFLite's QUANTIZE of a float32 tensor (inputs x, scale, zero point): multiplies by the float32
-    reciprocal of the scale, where ONNX QuantizeLinear divides (vkinfer/reference/tflite_quantize.py)."""
-    from ..reference.tflite_quantize import tflite_quantize
+    """TFLite's QUANTIZE (vkinfer/reference/tflite_quantize.py): of a float32 tensor (inputs x, scale, zero
+    point) it multiplies by the float32 reciprocal of the scale, where ONNX QuantizeLinear divides; of an 8-bit
+    one (x, x_scale, x_zero_point, y_scale, y_zero_point) it requantizes as XNNPACK does."""
+    from ..reference.tflite_quantize import tflite_quantize_op
 
-    return [tflite_quantize(x[0], x[1], x[2])]
+    return [tflite_quantize_op(*x)]
 
 

@@ -601,7 +601,8 @@ def ops_net(seed: int = 0, *, dtype: Literal["int8", "uint8"] = "int8", size: in
     return m.finish([t_in], [t["logits"], out] + [t[k] for k in inner])
 
 
-def op_model(op: Literal["mul", "add", "logistic", "max_pool", "concat", "pad", "quantize"], seed: int = 0, *,
+def op_model(op: Literal["mul", "add", "logistic", "max_pool", "concat", "pad", "quantize", "requantize"],
+             seed: int = 0, *,
              dtype: Literal["int8", "uint8"] = "int8", shape=(1, 8, 8, 16), activation: str | None = None,
              **kw) -> bytes:
     """One TFLite op with 8-bit graph inputs ``x`` (and ``y``) and output ``out``, seeded random quantization
@@ -611,7 +612,8 @@ def op_model(op: Literal["mul", "add", "logistic", "max_pool", "concat", "pad", 
     logistic: output scale 1/256 (TFLite's requirement). max_pool: kw filter (3), stride (2), padding ("SAME" or
     "VALID"), fused `activation`; output parameters = the input's. concat: kw inputs (2), axis (3); kw
     same_params: every input with the output's parameters. pad: kw paddings (rank x 2). quantize: float32
-    input ``x``, kw scale (default: a seeded scale that is not a power of two).
+    input ``x``, kw scale (default: a seeded scale that is not a power of two). requantize: QUANTIZE of the 8-bit
+    ``x`` to kw out_dtype (default `dtype`) with scale x_scale / kw ratio (default: seeded in [0.6, 1.6]).
     """
     qdt = np.dtype(dtype)
     rng = np.random.default_rng(seed)
@@ -664,6 +666,12 @@ def op_model(op: Literal["mul", "add", "logistic", "max_pool", "concat", "pad", 
         out_shape[axis] *= n
         y = m.tensor("out", out_shape, qdt, scale=yp[0], zero_point=yp[1])
         m.op(B.CONCATENATION, ins, [y], A.ConcatenationOptions, Axis=axis, FusedActivationFunction=_ACT[None])
+    elif op == "requantize":
+        odt = np.dtype(kw.get("out_dtype", dtype))
+        ratio = kw.get("ratio") or rng.uniform(0.6, 1.6)
+        y = m.tensor("out", shape, odt, None, float(np.float32(xp[0] / ratio)),
+                     int(rng.integers(-20, 21)) + (0 if odt == np.int8 else 128))
+        m.op(B.QUANTIZE, ins, [y])
     elif op == "pad":
         p = np.array(kw.get("paddings", [[0, 0], [1, 2], [2, 1], [0, 0]]), np.int32)
         ins.append(m.tensor("paddings", p.shape, np.int32, p))
