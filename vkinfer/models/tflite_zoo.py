@@ -593,7 +593,7 @@ def ops_net(seed: int = 0, *, dtype: Literal["int8", "uint8"] = "int8", size: in
     m.op(B.MEAN, [t["concat"], axes], [t["mean"]], A.ReducerOptions, KeepDims=True)
     shape = m.tensor("flatten/shape", (2,), np.int32, np.array([1, c2 + c], np.int32))
     m.op(B.RESHAPE, [t["mean"], shape], [flat], A.ReshapeOptions, NewShape=[1, c2 + c])
-    tw, tb = weights("fc", wf, None, qp["mean"][0], bf)
+    tw, tb = weights("fc", wf, 0, qp["mean"][0], bf)  # int8: per-axis (output channels) here too
     m.op(B.FULLY_CONNECTED, [flat, tw, tb], [t["logits"]], A.FullyConnectedOptions, FusedActivationFunction=0)
     out = m.tensor("output", (1, num_classes), np.float32)
     m.op(B.DEQUANTIZE, [t["logits"]], [out])
