@@ -113,9 +113,25 @@ def _static(ctx: _Ctx, node: Node, acts: int) -> bool:
     return all(ctx.const(n) for n in node.inputs[acts:])
 
 
+def _reshape_like(ctx: _Ctx, node: Node) -> bool:
+    """A node that keeps the row-major order of a quantized tensor's elements: the reshape family, or a
+    Transpose that only moves size-1 axes."""
+    x, y = node.inputs[0], node.outputs[0] if node.outputs else ""
+    if not x or not ctx.quantized(x, y):
+        return False
+    if node.op in ALIAS_OPS:
+        return True
+    if node.op == "Transpose":
+        shape, perm = ctx.shape(x), node.attrs.get("perm")
+        perm = list(range(len(shape)))[::-1] if perm is None else [int(p) for p in perm]
+        moved = [p for p in perm if shape[p] != 1]
+        return moved == sorted(moved)
+    return False
+
+
 def _alias_ok(ctx: _Ctx, node: Node) -> bool:
-    x, y = node.inputs[0], node.outputs[0]
-    return ctx.quantized(x, y) and rows_width(ctx.shape(x)) == rows_width(ctx.shape(y))
+    """A reshape-like node whose input and output share one packed form: nothing to run."""
+    return _reshape_like(ctx, node) and rows_width(ctx.shape(node.inputs[0])) == rows_width(ctx.shape(node.outputs[0]))
 
 
 def _channel_concat_ok(ctx: _Ctx, node: Node, xs: list[str], axis: int) -> bool:
@@ -274,8 +290,12 @@ class VulkanBackend:
             from ..vulkan.channel_gather import ChannelGather
 
             return Layer(node, [ins[0]], out, ChannelGather(rows_width(ctx.shape(ins[0]))[0], perm, dev))
-        if op in ALIAS_OPS and _alias_ok(ctx, node):
+        if _alias_ok(ctx, node):
             return Layer(node, [ins[0]], out, alias=True)
+        if _reshape_like(ctx, node):
+            from ..vulkan.repack import Repack
+
+            return Layer(node, [ins[0]], out, Repack(ctx.shape(ins[0]), ctx.shape(out), dev))
         return None
 
 
@@ -318,7 +338,7 @@ class CpuBackend:
         def run(x):
             b = x.view(np.uint8)
             y = conv.run(b ^ np.uint8(0x80) if signed_in else np.ascontiguousarray(b))
-            return (y ^ np.uint8(0x80)).view(np.int8) if signed_out else y
+            return y.view(np.int8) if signed_out else y  # the C output is already in the output's type
         return run
 
     def layer(self, ctx: _Ctx, node: Node) -> Layer | None:
@@ -370,10 +390,13 @@ class CpuBackend:
                 y[0], y[1], [(x, s, z) for x, (s, z) in zip(v, triples, strict=True)], axis=-1))
         if op == "Transpose" and (perm := _channel_perm(ctx, node)) is not None:
             return Layer(node, [ins[0]], out, lambda x: np.ascontiguousarray(x[..., perm]))
-        if op in ALIAS_OPS and _alias_ok(ctx, node):
-            shape = ctx.shape(out)
-            oshape = CpuBackend.form_shape(shape)
+        if _alias_ok(ctx, node):
+            oshape = CpuBackend.form_shape(ctx.shape(out))
             return Layer(node, [ins[0]], out, lambda x: x.reshape(oshape), alias=True)
+        if _reshape_like(ctx, node):
+            ishape, oshape = ctx.shape(ins[0]), ctx.shape(out)
+            return Layer(node, [ins[0]], out,
+                         lambda x: CpuBackend.form(CpuBackend.unform(x, ishape).reshape(oshape)))
         return None
 
 
