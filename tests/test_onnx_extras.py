@@ -406,3 +406,133 @@ def test_float_global_average_pool_sums_like_onnxruntime(shape):
     n = int(np.prod(shape[2:]))
     bound = 2 * n * 2.0**-24 * np.abs(x).reshape(shape[0], shape[1], -1).mean(axis=2)
     assert np.all(np.abs(got - _ort(m, {"x": x})[0]).reshape(bound.shape) <= bound)
+
+
+# ---------------------------------------------------------------------------------------- activation fusion
+
+def _qdq_layer(kind: str, act: str | None, clip, y_scale: float, y_zp: int, *, dtype=np.uint8, mid=None,
+               seed: int = 0):
+    """x (8-bit) -> DQ -> Conv (3x3) or Gemm (with DQ weights and int32 bias) -> [Q -> DQ with `mid` = (scale,
+    zero point)] -> Relu / Clip(clip) -> Q(y_scale, y_zp). Returns the model and an input."""
+    rng = np.random.default_rng(seed)
+    lo, hi = (0, 255) if dtype == np.uint8 else (-128, 127)
+    if kind == "conv":
+        x = rng.integers(lo, hi + 1, (1, 4, 6, 6)).astype(dtype)
+        w = rng.integers(-60, 61, (8, 4, 3, 3)).astype(np.int8)
+        op = helper.make_node("Conv", ["xf", "wf", "bf"], ["c"], pads=[1, 1, 1, 1])
+    else:
+        x = rng.integers(lo, hi + 1, (5, 24)).astype(dtype)
+        w = rng.integers(-60, 61, (8, 24)).astype(np.int8)
+        op = helper.make_node("Gemm", ["xf", "wf", "bf"], ["c"], transB=1)
+    consts = {"xs": np.array(0.02, np.float32), "xz": np.array(lo + 128 if dtype == np.uint8 else 3, dtype), "w": w,
+              "ws": np.array(0.01, np.float32), "wz": np.array(0, np.int8),
+              "b": rng.integers(-3000, 3000, 8).astype(np.int32), "bs": np.array(0.0002, np.float32),
+              "ys": np.array(y_scale, np.float32), "yz": np.array(y_zp, dtype)}
+    nodes = [helper.make_node("DequantizeLinear", ["x", "xs", "xz"], ["xf"]),
+             helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wf"]),
+             helper.make_node("DequantizeLinear", ["b", "bs"], ["bf"]), op]
+    src = "c"
+    if mid is not None:
+        consts.update(ms=np.array(mid[0], np.float32), mz=np.array(mid[1], dtype))
+        nodes += [helper.make_node("QuantizeLinear", ["c", "ms", "mz"], ["cq"]),
+                  helper.make_node("DequantizeLinear", ["cq", "ms", "mz"], ["cd"])]
+        src = "cd"
+    if act == "relu":
+        nodes.append(helper.make_node("Relu", [src], ["r"]))
+        src = "r"
+    elif act == "clip":
+        ins = [src, "", ""]
+        if clip[0] is not None:
+            consts["lo"], ins[1] = np.array(clip[0], np.float32), "lo"
+        if clip[1] is not None:
+            consts["hi"], ins[2] = np.array(clip[1], np.float32), "hi"
+        nodes.append(helper.make_node("Clip", [i for i in ins[:3 if clip[1] is not None else 2]], ["r"]))
+        src = "r"
+    nodes.append(helper.make_node("QuantizeLinear", [src, "ys", "yz"], ["y"]))
+    return _model(nodes, {"x": x}, consts, {"y": dtype}), x
+
+
+# (kind, activation, clip bounds, y_scale, y_zp, dtype, what vkinfer makes of it)
+ACT_REMOVED = [  # ORT's ReluQuantFusion / ClipQuantFusion drop the activation: plain QLinearConv / QGemm
+    ("conv", "relu", None, 0.05, 0, np.uint8), ("conv", "relu", None, 0.05, -128, np.int8),
+    ("conv", "clip", (0.0, 12.73), 0.05, 0, np.uint8),  # ORT's MaxLower: float32(254.5 + ulp) * 0.05 = 12.725
+    ("conv", "clip", (-1.0, 20.0), 0.05, 20, np.uint8), ("conv", "clip", (None, None), 0.05, 20, np.uint8),
+    ("gemm", "relu", None, 0.04, 0, np.uint8), ("gemm", "clip", (0.0, 10.2), 0.04, 0, np.uint8),
+    ("conv", "clip", (-0.5, 15.0), 0.05, 10, np.uint8),  # -0.5 = 10 steps below zero: ORT's MinUpper edge
+]
+ACT_KEPT = [  # the activation matters: ORT computes the Conv/Gemm in float; vkinfer clamps the integer op
+    ("conv", "relu", None, 0.05, 10, np.uint8), ("conv", "relu", None, 0.05, 0, np.int8),
+    ("conv", "clip", (0.0, 6.0), 0.05, 0, np.uint8), ("conv", "clip", (0.0, 12.72), 0.05, 0, np.uint8),
+    ("conv", "clip", (-0.3, 4.0), 0.04, 30, np.uint8), ("gemm", "relu", None, 0.04, 20, np.uint8),
+    ("gemm", "clip", (0.0, 6.0), 0.04, 0, np.int8), ("conv", "clip", (-0.45, 15.0), 0.05, 10, np.uint8),
+]
+
+
+@pytest.mark.parametrize("kind,act,clip,ys,yz,dt", ACT_REMOVED, ids=[f"{c[0]}-{c[1]}-{i}" for i, c in
+                                                                     enumerate(ACT_REMOVED)])
+def test_redundant_activation_dropped_like_onnxruntime(kind, act, clip, ys, yz, dt):
+    m, x = _qdq_layer(kind, act, clip, ys, yz, dtype=dt)
+    sess = vkinfer.InferenceSession(m, device="reference")
+    assert [n.op for n in sess.graph.nodes] == ["QLinearConv" if kind == "conv" else "com.microsoft:QGemm"]
+    _check_all_devices(m, {"x": x}, _ort(m, {"x": x}))
+
+
+@pytest.mark.parametrize("kind,act,clip,ys,yz,dt", ACT_KEPT, ids=[f"{c[0]}-{c[1]}-{i}" for i, c in
+                                                                  enumerate(ACT_KEPT)])
+def test_kept_activation_becomes_the_clamp(kind, act, clip, ys, yz, dt):
+    """Exactly the integer op with the activation as its clamp (ORT's own QLinearConv/QGemm followed by the
+    activation between DQ and Q, run by ORT); within one step of ORT's float Conv/Gemm on the QDQ model."""
+    m, x = _qdq_layer(kind, act, clip, ys, yz, dtype=dt)
+    sess = vkinfer.InferenceSession(m, device="reference")
+    [node] = sess.graph.nodes
+    assert node.op == ("vkinfer:QLinearConvClamp" if kind == "conv" else "vkinfer:QGemmClamp")
+    # The same graph with a Q -> DQ pair at the output's parameters between the op and the activation: ORT
+    # then folds the op to its integer kernel and runs the activation on the dequantized values.
+    m2, _ = _qdq_layer(kind, act, clip, ys, yz, dtype=dt, mid=(ys, yz))
+    exact = _ort(m2, {"x": x})
+    _check_all_devices(m, {"x": x}, exact)
+    _check_all_devices(m2, {"x": x}, exact)
+    assert [n.op for n in vkinfer.InferenceSession(m2, device="reference").graph.nodes] == [node.op]
+    float_path = _ort(m, {"x": x})[0]
+    assert np.abs(float_path.astype(np.int32) - exact[0]).max() <= 1
+
+
+def test_activation_between_different_parameters_is_not_fused():
+    """QLinearConv -> DQ -> Relu -> Q where the Q's parameters differ from the conv output's: a requantization,
+    left as it is (and still equal to ORT)."""
+    m, x = _qdq_layer("conv", "relu", None, 0.03, 10, mid=(0.03, 100))
+    sess = vkinfer.InferenceSession(m, device="reference")
+    assert [n.op for n in sess.graph.nodes] == ["QLinearConv", "DequantizeLinear", "Relu", "QuantizeLinear"]
+    _check_all_devices(m, {"x": x}, _ort(m, {"x": x}))
+
+
+@pytest.mark.parametrize("dt,act,bounds", [(np.uint8, "clip", (20, 200)), (np.int8, "relu", None),
+                                           (np.int8, "clip", (-100, 50)), (np.uint8, "clip", (None, 100)),
+                                           (np.int8, "clip2", (-50, 90))])
+def test_integer_activation_on_qlinearconv_output(dt, act, bounds):
+    """QOperator graphs: Clip (or int8 Relu) applied to QLinearConv's 8-bit output is an integer clamp;
+    'clip2' is two Clips in a row, both folded."""
+    rng = np.random.default_rng(5)
+    lo, hi = (0, 255) if dt == np.uint8 else (-128, 127)
+    x = rng.integers(lo, hi + 1, (1, 3, 5, 5)).astype(dt)
+    consts = {"xs": np.array(0.03, np.float32), "xz": np.array(lo + 100, dt),
+              "w": rng.integers(-60, 61, (4, 3, 3, 3)).astype(np.int8), "ws": np.array(0.02, np.float32),
+              "wz": np.array(0, np.int8), "ys": np.array(0.02, np.float32), "yz": np.array(lo + 90, dt)}
+    nodes = [helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["c"], pads=[1] * 4)]
+    if act == "relu":
+        nodes.append(helper.make_node("Relu", ["c"], ["y"]))
+    else:
+        ins = ["c", "", ""]
+        for k, v, name in ((1, bounds[0], "lo"), (2, bounds[1], "hi")):
+            if v is not None:
+                consts[name], ins[k] = np.array(v, dt), name
+        nodes.append(helper.make_node("Clip", ins, ["y" if act == "clip" else "y1"]))
+        if act == "clip2":
+            consts["lo2"] = np.array(bounds[0] + 30, dt)
+            nodes.append(helper.make_node("Clip", ["y1", "lo2"], ["y"]))
+    m = _model(nodes, {"x": x}, consts, {"y": dt}, opset=14)
+    sess = vkinfer.InferenceSession(m, device="reference")
+    assert [n.op for n in sess.graph.nodes] == ["vkinfer:QLinearConvClamp"]
+    want = _ort(m, {"x": x})
+    assert len(np.unique(want[0])) > 10
+    _check_all_devices(m, {"x": x}, want)

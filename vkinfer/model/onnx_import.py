@@ -14,7 +14,7 @@ from onnx import helper, numpy_helper
 
 from ..errors import VkInferError
 from .graph import Graph, Node, TensorInfo
-from .passes import fold_qdq
+from .passes import optimize
 
 FLOAT_OPS = {"Conv", "MatMul", "Gemm", "Add", "Mul", "GlobalAveragePool", "AveragePool", "Relu", "Clip", "Sigmoid"}
 
@@ -70,7 +70,7 @@ def import_onnx(model, supported: dict[str, str | None]) -> Graph:
             continue
         nodes.append(Node(op, name, list(n.input), list(n.output), attrs))
     inputs = [_info(vi) for vi in g.input if vi.name not in consts]
-    graph = fold_qdq(Graph(nodes, inputs, [_info(vi) for vi in g.output], consts))
+    graph = optimize(Graph(nodes, inputs, [_info(vi) for vi in g.output], consts))
     nodes = graph.nodes
     for n in nodes:
         if n.op not in supported:

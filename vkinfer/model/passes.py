@@ -167,3 +167,269 @@ def _fold_pad(g: Graph, n: Node, x: Node, q: Node, dq) -> Node | None:
 def _q_dtype(g: Graph, q: Node):
     """The 8-bit type of the folded tensor: the Q's zero point type, else uint8 (ONNX's default)."""
     return g.consts[q.inputs[2]].dtype if len(q.inputs) > 2 and q.inputs[2] else np.dtype(np.uint8)
+
+
+# ------------------------------------------------------------------------------------- activations
+#
+# ORT removes a float Relu or Clip in front of a QuantizeLinear when the Q's own saturation already does its
+# work (ReluQuantFusion / ClipQuantFusion, before the QDQ fusions), so DQ -> Conv -> Relu -> Q folds to a plain
+# QLinearConv there. vkinfer applies the same rule with the same float32 bounds (drop_redundant_activations).
+# What remains is fused into the producer's clamp (fuse_activations): QLinearConv / QGemm followed by
+#   DQ -> Relu/Clip -> Q with the producer's scale and zero point (exact: Q(max(DQ(v), c)) = max(v, Q(c)) as
+#       Q is monotone and Q(DQ(v)) = v), or by
+#   Relu/Clip on the 8-bit tensor itself (exact: integer clamps),
+# and float DQ -> Conv/Gemm -> Relu/Clip -> Q that ORT leaves in float (the activation is not redundant):
+# there vkinfer runs the integer QLinearConv/QGemm with the activation as its clamp, which ORT would compute
+# were it to fuse; ORT's float Conv differs from the integer requantization by at most 1 step where the real
+# value lies near a rounding tie.
+
+ACT_OPS = ("Relu", "Clip")
+CLAMP_OPS = {"QLinearConv": "vkinfer:QLinearConvClamp", "vkinfer:QLinearConvClamp": "vkinfer:QLinearConvClamp",
+             "com.microsoft:QGemm": "vkinfer:QGemmClamp", "vkinfer:QGemmClamp": "vkinfer:QGemmClamp"}
+_QRANGE = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127)}
+
+
+def _clip_bounds(g: Graph, n: Node) -> tuple[float, float] | None:
+    """(min, max) of a Relu or a Clip with constant bounds (missing ones: the float range), else None."""
+    big = np.inf  # ORT reads a missing bound as the float range; infinity compares the same way
+    if n.op == "Relu":
+        return 0.0, big
+    if len(n.inputs) > 1 or ("min" not in n.attrs and "max" not in n.attrs):
+        vals = []
+        for i, default in ((1, -big), (2, big)):
+            name = n.inputs[i] if len(n.inputs) > i else ""
+            if not name:
+                vals.append(default)
+            elif name in g.consts and np.asarray(g.consts[name]).size == 1:
+                vals.append(float(np.asarray(g.consts[name]).reshape(())))
+            else:
+                return None
+        return vals[0], vals[1]
+    return float(n.attrs.get("min", -big)), float(n.attrs.get("max", big))
+
+
+def _min_upper(scale: np.float32, zp: int, qmin: int) -> np.float32:
+    """ORT's QuantizeDomain::MinUpper: the largest real value Q still maps to qmin (float32)."""
+    biased = qmin - zp
+    before = np.float32(biased) + np.float32(0.5)
+    if biased > 0 and biased % 2 == 1:  # C's remainder: odd positive only
+        before = np.nextafter(before, np.float32(biased))
+    return np.float32(before * scale)
+
+
+def _max_lower(scale: np.float32, zp: int, qmax: int) -> np.float32:
+    """ORT's QuantizeDomain::MaxLower: the smallest real value Q still maps to qmax (float32)."""
+    biased = qmax - zp
+    before = np.float32(biased) - np.float32(0.5)
+    if biased > 0 and biased % 2 == 1:
+        before = np.nextafter(before, np.float32(biased))
+    return np.float32(before * scale)
+
+
+def drop_redundant_activations(g: Graph) -> Graph:
+    """ORT's ReluQuantFusion / ClipQuantFusion: a float Relu/Clip whose only reader is a QuantizeLinear (with
+    constant scale and explicit constant zero point) is removed when the Q saturates at least as tightly."""
+    outputs = {t.name for t in g.outputs}
+    _, consumers = _maps(g)
+    drop: dict[int, str] = {}  # id(activation) -> its input, which its Q reads instead
+    for n in g.nodes:
+        if n.op not in ACT_OPS or n.outputs[0] in outputs:
+            continue
+        users = consumers.get(n.outputs[0], [])
+        if len(users) != 1 or users[0].op != "QuantizeLinear":
+            continue
+        q = users[0]
+        if len(q.inputs) != 3 or not q.inputs[2] or q.inputs[1] not in g.consts or q.inputs[2] not in g.consts:
+            continue
+        s, z = np.asarray(g.consts[q.inputs[1]]), np.asarray(g.consts[q.inputs[2]])
+        if z.dtype not in _QRANGE or z.size != 1 or s.dtype != np.float32 or s.size < 1:
+            continue
+        qmin, qmax = _QRANGE[z.dtype]
+        scale, zp = np.float32(s.reshape(-1)[0]), int(z.reshape(-1)[0])
+        if n.op == "Relu":
+            ok = _min_upper(scale, zp, qmin) >= 0
+        else:
+            bounds = _clip_bounds(g, n)
+            ok = (bounds is not None and s.ndim == 0 and z.ndim == 0
+                  and bounds[0] <= _min_upper(scale, zp, qmin) and _max_lower(scale, zp, qmax) <= bounds[1])
+        if ok:
+            drop[id(n)] = n.inputs[0]
+    if not drop:
+        return g
+    renamed = {n.outputs[0]: drop[id(n)] for n in g.nodes if id(n) in drop}
+    nodes = [Node(n.op, n.name, [renamed.get(i, i) for i in n.inputs], n.outputs, n.attrs)
+             if any(i in renamed for i in n.inputs) else n for n in g.nodes if id(n) not in drop]
+    return Graph(nodes, g.inputs, g.outputs, g.consts)
+
+
+def _int_bounds(g: Graph, node: Node) -> tuple[int, int, np.float32, int, np.dtype] | None:
+    """(lo, hi, y_scale, y_zero_point, dtype) of a QLinearConv/QGemm (clamp variants included) output."""
+    from ..ops._spec import _activation_bounds
+
+    si, zi = (6, 7) if "Conv" in node.op else (7, 8)
+    if len(node.inputs) <= zi or not node.inputs[si] or not node.inputs[zi]:
+        return None
+    if node.inputs[si] not in g.consts or node.inputs[zi] not in g.consts:
+        return None
+    s, z = np.asarray(g.consts[node.inputs[si]]), np.asarray(g.consts[node.inputs[zi]])
+    if s.size != 1 or z.size != 1 or z.dtype not in _QRANGE or not _roundtrip_scale(s):
+        return None
+    scale, zp = np.float32(s.reshape(())), int(z.reshape(()))
+    with np.errstate(over="ignore"):
+        lo, hi = _activation_bounds(node.attrs.get("activation"), scale, zp, z.dtype)
+    return lo, hi, scale, zp, z.dtype
+
+
+def _clamped(g: Graph, node: Node, lo: int, hi: int, output: str) -> Node | None:
+    """`node` as its clamp variant with the integer clamp [lo, hi] (intersected with its own), writing `output`."""
+    from ..ops._spec import _activation_bounds
+
+    b = _int_bounds(g, node)
+    if b is None:
+        return None
+    lo0, hi0, scale, zp, dt = b
+    qmin, qmax = _QRANGE[dt]
+    lo, hi = max(lo, lo0), min(hi, hi0)
+    if lo > hi:
+        return None
+    act = ("clip", -np.inf if lo == qmin else float((lo - zp) * np.float64(scale)),
+           np.inf if hi == qmax else float((hi - zp) * np.float64(scale)))
+    with np.errstate(over="ignore"):
+        if _activation_bounds(act, scale, zp, dt) != (lo, hi):
+            return None
+    attrs = {k: v for k, v in node.attrs.items() if not k.startswith("_")}
+    attrs["activation"] = act
+    return Node(CLAMP_OPS[node.op], node.name, list(node.inputs), [output], attrs)
+
+
+def _roundtrip_scale(s) -> bool:
+    v = np.float32(np.asarray(s).reshape(-1)[0])
+    return bool(np.isfinite(v * np.float32(256)) and v >= np.finfo(np.float32).tiny)
+
+
+def fuse_activations(g: Graph) -> Graph:
+    """QLinearConv / QGemm followed by an activation on its 8-bit output become their clamp variants (see above).
+    Repeats until nothing changes (a chain of activations narrows the clamp step by step)."""
+    from ..reference.quantize_linear import quantize_values
+
+    while True:
+        outputs = {t.name for t in g.outputs}
+        producer, consumers = _maps(g)
+
+        def only_user(name: str, consumers=consumers, outputs=outputs) -> Node | None:
+            users = consumers.get(name, [])
+            return users[0] if len(users) == 1 and name not in outputs else None
+
+        change = None
+        for p in g.nodes:
+            if p.op not in CLAMP_OPS or not p.outputs or (u := only_user(p.outputs[0])) is None:
+                continue
+            b = _int_bounds(g, p)
+            if b is None:
+                continue
+            _, _, scale, zp, dt = b
+            qmin, qmax = _QRANGE[dt]
+            if u.op in ACT_OPS and u.outputs:  # integer Relu / Clip on the 8-bit tensor
+                bounds = None
+                if u.op == "Relu":
+                    bounds = (0, qmax) if dt == np.int8 else None  # Relu has no uint8 form in ONNX
+                elif (cb := _clip_bounds(g, u)) is not None and all(
+                        not name or np.asarray(g.consts[name]).dtype == dt for name in u.inputs[1:3]):
+                    bounds = (int(np.clip(np.ceil(cb[0]), qmin, qmax)), int(np.clip(np.floor(cb[1]), qmin, qmax)))
+                if bounds is not None and (new := _clamped(g, p, bounds[0], bounds[1], u.outputs[0])) is not None:
+                    change = (p, [u], new)
+                    break
+            elif u.op == "DequantizeLinear" and (a := only_user(u.outputs[0])) is not None and a.op in ACT_OPS:
+                q = only_user(a.outputs[0])
+                if q is None or q.op != "QuantizeLinear" or not all(not i or i in g.consts for i in u.inputs[1:]):
+                    continue
+                if not all(not i or i in g.consts for i in q.inputs[1:]) or not _same_qparams(g, u, q):
+                    continue
+                us = np.asarray(g.consts[u.inputs[1]])
+                uz = (np.asarray(g.consts[u.inputs[2]]) if len(u.inputs) > 2 and u.inputs[2]
+                      else np.zeros((), np.uint8))
+                if us.size != 1 or np.float32(us.reshape(())) != scale or int(uz.reshape(())) != zp or uz.dtype != dt:
+                    continue
+                cb = _clip_bounds(g, a)
+                if cb is None or np.isnan(cb).any() or cb[0] > cb[1]:
+                    continue
+                with np.errstate(over="ignore"):
+                    lo, hi = (int(v) for v in quantize_values(np.array(cb, np.float32), scale, zp, dt))
+                if (new := _clamped(g, p, lo, hi, q.outputs[0])) is not None:
+                    change = (p, [u, a, q], new)
+                    break
+        if change is None:
+            return g
+        p, gone, new = change
+        gone_ids = {id(n) for n in gone}
+        g = Graph([new if n is p else n for n in g.nodes if id(n) not in gone_ids], g.inputs, g.outputs, g.consts)
+
+
+def _detach_float_activations(g: Graph) -> tuple[Graph, list[tuple[Node, Node, Node]]]:
+    """Float Conv/Gemm -> Relu/Clip -> Q that drop_redundant_activations kept: the activation is taken out so
+    that fold_qdq can fold Conv -> Q; _reattach puts it back as a clamp, or as the node where nothing folded."""
+    outputs = {t.name for t in g.outputs}
+    producer, consumers = _maps(g)
+    taken = []
+    for a in g.nodes:
+        if a.op not in ACT_OPS or a.outputs[0] in outputs or _clip_bounds(g, a) is None:
+            continue
+        users, src = consumers.get(a.outputs[0], []), producer.get(a.inputs[0])
+        if len(users) != 1 or users[0].op != "QuantizeLinear" or src is None or src.op not in ("Conv", "Gemm"):
+            continue
+        if len(consumers.get(src.outputs[0], [])) != 1 or src.outputs[0] in outputs:
+            continue
+        taken.append((src, a, users[0]))
+    if not taken:
+        return g, []
+    drop = {id(a) for _, a, _ in taken}
+    qs = {id(q): a for _, a, q in taken}
+    nodes = []
+    for n in g.nodes:
+        if id(n) in drop:
+            continue
+        if id(n) in qs:
+            n = Node(n.op, n.name, [qs[id(n)].inputs[0], *n.inputs[1:]], n.outputs, n.attrs)
+        nodes.append(n)
+    return Graph(nodes, g.inputs, g.outputs, g.consts), taken
+
+
+def _reattach(g: Graph, taken: list[tuple[Node, Node, Node]]) -> Graph:
+    from ..ops._spec import _activation_bounds
+
+    if not taken:
+        return g
+    producer, _ = _maps(g)
+    nodes = list(g.nodes)
+    for _src, a, q in taken:
+        p = producer[q.outputs[0]]
+        i = next(k for k, n in enumerate(nodes) if n is p)
+        if p.op == "QuantizeLinear":  # nothing folded: the activation goes back between its producer and the Q
+            nodes[i:i + 1] = [a, q]  # (the original Q, which reads the activation)
+            continue
+        new = None
+        if p.op in CLAMP_OPS and (b := _int_bounds(g, p)) is not None:
+            lo, hi = _clip_bounds(g, a)
+            if lo <= hi:
+                with np.errstate(over="ignore"):
+                    qlo, qhi = _activation_bounds(("clip", lo, hi), b[2], b[3], b[4])
+                new = _clamped(g, p, qlo, qhi, q.outputs[0])
+        if new is not None:
+            nodes[i] = new
+            continue
+        # Folded, but with no clamp form: the activation runs between a DQ and a Q with the output's parameters
+        # (what the clamp would compute; fuse_activations may still turn it into one).
+        tmp = f"{q.outputs[0]}__pre_activation"
+        nodes[i] = Node(p.op, p.name, p.inputs, [tmp], p.attrs)
+        dq = Node("DequantizeLinear", f"{a.name}__dq", [tmp, *q.inputs[1:]], [a.inputs[0]], dict(q.attrs))
+        nodes[i + 1:i + 1] = [dq, a, q]
+    return Graph(nodes, g.inputs, g.outputs, g.consts)
+
+
+def optimize(g: Graph) -> Graph:
+    """The import pipeline: ORT's redundant-activation removal, QDQ folding, activation fusion."""
+    g = drop_redundant_activations(g)
+    g, taken = _detach_float_activations(g)
+    g = fold_qdq(g)
+    g = _reattach(g, taken)
+    return fuse_activations(g)
