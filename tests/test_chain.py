@@ -75,5 +75,11 @@ def test_every_kernel_under_validation_has_zero_errors(tmp_path):
 
 def test_whole_mobilenet_v2_under_validation_has_zero_errors(tmp_path):
     out, errors = _validated("model", tmp_path)
-    assert "RESULT model-equal 1/1" in out
+    assert "RESULT model-equal 2/2 submits 1" in out  # the whole model is one recorded submit
+    assert errors == 0, out[:3000]
+
+
+def test_every_plan_layer_kind_under_validation_has_zero_errors(tmp_path):
+    out, errors = _validated("plan", tmp_path)
+    assert "RESULT plan-equal 4/4" in out
     assert errors == 0, out[:3000]

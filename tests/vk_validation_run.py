@@ -25,9 +25,29 @@ def main(mode: str) -> None:
         q = zoo.quantize(zoo.mobilenet_v2(width=1.0, size=96, num_classes=1000, seed=0), fmt="qoperator",
                          per_channel=True, reduce_range=True, seed=0)
         feed = zoo.random_inputs(q, seed=1)
-        vk = InferenceSession(q.SerializeToString(), device="vulkan").run(None, feed)[0]
+        sess = InferenceSession(q.SerializeToString(), device="vulkan")
+        vk = sess.run(None, feed)[0]
+        vk2 = sess.run(None, feed)[0]  # the recorded sequence replayed
         ref = InferenceSession(q.SerializeToString(), device="reference").run(None, feed)[0]
-        print(f"RESULT model-equal {int(np.array_equal(vk, ref))}/1", flush=True)
+        print(f"RESULT model-equal {int(np.array_equal(vk, ref)) + int(np.array_equal(vk2, ref))}/2 "
+              f"submits {sess.plan(feed).submits}", flush=True)
+        return
+    if mode == "plan":
+        # Every layer kind of a compiled plan (tests/plan_cases.py), u8 and s8, one recorded submit each.
+        from plan_cases import build
+
+        from vkinfer._vk import get_device
+        from vkinfer.model.plan import Plan, VulkanBackend, interpret
+
+        ok = 0
+        for dtype in (np.uint8, np.int8):
+            g = build(rng, 5, 9, 11, dtype)
+            x = rng.integers(0, 256, (1, 5, 9, 11)).astype(np.uint8).view(dtype)
+            plan = Plan(g, {"x": x}, VulkanBackend(get_device()), "vulkan")
+            values = dict(g.consts, x=x)
+            interpret(g, values, "reference")
+            ok += sum(np.array_equal(plan.run({"x": x}, ["y"])[0], values["y"]) for _ in range(2))
+        print(f"RESULT plan-equal {ok}/4", flush=True)
         return
     if mode.startswith("chain"):
         specs = chain_specs(20)

@@ -1,0 +1,127 @@
+"""Compiled plans (vkinfer/model/plan.py): every layer kind a backend runs in its own form equals the
+interpreter on device "reference" bit for bit, models become one Vulkan submit, buffers are reused by
+lifetime, and plans are made per input signature."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import onnx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from plan_cases import build
+
+import vkinfer
+from vkinfer._vk import get_device
+from vkinfer.model.plan import CpuBackend, Plan, VulkanBackend, interpret
+from vkinfer.models import tflite_zoo, zoo
+
+logging.getLogger().setLevel(logging.ERROR)
+
+
+def _backends():
+    return [VulkanBackend(get_device()), CpuBackend(None)]
+
+
+def _reference(g, x):
+    values = dict(g.consts)
+    values["x"] = x
+    interpret(g, values, "reference")
+    return values["y"]
+
+
+def _check_case(c, h, w, dtype, seed):
+    rng = np.random.default_rng(seed)
+    g = build(rng, c, h, w, dtype)
+    x = rng.integers(0, 256, (1, c, h, w)).astype(np.uint8).view(dtype)
+    ref = _reference(g, x)
+    assert np.unique(ref).size > 2  # not a saturated or constant output
+    for be in _backends():
+        plan = Plan(g, {"x": x}, be, be.name)
+        np.testing.assert_array_equal(plan.run({"x": x}, ["y"])[0], ref, err_msg=be.name)
+        if be.name == "vulkan":
+            assert plan.submits == 1 and set(plan.placement.values()) == {"vulkan"}
+        # A second input through the same plan (buffers reused, nothing stale).
+        x2 = rng.integers(0, 256, x.shape).astype(np.uint8).view(dtype)
+        np.testing.assert_array_equal(plan.run({"x": x2}, ["y"])[0], _reference(g, x2), err_msg=be.name)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("shape", [(3, 9, 11), (2, 1, 1), (5, 8, 8), (8, 15, 7), (17, 3, 5)])
+def test_every_layer_kind_equals_reference(shape, dtype):
+    _check_case(*shape, dtype, seed=sum(shape))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(c=st.integers(2, 12), h=st.integers(1, 13), w=st.integers(1, 13), signed=st.booleans(),
+       seed=st.integers(0, 2**31))
+def test_every_layer_kind_random_shapes(c, h, w, signed, seed):
+    _check_case(c, h, w, np.int8 if signed else np.uint8, seed)
+
+
+ZOO = {"mobilenet_v2": lambda: zoo.mobilenet_v2(0.35, 48, 10), "mobilenet_v1": zoo.mobilenet_v1,
+       "shufflenet_like": zoo.shufflenet_like, "resnext_like": zoo.resnext_like, "dilated_net": zoo.dilated_net,
+       "mlp": zoo.mlp}
+
+
+@pytest.mark.parametrize("act", ["uint8", "int8"])
+@pytest.mark.parametrize("name", list(ZOO))
+def test_zoo_models_are_one_vulkan_submit(name, act):
+    q = zoo.quantize(ZOO[name](), fmt="qoperator", per_channel=True, activation_type=act, reduce_range=True)
+    feed = zoo.random_inputs(q, seed=3)
+    ref = vkinfer.InferenceSession(q.SerializeToString(), device="reference").run(None, feed)
+    for device in ("vulkan", "cpu"):
+        sess = vkinfer.InferenceSession(q.SerializeToString(), device=device)
+        plan = sess.plan(feed)
+        out = sess.run(None, feed)
+        for a, b in zip(out, ref, strict=True):
+            np.testing.assert_array_equal(a, b, err_msg=device)
+        host = {n.op for n in sess.graph.nodes if plan.placement[n.name] == "host"}
+        # Only the float edges of the model stay on the host.
+        assert host <= {"QuantizeLinear", "DequantizeLinear"}, host
+        assert plan.submits == 1
+
+
+def test_tflite_mobilenet_v2_is_one_vulkan_submit():
+    model = tflite_zoo.mobilenet_v2(seed=0, size=32, width=0.35, num_classes=10)
+    sess = vkinfer.InferenceSession(model, device="vulkan")
+    i = sess.get_inputs()[0]
+    x = np.random.default_rng(0).standard_normal(i.shape).astype(np.float32)
+    assert sess.plan({i.name: x}).submits == 1
+    ref = vkinfer.InferenceSession(model, device="reference").run(None, {i.name: x})
+    for a, b in zip(sess.run(None, {i.name: x}), ref, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_buffers_are_reused_by_lifetime():
+    q = zoo.quantize(zoo.mobilenet_v2(0.35, 48, 10), fmt="qoperator", per_channel=True, reduce_range=True)
+    sess = vkinfer.InferenceSession(q.SerializeToString(), device="vulkan")
+    plan = sess.plan(zoo.random_inputs(q))
+    runner = plan.runner
+    dev_tensors = {s.layer.out for s in plan.steps if s.kind == "dev" and not s.layer.alias}
+    total = sum(4 * -(-plan.info[t][0][1] // 4) * int(np.prod(plan.info[t][0][2:])) for t in dev_tensors
+                if len(plan.info[t][0]) == 4)
+    assert len(runner.buffers) < len(dev_tensors) / 4
+    assert runner.peak_bytes < total / 2  # measured: 3.3x less than one buffer per tensor
+
+
+def test_plans_per_input_signature_and_env_switch(monkeypatch):
+    q = zoo.quantize(zoo.mobilenet_v1(), fmt="qoperator", per_channel=True, reduce_range=True)
+    q.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"  # a symbolic batch dimension
+    q.graph.output[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+    onnx.checker.check_model(q)
+    blob = q.SerializeToString()
+    sess = vkinfer.InferenceSession(blob, device="vulkan")
+    assert not sess._plans  # nothing to compile until the first run gives the batch size
+    ref = vkinfer.InferenceSession(blob, device="reference")
+    rng = np.random.default_rng(0)
+    for batch in (1, 3, 1):
+        x = rng.standard_normal((batch, 3, 32, 32)).astype(np.float32)
+        np.testing.assert_array_equal(sess.run(None, {"input": x})[0], ref.run(None, {"input": x})[0])
+    assert len(sess._plans) == 2
+    monkeypatch.setenv("VKINFER_PLAN", "0")
+    off = vkinfer.InferenceSession(blob, device="cpu")
+    assert off.plan({"input": x}) is None
+    np.testing.assert_array_equal(off.run(None, {"input": x})[0], ref.run(None, {"input": x})[0])
