@@ -44,3 +44,14 @@ def test_run_random_input_notice_and_errors(tmp_path, capsys):
     np.save(tmp_path / "wrong.npy", np.zeros((1, 3, 8, 8), np.uint8))
     assert main(["run", str(path), "--input", str(tmp_path / "wrong.npy")]) == 2
     assert "must have shape" in capsys.readouterr().err
+
+
+def test_info_vulkan_plan_on_tflite(tmp_path, capsys):
+    from vkinfer.models import tflite_zoo
+
+    path = tmp_path / "m.tflite"
+    path.write_bytes(tflite_zoo.mobilenet_v2(seed=0, size=32, width=0.35, num_classes=10))
+    assert main(["info", str(path), "--device", "vulkan"]) == 0
+    out = capsys.readouterr().out
+    assert "1 Vulkan submission(s) per run" in out and "planned by lifetime" in out
+    assert "x QLinearConv" in out and "runs on vulkan" in out and "peak activation memory" in out

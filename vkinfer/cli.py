@@ -35,56 +35,63 @@ def _devices() -> int:
 
 
 def _info(path: str, device: str) -> int:
-    import onnx
-    from onnx import shape_inference
-
+    from .model.plan import trace
     from .model.session import InferenceSession
 
     sess = InferenceSession(path, device=device)
     g = sess.graph
-    inferred = shape_inference.infer_shapes(onnx.load(path))
-    shapes = {}
-    for vi in list(inferred.graph.value_info) + list(inferred.graph.input) + list(inferred.graph.output):
-        t = vi.type.tensor_type
-        dims = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
-        itemsize = 4 if t.elem_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.INT32) else (
-            8 if t.elem_type == onnx.TensorProto.INT64 else 1)
-        shapes[vi.name] = (dims, itemsize)
+    # Shapes from the plan's trace (symbolic dimensions taken as 1).
+    feed = {t.name: np.zeros([d if isinstance(d, int) and d > 0 else 1 for d in (t.shape or [])], t.dtype)
+            for t in g.inputs}
+    plan = sess.plan(feed)
+    info = plan.info if plan is not None else trace(g, feed)
 
-    def nbytes(name):
-        dims, itemsize = shapes.get(name, ([None], 1))
-        return int(np.prod(dims)) * itemsize if dims and all(d for d in dims) else 0
+    def nbytes(name: str) -> int:
+        shape, dtype = info.get(name, ((), np.dtype(np.uint8)))
+        return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
 
     macs, counts, last_use = 0, {}, {}
     for i, n in enumerate(g.nodes):
-        counts[n.op] = counts.get(n.op, 0) + 1
+        where = plan.placement[n.name] if plan is not None else "reference"
+        counts[(n.op, where)] = counts.get((n.op, where), 0) + 1
         for name in n.inputs:
             last_use[name] = i
-        if n.op == "QLinearConv":
-            w = g.consts.get(n.inputs[3])
-            out = shapes.get(n.outputs[0], ([None], 1))[0]
-            if w is not None and out and all(out):
-                macs += int(np.prod(out)) * int(np.prod(w.shape[1:]))
-        elif n.op == "QLinearMatMul":
-            b = g.consts.get(n.inputs[3])
-            out = shapes.get(n.outputs[0], ([None], 1))[0]
-            if b is not None and out and all(out):
-                macs += int(np.prod(out)) * b.shape[-2]
-    # Peak of the bytes of activations alive at once, walking the nodes in order.
+        out = info.get(n.outputs[0], ((),))[0] if n.outputs else ()
+        w = g.consts.get(n.inputs[3]) if len(n.inputs) > 3 else None
+        if n.op in ("QLinearConv", "vkinfer:QLinearConvClamp") and w is not None:
+            macs += int(np.prod(out)) * int(np.prod(w.shape[1:]))
+        elif n.op in ("ConvInteger",) and n.inputs[1] in g.consts:
+            macs += int(np.prod(out)) * int(np.prod(g.consts[n.inputs[1]].shape[1:]))
+        elif n.op in ("QLinearMatMul", "com.microsoft:QGemm", "vkinfer:QGemmClamp", "MatMulInteger"):
+            a = info.get(n.inputs[0], ((),))[0]
+            if a:
+                macs += int(np.prod(out)) * int(a[-2] if n.attrs.get("transA", 0) else a[-1])
+    # Host view: bytes of activations alive at once, walking the nodes in order (freed after the last reader).
+    outputs = {o.name for o in g.outputs}
     live = {t.name: nbytes(t.name) for t in g.inputs}
     peak = sum(live.values())
     for i, n in enumerate(g.nodes):
         for name in n.outputs:
             live[name] = nbytes(name)
         peak = max(peak, sum(live.values()))
-        for name in [k for k in live if last_use.get(k, -1) <= i and k not in {o.name for o in g.outputs}]:
+        for name in [k for k in live if last_use.get(k, -1) <= i and k not in outputs]:
             del live[name]
     params = sum(v.size for v in g.consts.values())
-    print(f"model {path}: {len(g.nodes)} nodes, {macs / 1e6:.2f} M MACs, {params / 1e6:.3f} M parameter values, "
-          f"peak activation memory {peak / 1024:.1f} KiB (without buffer reuse across branches)")
-    for op, k in sorted(counts.items(), key=lambda kv: -kv[1]):
-        where = sess.device if op in ("QLinearConv", "QLinearMatMul") else "cpu (numpy, ONNX Runtime's numerics)"
-        print(f"  {k:4d} x {op:<32} runs on {where}")
+    print(f"model {path}: {len(g.nodes)} nodes, {macs / 1e6:.2f} M MACs, {params / 1e6:.3f} M parameter values")
+    print(f"peak activation memory: {peak / 1024:.1f} KiB of live tensors (each freed after its last reader)")
+    if plan is not None:
+        devbytes = getattr(plan.runner, "peak_bytes", None)
+        if devbytes is not None:
+            print(f"device buffers: {len(plan.runner.buffers)} planned by lifetime, {devbytes / 1024:.1f} KiB "
+                  f"(packed NHWC, channels padded to 4)")
+        submits = f"{plan.submits} Vulkan submission(s) per run; " if sess.device.startswith("vulkan") else ""
+        print(f"device: {sess.device}; {submits}{sum(1 for s in plan.steps if s.kind == 'to_dev')} tensor(s) "
+              f"converted to the device layout per run, {sum(1 for s in plan.steps if s.kind == 'to_host')} back")
+    for (op, where), k in sorted(counts.items(), key=lambda kv: -kv[1]):
+        why = " (numpy, ONNX Runtime's numerics)" if where == "host" else ""
+        print(f"  {k:4d} x {op:<32} runs on {where}{why}")
+    for name, why in (plan.why_host.items() if plan is not None else ()):
+        print(f"  note: {name} runs on the host: {why}")
     return 0
 
 
