@@ -3,10 +3,16 @@
     sess = vkinfer.InferenceSession("model.onnx", device="cpu")
     [y] = sess.run(None, {"input": x})
 
-Creating a session imports and checks the whole model once; QLinearConv and QLinearMatMul run on
-the chosen device (their prepared layers are cached, so weights are packed once), every other node
-runs in numpy with ONNX Runtime's exact CPU numerics. `device="auto"` picks "vulkan" when a Vulkan
-device other than a CPU implementation exists, else "cpu" (the dispatcher issue refines this).
+Creating a session imports and checks the whole model once and, on "vulkan" and "cpu", compiles it
+(vkinfer/model/plan.py): one trace gives every tensor's shape, each node is placed on the device or the
+host, weights are packed, pipelines built, device buffers planned by lifetime and, on Vulkan, every run of
+device nodes recorded into one command sequence. A model whose nodes all run on the device (every zoo
+model, MobileNetV2 in ONNX or TFLite form) is then one upload, one submit and one download per `run`;
+only its float edges (QuantizeLinear, DequantizeLinear, Softmax) run on the host. Models with symbolic
+input dimensions are compiled on the first run of each input shape. $VKINFER_PLAN=0 turns compilation
+off (every node through the interpreter, each convolution its own submit) for A/B comparisons.
+`device="auto"` picks "vulkan" when a Vulkan device other than a CPU implementation exists, else "cpu"
+(the dispatcher issue refines this). "reference" interprets every node in numpy.
 """
 
 from __future__ import annotations
