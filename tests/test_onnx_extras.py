@@ -536,3 +536,65 @@ def test_integer_activation_on_qlinearconv_output(dt, act, bounds):
     want = _ort(m, {"x": x})
     assert len(np.unique(want[0])) > 10
     _check_all_devices(m, {"x": x}, want)
+
+
+# ---------------------------------------------------------------------------------------- constant folding
+
+def test_constant_folding_removes_constant_chains():
+    """Concat of constant shapes -> Reshape -> Transpose of constant weights, an Identity of a scale, a
+    Constant node and a DequantizeLinear of constant int8 data feeding a float Mul: evaluated once at import
+    (reference kernels), outputs unchanged and equal to ORT on every device."""
+    rng = np.random.default_rng(8)
+    x = rng.integers(0, 256, (1, 3, 5, 5)).astype(np.uint8)
+    w_hwio = rng.integers(-64, 64, (3, 3, 3, 4)).astype(np.int8)  # HWIO, flat; 7-bit (ORT u8 x s8, README)
+    consts = {"w_flat": w_hwio.reshape(-1), "s0": np.array([3, 3], np.int64), "s1": np.array([3, 4], np.int64),
+              "xs": np.array(0.03, np.float32), "xz": np.array(120, np.uint8), "ws0": np.array(0.02, np.float32),
+              "wz": np.array(0, np.int8), "ys": np.array(0.05, np.float32), "yz": np.array(7, np.uint8),
+              "k": np.array([-3, 5, 17, -128], np.int8).reshape(1, 4, 1, 1), "ks": np.array(0.25, np.float32)}
+    nodes = [helper.make_node("Concat", ["s0", "s1"], ["shape"], axis=0),
+             helper.make_node("Reshape", ["w_flat", "shape"], ["w_hwio"]),
+             helper.make_node("Transpose", ["w_hwio"], ["w"], perm=[3, 2, 0, 1]),
+             helper.make_node("Identity", ["ws0"], ["ws"]),
+             helper.make_node("Constant", [], ["kz"], value=numpy_helper.from_array(np.array(2, np.int8))),
+             helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["y"], pads=[1] * 4),
+             helper.make_node("DequantizeLinear", ["y", "ys", "yz"], ["yf"]),
+             helper.make_node("DequantizeLinear", ["k", "ks", "kz"], ["kf"]),
+             helper.make_node("Mul", ["yf", "kf"], ["z"])]
+    m = _model(nodes, {"x": x}, consts, {"y": np.uint8, "z": np.float32})
+    sess = vkinfer.InferenceSession(m, device="reference")
+    assert [n.op for n in sess.graph.nodes] == ["QLinearConv", "DequantizeLinear", "Mul"]
+    np.testing.assert_array_equal(sess.graph.consts["w"], w_hwio.transpose(3, 2, 0, 1))
+    np.testing.assert_array_equal(sess.graph.consts["kf"], (consts["k"].astype(np.float32) - 2) * np.float32(0.25))
+    want = _ort(m, {"x": x})
+    _check_all_devices(m, {"x": x}, want)
+    # Every node of the unfolded model interpreted one by one gives the same bits.
+    from vkinfer.model.graph import Node
+
+    values = {**{t.name: numpy_helper.to_array(t) for t in m.graph.initializer}, "kz": np.array(2, np.int8), "x": x}
+    for n in (Node(n.op_type, n.name, list(n.input), list(n.output),
+                   {a.name: helper.get_attribute_value(a) for a in n.attribute})
+              for n in m.graph.node if n.op_type != "Constant"):
+        for name, v in zip(n.outputs, OPS[n.op](n, [values[i] for i in n.inputs], "reference"), strict=False):
+            values[name] = v
+    np.testing.assert_array_equal(values["y"], want[0])
+    np.testing.assert_array_equal(values["z"], want[1])
+
+
+def test_constant_folding_in_dynamic_models_and_failures_left_to_run_time():
+    """quantize_dynamic's bias Reshapes of constants are folded (the model still equals ORT, see above); a
+    constant node whose kernel fails stays in the graph and raises when run, naming the node."""
+    q = quantize_dynamic(zoo.mobilenet_v1(seed=2), "uint8", False, False)
+    assert "Reshape" in zoo.op_types(q)
+    sess = vkinfer.InferenceSession(q, device="reference")
+    assert not any(n.op == "Reshape" for n in sess.graph.nodes)
+    assert len(sess.graph.nodes) < len(q.graph.node)
+    feed = zoo.random_inputs(q, seed=3)
+    np.testing.assert_array_equal(sess.run(None, feed)[0], zoo.ort_run(q, feed)[0])
+    x = np.zeros((1, 2), np.uint8)
+    bad = _model([helper.make_node("Reshape", ["c", "shape"], ["r"]),
+                  helper.make_node("Concat", ["x", "r"], ["y"], axis=0)], {"x": x},
+                 {"c": np.arange(6, dtype=np.uint8), "shape": np.array([4, 4], np.int64)}, {"y": np.uint8})
+    sess = vkinfer.InferenceSession(bad, device="reference")
+    assert [n.op for n in sess.graph.nodes] == ["Reshape", "Concat"]
+    with pytest.raises(ValueError, match="Reshape"):
+        sess.run(None, {"x": x})

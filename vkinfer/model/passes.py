@@ -10,6 +10,8 @@ fuses them into, so the arithmetic is the integer arithmetic ORT runs:
   with its float constant_value quantized once by the Q's parameters (what the float path's Q makes of
   the padded elements; exact since Q(DQ(v)) = v for every 8-bit v at a per-tensor scale).
 DequantizeLinear/QuantizeLinear nodes left over (the model's edges) run as ops.
+
+optimize() runs every pass in order (constant folding, activation passes, QDQ folding; see each).
 """
 
 from __future__ import annotations
@@ -426,10 +428,41 @@ def _reattach(g: Graph, taken: list[tuple[Node, Node, Node]]) -> Graph:
     return Graph(nodes, g.inputs, g.outputs, g.consts)
 
 
+def fold_constants(g: Graph, keep: frozenset[str] = frozenset()) -> Graph:
+    """Nodes whose inputs are all constants run once now, with the op table's kernels on device "reference"
+    (the numerics every device shares); their outputs become constants and the nodes go. Ops named in `keep`
+    stay (QDQ folding needs its DequantizeLinear nodes), and so does a node whose kernel raises: the error
+    then comes at run time, with the node's name."""
+    from .kernels import OPS
+
+    inputs = {t.name for t in g.inputs}
+    consts = g.consts
+    nodes = []
+    for n in g.nodes:
+        args = [i for i in n.inputs if i]
+        if (n.op in OPS and n.op not in keep and args and all(i in consts for i in args)
+                and not any(o in inputs for o in n.outputs)):
+            try:
+                outs = OPS[n.op](Node(n.op, n.name, list(n.inputs), list(n.outputs), dict(n.attrs)),
+                                 [consts[i] if i else None for i in n.inputs], "reference")
+            except (ValueError, TypeError, KeyError, IndexError):
+                nodes.append(n)
+                continue
+            for name, v in zip(n.outputs, outs, strict=False):
+                if name:
+                    consts[name] = np.asarray(v)
+            continue
+        nodes.append(n)
+    return g if len(nodes) == len(g.nodes) else Graph(nodes, g.inputs, g.outputs, consts)
+
+
 def optimize(g: Graph) -> Graph:
-    """The import pipeline: ORT's redundant-activation removal, QDQ folding, activation fusion."""
+    """The import pipeline: constant folding (DequantizeLinear kept for the QDQ patterns), ORT's
+    redundant-activation removal, QDQ folding, activation fusion, constant folding of what is left."""
+    g = fold_constants(g, keep=frozenset({"DequantizeLinear"}))
     g = drop_redundant_activations(g)
     g, taken = _detach_float_activations(g)
     g = fold_qdq(g)
     g = _reattach(g, taken)
-    return fuse_activations(g)
+    g = fuse_activations(g)
+    return fold_constants(g)
