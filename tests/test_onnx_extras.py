@@ -412,7 +412,7 @@ def test_float_global_average_pool_sums_like_onnxruntime(shape):
 
 def _qdq_layer(kind: str, act: str | None, clip, y_scale: float, y_zp: int, *, dtype=np.uint8, mid=None,
                seed: int = 0):
-    """x (8-bit) -> DQ -> Conv (3x3) or Gemm (with DQ weights and int32 bias) -> [Q -> DQ with `mid` = (scale,
+    """x (8-bit) -> DQ -> Conv (3x3), Gemm (with DQ weights and int32 bias) or MatMul -> [Q -> DQ with `mid` = (scale,
     zero point)] -> Relu / Clip(clip) -> Q(y_scale, y_zp). Returns the model and an input."""
     rng = np.random.default_rng(seed)
     lo, hi = (0, 255) if dtype == np.uint8 else (-128, 127)
@@ -420,10 +420,14 @@ def _qdq_layer(kind: str, act: str | None, clip, y_scale: float, y_zp: int, *, d
         x = rng.integers(lo, hi + 1, (1, 4, 6, 6)).astype(dtype)
         w = rng.integers(-60, 61, (8, 4, 3, 3)).astype(np.int8)
         op = helper.make_node("Conv", ["xf", "wf", "bf"], ["c"], pads=[1, 1, 1, 1])
-    else:
+    elif kind == "gemm":
         x = rng.integers(lo, hi + 1, (5, 24)).astype(dtype)
         w = rng.integers(-60, 61, (8, 24)).astype(np.int8)
         op = helper.make_node("Gemm", ["xf", "wf", "bf"], ["c"], transB=1)
+    else:
+        x = rng.integers(lo, hi + 1, (5, 24)).astype(dtype)
+        w = rng.integers(-60, 61, (24, 8)).astype(np.int8)
+        op = helper.make_node("MatMul", ["xf", "wf"], ["c"])
     consts = {"xs": np.array(0.02, np.float32), "xz": np.array(lo + 128 if dtype == np.uint8 else 3, dtype), "w": w,
               "ws": np.array(0.01, np.float32), "wz": np.array(0, np.int8),
               "b": rng.integers(-3000, 3000, 8).astype(np.int32), "bs": np.array(0.0002, np.float32),
@@ -431,6 +435,8 @@ def _qdq_layer(kind: str, act: str | None, clip, y_scale: float, y_zp: int, *, d
     nodes = [helper.make_node("DequantizeLinear", ["x", "xs", "xz"], ["xf"]),
              helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wf"]),
              helper.make_node("DequantizeLinear", ["b", "bs"], ["bf"]), op]
+    if kind == "matmul":  # no bias
+        del nodes[2]
     src = "c"
     if mid is not None:
         consts.update(ms=np.array(mid[0], np.float32), mz=np.array(mid[1], dtype))
@@ -459,12 +465,14 @@ ACT_REMOVED = [  # ORT's ReluQuantFusion / ClipQuantFusion drop the activation: 
     ("conv", "clip", (-1.0, 20.0), 0.05, 20, np.uint8), ("conv", "clip", (None, None), 0.05, 20, np.uint8),
     ("gemm", "relu", None, 0.04, 0, np.uint8), ("gemm", "clip", (0.0, 10.2), 0.04, 0, np.uint8),
     ("conv", "clip", (-0.5, 15.0), 0.05, 10, np.uint8),  # -0.5 = 10 steps below zero: ORT's MinUpper edge
+    ("matmul", "relu", None, 0.04, -128, np.int8),
 ]
 ACT_KEPT = [  # the activation matters: ORT computes the Conv/Gemm in float; vkinfer clamps the integer op
     ("conv", "relu", None, 0.05, 10, np.uint8), ("conv", "relu", None, 0.05, 0, np.int8),
     ("conv", "clip", (0.0, 6.0), 0.05, 0, np.uint8), ("conv", "clip", (0.0, 12.72), 0.05, 0, np.uint8),
     ("conv", "clip", (-0.3, 4.0), 0.04, 30, np.uint8), ("gemm", "relu", None, 0.04, 20, np.uint8),
     ("gemm", "clip", (0.0, 6.0), 0.04, 0, np.int8), ("conv", "clip", (-0.45, 15.0), 0.05, 10, np.uint8),
+    ("matmul", "relu", None, 0.04, 20, np.uint8), ("matmul", "clip", (-1.0, 3.0), 0.03, 60, np.uint8),
 ]
 
 
@@ -473,7 +481,8 @@ ACT_KEPT = [  # the activation matters: ORT computes the Conv/Gemm in float; vki
 def test_redundant_activation_dropped_like_onnxruntime(kind, act, clip, ys, yz, dt):
     m, x = _qdq_layer(kind, act, clip, ys, yz, dtype=dt)
     sess = vkinfer.InferenceSession(m, device="reference")
-    assert [n.op for n in sess.graph.nodes] == ["QLinearConv" if kind == "conv" else "com.microsoft:QGemm"]
+    assert [n.op for n in sess.graph.nodes] == [{"conv": "QLinearConv", "gemm": "com.microsoft:QGemm",
+                                                 "matmul": "QLinearMatMul"}[kind]]
     _check_all_devices(m, {"x": x}, _ort(m, {"x": x}))
 
 
@@ -484,15 +493,16 @@ def test_kept_activation_becomes_the_clamp(kind, act, clip, ys, yz, dt):
     activation between DQ and Q, run by ORT); within one step of ORT's float Conv/Gemm on the QDQ model."""
     m, x = _qdq_layer(kind, act, clip, ys, yz, dtype=dt)
     sess = vkinfer.InferenceSession(m, device="reference")
-    [node] = sess.graph.nodes
-    assert node.op == ("vkinfer:QLinearConvClamp" if kind == "conv" else "vkinfer:QGemmClamp")
+    ops = [n.op for n in sess.graph.nodes]
+    assert ops == {"conv": ["vkinfer:QLinearConvClamp"], "gemm": ["vkinfer:QGemmClamp"],
+                   "matmul": ["QLinearMatMul", "DequantizeLinear", act.capitalize(), "QuantizeLinear"]}[kind]
     # The same graph with a Q -> DQ pair at the output's parameters between the op and the activation: ORT
     # then folds the op to its integer kernel and runs the activation on the dequantized values.
     m2, _ = _qdq_layer(kind, act, clip, ys, yz, dtype=dt, mid=(ys, yz))
     exact = _ort(m2, {"x": x})
     _check_all_devices(m, {"x": x}, exact)
     _check_all_devices(m2, {"x": x}, exact)
-    assert [n.op for n in vkinfer.InferenceSession(m2, device="reference").graph.nodes] == [node.op]
+    assert [n.op for n in vkinfer.InferenceSession(m2, device="reference").graph.nodes] == ops
     float_path = _ort(m, {"x": x})[0]
     assert np.abs(float_path.astype(np.int32) - exact[0]).max() <= 1
 

@@ -1,6 +1,9 @@
-"""ONNX (QOperator format) -> vkinfer Graph.
+"""ONNX -> vkinfer Graph: QOperator, QDQ and dynamically quantized models (onnxruntime.quantization's
+quantize_static in both formats and quantize_dynamic).
 
-Reads any IR version the installed `onnx` reads. Every node is checked against the op table of
+Reads any IR version the installed `onnx` reads. The graph then goes through passes.optimize (constant
+folding, ONNX Runtime's activation removal before QuantizeLinear, QDQ folding into the quantized ops ORT
+fuses, activation fusion into the integer ops' clamps). Every node left is checked against the op table of
 the session; all unsupported nodes are reported together, each with its name, op type and why.
 """
 

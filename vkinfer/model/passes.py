@@ -180,10 +180,11 @@ def _q_dtype(g: Graph, q: Node):
 #   DQ -> Relu/Clip -> Q with the producer's scale and zero point (exact: Q(max(DQ(v), c)) = max(v, Q(c)) as
 #       Q is monotone and Q(DQ(v)) = v), or by
 #   Relu/Clip on the 8-bit tensor itself (exact: integer clamps),
-# and float DQ -> Conv/Gemm -> Relu/Clip -> Q that ORT leaves in float (the activation is not redundant):
-# there vkinfer runs the integer QLinearConv/QGemm with the activation as its clamp, which ORT would compute
-# were it to fuse; ORT's float Conv differs from the integer requantization by at most 1 step where the real
-# value lies near a rounding tie.
+# and float DQ -> Conv/Gemm/MatMul -> Relu/Clip -> Q that ORT leaves in float (the activation is not redundant):
+# there vkinfer runs the integer QLinearConv/QGemm with the activation as its clamp (QLinearMatMul, which has
+# no clamp form, with the activation between a DQ and a Q at its output's parameters: the same values), which
+# ORT would compute were it to fuse; ORT's float op differs from the integer requantization by at most 1 step
+# where the real value lies near a rounding tie.
 
 ACT_OPS = ("Relu", "Clip")
 CLAMP_OPS = {"QLinearConv": "vkinfer:QLinearConvClamp", "vkinfer:QLinearConvClamp": "vkinfer:QLinearConvClamp",
@@ -377,7 +378,8 @@ def _detach_float_activations(g: Graph) -> tuple[Graph, list[tuple[Node, Node, N
         if a.op not in ACT_OPS or a.outputs[0] in outputs or _clip_bounds(g, a) is None:
             continue
         users, src = consumers.get(a.outputs[0], []), producer.get(a.inputs[0])
-        if len(users) != 1 or users[0].op != "QuantizeLinear" or src is None or src.op not in ("Conv", "Gemm"):
+        if len(users) != 1 or users[0].op != "QuantizeLinear" or src is None or src.op not in ("Conv", "Gemm",
+                                                                                                 "MatMul"):
             continue
         if len(consumers.get(src.outputs[0], [])) != 1 or src.outputs[0] in outputs:
             continue
