@@ -229,7 +229,7 @@ def run_models() -> int:
     print("\nWhole model: MobileNetV2 1.0/224, seeded weights, quantized by onnxruntime.quantization")
     failed = 0
     x = np.random.default_rng(7).standard_normal((1, 3, 224, 224)).astype(np.float32)
-    print(f"{'format':<10} {'runtime':<28} {'result':<24} {'top-5 classes':<30} {'median ms':>10}")
+    print(f"{'format':<10} {'runtime':<34} {'result':<24} {'top-5 classes':<30} {'median ms':>10}")
     models = build_models()
     tflite_path = models.pop("tflite")
     for fmt, path in models.items():
@@ -243,13 +243,21 @@ def run_models() -> int:
         for device, runs in (("cpu", 20), ("vulkan", 3)):
             sess = InferenceSession(str(path), device=device)
             y = sess.run(None, feed)[0]
-            rows.append((f"vkinfer {device}", y, _median_ms(lambda s=sess, f=feed: s.run(None, f), runs)))
+            rows.append((_label(sess, device, feed), y, _median_ms(lambda s=sess, f=feed: s.run(None, f), runs)))
         for label, y, ms in rows:
             same = np.array_equal(y, want)
             failed += not same
             top5 = " ".join(map(str, np.argsort(-y.reshape(-1), kind="stable")[:5]))
-            print(f"{fmt:<10} {label:<28} {'identical to ORT' if same else 'DIFFERENT':<24} {top5:<30} {ms:10.2f}")
+            print(f"{fmt:<10} {label:<34} {'identical to ORT' if same else 'DIFFERENT':<24} {top5:<30} {ms:10.2f}")
     return failed + run_tflite_model(tflite_path)
+
+
+def _label(sess, device: str, feed: dict) -> str:
+    """Row label: the device, and on Vulkan how many submissions one run of the compiled plan takes."""
+    plan = sess.plan(feed)
+    if device == "vulkan" and plan is not None:
+        return f"vkinfer vulkan ({plan.submits} submit/run)"
+    return f"vkinfer {device}"
 
 
 def tflite_verdict(y: np.ndarray, want: np.ndarray) -> tuple[str, bool]:
@@ -285,13 +293,13 @@ def run_tflite_model(path: Path) -> int:
         sess = InferenceSession(blob, device=device)
         feed = {"input": x}
         y = sess.run(["logits"], feed)[0]
-        rows.append((f"vkinfer {device}", y, _median_ms(lambda s=sess, f=feed: s.run(["logits"], f), runs)))
+        rows.append((_label(sess, device, feed), y, _median_ms(lambda s=sess, f=feed: s.run(["logits"], f), runs)))
     failed = 0
     for label, y, ms in rows:
         text, bad = tflite_verdict(y, want)
         failed += bad
         top5 = " ".join(map(str, np.argsort(-y.reshape(-1).astype(np.int64), kind="stable")[:5]))
-        print(f"{'tflite':<10} {label:<28} {text:<24} {top5:<30} {ms:10.2f}")
+        print(f"{'tflite':<10} {label:<34} {text:<24} {top5:<30} {ms:10.2f}")
     return failed
 
 
