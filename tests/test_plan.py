@@ -125,3 +125,14 @@ def test_plans_per_input_signature_and_env_switch(monkeypatch):
     off = vkinfer.InferenceSession(blob, device="cpu")
     assert off.plan({"input": x}) is None
     np.testing.assert_array_equal(off.run(None, {"input": x})[0], ref.run(None, {"input": x})[0])
+
+
+@pytest.mark.parametrize("device", ["cpu", "vulkan"])
+def test_compiled_edges_keep_the_interpreters_errors(device):
+    q = zoo.quantize(zoo.mlp(), fmt="qoperator", per_channel=True, reduce_range=True)
+    sess = vkinfer.InferenceSession(q.SerializeToString(), device=device)
+    x = zoo.random_inputs(q)["input"]
+    assert sess.plan({"input": x}).steps[0].fast is not None  # the QuantizeLinear edge takes the fast path
+    x[0, 3] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        sess.run(None, {"input": x})

@@ -409,6 +409,45 @@ class Step:
     node: Node | None = None
     layer: Layer | None = None
     tensor: str = ""
+    fast: Callable | None = None  # host steps: the node with its constant parameters checked once
+
+
+def _fast_host(g: Graph, node: Node) -> Callable | None:
+    """The model's edges, QuantizeLinear / DequantizeLinear with constant parameters, with the parameter
+    checks done once (the interpreter's kernels check them on every call; that dominated small models)."""
+    from ..reference.quantize_linear import _params, quantize_values
+
+    if node.op not in ("QuantizeLinear", "DequantizeLinear") or not all(
+            not n or n in g.consts for n in node.inputs[1:]) or len(node.inputs) < 2:
+        return None
+    scale = g.consts[node.inputs[1]]
+    zp = g.consts[node.inputs[2]] if len(node.inputs) > 2 and node.inputs[2] else None
+    axis = int(node.attrs.get("axis", 1))
+    x_name, y_name = node.inputs[0], node.outputs[0]
+    if node.op == "QuantizeLinear":
+        dtype = np.dtype(zp.dtype) if zp is not None else np.dtype(np.uint8)
+        if scale.size != 1 or dtype not in EIGHT_BIT:
+            return None
+        s, z = _params(np.zeros(1, np.float32), scale, zp, axis, dtype)
+
+        def quantize(values):
+            x = values[x_name]
+            if not isinstance(x, np.ndarray) or x.dtype != np.float32 or np.isnan(x).any():
+                return interpret(g, values, "reference", [node])  # the kernel's own error
+            values[y_name] = quantize_values(x, s, z, dtype)
+        return quantize
+    if scale.size != 1:
+        return None
+
+    def dequantize(values):
+        x = values[x_name]
+        if x.dtype not in EIGHT_BIT or (zp is not None and zp.dtype != x.dtype):
+            return interpret(g, values, "reference", [node])
+        s, z = _params(x, scale, zp, axis, x.dtype) if "params" not in cache else cache["params"]
+        cache["params"] = (s, z)
+        values[y_name] = (x.astype(np.int32) - z).astype(np.float32) * s
+    cache: dict = {}
+    return dequantize
 
 
 class Plan:
@@ -441,7 +480,7 @@ class Plan:
                     if t not in on_host:
                         steps.append(Step("to_host", tensor=t))
                         on_host.add(t)
-                steps.append(Step("host", node=node))
+                steps.append(Step("host", node=node, fast=_fast_host(g, node)))
                 on_host.update(o for o in node.outputs if o)
                 self.placement[node.name] = "host"
         for t in g.outputs:
@@ -503,7 +542,10 @@ class _CpuRunner:
         dev: dict[str, np.ndarray] = dict(self.const_forms)
         for s in p.steps:
             if s.kind == "host":
-                interpret(g, host, p.host_device, [s.node])
+                if s.fast is not None:
+                    s.fast(host)
+                else:
+                    interpret(g, host, p.host_device, [s.node])
             elif s.kind == "dev":
                 dev[s.layer.out] = s.layer.impl(*[dev[t] for t in s.layer.acts])
             elif s.kind == "to_dev":
@@ -597,7 +639,7 @@ class _VulkanRunner:
         self.segments = []  # ("host", node) or ("dev", sequence, uploads, downloads)
         for seg in plan.segments:
             if seg[0].kind == "host":
-                self.segments.append(("host", seg[0].node))
+                self.segments.append(("host", seg[0]))
                 continue
             ups = [(s.tensor, buf(s.tensor)) for s in seg if s.kind == "to_dev" and s.tensor not in consts]
             downs = [(s.tensor, buf(s.tensor), packed_words(plan.info[s.tensor][0]), *plan.info[s.tensor])
@@ -626,7 +668,10 @@ class _VulkanRunner:
         with self.dev.lock:  # the planned buffers are shared by every caller of this plan
             for item in self.segments:
                 if item[0] == "host":
-                    interpret(g, host, p.host_device, [item[1]])
+                    if item[1].fast is not None:
+                        item[1].fast(host)
+                    else:
+                        interpret(g, host, p.host_device, [item[1].node])
                     continue
                 _, seq, ups, downs = item
                 for name, b in ups:
