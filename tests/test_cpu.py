@@ -104,3 +104,24 @@ def test_qlinear_add_in_c_equals_reference():
         zps = [dt(rng.integers(info.min, info.max + 1)) for _ in range(3)]
         args = (a, scales[0], zps[0], b, scales[1], zps[1], scales[2], zps[2])
         np.testing.assert_array_equal(cpu.qlinear_add(*args), qlinear_add(*args))
+
+
+@pytest.mark.parametrize("isa", ["default", "scalar"])
+def test_qlinear_add_in_c_every_pair_of_values(isa, monkeypatch):
+    """Every (a, b) byte pair through the C QLinearAdd, the AVX2+FMA body (when the CPU has it) and the
+    scalar loop ($VKINFER_CPU_ISA=scalar), against the reference: ties (power-of-two scales) included."""
+    from vkinfer.reference.qlinear_add import qlinear_add
+
+    if isa == "scalar":
+        monkeypatch.setenv("VKINFER_CPU_ISA", "scalar")
+    rng = np.random.default_rng(9)
+    for dt in (np.uint8, np.int8):
+        a = np.repeat(np.arange(256, dtype=np.uint8), 256).view(dt)
+        b = np.tile(np.arange(256, dtype=np.uint8), 256).view(dt)
+        info = np.iinfo(dt)
+        for i in range(6):
+            scales = [np.float32(2.0 ** rng.integers(-8, 1)) if i % 2 else np.float32(rng.uniform(1e-3, 0.2))
+                      for _ in range(3)]
+            zps = [dt(rng.integers(info.min, info.max + 1)) for _ in range(3)]
+            args = (a[: 65536 - i], scales[0], zps[0], b[: 65536 - i], scales[1], zps[1], scales[2], zps[2])
+            np.testing.assert_array_equal(cpu.qlinear_add(*args), qlinear_add(*args))

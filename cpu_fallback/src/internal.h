@@ -70,6 +70,10 @@ typedef struct {
 extern const vki_isa vki_isa_scalar;
 #if defined(__x86_64__) || defined(_M_X64)
 extern const vki_isa vki_isa_avx2;
+/* QLinearAdd's vector body (kernels_avx2.c): the first multiple-of-8 elements, returns how many it did. */
+int vki_qadd_avx2fma_available(void);
+size_t vki_qadd_avx2fma(const uint8_t* a, const uint8_t* b, uint8_t* y, size_t n, int32_t is_signed, float ra,
+                        float rb, float fixed, int32_t lo, int32_t hi);
 extern const vki_isa vki_isa_avx512vnni;
 #endif
 #if defined(__aarch64__) || defined(__arm__)

@@ -97,6 +97,39 @@ static inline __m128i a2_pack8(__m256i v)
 }
 
 /* ------------------------------------------------------------------------------------------------
+ * QLinearAdd (vkinfer/reference/qlinear_add.py; the scalar loop in qadd.c is the readable form):
+ * y = clamp(cvt(fma(a, ra, fma(b, rb, fixed)))), 8 elements per step. VFMADD rounds once, as fmaf does;
+ * VCVTPS2DQ rounds half to even under the default MXCSR and gives INT32_MIN for NaN or out of range,
+ * as the scalar code does; the clamp and the byte pack are then exact. This one function is compiled
+ * for FMA too (a target attribute), and only called when the CPU has it.
+ */
+int vki_qadd_avx2fma_available(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+__attribute__((target("avx2,fma"))) size_t vki_qadd_avx2fma(const uint8_t* a, const uint8_t* b, uint8_t* y,
+                                                            size_t n, int32_t is_signed, float ra, float rb,
+                                                            float fixed, int32_t lo, int32_t hi)
+{
+    const __m256 vra = _mm256_set1_ps(ra), vrb = _mm256_set1_ps(rb), vfixed = _mm256_set1_ps(fixed);
+    const __m256i vlo = _mm256_set1_epi32(lo), vhi = _mm256_set1_epi32(hi);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i a8 = _mm_loadl_epi64((const __m128i*)(a + i));
+        __m128i b8 = _mm_loadl_epi64((const __m128i*)(b + i));
+        __m256i ai = is_signed ? _mm256_cvtepi8_epi32(a8) : _mm256_cvtepu8_epi32(a8);
+        __m256i bi = is_signed ? _mm256_cvtepi8_epi32(b8) : _mm256_cvtepu8_epi32(b8);
+        __m256 v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ai), vra,
+                                   _mm256_fmadd_ps(_mm256_cvtepi32_ps(bi), vrb, vfixed));
+        __m256i r = _mm256_min_epi32(_mm256_max_epi32(_mm256_cvtps_epi32(v), vlo), vhi);
+        _mm_storel_epi64((__m128i*)(y + i), a2_pack8(r));
+    }
+    return i;
+}
+
+/* ------------------------------------------------------------------------------------------------
  * igemm: MR=4 rows x NR=16 channels, weights int16 [ks][ceil(kc/2)][16][2].
  *
  * a2_igemm dispatches on (mr, nc, kc) to compile-time specialisations: only rows that are distinct

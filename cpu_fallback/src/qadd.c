@@ -3,6 +3,8 @@
  *     y = clamp(cvt(fma(a, ra, fma(b, rb, fixed))))
  * fmaf() rounds once, like VFMADD, whether the compiler emits the instruction or calls libm. */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 #include "vkinfer_cpu.h"
@@ -18,7 +20,14 @@ vki_status vki_qlinear_add(const uint8_t* a, const uint8_t* b, uint8_t* y, size_
         vki_set_error("qlinear_add: bad clamp [%d, %d]", lo, hi);
         return VKI_EINVAL;
     }
-    for (size_t i = 0; i < n; i++) {
+    size_t i = 0;
+#if defined(VKI_HAVE_AVX2) && (defined(__x86_64__) || defined(_M_X64))
+    /* VKINFER_CPU_ISA=scalar keeps the portable loop (the tests run both). */
+    const char* forced = getenv("VKINFER_CPU_ISA");
+    if (vki_qadd_avx2fma_available() && !(forced && strcmp(forced, "scalar") == 0))
+        i = vki_qadd_avx2fma(a, b, y, n, is_signed, ra, rb, fixed, lo, hi);
+#endif
+    for (; i < n; i++) {
         float va = is_signed ? (float)(int8_t)a[i] : (float)a[i];
         float vb = is_signed ? (float)(int8_t)b[i] : (float)b[i];
         float v = fmaf(va, ra, fmaf(vb, rb, fixed));

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -199,24 +200,41 @@ def qlinear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_z
     """com.microsoft QLinearAdd in C, bit-exact with ONNX Runtime; equal shapes only (broadcasting
     goes through vkinfer.reference.qlinear_add, which defines the numerics for every case)."""
     from ..reference.qlinear_add import _binary_setup, _input0_is_scalar
-    from ..reference.requant import QRANGE
 
     shape, sa, sb, sc, za, zb, zc = _binary_setup(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale,
                                                   c_zero_point)
     if a.shape != b.shape:
         raise ValueError(f"cpu.qlinear_add needs equal shapes, got {a.shape} and {b.shape}")
-    if _input0_is_scalar(a.shape, b.shape):  # ORT swaps the kernel's operands (see the reference)
-        a, sa, za, b, sb, zb = b, sb, zb, a, sa, za
-    from ..reference._float32 import fma32
+    run = prepare_qlinear_add(sa, za, sb, zb, sc, zc, a.dtype, swap=_input0_is_scalar(a.shape, b.shape))
+    return run(a, b)
 
+
+def prepare_qlinear_add(sa, za, sb, zb, sc, zc, dtype, swap: bool = False) -> Callable[[np.ndarray, np.ndarray],
+                                                                                       np.ndarray]:
+    """QLinearAdd over checked float32 scales and integer zero points, constants folded once:
+    fn(a, b) on equal-shaped contiguous arrays of `dtype`. `swap`: ONNX Runtime's operand swap (see the
+    reference), decided by the caller from the shapes."""
+    from ..reference._float32 import fma32
+    from ..reference.requant import QRANGE
+
+    if swap:  # ORT swaps the kernel's operands (see the reference)
+        sa, za, sb, zb = sb, zb, sa, za
     ra, rb = np.float32(sa / sc), np.float32(sb / sc)
-    fixed = np.float32(np.float32(zc) - fma32(ra, np.float32(za), np.float32(rb * np.float32(zb))))
-    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
-    y = np.empty(shape, a.dtype)
-    lo, hi = QRANGE[a.dtype]
-    _check(lib().vki_qlinear_add(_ptr(a), _ptr(b), _ptr(y), a.size, int(a.dtype == np.int8), float(ra), float(rb),
-                                 float(fixed), lo, hi), "qlinear_add")
-    return y
+    fixed = float(np.float32(np.float32(zc) - fma32(ra, np.float32(za), np.float32(rb * np.float32(zb)))))
+    lo, hi = QRANGE[np.dtype(dtype)]
+    signed, ra, rb = int(np.dtype(dtype) == np.int8), float(ra), float(rb)
+    fn = lib().vki_qlinear_add
+
+    def run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if swap:
+            a, b = b, a
+        a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+        if a.shape != b.shape or a.dtype != dtype or b.dtype != dtype:
+            raise ValueError("internal: qlinear_add operands differ in shape or type")
+        y = np.empty(a.shape, a.dtype)
+        _check(fn(_ptr(a), _ptr(b), _ptr(y), a.size, signed, ra, rb, fixed, lo, hi), "qlinear_add")
+        return y
+    return run
 
 
 def lut2(a: np.ndarray, b: np.ndarray, table: np.ndarray) -> np.ndarray:

@@ -361,6 +361,15 @@ class CpuBackend:
                 return None
             mm = cpu.QLinearMatMul(spec, self.variant)
             return Layer(node, [ins[0]], out, mm.run)
+        if op == "com.microsoft:QLinearAdd" and _binary_mode(ctx, node) == "equal":
+            from .. import cpu
+            from ..reference import _qcheck as qc
+
+            c, dt = ctx.g.consts, ctx.dtype(ins[0])
+            zps = [qc.zero_point("zero_point", c[n], dt) if n else 0 for n in (ins[2], ins[5], ins[7])]
+            scales = [qc.scale("scale", c[n]) for n in (ins[1], ins[4], ins[6])]
+            add = cpu.prepare_qlinear_add(scales[0], zps[0], scales[1], zps[1], scales[2], zps[2], dt)
+            return Layer(node, [ins[0], ins[3]], out, add)  # vectorised FMA in C: ORT's own arithmetic
         if op in ("com.microsoft:QLinearAdd", "com.microsoft:QLinearMul") and _binary_mode(ctx, node):
             from .. import cpu
             from ..vulkan.qlinear_lut import binary_table
