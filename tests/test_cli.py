@@ -55,3 +55,20 @@ def test_info_vulkan_plan_on_tflite(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "1 Vulkan submission(s) per run" in out and "planned by lifetime" in out
     assert "x QLinearConv" in out and "runs on vulkan" in out and "peak activation memory" in out
+
+
+def test_core_clusters_from_sysfs(tmp_path, capsys):
+    """big.LITTLE grouping by cpuinfo_max_freq, fastest first, offline cores left out (a fake sysfs)."""
+    from vkinfer import cpu
+
+    for i, khz, online in [(0, 1800000, None), (1, 1800000, "1"), (2, 2800000, "1"), (3, 2800000, "1"),
+                           (4, 2800000, "0")]:
+        d = tmp_path / f"cpu{i}" / "cpufreq"
+        d.mkdir(parents=True)
+        (d / "cpuinfo_max_freq").write_text(f"{khz}\n")
+        if online is not None:
+            (tmp_path / f"cpu{i}" / "online").write_text(online + "\n")
+    (tmp_path / "cpufreq").mkdir()  # not a core
+    assert cpu.core_clusters(str(tmp_path)) == [(2800000, [2, 3]), (1800000, [0, 1])]
+    assert main(["devices"]) == 0
+    assert "core clusters:" in capsys.readouterr().out

@@ -29,6 +29,10 @@ def _devices() -> int:
               f"{lim['max_compute_workgroup_invocations']}, shared memory {lim['max_compute_shared_memory_size']} B, "
               f"storage buffer range {lim['max_storage_buffer_range']} B, subgroup {lim['subgroup_size']}")
     print("cpu  ISA variants: " + ", ".join(f"{n}{'' if ok else ' (not on this CPU)'}" for n, ok in cpu.variants()))
+    clusters = cpu.core_clusters()
+    print("     core clusters: " + "; ".join(
+        f"{len(ids)} x {khz / 1e6:.2f} GHz (cpus {','.join(map(str, ids))})" if khz else
+        f"{len(ids)} cores, no cpufreq information (cpus {','.join(map(str, ids))})" for khz, ids in clusters))
     print(f"     default variant {cpu.default_variant()}, default threads {cpu.default_threads()} "
           "(cores of the fastest cluster)")
     return 0

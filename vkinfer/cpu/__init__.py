@@ -80,6 +80,32 @@ def default_variant() -> str:
     return lib().vki_isa_name(i).decode()
 
 
+def core_clusters(sysfs: str = "/sys/devices/system/cpu") -> list[tuple[int, list[int]]]:
+    """CPU cores grouped by maximum clock (big.LITTLE clusters), fastest first: [(max kHz, [cpu ids])].
+    Without cpufreq information (many VMs) every online core is one cluster with clock 0."""
+    import glob
+    import re
+
+    groups: dict[int, list[int]] = {}
+    for path in glob.glob(f"{sysfs}/cpu[0-9]*"):
+        m = re.search(r"cpu(\d+)$", path)
+        if not m:
+            continue
+        try:
+            with open(f"{path}/online") as f:
+                if f.read().strip() == "0":
+                    continue
+        except OSError:
+            pass  # cpu0 often has no "online" file: it is always online
+        try:
+            with open(f"{path}/cpufreq/cpuinfo_max_freq") as f:
+                khz = int(f.read().strip())
+        except (OSError, ValueError):
+            khz = 0
+        groups.setdefault(khz, []).append(int(m.group(1)))
+    return [(k, sorted(v)) for k, v in sorted(groups.items(), reverse=True)]
+
+
 def default_threads() -> int:
     """$VKINFER_CPU_THREADS, else the cores of the fastest cluster (cpuinfo_max_freq), else all cores."""
     return int(lib().vki_default_threads())
