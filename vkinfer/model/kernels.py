@@ -395,3 +395,23 @@ def _tflite_quantize(node, x, device):
     return [tflite_quantize_op(*x)]
 
 
+@_op("vkinfer:TFLiteAveragePool")
+def _tflite_average_pool(node, x, device):
+    """TFLite's 8-bit AVERAGE_POOL_2D (vkinfer/reference/tflite_average_pool.py) on an NCHW input: integer sum of
+    the in-image window, rounded half away from zero, clamped to attrs activation_min/activation_max."""
+    from ..reference.tflite_average_pool import tflite_average_pool
+
+    a = node.attrs
+    return [tflite_average_pool(x[0], list(a["kernel_shape"]), a.get("strides"), a.get("pads"),
+                                a.get("activation_min"), a.get("activation_max"))]
+
+
+@_op("vkinfer:TFLiteSoftmax")
+def _tflite_softmax(node, x, device):
+    """TFLite's 8-bit SOFTMAX over the last axis (vkinfer/reference/tflite_softmax.py): inputs x, x_scale,
+    y_scale, y_zero_point; attr beta."""
+    from ..reference.tflite_softmax import tflite_softmax
+
+    return [tflite_softmax(*x[:4], beta=float(node.attrs.get("beta", 1.0)))]
+
+

@@ -9,13 +9,13 @@ a graph output, ...) needs it, so a chain of convolutions, ADDs and MEANs runs w
     FULLY_CONNECTED    -> com.microsoft:QGemm, transB = 1
     ADD / MUL          -> com.microsoft:QLinearAdd / QLinearMul (numpy broadcasting; constant operands allowed)
     MEAN over H,W      -> com.microsoft:QLinearGlobalAveragePool
-    AVERAGE_POOL_2D    -> com.microsoft:QLinearAveragePool (count_include_pad = 0, as TFLite averages)
+    AVERAGE_POOL_2D    -> vkinfer:TFLiteAveragePool (NCHW; TFLite's integer average, fused activation included)
     MAX_POOL_2D        -> MaxPool (SAME/VALID -> explicit pads; padding never wins, as in TFLite)
     RESHAPE            -> Reshape (to the output tensor's static shape)
     CONCATENATION      -> Concat when every input has the output's scale and zero point (TFLite's int8 kernel
                           requires it), else com.microsoft:QLinearConcat; NHWC axis -> NCHW axis in NCHW
     PAD                -> Pad (constant mode, value = the zero point), pads permuted in NCHW
-    SOFTMAX            -> DequantizeLinear -> Softmax -> QuantizeLinear
+    SOFTMAX            -> vkinfer:TFLiteSoftmax (TFLite's float32 exp table, over the last axis)
     LOGISTIC           -> com.microsoft:QLinearSigmoid
     QUANTIZE           -> vkinfer:TFLiteQuantize (float input; 8-bit input of the same type where XNNPACK runs
                           it), else DequantizeLinear -> QuantizeLinear (int8 <-> uint8 requantization)
@@ -23,8 +23,9 @@ a graph output, ...) needs it, so a chain of convolutions, ADDs and MEANs runs w
 Fused activations (RELU, RELU6, RELU_N1_TO_1) narrow the output clamp to TFLite's bounds (zero point +
 round-half-away(value / scale), CalculateActivationRangeQuantized), given as a ("clip", lo, hi) that quantizes to
 exactly those bounds: a convolution (or fully connected layer) becomes vkinfer:QLinearConvClamp (or
-vkinfer:QGemmClamp); ADD, MUL and the pools are followed by an identity 1x1 vkinfer:QLinearConvClamp (weight 1,
-input scale = output scale: multiplier 1.0, only the clamp acts), left out where the bounds are the type's range.
+vkinfer:QGemmClamp); ADD, MUL and MAX_POOL_2D are followed by an identity 1x1 vkinfer:QLinearConvClamp (weight 1,
+input scale = output scale: multiplier 1.0, only the clamp acts), left out where the bounds are the type's range;
+vkinfer:TFLiteAveragePool takes the bounds as attributes.
 CONCATENATION ignores its fused activation, as TFLite does. Pooling and PAD need equal input and output
 parameters (TFLite's 8-bit kernels do not rescale; other models are refused).
 
@@ -39,8 +40,14 @@ CONCATENATION, PAD, LOGISTIC: identical results on the test models (tests/test_t
     (TFLite's builtin fixed-point kernel: identical on the measured cases, <= 1 step in principle).
   - MUL: TFLite adds the output zero point after rounding, ORT in float32 before: one step on rare values near .5
     (4 of 524288 uint8 input pairs over 8 parameter sets, 0 int8).
-  - AVERAGE_POOL_2D rounds the average half away from zero (ORT: half to even): about 2% of values, one step.
-  - SOFTMAX: TFLite's exp table against a float softmax, up to 2 steps.
+  - AVERAGE_POOL_2D: XNNPACK takes float pools only, so TFLite's builtin kernel runs 8-bit ones: the integer sum
+    of the raw values over the in-image window, divided by that count rounding half away from zero (ORT averages
+    x - zero point in float32, half to even: one step on ~1-10% of values, ties being common, and a following
+    FULLY_CONNECTED amplified it to 5 steps). vkinfer:TFLiteAveragePool (vkinfer/reference/
+    tflite_average_pool.py) is identical to TFLite (SAME/VALID, activations, windows past 16 x 16).
+  - SOFTMAX: XNNPACK takes float only; TFLite's builtin kernel looks up expf(-x_scale * beta * (max - x)) in a
+    float32 table and normalises in float32. vkinfer:TFLiteSoftmax (vkinfer/reference/tflite_softmax.py) does the
+    same, identical on the tested cases (the float path it replaced agreed there too; it differs at float ties).
 Without the XNNPACK delegate (OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES, BUILTIN_REF) TFLite's builtin
 kernels requantize with fixed-point multipliers: one step on about 0.8% of MUL values and 0.05-0.1% of
 convolution outputs (measured on the test models); the tests compare with the default interpreter.
@@ -360,9 +367,9 @@ class _Importer:
             self.node("Reshape", [y, self.const("shape", np.array(y_shape, np.int64))], [self.put(outs[0])])
 
     def pool(self, ins, outs, opts, kind: str) -> None:
-        """AVERAGE_POOL_2D -> com.microsoft:QLinearAveragePool (count_include_pad = 0, as TFLite averages);
-        MAX_POOL_2D -> MaxPool (padding never wins); SAME/VALID -> explicit pads; then the fused activation's
-        clamp."""
+        """AVERAGE_POOL_2D -> vkinfer:TFLiteAveragePool (TFLite's integer average, the fused activation's bounds
+        as attributes); MAX_POOL_2D -> MaxPool (padding never wins), then the fused activation's clamp;
+        SAME/VALID -> explicit pads. Both on NCHW."""
         x = ins[0]
         _, h, w, _ = self.t[x].shape
         kh, kw, sh, sw = opts.FilterHeight(), opts.FilterWidth(), opts.StrideH(), opts.StrideW()
@@ -371,15 +378,18 @@ class _Importer:
             pl, pr = _same(w, kw, sw, 1)
         else:
             pt = pb = pl = pr = 0
-        act = self.activation(opts.FusedActivationFunction(), outs[0])
-        y = self.write(outs[0], "NCHW", act)
         attrs = dict(kernel_shape=[kh, kw], strides=[sh, sw], pads=[pt, pl, pb, pr])
         if kind == "average":
-            self.node("com.microsoft:QLinearAveragePool", [self.get(x, "NCHW"), *self.qparams(x),
-                                                           *self.qparams(outs[0])], [y], count_include_pad=0,
-                      **attrs)
-        else:
-            self.node("MaxPool", [self.get(x, "NCHW")], [y], **attrs)
+            t = self.t[outs[0]]
+            dt = _DTYPES[t.dtype]
+            lo, hi = (_act_range(opts.FusedActivationFunction(), t.scale[0], int(t.zero_point[0]), dt)
+                      or _QRANGE[np.dtype(dt)])
+            self.node("vkinfer:TFLiteAveragePool", [self.get(x, "NCHW")], [self.put(outs[0], "NCHW")],
+                      activation_min=int(lo), activation_max=int(hi), **attrs)
+            return
+        act = self.activation(opts.FusedActivationFunction(), outs[0])
+        y = self.write(outs[0], "NCHW", act)
+        self.node("MaxPool", [self.get(x, "NCHW")], [y], **attrs)
         if act is not None:
             self.clamp(y, outs[0], "NCHW", act)
 
@@ -442,15 +452,11 @@ class _Importer:
         self.node("QuantizeLinear", [src, *self.qparams(outs[0])], [self.put(outs[0])])
 
     def softmax(self, ins, outs, opts) -> None:
+        """SOFTMAX -> vkinfer:TFLiteSoftmax (TFLite's float32 exp table, over the last axis)."""
         x = ins[0]
         beta = opts.Beta() if opts is not None else 1.0
-        f = self.fresh("float")
-        self.dequantize(x, f)
-        if beta != 1.0:  # softmax(beta * x): fold beta into the dequantization scale
-            self.nodes[-1].inputs[1] = self.const("scale", np.float32(self.t[x].scale[0] * beta))
-        p = self.fresh("softmax")
-        self.node("Softmax", [f], [p], axis=-1)
-        self.node("QuantizeLinear", [p, *self.qparams(outs[0])], [self.put(outs[0])])
+        self.node("vkinfer:TFLiteSoftmax", [self.get(x), self.qparams(x)[0], *self.qparams(outs[0])],
+                  [self.put(outs[0])], beta=float(beta))
 
 
 def _same(size: int, k: int, stride: int, dilation: int) -> tuple[int, int]:
@@ -588,9 +594,9 @@ def _needs() -> dict:
             "vkinfer:QLinearConvClamp"), B.FULLY_CONNECTED: ("com.microsoft:QGemm", "vkinfer:QGemmClamp", "Reshape"),
             B.ADD: ("com.microsoft:QLinearAdd", *clamp), B.MUL: ("com.microsoft:QLinearMul", *clamp),
             B.MEAN: ("com.microsoft:QLinearGlobalAveragePool", "Reshape"),
-            B.AVERAGE_POOL_2D: ("com.microsoft:QLinearAveragePool", *clamp), B.MAX_POOL_2D: ("MaxPool", *clamp),
+            B.AVERAGE_POOL_2D: ("vkinfer:TFLiteAveragePool",), B.MAX_POOL_2D: ("MaxPool", *clamp),
             B.RESHAPE: ("Reshape",), B.CONCATENATION: ("Concat", "com.microsoft:QLinearConcat"), B.PAD: ("Pad",),
-            B.SOFTMAX: ("DequantizeLinear", "Softmax", "QuantizeLinear"), B.LOGISTIC: ("com.microsoft:QLinearSigmoid",),
+            B.SOFTMAX: ("vkinfer:TFLiteSoftmax",), B.LOGISTIC: ("com.microsoft:QLinearSigmoid",),
             B.QUANTIZE: ("vkinfer:TFLiteQuantize", "DequantizeLinear", "QuantizeLinear"),
             B.DEQUANTIZE: ("DequantizeLinear",)}
 

@@ -377,13 +377,15 @@ def _depthwise_float(x: np.ndarray, w_hwc: np.ndarray, bias: np.ndarray, stride:
 
 def mobilenet_v2(seed: int = 0, size: int = 224, width: float = 1.0, num_classes: int = 1000,
                  dtype: Literal["int8"] = "int8", *, calibration_images: int = 4,
-                 extra_outputs: tuple[str, ...] = ()) -> bytes:
+                 pool: Literal["mean", "average_pool"] = "mean", extra_outputs: tuple[str, ...] = ()) -> bytes:
     """MobileNetV2 as an int8 TFLite model with seeded He-initialised weights (BN folded into the biases).
 
     QUANTIZE -> CONV_2D 3x3/2 + RELU6 -> 17 inverted residual blocks (CONV_2D 1x1 + RELU6 expand, except in the
     first; DEPTHWISE_CONV_2D 3x3 stride 1/2 SAME + RELU6; CONV_2D 1x1 project; ADD residual where stride 1 and
-    channels match) -> CONV_2D 1x1 to 1280*max(1, width) + RELU6 -> MEAN over H,W -> RESHAPE -> FULLY_CONNECTED
-    (``logits``, int8) -> DEQUANTIZE (``output``, float32). Input ``input``: float32 NHWC 1 x size x size x 3.
+    channels match) -> CONV_2D 1x1 to 1280*max(1, width) + RELU6 -> MEAN over H,W (or, with pool="average_pool",
+    a VALID AVERAGE_POOL_2D over the whole 7x7 (size / 32) map, as in the converter's Keras MobileNetV2, with the
+    pooled tensor keeping conv_last's parameters) -> RESHAPE -> FULLY_CONNECTED (``logits``, int8) -> DEQUANTIZE
+    (``output``, float32). Input ``input``: float32 NHWC 1 x size x size x 3.
 
     Symmetric per-axis int8 weights for the convolutions, per-tensor for the fully connected layer; int32 biases
     with scale input_scale * weight_scale; activation scales from a float32 numpy forward pass over
@@ -447,6 +449,8 @@ def mobilenet_v2(seed: int = 0, size: int = 224, width: float = 1.0, num_classes
     qp = {k: _qparams(float(v.min()), float(v.max()), qdt) for k, v in acts.items()}
     # The [-1, 1] input gets scale 1/128, as in converter-made MobileNets.
     qp["input_q"] = (1.0 / 128, 0)
+    if pool == "average_pool":  # TFLite's 8-bit AVERAGE_POOL_2D wants equal input and output parameters
+        qp["pool"] = qp[cur]
 
     m = ModelBuilder()
     t = {k: m.tensor(k, (1, *v.shape[1:]), qdt, scale=qp[k][0], zero_point=qp[k][1]) for k, v in acts.items()}
@@ -474,8 +478,13 @@ def mobilenet_v2(seed: int = 0, size: int = 224, width: float = 1.0, num_classes
             tw, tb = weights(name, w, 0, qp[srcs[0]][0], b)
             m.op(B.CONV_2D, [t[srcs[0]], tw, tb], [t[name]], A.Conv2DOptions, Padding=P.SAME, StrideW=stride,
                  StrideH=stride, FusedActivationFunction=_ACT[act])
-    axes = m.tensor("mean/axes", (2,), np.int32, np.array([1, 2], np.int32))
-    m.op(B.MEAN, [t[cur], axes], [t["pool"]], A.ReducerOptions, KeepDims=True)
+    if pool == "average_pool":
+        fh, fw = acts[cur].shape[1:3]
+        m.op(B.AVERAGE_POOL_2D, [t[cur]], [t["pool"]], A.Pool2DOptions, Padding=P.VALID, StrideW=1, StrideH=1,
+             FilterWidth=fw, FilterHeight=fh)
+    else:
+        axes = m.tensor("mean/axes", (2,), np.int32, np.array([1, 2], np.int32))
+        m.op(B.MEAN, [t[cur], axes], [t["pool"]], A.ReducerOptions, KeepDims=True)
     shape = m.tensor("flatten/shape", (2,), np.int32, np.array([1, last], np.int32))
     m.op(B.RESHAPE, [t["pool"], shape], [flat], A.ReshapeOptions, NewShape=[1, last])
     tw, tb = weights("fc", wf, None, qp["pool"][0], bf)
@@ -601,7 +610,8 @@ def ops_net(seed: int = 0, *, dtype: Literal["int8", "uint8"] = "int8", size: in
     return m.finish([t_in], [t["logits"], out] + [t[k] for k in inner])
 
 
-def op_model(op: Literal["mul", "add", "logistic", "max_pool", "concat", "pad", "quantize", "requantize"],
+def op_model(op: Literal["mul", "add", "logistic", "max_pool", "average_pool", "softmax", "concat", "pad", "quantize",
+                         "requantize"],
              seed: int = 0, *,
              dtype: Literal["int8", "uint8"] = "int8", shape=(1, 8, 8, 16), activation: str | None = None,
              **kw) -> bytes:
@@ -610,7 +620,9 @@ def op_model(op: Literal["mul", "add", "logistic", "max_pool", "concat", "pad", 
 
     mul, add: ``x`` of `shape` times/plus ``y`` (shape kw["y_shape"], default `shape`), fused `activation`.
     logistic: output scale 1/256 (TFLite's requirement). max_pool: kw filter (3), stride (2), padding ("SAME" or
-    "VALID"), fused `activation`; output parameters = the input's. concat: kw inputs (2), axis (3); kw
+    "VALID"), fused `activation`; output parameters = the input's. average_pool: as max_pool, filter and stride
+    an int or an (h, w) pair. softmax: over the last axis, kw beta (1.0), kw scale (the input's; default seeded),
+    output scale 1/256, zero point -128 (int8) / 0 (uint8), as TFLite requires. concat: kw inputs (2), axis (3); kw
     same_params: every input with the output's parameters. pad: kw paddings (rank x 2). quantize: float32
     input ``x``, kw scale (default: a seeded scale that is not a power of two). requantize: QUANTIZE of the 8-bit
     ``x`` to kw out_dtype (default `dtype`) with scale x_scale / kw ratio (default: seeded in [0.6, 1.6]).
@@ -655,6 +667,21 @@ def op_model(op: Literal["mul", "add", "logistic", "max_pool", "concat", "pad", 
         y = m.tensor("out", (shape[0], oh, ow, shape[3]), qdt, scale=t.scale, zero_point=t.zero_point)
         m.op(B.MAX_POOL_2D, ins, [y], A.Pool2DOptions, Padding=getattr(P, pad), StrideW=st, StrideH=st,
              FilterWidth=k, FilterHeight=k, FusedActivationFunction=_ACT[activation])
+    elif op == "average_pool":
+        (kh, kw_), (sh, sw) = (tuple(v) if isinstance(v, tuple | list) else (v, v)
+                               for v in (kw.get("filter", 3), kw.get("stride", 2)))
+        pad = kw.get("padding", "SAME")
+        h, w = shape[1:3]
+        oh, ow = ((-(-h // sh), -(-w // sw)) if pad == "SAME" else ((h - kh) // sh + 1, (w - kw_) // sw + 1))
+        t = m.tensors[x]
+        y = m.tensor("out", (shape[0], oh, ow, shape[3]), qdt, scale=t.scale, zero_point=t.zero_point)
+        m.op(B.AVERAGE_POOL_2D, ins, [y], A.Pool2DOptions, Padding=getattr(P, pad), StrideW=sw, StrideH=sh,
+             FilterWidth=kw_, FilterHeight=kh, FusedActivationFunction=_ACT[activation])
+    elif op == "softmax":
+        y = m.tensor("out", shape, qdt, scale=1.0 / 256, zero_point=-128 if qdt == np.int8 else 0)
+        if kw.get("scale"):
+            m.tensors[x].scale = np.float32([kw["scale"]])
+        m.op(B.SOFTMAX, ins, [y], A.SoftmaxOptions, Beta=float(kw.get("beta", 1.0)))
     elif op == "concat":
         n, axis = kw.get("inputs", 2), kw.get("axis", 3)
         yp = params()
