@@ -1,8 +1,8 @@
 """Graphs that send every layer kind of a compiled plan (vkinfer/model/plan.py) through one recorded run:
-convolution, max pool, lookup-table ops (leaky relu, sigmoid, add, mul; equal shapes and a broadcast row),
-channel concat with and without requantization, channel shuffle (5-D alias + channel gather), repack
-(a transpose of size-1 axes), global average pool, flatten (alias) and QGemm. Used by test_plan.py and,
-under the validation layer, by vk_validation_run.py."""
+convolution, max pool, TFLite's average pool, lookup-table ops (leaky relu, sigmoid, add, mul; equal
+shapes and a broadcast row), channel concat with and without requantization, channel shuffle (5-D alias +
+channel gather), repack (a transpose of size-1 axes), global average pool, flatten (alias) and QGemm.
+Used by test_plan.py and, under the validation layer, by vk_validation_run.py."""
 
 from __future__ import annotations
 
@@ -55,6 +55,9 @@ def build(rng: np.random.Generator, c: int, h: int, w: int, dtype=np.uint8, clas
     xq = b.q()
     a, aq = b.conv("x", xq, c, 6)
     a = b.node("MaxPool", [a], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    lo, hi = (0, 255) if b.dt == np.uint8 else (-128, 127)
+    a = b.node("vkinfer:TFLiteAveragePool", [a], kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1],
+               activation_min=lo + 3, activation_max=hi - 5)  # border windows of 4 and 6: ties
     leaky = b.node("com.microsoft:QLinearLeakyRelu", [a, *aq, *aq], alpha=0.1)
     sig_q = b.q()
     sig = b.node("com.microsoft:QLinearSigmoid", [a, *aq, *sig_q])

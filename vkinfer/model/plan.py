@@ -278,6 +278,18 @@ class VulkanBackend:
                 return None
             return Layer(node, [ins[0]], out, MaxPool(ctx.shape(ins[0]), ctx.shape(out), ctx.dtype(ins[0]), k, st, di,
                                                       pads, dev))
+        if op == "vkinfer:TFLiteAveragePool" and ctx.quantized(ins[0]) and len(ctx.shape(ins[0])) == 4:
+            from ..reference.requant import QRANGE as qr
+            from ..vulkan.tflite_average_pool import TFLiteAveragePool
+
+            a, dt = node.attrs, ctx.dtype(ins[0])
+            k = tuple(int(v) for v in a["kernel_shape"])
+            st = tuple(int(v) for v in a.get("strides") or (1, 1))
+            pads = tuple(int(v) for v in a.get("pads") or (0, 0, 0, 0))
+            lo = qr[dt][0] if a.get("activation_min") is None else int(a["activation_min"])
+            hi = qr[dt][1] if a.get("activation_max") is None else int(a["activation_max"])
+            return Layer(node, [ins[0]], out, TFLiteAveragePool(ctx.shape(ins[0]), ctx.shape(out), dt, k, st, pads,
+                                                                lo, hi, dev))
         if op in ("Concat", "com.microsoft:QLinearConcat"):
             parts = _concat_parts(ctx, node)
             if parts is None or not _channel_concat_ok(ctx, node, parts[0], int(node.attrs["axis"])):
