@@ -99,10 +99,67 @@ def extra_cases(seed: int = 1) -> list[tuple[str, dict]]:
     return cases
 
 
+def limit_weights(rng, case: dict, lim: int = 64, over: bool = False, worst: bool = False) -> dict:
+    """`case` with weights rewritten so that every (w - w_zp) lies in [-lim, lim] and +-lim occurs (the
+    AVX2 u8s8 kernel takes layers with lim <= 64). Zero points are redrawn so that w_zp +- lim fits the
+    weight type (uint8 zero points then lie in [lim, 255 - lim], never 0). over: one weight at lim + 1
+    (the layer must fall back to the int16 kernel). worst: every weight at +lim or -lim, one sign per
+    output channel, and activations at their maximum: every VPMADDUBSW pair sum is +-255 * 2 * lim."""
+    w = case["w"]
+    info = np.iinfo(w.dtype)
+    m = w.shape[0]
+    zp = np.asarray(case["w_zero_point"])
+    hi = lim + 1 if over else lim
+    zp = rng.integers(info.min + hi, info.max - hi + 1, zp.shape)
+    zcol = zp.reshape(-1, 1, 1, 1) if zp.ndim else zp
+    if worst:
+        d = np.broadcast_to(np.where(np.arange(m) % 2 == 0, lim, -lim).reshape(-1, 1, 1, 1), w.shape).copy()
+        x = case["x"]
+        case = {**case, "x": np.full_like(x, np.iinfo(x.dtype).max)}
+    else:
+        d = rng.integers(-lim, lim + 1, w.shape)
+        d.flat[rng.integers(d.size)] = lim
+        d.flat[rng.integers(d.size)] = -lim
+    if over:
+        d.flat[rng.integers(d.size)] = (lim + 1) * (1 if rng.random() < 0.5 else -1)
+    return {**case, "w": (zcol + d).astype(w.dtype), "w_zero_point": zp.astype(w.dtype)}
+
+
+def seven_bit_cases(seed: int = 2) -> list[tuple[str, dict]]:
+    """Layers with 7-bit weights (|w - w_zp| <= 64, as onnxruntime's reduce_range=True gives), which take
+    the AVX2 u8s8 kernel, and the same shapes at 65, which must not: odd K (kc not a multiple of 2, 4 or
+    32), M not a multiple of 16, uint8 weights with per-channel zero points, int8 activations, the merged
+    RGB stem, grouped and general convolutions, and the largest pair sums VPMADDUBSW can meet."""
+    rng = np.random.default_rng(seed)
+    shapes = [  # (name, conv_case kwargs)
+        ("pw-c37-m23", dict(c=37, h=5, w=7, m=23, kh=1)),
+        ("pw-c64-m40", dict(c=64, h=4, w=5, m=40, kh=1)),
+        ("pw-c3-m5", dict(c=3, h=3, w=3, m=5, kh=1)),
+        ("pw-c130-m17-s2", dict(c=130, h=7, w=6, m=17, kh=1, strides=(2, 2))),
+        ("stem-c3-k3-s2", dict(c=3, h=11, w=12, m=9, kh=3, strides=(2, 2), pads=(1, 1, 1, 1))),
+        ("conv-c13-k3", dict(c=13, h=6, w=7, m=19, kh=3, pads=(1, 0, 1, 2))),
+        ("grouped-g2-c10-m6", dict(c=10, h=5, w=5, m=6, kh=3, group=2, pads=(1, 1, 1, 1))),
+        ("matmul-r9-k33-n31", dict(c=33, h=1, w=9, m=31, kh=1)),
+    ]
+    types = [("u8", "u8"), ("s8", "s8"), ("u8", "s8"), ("s8", "u8")]
+    cases = []
+    for i, (name, kw) in enumerate(shapes):
+        xt, wt = types[i % 4]
+        base = conv_case(rng, **kw, xt=xt, wt=wt, per_channel=i != 2)
+        cases.append((f"w7-{name}-{xt}{wt}", limit_weights(rng, base)))
+        cases.append((f"w7over-{name}-{xt}{wt}", limit_weights(rng, base, over=True)))
+    for xt, wt in [("u8", "u8"), ("s8", "s8")]:
+        base = conv_case(rng, c=70, h=3, w=5, m=18, kh=1, xt=xt, wt=wt, mode="saturate")
+        cases.append((f"w7worst-pw-c70-m18-{xt}{wt}", limit_weights(rng, base, worst=True)))
+    return cases
+
+
 def default_cases() -> list[tuple[str, dict]]:
-    """The whole Vulkan edge-case table (every kernel kind, type pair and mode), extra_cases(), and the
-    table again from another seed (other sizes, pads and data): all of it runs in seconds under qemu."""
-    return conv_table() + extra_cases() + [(f"seed1-{name}", case) for name, case in conv_table(seed=1)]
+    """The whole Vulkan edge-case table (every kernel kind, type pair and mode), extra_cases(), the 7-bit
+    weight cases, and the table again from another seed (other sizes, pads and data): all of it runs in
+    seconds under qemu."""
+    return (conv_table() + extra_cases() + seven_bit_cases()
+            + [(f"seed1-{name}", case) for name, case in conv_table(seed=1)])
 
 
 if __name__ == "__main__":  # python tests/cpu_vectors.py OUT: vectors for running a driver by hand

@@ -2,16 +2,18 @@
 (vkinfer.cpu.variants(), the same list the benchmark iterates) and for 1, 2 and 3 threads."""
 
 import concurrent.futures
+import ctypes
 
 import numpy as np
 import pytest
 from cases import conv_case, conv_table
+from cpu_vectors import limit_weights, seven_bit_cases
 from hypothesis import given, settings
 from test_conv_vulkan import conv_args
 from test_matmul_vulkan import SHAPES, mm_case
 
 from vkinfer import cpu, ops
-from vkinfer.ops._spec import conv_spec
+from vkinfer.ops._spec import conv_spec, matmul_spec
 
 TABLE = conv_table()
 VARIANTS = cpu.available_variants()
@@ -125,3 +127,61 @@ def test_qlinear_add_in_c_every_pair_of_values(isa, monkeypatch):
             zps = [dt(rng.integers(info.min, info.max + 1)) for _ in range(3)]
             args = (a[: 65536 - i], scales[0], zps[0], b[: 65536 - i], scales[1], zps[1], scales[2], zps[2])
             np.testing.assert_array_equal(cpu.qlinear_add(*args), qlinear_add(*args))
+
+
+def _kernel(conv) -> str:
+    """vki_conv_kernel of a prepared C convolution: the variant, or e.g. "avx2-u8s8" (7-bit weights)."""
+    so = cpu.lib()
+    so.vki_conv_kernel.argtypes = [ctypes.c_void_p]
+    so.vki_conv_kernel.restype = ctypes.c_char_p
+    return so.vki_conv_kernel(conv.handle).decode()
+
+
+@pytest.mark.parametrize("isa", VARIANTS)
+def test_seven_bit_weights_fast_path_and_fallback(isa, monkeypatch):
+    """Layers whose every |w - w_zp| <= 64 take AVX2's u8s8 kernel (VPMADDUBSW), 65 falls back to the
+    int16 kernel, and both equal the reference for 1-3 threads: odd K, M not a multiple of 16, uint8
+    weights with per-channel zero points, int8 activations, the largest pair sums. $VKINFER_CPU_U8S8=0
+    turns the fast path off. Other variants keep their own kernel."""
+    monkeypatch.delenv("VKINFER_CPU_U8S8", raising=False)
+    rng = np.random.default_rng(11)
+    cases = seven_bit_cases()
+    for kh, c, m, xt, wt in [(1, 9, 5, "s8", "u8"), (1, 51, 33, "u8", "u8"), (3, 6, 17, "s8", "s8")]:
+        base = conv_case(rng, c=c, h=5, w=4, m=m, kh=kh, pads=(1, 1, 1, 1) if kh == 3 else (0, 0, 0, 0),
+                         xt=xt, wt=wt)
+        cases += [(f"py-w7-k{kh}-c{c}", limit_weights(rng, base)),
+                  (f"py-w7over-k{kh}-c{c}", limit_weights(rng, base, over=True))]
+    seen = set()
+    for name, case in cases:
+        ref = ops.qlinear_conv(**case, device="reference")
+        op = cpu.QLinearConv(conv_spec(**case), isa)
+        kernel = _kernel(op.conv)
+        fast = isa == "avx2" and "over-" not in name
+        assert kernel == (f"{isa}-u8s8" if fast else isa), (name, kernel)
+        seen.add(kernel)
+        for threads in (1, 2, 3):
+            np.testing.assert_array_equal(op.run(case["x"], threads), ref, err_msg=f"{name} threads={threads}")
+    if isa == "avx2":
+        assert seen == {"avx2", "avx2-u8s8"}, seen
+        monkeypatch.setenv("VKINFER_CPU_U8S8", "0")
+        name, case = cases[0]
+        op = cpu.QLinearConv(conv_spec(**case), isa)
+        assert _kernel(op.conv) == "avx2"
+        np.testing.assert_array_equal(op.run(case["x"], 2), ops.qlinear_conv(**case, device="reference"))
+
+
+def test_seven_bit_matmul():
+    """QLinearMatMul (a 1x1 convolution per B) with 7-bit B takes the same fast path on AVX2."""
+    rng = np.random.default_rng(12)
+    for (sa, sb), bt in [(((7, 45), (45, 19)), "s8"), (((3, 130), (130, 40)), "u8")]:
+        c = mm_case(rng, sa, sb, "u8", bt, per_column=True)
+        info = np.iinfo(c["b"].dtype)
+        zp = rng.integers(info.min + 64, info.max - 63, sb[-1])
+        d = rng.integers(-64, 65, sb)
+        d[0, 0], d[-1, -1] = 64, -64
+        c = {**c, "b": (zp + d).astype(c["b"].dtype), "b_zero_point": zp.astype(c["b"].dtype)}
+        op = cpu.QLinearMatMul(matmul_spec(**c))
+        if op.isa == "avx2":
+            assert _kernel(op.convs[0]) == "avx2-u8s8"
+        np.testing.assert_array_equal(ops.qlinear_matmul(**c, device="cpu", threads=3),
+                                      ops.qlinear_matmul(**c, device="reference"))

@@ -45,11 +45,13 @@ def _build(target: str) -> None:
     assert r.returncode == 0, f"{' '.join(cmd)} failed:\n{r.stdout[-4000:]}\n{r.stderr[-8000:]}"
 
 
-def _run_driver(cmd: list[str], vectors: tuple[Path, int]) -> list[str]:
-    """Runs the driver; checks it passed every case; returns the variants it ran."""
+def _run_driver(cmd: list[str], vectors: tuple[Path, int]) -> tuple[list[str], dict[str, int]]:
+    """Runs the driver; checks it passed every case; returns the variants it ran and how many runs
+    each kernel family (vki_conv_kernel: "avx2", "avx2-u8s8", ...) took."""
     path, count = vectors
     env = {**os.environ, **SANITIZER_ENV}
-    for name in ("VKINFER_CPU_ISA", "VKINFER_CPU_THREADS"):  # the driver must see the library's own defaults
+    # The driver must see the library's own defaults.
+    for name in ("VKINFER_CPU_ISA", "VKINFER_CPU_THREADS", "VKINFER_CPU_U8S8"):
         env.pop(name, None)
     r = subprocess.run([*cmd, str(path)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     out, err, rc = r.stdout, r.stderr, r.returncode
@@ -63,8 +65,9 @@ def _run_driver(cmd: list[str], vectors: tuple[Path, int]) -> list[str]:
     assert summary and int(summary[1]) > 0 and summary[2] == "0", where
     assert f"cases: {count} read, {count} run" in out, where
     variants = re.search(r"^variants:(.*)$", out, re.M)
-    assert variants, where
-    return variants[1].split()
+    kernels = re.search(r"^kernels:(.*)$", out, re.M)
+    assert variants and kernels, where
+    return variants[1].split(), {k: int(v) for k, v in (item.split("=") for item in kernels[1].split())}
 
 
 def _host_has(*flags: str) -> bool:
@@ -79,12 +82,14 @@ def _host_has(*flags: str) -> bool:
 def test_host_asan_ubsan(vectors):
     _require(["make", "cc"], "build-essential")
     _build("asan-driver")  # objects rebuild when the set of kernel files changes (DEFS_STAMP)
-    variants = _run_driver([str(BUILD / "driver-asan")], vectors)
+    variants, kernels = _run_driver([str(BUILD / "driver-asan")], vectors)
     assert variants[0] == "scalar", variants
     # A SIMD variant that is compiled in and that this CPU runs must have been exercised.
     if platform.machine() == "x86_64":
         if (SRC / "kernels_avx2.c").exists() and _host_has("avx2"):
             assert "avx2" in variants, variants
+            # Both AVX2 igemm forms ran: u8s8 on the 7-bit-weight cases, int16 on the others.
+            assert kernels.get("avx2-u8s8", 0) > 0 and kernels.get("avx2", 0) > 0, kernels
         if (SRC / "kernels_avx512vnni.c").exists() and _host_has("avx512f", "avx512bw", "avx512vl", "avx512_vnni"):
             assert "avx512vnni" in variants, variants
 
@@ -93,7 +98,10 @@ def test_host_tsan_thread_pool(vectors):
     """The lock-free thread pool and per-layer locks under ThreadSanitizer (1, 2 and 3 threads per case)."""
     _require(["make", "cc"], "build-essential")
     _build("tsan-driver")
-    assert _run_driver([str(BUILD / "driver-tsan")], vectors)[0] == "scalar"
+    variants, kernels = _run_driver([str(BUILD / "driver-tsan")], vectors)
+    assert variants[0] == "scalar", variants
+    if "avx2" in variants:
+        assert kernels.get("avx2-u8s8", 0) > 0, kernels
 
 
 @pytest.mark.parametrize("arch,cc,qemu,packages", [
@@ -103,6 +111,6 @@ def test_host_tsan_thread_pool(vectors):
 def test_neon_under_qemu(vectors, arch, cc, qemu, packages):
     _require([cc, qemu], packages)
     _build(f"{arch}-driver")
-    variants = _run_driver([qemu, str(BUILD / f"driver-{arch}")], vectors)
+    variants, _ = _run_driver([qemu, str(BUILD / f"driver-{arch}")], vectors)
     assert "scalar" in variants and "neon" in variants, \
         f"the {arch} driver ran {variants}, not NEON (is cpu_fallback/src/kernels_neon.c there?)"

@@ -57,6 +57,11 @@ vki_status vki_conv_run(vki_conv* conv, const uint8_t* x, uint8_t* y, uint32_t t
 void vki_conv_destroy(vki_conv* conv);
 /* Name of the variant a prepared convolution uses. */
 const char* vki_conv_isa(const vki_conv* conv);
+/* Name of the kernel family it runs: the variant's name, or a faster exact form the weights allow,
+ * e.g. "avx2-u8s8" (u8 x s8 products, VPMADDUBSW) when every (w - w_zp) lies in [-64, 64] (7-bit
+ * weights, such as onnxruntime's reduce_range=True gives). $VKINFER_CPU_U8S8=0 at create time turns
+ * that form off. Depthwise layers report the variant's name. */
+const char* vki_conv_kernel(const vki_conv* conv);
 
 /* ISA variants compiled into this library, in order of preference (best last). */
 int32_t vki_isa_count(void);

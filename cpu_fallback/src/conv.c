@@ -27,6 +27,8 @@ struct vki_conv {
     bool depthwise;          /* group == c == m: one dw kernel call per output pixel */
     vki_dw_fn dw;
     void* packed;            /* igemm: [groups][nblocks] blocks; dw: one block */
+    vki_igemm_fn igemm;      /* isa->igemm, or isa->igemm_u8s8 for 7-bit weights (see pack_igemm) */
+    const char* kernel;      /* vki_conv_kernel(): isa->name or isa->name_u8s8 */
     size_t block_bytes;
     uint32_t nblocks;        /* NR blocks per group */
     uint8_t* zero;           /* kc (and at least c) bytes of x_zp: what padding taps read */
@@ -85,12 +87,33 @@ static int32_t weight(const vki_conv_desc* d, uint32_t m, uint32_t ci, uint32_t 
     return v - d->w_zp[m];
 }
 
+/* The u8s8 path (internal.h) applies when the variant has one, every (w - w_zp) lies in
+ * [-VKI_U8S8_WMAX, VKI_U8S8_WMAX] and $VKINFER_CPU_U8S8 is not "0" (a switch for A/B measurements). */
+static bool use_u8s8(const vki_conv* cv, const vki_conv_desc* d)
+{
+    if (!cv->isa->igemm_u8s8) return false;
+    const char* env = getenv("VKINFER_CPU_U8S8");
+    if (env && strcmp(env, "0") == 0) return false;
+    size_t per_m = (size_t)cv->cg * d->kh * d->kw;
+    for (uint32_t m = 0; m < d->m; m++)
+        for (size_t i = 0; i < per_m; i++) {
+            size_t j = (size_t)m * per_m + i;
+            int32_t v = (d->w_signed ? (int32_t)(int8_t)d->weights[j] : (int32_t)d->weights[j]) - d->w_zp[m];
+            if (v < -VKI_U8S8_WMAX || v > VKI_U8S8_WMAX) return false;
+        }
+    return true;
+}
+
 static vki_status pack_igemm(vki_conv* cv, const vki_conv_desc* d)
 {
     const vki_isa* isa = cv->isa;
-    size_t nr = isa->nr, kr = isa->kr, kcg = round_up(cv->kc, kr) / kr;
+    const bool u8s8 = use_u8s8(cv, d);
+    size_t nr = isa->nr, kr = u8s8 ? VKI_U8S8_KR : isa->kr, kcg = round_up(cv->kc, kr) / kr;
+    size_t wbytes = u8s8 ? 1 : 2;
+    cv->igemm = u8s8 ? isa->igemm_u8s8 : isa->igemm;
+    cv->kernel = u8s8 ? isa->name_u8s8 : isa->name;
     cv->nblocks = (uint32_t)((cv->mg + nr - 1) / nr);
-    cv->block_bytes = round_up(nr * 8 + (size_t)cv->ks * kcg * nr * kr * 2, 64);
+    cv->block_bytes = round_up(nr * 8 + (size_t)cv->ks * kcg * nr * kr * wbytes, 64);
     size_t total = cv->block_bytes * cv->nblocks * d->groups;
     cv->packed = aligned_alloc(64, total);
     if (!cv->packed) FAIL(VKI_ENOMEM, "out of memory packing %zu bytes of weights", total);
@@ -101,18 +124,27 @@ static vki_status pack_igemm(vki_conv* cv, const vki_conv_desc* d)
             int32_t* bias = (int32_t*)blk;
             float* scale = (float*)(bias + nr);
             int16_t* wt = (int16_t*)(scale + nr);
+            int8_t* wt8 = (int8_t*)(scale + nr);
             for (size_t n = 0; n < nr; n++) {
                 uint32_t mo = b * (uint32_t)nr + (uint32_t)n;  /* channel within group */
                 if (mo >= cv->mg) break;
                 uint32_t m = g * cv->mg + mo;
-                bias[n] = d->bias[m];
                 scale[n] = d->scale[m];
+                int64_t wsum = 0;
                 for (uint32_t t = 0; t < cv->ks; t++)
                     for (uint32_t k = 0; k < cv->kc; k++) {  /* [ks][kc/KR][NR][KR] */
                         /* Merged rows: tap t is kernel row t and byte k is (kw = k / c, channel k % c). */
                         uint32_t ci = cv->merged ? k % d->c : k, tap = cv->merged ? t * d->kw + k / d->c : t;
-                        wt[((t * kcg + k / kr) * nr + n) * kr + k % kr] = (int16_t)weight(d, m, ci, cv->cg, tap);
+                        int32_t v = weight(d, m, ci, cv->cg, tap);
+                        size_t at = ((t * kcg + k / kr) * nr + n) * kr + k % kr;
+                        if (u8s8) wt8[at] = (int8_t)v;
+                        else wt[at] = (int16_t)v;
+                        wsum += v;
                     }
+                /* u8s8: bias - x_zp * sum(w - w_zp), modulo 2^32 like the kernels' int32 sums. */
+                bias[n] = u8s8 ? (int32_t)(uint32_t)((uint64_t)(uint32_t)d->bias[m] -
+                                                     (uint64_t)((int64_t)d->x_zp * wsum))
+                               : d->bias[m];
             }
         }
     return VKI_OK;
@@ -201,6 +233,8 @@ void vki_conv_output_shape(const vki_conv* cv, uint32_t* oh, uint32_t* ow)
 
 const char* vki_conv_isa(const vki_conv* cv) { return cv ? cv->isa->name : NULL; }
 
+const char* vki_conv_kernel(const vki_conv* cv) { return cv ? (cv->kernel ? cv->kernel : cv->isa->name) : NULL; }
+
 void vki_conv_destroy(vki_conv* cv)
 {
     if (!cv) return;
@@ -279,7 +313,7 @@ static void igemm_item(void* arg, size_t item)
         for (size_t t = 0; t < ks; t++)
             for (size_t i = 0; i < mr; i++)
                 ap[t * mr + i] = cv->indir[(p0 + (i < rows ? i : rows - 1)) * ks + t] + off;
-        isa->igemm(rows, nc, cv->kc, ks, ap, w, r->y + p0 * cv->d.m + g * cv->mg + n0, cv->d.m, &cv->q);
+        cv->igemm(rows, nc, cv->kc, ks, ap, w, r->y + p0 * cv->d.m + g * cv->mg + n0, cv->d.m, &cv->q);
     }
 }
 

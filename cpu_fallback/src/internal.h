@@ -3,7 +3,8 @@
  * Microkernels compute exact int32 sums of (x - x_zp) * (w - w_zp) with 16-bit operands:
  * weights are packed once as int16 (w - w_zp), so no zero-point folding is needed, and
  * activations are widened and have x_zp subtracted in the kernel. Then they requantize with
- * vki_requant semantics and store the low byte.
+ * vki_requant semantics and store the low byte. (Exception: the optional u8s8 igemm for 7-bit
+ * weights, described at vki_isa below, packs int8 weights and folds x_zp into the bias.)
  *
  * RULES for every kernel:
  * - Never read past the end of an activation row: a row pointer gives exactly kc (igemm) or
@@ -55,11 +56,24 @@ typedef void (*vki_igemm_fn)(size_t mr, size_t nc, size_t kc, size_t ks, const u
 typedef void (*vki_dw_fn)(size_t channels, size_t ks, const uint8_t* const* a, const void* w, uint8_t* y,
                           const vki_qparams* q);
 
+/* Optional u8 x s8 igemm (same signature, same MR and NR): for layers whose every (w - w_zp) lies in
+ * [-VKI_U8S8_WMAX, VKI_U8S8_WMAX] (7-bit weights, e.g. onnxruntime's reduce_range=True). Then
+ *   w   int32 bias'[NR]; float scale[NR]; int8 wt[ks][ceil(kc / 4)][NR][4]   (w - w_zp; zero padded)
+ *       with bias' = bias - x_zp * sum_{t,k} (w - w_zp)  (wrapping int32: the sum is taken modulo 2^32)
+ * and the kernel sums x * (w - w_zp) on the raw activation bytes (q->x_zp is not used): padding taps
+ * read x_zp rows, whose x_zp * w cancel against the correction, so the result is the same int32.
+ * Exactness: VPMADDUBSW forms a0 * w0 + a1 * w1 with int16 saturation; with a in [0, 255] and
+ * |w| <= 64 that is at most 255 * 128 = 32640 in magnitude, so it never saturates. */
+#define VKI_U8S8_WMAX 64
+#define VKI_U8S8_KR 4
+
 typedef struct {
     const char* name;
     int (*available)(void);
     uint32_t mr, nr, kr;  /* igemm tile and k-grouping of packed weights (kr: 1 or 2) */
     vki_igemm_fn igemm;
+    vki_igemm_fn igemm_u8s8;   /* NULL: no 7-bit-weight path; packing: see VKI_U8S8_KR above */
+    const char* name_u8s8;     /* what vki_conv_kernel() reports for layers on igemm_u8s8 */
     uint32_t cr;          /* depthwise channel padding of packed weights */
     vki_dw_fn dw9;        /* ks == 9  (3x3): unipass */
     vki_dw_fn dw25;       /* ks == 25 (5x5): unipass */

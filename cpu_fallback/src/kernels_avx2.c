@@ -1,8 +1,10 @@
 /* AVX2 microkernels (compiled with -mavx2, no FMA, -ffp-contract=off).
  *
  * Products are formed exactly with VPMADDWD on int16 operands: (x - x_zp) and (w - w_zp) both lie in
- * [-255, 255], so each pair sum fits easily in int32 and nothing saturates. VPMADDUBSW is deliberately
- * not used: it saturates to int16, which would break bit-exactness.
+ * [-255, 255], so each pair sum fits easily in int32 and nothing saturates. VPMADDUBSW saturates to
+ * int16, so it is used only where it provably cannot: the u8s8 igemm (a2q_*), which conv.c selects
+ * for layers whose every (w - w_zp) lies in [-64, 64] (internal.h), where each u8 x s8 pair sum is at
+ * most 255 * 128 = 32640 in magnitude. All other layers keep the int16 form.
  *
  * kernels_avx512vnni.c mirrors this file with wider vectors (except the depthwise main loop, where
  * it keeps the simpler widen-to-int32 form used here for groups of 8); keep the two in step. The
@@ -515,6 +517,142 @@ static void a2_igemm(size_t mr, size_t nc, size_t kc, size_t ks, const uint8_t* 
 }
 
 /* ------------------------------------------------------------------------------------------------
+ * u8s8 igemm for 7-bit weights (internal.h, VKI_U8S8_WMAX): MR=4 x NR=16, weights int8
+ * [ks][ceil(kc/4)][16][4], bias already holding -x_zp * sum(w - w_zp).
+ *
+ * Per 4 k and row: one VPBROADCASTD of the row's 4 raw activation bytes straight from memory (a
+ * load-port uop: no widening, no x_zp subtraction), then per 8 channels VPMADDUBSW (u8 x s8 pairs
+ * to int16: |a0 w0 + a1 w1| <= 255 * 128 = 32640, never saturates), VPMADDWD with ones (adjacent
+ * int16 to int32, exact) and VPADDD. The int16 results are never added to each other. Against the
+ * int16 form this halves the weight bytes and the VPADDDs per MAC and drops the widening pass.
+ */
+
+/* 4 bytes of a row in all 8 dword lanes. */
+static inline __m256i a2q_bcast(const uint8_t* p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* The last n (1..3) bytes of a row (p points at them), zero above, in all 8 dword lanes; with kc >= 4
+ * one 4-byte load ending at the row's end stays inside the row. */
+static inline __m256i a2q_bcast_tail(const uint8_t* p, size_t n, size_t kc)
+{
+    uint32_t v;
+    if (kc >= 4) {
+        memcpy(&v, p + n - 4, 4);
+        v >>= 8 * (4 - n);
+    } else {
+        v = (uint32_t)a2_load_partial(p, n);
+    }
+    return _mm256_set1_epi32((int32_t)v);
+}
+
+#define A2Q_ROW(B, ACC0, ACC1)                                                                         \
+    do {                                                                                               \
+        const __m256i b_ = (B);                                                                        \
+        ACC0 = _mm256_add_epi32(ACC0, _mm256_madd_epi16(_mm256_maddubs_epi16(b_, w0_), ones));         \
+        A2_PIN(ACC0);                                                                                  \
+        if (HALVES > 1) {                                                                              \
+            ACC1 = _mm256_add_epi32(ACC1, _mm256_madd_epi16(_mm256_maddubs_epi16(b_, w1_), ones));     \
+            A2_PIN(ACC1);                                                                              \
+        }                                                                                              \
+    } while (0)
+
+/* One k quad at byte offset K of every row, weights at W (16 channels x 4 k = 64 bytes). */
+#define A2Q_QUAD(K, W)                                                                                 \
+    do {                                                                                               \
+        const __m256i w0_ = _mm256_loadu_si256((const __m256i*)(const void*)(W));                      \
+        const __m256i w1_ = HALVES > 1 ? _mm256_loadu_si256((const __m256i*)(const void*)((W) + 32)) : w0_; \
+        A2Q_ROW(a2q_bcast(p0 + (K)), acc00, acc01);                                                    \
+        if (ROWS > 1) A2Q_ROW(a2q_bcast(p1 + (K)), acc10, acc11);                                      \
+        if (ROWS > 2) A2Q_ROW(a2q_bcast(p2 + (K)), acc20, acc21);                                      \
+        if (ROWS > 3) A2Q_ROW(a2q_bcast(p3 + (K)), acc30, acc31);                                      \
+    } while (0)
+
+static inline __attribute__((always_inline)) void a2q_igemm_t(size_t mr, size_t nc, size_t kc, size_t ks,
+                                                              const uint8_t* const* a, const void* w, uint8_t* c,
+                                                              size_t c_stride, const vki_qparams* q, const int ROWS,
+                                                              const int HALVES)
+{
+    const int32_t* bias = (const int32_t*)w;
+    const float* scale = (const float*)(bias + A2_NR);
+    const int8_t* wt = (const int8_t*)(scale + A2_NR);
+    const __m256i ones = _mm256_set1_epi16(1);
+
+    __m256i acc00 = _mm256_loadu_si256((const __m256i*)(const void*)bias);
+    __m256i acc01 = HALVES > 1 ? _mm256_loadu_si256((const __m256i*)(const void*)(bias + 8)) : acc00;
+    __m256i acc10 = acc00, acc11 = acc01, acc20 = acc00, acc21 = acc01, acc30 = acc00, acc31 = acc01;
+
+    const size_t kq = kc & ~(size_t)3, kt = kc & 3;
+    for (size_t t = 0; t < ks; t++, a += A2_MR) {
+        const uint8_t* p0 = a[0];
+        const uint8_t* p1 = a[ROWS > 1 ? 1 : 0];
+        const uint8_t* p2 = a[ROWS > 2 ? 2 : 0];
+        const uint8_t* p3 = a[ROWS > 3 ? 3 : 0];
+        size_t k = 0;
+        for (; k + 8 <= kq; k += 8) {
+            A2Q_QUAD(k, wt);
+            A2Q_QUAD(k + 4, wt + 64);
+            wt += 2 * A2_NR * VKI_U8S8_KR;
+        }
+        if (k < kq) {
+            A2Q_QUAD(k, wt);
+            wt += A2_NR * VKI_U8S8_KR;
+        }
+        if (kt) { /* 1..3 k: bytes past the row's end are zero in the register and meet zero weights */
+            const __m256i w0_ = _mm256_loadu_si256((const __m256i*)(const void*)wt);
+            const __m256i w1_ = HALVES > 1 ? _mm256_loadu_si256((const __m256i*)(const void*)(wt + 32)) : w0_;
+            A2Q_ROW(a2q_bcast_tail(p0 + kq, kt, kc), acc00, acc01);
+            if (ROWS > 1) A2Q_ROW(a2q_bcast_tail(p1 + kq, kt, kc), acc10, acc11);
+            if (ROWS > 2) A2Q_ROW(a2q_bcast_tail(p2 + kq, kt, kc), acc20, acc21);
+            if (ROWS > 3) A2Q_ROW(a2q_bcast_tail(p3 + kq, kt, kc), acc30, acc31);
+            wt += A2_NR * VKI_U8S8_KR;
+        }
+    }
+
+    const __m256 vfmin = _mm256_set1_ps(q->fmin);
+    const __m256 vfmax = _mm256_set1_ps(q->fmax);
+    const __m256i vyzp = _mm256_set1_epi32(q->y_zp);
+    const __m256 scale0 = _mm256_loadu_ps(scale);
+    const __m256 scale1 = HALVES > 1 ? _mm256_loadu_ps(scale + 8) : scale0;
+    A2_STORE_ROW(0, acc00, acc01);
+    if (ROWS > 1) A2_STORE_ROW(1, acc10, acc11);
+    if (ROWS > 2 && mr > 2) A2_STORE_ROW(2, acc20, acc21);
+    if (ROWS > 3 && mr > 3) A2_STORE_ROW(3, acc30, acc31);
+}
+
+#define A2Q_INSTANCE(NAME, ROWS, HALVES)                                                               \
+    static __attribute__((noinline)) void NAME(size_t mr, size_t nc, size_t kc, size_t ks,             \
+                                               const uint8_t* const* a, const void* w, uint8_t* c,     \
+                                               size_t c_stride, const vki_qparams* q)                  \
+    {                                                                                                  \
+        a2q_igemm_t(mr, nc, kc, ks, a, w, c, c_stride, q, ROWS, HALVES);                               \
+    }
+A2Q_INSTANCE(a2q_igemm_4x16, 4, 2)
+A2Q_INSTANCE(a2q_igemm_4x8, 4, 1)
+A2Q_INSTANCE(a2q_igemm_2x16, 2, 2)
+A2Q_INSTANCE(a2q_igemm_2x8, 2, 1)
+A2Q_INSTANCE(a2q_igemm_1x16, 1, 2)
+A2Q_INSTANCE(a2q_igemm_1x8, 1, 1)
+
+static void a2q_igemm(size_t mr, size_t nc, size_t kc, size_t ks, const uint8_t* const* a, const void* w,
+                      uint8_t* c, size_t c_stride, const vki_qparams* q)
+{
+    if (mr > 2) {
+        if (nc > 8) a2q_igemm_4x16(mr, nc, kc, ks, a, w, c, c_stride, q);
+        else a2q_igemm_4x8(mr, nc, kc, ks, a, w, c, c_stride, q);
+    } else if (mr == 2) {
+        if (nc > 8) a2q_igemm_2x16(mr, nc, kc, ks, a, w, c, c_stride, q);
+        else a2q_igemm_2x8(mr, nc, kc, ks, a, w, c, c_stride, q);
+    } else {
+        if (nc > 8) a2q_igemm_1x16(mr, nc, kc, ks, a, w, c, c_stride, q);
+        else a2q_igemm_1x8(mr, nc, kc, ks, a, w, c, c_stride, q);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------------
  * Depthwise: one output pixel, all channels; weights int16 [ks][cp].
  *
  * Main loop, 16 channels: taps go in pairs so that VPMADDWD does useful work in both halves of each
@@ -642,6 +780,8 @@ const vki_isa vki_isa_avx2 = {
     .nr = A2_NR,
     .kr = A2_KR,
     .igemm = a2_igemm,
+    .igemm_u8s8 = a2q_igemm,
+    .name_u8s8 = "avx2-u8s8",
     .cr = A2_CR,
     .dw9 = a2_dw9,
     .dw25 = a2_dw25,

@@ -41,6 +41,10 @@
  * start fault). An end-guarded buffer of odd size starts at an odd address, so kernels cannot rely
  * on aligned activations, which callers do not promise.
  *
+ * Each created convolution's vki_conv_kernel() is checked too: "avx2-u8s8" exactly when the variant is
+ * avx2, the layer is not depthwise and every (w - w_zp) lies in [-64, 64] (else the variant's name),
+ * and the runs per kernel family are printed as "kernels: NAME=COUNT ...".
+ *
  * Output: "variants: <names run>", one "FAIL ..." line per failed check, and last
  * "cpu driver: N passed, M failed" where N and M count (case, isa, threads) runs plus one entry per
  * error-path check (named "error: ..."). Exit status 1 if M > 0 or no case was read.
@@ -391,6 +395,54 @@ static void check_run(run_ctx* c, const char* what, vki_conv* conv, const uint8_
     check_output(c, what, y);
 }
 
+/* Kernel families the runs went through (vki_conv_kernel), printed as "kernels: NAME=COUNT ...". */
+static struct {
+    char name[32];
+    unsigned runs;
+} g_kernels[16];
+
+static void count_kernel(const char* name)
+{
+    for (size_t i = 0; i < sizeof g_kernels / sizeof g_kernels[0]; i++) {
+        if (!g_kernels[i].name[0]) snprintf(g_kernels[i].name, sizeof g_kernels[i].name, "%s", name);
+        if (strcmp(g_kernels[i].name, name) == 0) {
+            g_kernels[i].runs++;
+            return;
+        }
+    }
+}
+
+/* vki_conv_kernel: the u8s8 form ("avx2-u8s8") exactly when the variant is avx2, the layer is not
+ * depthwise and every (w - w_zp) lies in [-64, 64] (unless $VKINFER_CPU_U8S8=0); else the variant's
+ * own name. Any other variant may report "<variant>-u8s8" only for such weights. */
+static void check_kernel(run_ctx* c, const vki_conv* conv, const char* isa)
+{
+    const tcase* t = c->t;
+    const char* got = vki_conv_kernel(conv);
+    if (!got || !isa) {
+        fail(c, "vki_conv_kernel is NULL");
+        return;
+    }
+    count_kernel(got);
+    const vki_conv_desc* d = &t->d;
+    size_t per_m = (size_t)(d->c / d->groups) * d->kh * d->kw;
+    int seven_bit = 1;
+    for (size_t i = 0; i < (size_t)d->m * per_m && seven_bit; i++) {
+        int32_t v = (d->w_signed ? (int32_t)(int8_t)t->weights[i] : (int32_t)t->weights[i]) - t->w_zp[i / per_m];
+        seven_bit = v >= -64 && v <= 64;
+    }
+    const char* off = getenv("VKINFER_CPU_U8S8");
+    int eligible = seven_bit && !(d->groups == d->c && d->groups == d->m) && !(off && strcmp(off, "0") == 0);
+    char fast[64];
+    snprintf(fast, sizeof fast, "%s-u8s8", isa);
+    if (strcmp(got, isa) == 0) {
+        if (eligible && strcmp(isa, "avx2") == 0)
+            fail(c, "vki_conv_kernel is \"%s\" for 7-bit weights, expected \"%s\"", got, fast);
+    } else if (strcmp(got, fast) != 0 || !eligible) {
+        fail(c, "vki_conv_kernel is \"%s\" (variant %s, 7-bit weights: %s)", got, isa, eligible ? "yes" : "no");
+    }
+}
+
 /* One (case, isa, threads) run. isa = -1 checks the default variant. */
 static void run_one(const tcase* t, int32_t isa, uint32_t threads, tbuf* xa, tbuf* xb, tbuf* ya, tbuf* yb)
 {
@@ -427,6 +479,7 @@ static void run_one(const tcase* t, int32_t isa, uint32_t threads, tbuf* xa, tbu
     const char* want = want_isa >= 0 ? vki_isa_name(want_isa) : NULL;
     if (!got || !want || strcmp(got, want) != 0)
         fail(&c, "vki_conv_isa is \"%s\", expected \"%s\"", got ? got : "(null)", want ? want : "(no default)");
+    check_kernel(&c, conv, want);
     uint32_t oh = 0, ow = 0;
     vki_conv_output_shape(conv, &oh, &ow);
     if (oh != t->oh || ow != t->ow) {
@@ -839,6 +892,10 @@ int main(int argc, char** argv)
         free(file);
     }
     printf("cases: %u read, %u run\n", read_cases, ran_cases);
+    printf("kernels:");
+    for (size_t i = 0; i < sizeof g_kernels / sizeof g_kernels[0] && g_kernels[i].name[0]; i++)
+        printf(" %s=%u", g_kernels[i].name, g_kernels[i].runs);
+    printf("\n");
     printf("cpu driver: %u passed, %u failed\n", g_passed, g_failed);
     return g_failed > 0 || ran_cases == 0 || nvariants == 0 ? 1 : 0;
 }

@@ -158,9 +158,25 @@ static void garbage_bias_scale(int32_t* bias, float* scale)
  * igemm check
  */
 
-static int check_igemm(const vki_isa* isa, const char* label, size_t mr, size_t nc, size_t kc, size_t ks)
+/* u8s8: the 7-bit-weight kernel (isa->igemm_u8s8): weights in [-VKI_U8S8_WMAX, VKI_U8S8_WMAX] (the
+ * extremes often, as they make VPMADDUBSW's pair sums largest), packed int8 with KR = VKI_U8S8_KR, and
+ * the bias slot holding bias - x_zp * sum(w - w_zp); the expected result is the same exact int32. */
+static int16_t rnd_wt7(int mode)
 {
-    const size_t MR = isa->mr, NR = isa->nr, KR = isa->kr, kcg = (kc + KR - 1) / KR;
+    switch (mode) {
+    case 0: return (int16_t)(rnd() & 1 ? VKI_U8S8_WMAX : -VKI_U8S8_WMAX);
+    case 1: return (int16_t)((rnd() & 1 ? VKI_U8S8_WMAX : -VKI_U8S8_WMAX) * (int)(rnd() & 1));
+    case 2: return (int16_t)VKI_U8S8_WMAX; /* all positive: with a = 255 every pair is +32640 */
+    case 3: return (int16_t)-VKI_U8S8_WMAX;
+    default: return (int16_t)rndi(-VKI_U8S8_WMAX, VKI_U8S8_WMAX);
+    }
+}
+
+static int check_igemm_kind(const vki_isa* isa, const char* label, size_t mr, size_t nc, size_t kc, size_t ks,
+                            int u8s8)
+{
+    const size_t MR = isa->mr, NR = isa->nr, KR = u8s8 ? VKI_U8S8_KR : isa->kr, kcg = (kc + KR - 1) / KR;
+    const size_t wbytes = u8s8 ? 1 : sizeof(int16_t);
     const vki_qparams q = rnd_qparams();
 
     /* Rows: each exactly kc bytes (ASan catches over-reads); some are the shared zero-point row that
@@ -186,8 +202,8 @@ static int check_igemm(const vki_isa* isa, const char* label, size_t mr, size_t 
 
     /* Unpacked weights wv[t][k][n] (w - w_zp), zero for n >= nc. */
     int16_t* wv = xmalloc(ks * kc * NR * sizeof(int16_t));
-    const int wmode = (int)rndu(5);
-    for (size_t i = 0; i < ks * kc * NR; i++) wv[i] = (i % NR) < nc ? rnd_wt(wmode) : 0;
+    const int wmode = (int)rndu(u8s8 ? 6 : 5);
+    for (size_t i = 0; i < ks * kc * NR; i++) wv[i] = (i % NR) < nc ? (u8s8 ? rnd_wt7(wmode) : rnd_wt(wmode)) : 0;
 
     /* Exact dot products, checked to stay in int32 together with any bias used below. */
     int32_t* dots = xmalloc(MR * NR * sizeof(int32_t));
@@ -202,11 +218,12 @@ static int check_igemm(const vki_isa* isa, const char* label, size_t mr, size_t 
     }
 
     /* The packed block, allocated at its exact size: kernels may read all of it but nothing more. */
-    const size_t block_bytes = NR * 8 + ks * kcg * NR * KR * sizeof(int16_t);
+    const size_t block_bytes = NR * 8 + ks * kcg * NR * KR * wbytes;
     uint8_t* block = xmalloc(block_bytes);
     int32_t* bias = (int32_t*)block;
     float* scale = (float*)(bias + NR);
     int16_t* wt = (int16_t*)(scale + NR);
+    int8_t* wt8 = (int8_t*)(scale + NR);
     for (size_t n = 0; n < NR; n++) {
         if (n < nc) {
             int32_t dn[4 * 64];
@@ -221,8 +238,22 @@ static int check_igemm(const vki_isa* isa, const char* label, size_t mr, size_t 
             for (size_t n = 0; n < NR; n++)
                 for (size_t j = 0; j < KR; j++) {
                     const size_t k = kg * KR + j;
-                    wt[((t * kcg + kg) * NR + n) * KR + j] = k < kc ? wv[(t * kc + k) * NR + n] : 0;
+                    const int16_t v = k < kc ? wv[(t * kc + k) * NR + n] : 0;
+                    if (u8s8) wt8[((t * kcg + kg) * NR + n) * KR + j] = (int8_t)v;
+                    else wt[((t * kcg + kg) * NR + n) * KR + j] = v;
                 }
+    /* u8s8 kernels read the bias with the x_zp correction folded in (conv.c does this at packing);
+     * the expected results below use the original bias, kept in bias0. */
+    int32_t bias0[64];
+    for (size_t n = 0; n < NR; n++) {
+        bias0[n] = bias[n];
+        if (u8s8 && n < nc) {
+            int64_t wsum = 0;
+            for (size_t t = 0; t < ks; t++)
+                for (size_t k = 0; k < kc; k++) wsum += wv[(t * kc + k) * NR + n];
+            bias[n] = (int32_t)(uint32_t)((uint64_t)(uint32_t)bias[n] - (uint64_t)((int64_t)q.x_zp * wsum));
+        }
+    }
 
     /* Output: exactly up to the last byte of row mr-1; the gaps between rows hold a sentinel. */
     const size_t c_stride = nc + rndu(5);
@@ -231,12 +262,12 @@ static int check_igemm(const vki_isa* isa, const char* label, size_t mr, size_t 
     uint8_t* sentinel = xmalloc(c_bytes);
     for (size_t i = 0; i < c_bytes; i++) sentinel[i] = c[i] = (uint8_t)rnd();
 
-    isa->igemm(mr, nc, kc, ks, a, block, c, c_stride, &q);
+    (u8s8 ? isa->igemm_u8s8 : isa->igemm)(mr, nc, kc, ks, a, block, c, c_stride, &q);
 
     int bad = 0;
     for (size_t i = 0; i < mr; i++) {
         for (size_t n = 0; n < nc; n++) {
-            const int64_t acc = (int64_t)bias[n] + dots[n * MR + i];
+            const int64_t acc = (int64_t)bias0[n] + dots[n * MR + i];
             if (acc < INT32_MIN || acc > INT32_MAX) {
                 fprintf(stderr, "test bug: accumulator overflow\n");
                 exit(2);
@@ -246,9 +277,9 @@ static int check_igemm(const vki_isa* isa, const char* label, size_t mr, size_t 
             if (got != want) {
                 if (bad < 5)
                     fprintf(stderr,
-                            "MISMATCH %s igemm mr=%zu nc=%zu kc=%zu ks=%zu row=%zu ch=%zu: got %u want %u "
+                            "MISMATCH %s igemm%s mr=%zu nc=%zu kc=%zu ks=%zu row=%zu ch=%zu: got %u want %u "
                             "(acc=%lld scale=%a x_zp=%d y_zp=%d fmin=%g fmax=%g)\n",
-                            label, mr, nc, kc, ks, i, n, got, want, (long long)acc, (double)scale[n], q.x_zp,
+                            label, u8s8 ? "-u8s8" : "", mr, nc, kc, ks, i, n, got, want, (long long)acc, (double)scale[n], q.x_zp,
                             q.y_zp, (double)q.fmin, (double)q.fmax);
                 bad++;
             }
@@ -275,6 +306,13 @@ static int check_igemm(const vki_isa* isa, const char* label, size_t mr, size_t 
     if (bad) n_fail++;
     else n_pass++;
     return bad == 0;
+}
+
+static int check_igemm(const vki_isa* isa, const char* label, size_t mr, size_t nc, size_t kc, size_t ks)
+{
+    int ok = check_igemm_kind(isa, label, mr, nc, kc, ks, 0);
+    if (isa->igemm_u8s8) ok &= check_igemm_kind(isa, label, mr, nc, kc, ks, 1);
+    return ok;
 }
 
 /* ------------------------------------------------------------------------------------------------
@@ -692,6 +730,16 @@ static void bench_isa(const vki_isa* isa)
         }
         printf("  %s igemm ks=%zu kc=%-4zu %6.2f GMAC/s\n", isa->name, ks, kc,
                (double)(iters * ks * kc * MR * NR) / dt * 1e-9);
+        if (isa->igemm_u8s8) { /* the int8 block is smaller than the int16 one allocated above */
+            dt = 1e30;
+            for (int rep = 0; rep < 9; rep++) {
+                const double t0 = now_s();
+                for (size_t it = 0; it < iters; it++) isa->igemm_u8s8(MR, NR, kc, ks, a, block, c, NR, &q);
+                dt = fmin(dt, now_s() - t0);
+            }
+            printf("  %s igemm ks=%zu kc=%-4zu %6.2f GMAC/s\n", isa->name_u8s8, ks, kc,
+                   (double)(iters * ks * kc * MR * NR) / dt * 1e-9);
+        }
         free(rows);
         free(a);
         free(block);
