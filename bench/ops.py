@@ -62,16 +62,19 @@ class Case:
     cpu_run: Callable[[int], np.ndarray]  # the C operator on prepared NHWC bytes, for `threads`
     cpu_full: Callable[[], np.ndarray]    # the same through the ops-level path (NCHW in and out)
     feed: dict[str, np.ndarray]
+    cpu_kernel: str = ""  # the C microkernel family (vki_conv_kernel), e.g. "avx2" or "avx2-u8s8"
 
 
 def quant_weights(rng: np.random.Generator, shape: tuple[int, ...], fan_in: int,
-                  axis: int) -> tuple[np.ndarray, np.ndarray]:
+                  axis: int, qmax: int = 127) -> tuple[np.ndarray, np.ndarray]:
     """He-initialised float weights quantized to int8 symmetrically, one scale per output channel
-    along `axis`: the shape of weights a real quantizer produces (bell-shaped, not uniform)."""
+    along `axis`: the shape of weights a real quantizer produces (bell-shaped, not uniform). qmax 63
+    gives 7-bit weights (onnxruntime.quantization's reduce_range), which the C library's AVX2 u8 x s8
+    kernels take (exact: no pair of products can saturate)."""
     wf = rng.normal(0.0, math.sqrt(2.0 / fan_in), size=shape)
     other = tuple(i for i in range(len(shape)) if i != axis)
-    scale = (np.abs(wf).max(axis=other) / 127.0).astype(np.float32)
-    w = np.clip(np.rint(wf / np.expand_dims(scale, other)), -127, 127).astype(np.int8)
+    scale = (np.abs(wf).max(axis=other) / qmax).astype(np.float32)
+    w = np.clip(np.rint(wf / np.expand_dims(scale, other)), -qmax, qmax).astype(np.int8)
     return w, scale
 
 
@@ -103,6 +106,8 @@ def ort_session(node: onnx.NodeProto, x: np.ndarray, consts: dict[str, np.ndarra
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8  # ORT's Python API refuses the newest IR versions
     opts = ort.SessionOptions()
+    # Idle intra-op threads would otherwise spin after each run and take the cores from the interleaved peer.
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
@@ -113,7 +118,7 @@ def conv_case(e: dict, rng: np.random.Generator, dev: Device | None, args: argpa
     c, h, w, m, k, s, p, g = (e[f] for f in ("c", "h", "w", "m", "k", "stride", "pad", "group"))
     fan_in = c // g * k * k
     x = rng.integers(0, 256, size=(1, c, h, w), dtype=np.uint8)
-    wq, w_scale = quant_weights(rng, (m, c // g, k, k), fan_in, axis=0)
+    wq, w_scale = quant_weights(rng, (m, c // g, k, k), fan_in, axis=0, qmax=2 ** (args.weight_bits - 1) - 1)
     # Depthwise and project layers read a ReLU6 output; expand, first and last convs do not.
     post_relu6 = e["name"].startswith(("dw_", "project_"))
     x_scale, x_zp, bias, y_scale, y_zp = quant_params(rng, post_relu6, fan_in, w_scale, m)
@@ -130,14 +135,14 @@ def conv_case(e: dict, rng: np.random.Generator, dev: Device | None, args: argpa
     nhwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
     return Case(e, spec, choose_kernel(spec), shape, Executable(QLinearConv(spec, dev), dev) if dev else None,
                 ort_session(node, x, consts), ort_session(node, x, consts, args.threads),
-                lambda t: op.conv.run(nhwc, t), lambda: op.run(x, args.threads), {"x": x})
+                lambda t: op.conv.run(nhwc, t), lambda: op.run(x, args.threads), {"x": x}, op.conv.kernel)
 
 
 def matmul_case(e: dict, rng: np.random.Generator, dev: Device | None, args: argparse.Namespace) -> Case:
     """The classifier: uint8 rows (after ReLU6 and pooling) times per-column int8 weights."""
     rows, k, n = e["m_rows"], e["k"], e["n"]
     a = rng.integers(0, 256, size=(rows, k), dtype=np.uint8)
-    b, b_scale = quant_weights(rng, (k, n), k, axis=1)
+    b, b_scale = quant_weights(rng, (k, n), k, axis=1, qmax=2 ** (args.weight_bits - 1) - 1)
     a_scale, a_zp, _, y_scale, y_zp = quant_params(rng, True, k, b_scale, n)
     b_zp = np.zeros(n, np.int8)
     spec = matmul_spec(a, a_scale, np.uint8(a_zp), b, b_scale, b_zp, y_scale, np.uint8(y_zp))
@@ -149,7 +154,7 @@ def matmul_case(e: dict, rng: np.random.Generator, dev: Device | None, args: arg
     op = cpu.QLinearMatMul(spec, args.isa)
     return Case(e, spec, choose_matmul_kernel(spec), f"{rows}x{k} @ {k}x{n}", ex, ort_session(node, a, consts),
                 ort_session(node, a, consts, args.threads), lambda t: op.convs[0].run(a, t),
-                lambda: op.run(a, args.threads), {"x": a})
+                lambda: op.run(a, args.threads), {"x": a}, op.convs[0].kernel)
 
 
 def _stats(prefix: str, t: np.ndarray, macs: int) -> dict:
@@ -168,7 +173,8 @@ def measure(case: Case, warmup: int, repeat: int, threads: int) -> dict:
     run_ortt = lambda: case.ort_t.run(None, case.feed)  # noqa: E731
     cpu1, ort1 = interleaved(lambda: case.cpu_run(1), run_ort1, warmup, repeat)
     cput, ortt = interleaved(lambda: case.cpu_run(threads), run_ortt, warmup, repeat)
-    row = {"name": case.entry["name"], "op": case.entry["op"], "kernel": case.kernel, "shape": case.shape,
+    row = {"name": case.entry["name"], "op": case.entry["op"], "kernel": case.kernel, "cpu_kernel": case.cpu_kernel,
+           "shape": case.shape,
            "count": case.entry["count"], "macs": s.macs, **_stats("cpu1", cpu1, s.macs), **_stats("ort1", ort1, s.macs),
            **_stats("cput", cput, s.macs), **_stats("ortt", ortt, s.macs)}
     row["cpu1_ratio"] = row["cpu1_ms_median"] / row["ort1_ms_median"]
@@ -210,7 +216,7 @@ def conditions(dev: Device | None, args: argparse.Namespace, now: datetime) -> d
         "threads_big_cores": args.threads, "vulkan_device": None,
         "repeat": args.repeat, "warmup": args.warmup,
         "ort_graph_optimization": "default (ORT_ENABLE_ALL)", "quick": args.quick, "only": args.only,
-        "seed": SEED,
+        "seed": SEED, "weight_bits": args.weight_bits,
     }
     if dev is not None:
         info = dev.info
@@ -235,6 +241,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--isa", default=None,
                     help="CPU variant, or 'all' for every one this CPU runs (default: the best available)")
     ap.add_argument("--no-vulkan", action="store_true", help="time the CPU fallback and ORT only")
+    ap.add_argument("--weight-bits", type=int, choices=[7, 8], default=8,
+                    help="8: weights in [-127, 127]; 7: [-63, 63] (reduce_range; the CPU's u8 x s8 kernels)")
     args = ap.parse_args(argv)
     if args.gemm_tile != "auto":
         os.environ["VKINFER_GEMM_TILE"] = args.gemm_tile

@@ -42,6 +42,8 @@ def lib() -> ctypes.CDLL:
     so.vki_conv_output_shape.argtypes = [ctypes.c_void_p, ctypes.POINTER(_u32), ctypes.POINTER(_u32)]
     so.vki_conv_isa.argtypes = [ctypes.c_void_p]
     so.vki_conv_isa.restype = ctypes.c_char_p
+    so.vki_conv_kernel.argtypes = [ctypes.c_void_p]
+    so.vki_conv_kernel.restype = ctypes.c_char_p
     so.vki_isa_name.restype = ctypes.c_char_p
     so.vki_isa_name.argtypes = [_i32]
     so.vki_isa_available.argtypes = [_i32]
@@ -158,6 +160,8 @@ class _Conv:
         lib().vki_conv_output_shape(handle, ctypes.byref(oh), ctypes.byref(ow))
         self.oh, self.ow = oh.value, ow.value
         self.isa = lib().vki_conv_isa(handle).decode()
+        # The microkernel family it runs: the variant, or e.g. "avx2-u8s8" when every (w - w_zp) is 7-bit.
+        self.kernel = lib().vki_conv_kernel(handle).decode()
         self.in_bytes = n * h * w * c
 
     def run(self, x: np.ndarray, threads: int | None = None) -> np.ndarray:
