@@ -415,3 +415,14 @@ def _tflite_softmax(node, x, device):
     return [tflite_softmax(*x[:4], beta=float(node.attrs.get("beta", 1.0)))]
 
 
+@_op("vkinfer:TFLiteAdd")
+def _tflite_add(node, x, device):
+    """TFLite's 8-bit ADD as XNNPACK computes it (vkinfer/reference/tflite_add.py): inputs as QLinearAdd's
+    (a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point), numpy broadcasting; ~21-bit
+    fixed-point multipliers, ties half up, clamped to attrs activation_min/activation_max."""
+    from ..reference.tflite_add import tflite_add
+
+    a = node.attrs
+    return [tflite_add(*x[:8], a.get("activation_min"), a.get("activation_max"))]
+
+

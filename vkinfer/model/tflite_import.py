@@ -7,7 +7,9 @@ a graph output, ...) needs it, so a chain of convolutions, ADDs and MEANs runs w
     CONV_2D            -> QLinearConv (OHWI -> OIHW, SAME/VALID -> explicit pads, per-axis scales on axis 0)
     DEPTHWISE_CONV_2D  -> QLinearConv, group = C (1HW(C*mult) -> (C*mult)1HW: depth multiplier mult >= 1)
     FULLY_CONNECTED    -> com.microsoft:QGemm, transB = 1
-    ADD / MUL          -> com.microsoft:QLinearAdd / QLinearMul (numpy broadcasting; constant operands allowed)
+    ADD                -> vkinfer:TFLiteAdd (XNNPACK's fixed-point add; numpy broadcasting; constant operands
+                          allowed), com.microsoft:QLinearAdd where XNNPACK would not take it (scale ratios)
+    MUL                -> com.microsoft:QLinearMul (numpy broadcasting; constant operands allowed)
     MEAN over H,W      -> com.microsoft:QLinearGlobalAveragePool
     AVERAGE_POOL_2D    -> vkinfer:TFLiteAveragePool (NCHW; TFLite's integer average, fused activation included)
     MAX_POOL_2D        -> MaxPool (SAME/VALID -> explicit pads; padding never wins, as in TFLite)
@@ -23,14 +25,15 @@ a graph output, ...) needs it, so a chain of convolutions, ADDs and MEANs runs w
 Fused activations (RELU, RELU6, RELU_N1_TO_1) narrow the output clamp to TFLite's bounds (zero point +
 round-half-away(value / scale), CalculateActivationRangeQuantized), given as a ("clip", lo, hi) that quantizes to
 exactly those bounds: a convolution (or fully connected layer) becomes vkinfer:QLinearConvClamp (or
-vkinfer:QGemmClamp); ADD, MUL and MAX_POOL_2D are followed by an identity 1x1 vkinfer:QLinearConvClamp (weight 1,
-input scale = output scale: multiplier 1.0, only the clamp acts), left out where the bounds are the type's range;
-vkinfer:TFLiteAveragePool takes the bounds as attributes.
+vkinfer:QGemmClamp); MUL, MAX_POOL_2D and a QLinearAdd are followed by an identity 1x1 vkinfer:QLinearConvClamp
+(weight 1, input scale = output scale: multiplier 1.0, only the clamp acts), left out where the bounds are the
+type's range;
+vkinfer:TFLiteAveragePool and vkinfer:TFLiteAdd take the bounds as attributes.
 CONCATENATION ignores its fused activation, as TFLite does. Pooling and PAD need equal input and output
 parameters (TFLite's 8-bit kernels do not rescale; other models are refused).
 
 Numerics: vkinfer follows ONNX Runtime (float32 requantization multipliers, round half to even). ai-edge-litert's
-default kernels (XNNPACK) do the same for CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD, MEAN, MAX_POOL_2D,
+default kernels (XNNPACK) do the same for CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, MEAN, MAX_POOL_2D,
 CONCATENATION, PAD, LOGISTIC: identical results on the test models (tests/test_tflite.py). Where they differ:
   - QUANTIZE of float32: TFLite multiplies by float32(1 / scale), ONNX QuantizeLinear divides by the scale; the
     importer emits vkinfer:TFLiteQuantize (vkinfer/reference/tflite_quantize.py), identical to TFLite.
@@ -38,6 +41,12 @@ CONCATENATION, PAD, LOGISTIC: identical results on the test models (tests/test_t
     half up), which vkinfer:TFLiteQuantize follows exactly when 2**-8 <= ratio <= 2**7 (ORT's DequantizeLinear
     -> QuantizeLinear differs by one step on ~2.5% of values); other ratios and int8 <-> uint8 go through float
     (TFLite's builtin fixed-point kernel: identical on the measured cases, <= 1 step in principle).
+  - ADD: XNNPACK turns each scale ratio float32(x_scale / y_scale) into a ~21-bit fixed-point multiplier (shift
+    20 - exponent of the larger ratio) and rounds ties up; ORT's QLinearAdd works in float32, ties to even: one
+    step on a few of the 65536 input pairs of some parameter sets, which a deep network amplifies (MobileNetV2
+    0.35/224, seeded: 1 of 25088 values of block2/add, then up to 39 steps on conv_last, 2 on the logits).
+    vkinfer:TFLiteAdd (vkinfer/reference/tflite_add.py) is identical to TFLite on all pairs; used when both
+    ratios lie in [2**-10, 2**8), XNNPACK's range (outside it TFLite's builtin kernel runs; QLinearAdd kept).
   - MUL: TFLite adds the output zero point after rounding, ORT in float32 before: one step on rare values near .5
     (4 of 524288 uint8 input pairs over 8 parameter sets, 0 int8).
   - AVERAGE_POOL_2D: XNNPACK takes float pools only, so TFLite's builtin kernel runs 8-bit ones: the integer sum
@@ -59,6 +68,7 @@ import os
 
 import numpy as np
 
+from ..reference.tflite_add import xnnpack_adds
 from ..reference.tflite_quantize import xnnpack_requantizes
 from .graph import Graph, Node, TensorInfo
 from .onnx_import import UnsupportedModelError
@@ -343,13 +353,23 @@ class _Importer:
 
     def binary(self, op: str, ins, outs, opts) -> None:
         """ADD / MUL -> com.microsoft:QLinearAdd / QLinearMul (numpy broadcasting, in NCHW when both inputs are
-        4-D and one exists as NCHW), then the fused activation's clamp."""
+        4-D and one exists as NCHW), then the fused activation's clamp. An ADD that XNNPACK runs (both scale
+        ratios in [2**-10, 2**8)) becomes vkinfer:TFLiteAdd instead, its fixed-point arithmetic, the fused
+        activation's bounds as attributes."""
         a, b = ins
         layout = self.layout_of([a, b], outs)
-        act = self.activation(opts.FusedActivationFunction(), outs[0]) if opts is not None else None
+        code = opts.FusedActivationFunction() if opts is not None else 0
         inputs = []
         for i in (a, b):
             inputs += [self.get(i, layout), *self.qparams(i)]
+        t = self.t[outs[0]]
+        if op.endswith("QLinearAdd") and xnnpack_adds(self.t[a].scale[0], self.t[b].scale[0], t.scale[0]):
+            dt = _DTYPES[t.dtype]
+            lo, hi = _act_range(code, t.scale[0], int(t.zero_point[0]), dt) or _QRANGE[np.dtype(dt)]
+            self.node("vkinfer:TFLiteAdd", inputs + list(self.qparams(outs[0])), [self.put(outs[0], layout)],
+                      activation_min=int(lo), activation_max=int(hi))
+            return
+        act = self.activation(code, outs[0])
         y = self.write(outs[0], layout, act)
         self.node(op, inputs + list(self.qparams(outs[0])), [y])
         if act is not None:
