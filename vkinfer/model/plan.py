@@ -179,6 +179,11 @@ def _static_params(ctx: _Ctx, node: Node, idx) -> bool:
 def _binary_fn(node: Node, consts: dict) -> Callable:
     """The reference of a QLinearAdd/Mul node as fn(a, b) over its constant parameters."""
     p = [consts.get(n) if n else None for n in node.inputs]
+    if node.op == "vkinfer:TFLiteAdd":
+        from ..reference.tflite_add import tflite_add
+
+        lo, hi = node.attrs.get("activation_min"), node.attrs.get("activation_max")
+        return lambda a, b: tflite_add(a, p[1], p[2], b, p[4], p[5], p[6], p[7], lo, hi)
     ref = qlinear_add if node.op.endswith("QLinearAdd") else qlinear_mul
     return lambda a, b: ref(a, p[1], p[2], b, p[4], p[5], p[6], p[7])
 
@@ -252,7 +257,8 @@ class VulkanBackend:
             if len(a_shape) > 3 or a_shape[:-2] != spec.out_shape[:-2]:
                 return None  # A broadcast over B's batch: rows would not match the packed form
             return Layer(node, [ins[0]], out, vulkan.QLinearMatMul(spec, dev))
-        if op in ("com.microsoft:QLinearAdd", "com.microsoft:QLinearMul") and (mode := _binary_mode(ctx, node)):
+        if op in ("com.microsoft:QLinearAdd", "com.microsoft:QLinearMul", "vkinfer:TFLiteAdd") \
+                and (mode := _binary_mode(ctx, node)):
             table = binary_table(ctx.dtype(ins[0]), _binary_fn(node, ctx.g.consts))
             return Layer(node, [ins[0], ins[3]], out, QLinearLut(table, ctx.shape(ins[0]), dev, mode == "row"))
         if op in ("com.microsoft:QLinearLeakyRelu", "com.microsoft:QLinearSigmoid") and ctx.quantized(ins[0]) \
@@ -382,7 +388,8 @@ class CpuBackend:
             scales = [qc.scale("scale", c[n]) for n in (ins[1], ins[4], ins[6])]
             add = cpu.prepare_qlinear_add(scales[0], zps[0], scales[1], zps[1], scales[2], zps[2], dt)
             return Layer(node, [ins[0], ins[3]], out, add)  # vectorised FMA in C: ORT's own arithmetic
-        if op in ("com.microsoft:QLinearAdd", "com.microsoft:QLinearMul") and _binary_mode(ctx, node):
+        if op in ("com.microsoft:QLinearAdd", "com.microsoft:QLinearMul", "vkinfer:TFLiteAdd") \
+                and _binary_mode(ctx, node):
             from .. import cpu
             from ..vulkan.qlinear_lut import binary_table
 
