@@ -231,6 +231,21 @@ static inline void a2_widen(int16_t* dst, const uint8_t* p, size_t n, size_t k0,
         }                                                                                              \
     } while (0)
 
+/* Requantize and store rows < mr of the accumulator tile acc00..acc31 (for ROWS == 4 and mr == 3,
+ * row 3 is a repeat); shared by the int16 and the u8 x s8 kernels. */
+#define A2_STORE_TILE()                                                                                \
+    do {                                                                                               \
+        const __m256 vfmin = _mm256_set1_ps(q->fmin);                                                  \
+        const __m256 vfmax = _mm256_set1_ps(q->fmax);                                                  \
+        const __m256i vyzp = _mm256_set1_epi32(q->y_zp);                                               \
+        const __m256 scale0 = _mm256_loadu_ps(scale);                                                  \
+        const __m256 scale1 = HALVES > 1 ? _mm256_loadu_ps(scale + 8) : scale0;                        \
+        A2_STORE_ROW(0, acc00, acc01);                                                                 \
+        if (ROWS > 1) A2_STORE_ROW(1, acc10, acc11);                                                   \
+        if (ROWS > 2 && mr > 2) A2_STORE_ROW(2, acc20, acc21);                                         \
+        if (ROWS > 3 && mr > 3) A2_STORE_ROW(3, acc30, acc31);                                         \
+    } while (0)
+
 /* ROWS (1, 2 or 4) distinct rows, HALVES (1: nc <= 8, only channels 0..7 computed; 2: all 16).
  * Always inlined into the fixed instances below so that both are constants. */
 static inline __attribute__((always_inline)) void a2_igemm_t(size_t mr, size_t nc, size_t kc, size_t ks,
@@ -272,16 +287,7 @@ static inline __attribute__((always_inline)) void a2_igemm_t(size_t mr, size_t n
         }
     }
 
-    /* Requantize and store rows < mr (for ROWS == 4 and mr == 3, row 3 is a repeat). */
-    const __m256 vfmin = _mm256_set1_ps(q->fmin);
-    const __m256 vfmax = _mm256_set1_ps(q->fmax);
-    const __m256i vyzp = _mm256_set1_epi32(q->y_zp);
-    const __m256 scale0 = _mm256_loadu_ps(scale);
-    const __m256 scale1 = HALVES > 1 ? _mm256_loadu_ps(scale + 8) : scale0;
-    A2_STORE_ROW(0, acc00, acc01);
-    if (ROWS > 1) A2_STORE_ROW(1, acc10, acc11);
-    if (ROWS > 2 && mr > 2) A2_STORE_ROW(2, acc20, acc21);
-    if (ROWS > 3 && mr > 3) A2_STORE_ROW(3, acc30, acc31);
+    A2_STORE_TILE();
 }
 
 /* Register form for short rows (see the dispatcher): 8 activations per row widened in a register,
@@ -359,15 +365,7 @@ static inline __attribute__((always_inline)) void a2_igemm_r(size_t mr, size_t n
         }
     }
 
-    const __m256 vfmin = _mm256_set1_ps(q->fmin);
-    const __m256 vfmax = _mm256_set1_ps(q->fmax);
-    const __m256i vyzp = _mm256_set1_epi32(q->y_zp);
-    const __m256 scale0 = _mm256_loadu_ps(scale);
-    const __m256 scale1 = HALVES > 1 ? _mm256_loadu_ps(scale + 8) : scale0;
-    A2_STORE_ROW(0, acc00, acc01);
-    if (ROWS > 1) A2_STORE_ROW(1, acc10, acc11);
-    if (ROWS > 2 && mr > 2) A2_STORE_ROW(2, acc20, acc21);
-    if (ROWS > 3 && mr > 3) A2_STORE_ROW(3, acc30, acc31);
+    A2_STORE_TILE();
 }
 
 /* 4 rows x 16 channels with kc <= A2_SHORT_KC: the previous kernel kept verbatim. GCC allocates
@@ -612,15 +610,7 @@ static inline __attribute__((always_inline)) void a2q_igemm_t(size_t mr, size_t 
         }
     }
 
-    const __m256 vfmin = _mm256_set1_ps(q->fmin);
-    const __m256 vfmax = _mm256_set1_ps(q->fmax);
-    const __m256i vyzp = _mm256_set1_epi32(q->y_zp);
-    const __m256 scale0 = _mm256_loadu_ps(scale);
-    const __m256 scale1 = HALVES > 1 ? _mm256_loadu_ps(scale + 8) : scale0;
-    A2_STORE_ROW(0, acc00, acc01);
-    if (ROWS > 1) A2_STORE_ROW(1, acc10, acc11);
-    if (ROWS > 2 && mr > 2) A2_STORE_ROW(2, acc20, acc21);
-    if (ROWS > 3 && mr > 3) A2_STORE_ROW(3, acc30, acc31);
+    A2_STORE_TILE();
 }
 
 #define A2Q_INSTANCE(NAME, ROWS, HALVES)                                                               \
