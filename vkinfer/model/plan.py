@@ -19,6 +19,7 @@ same node (tests/test_plan.py).
 from __future__ import annotations
 
 import dataclasses
+from collections import ChainMap
 from collections.abc import Callable
 
 import numpy as np
@@ -452,30 +453,26 @@ def _fast_host(g: Graph, node: Node) -> Callable | None:
     zp = g.consts[node.inputs[2]] if len(node.inputs) > 2 and node.inputs[2] else None
     axis = int(node.attrs.get("axis", 1))
     x_name, y_name = node.inputs[0], node.outputs[0]
-    if node.op == "QuantizeLinear":
-        dtype = np.dtype(zp.dtype) if zp is not None else np.dtype(np.uint8)
-        if scale.size != 1 or dtype not in EIGHT_BIT:
-            return None
+    dtype = np.dtype(zp.dtype) if zp is not None else np.dtype(np.uint8)
+    if scale.size != 1 or dtype not in EIGHT_BIT:
+        return None  # per-axis parameters: the interpreter's kernel
+    try:
         s, z = _params(np.zeros(1, np.float32), scale, zp, axis, dtype)
+    except (ValueError, TypeError):
+        return None  # the interpreter's kernel reports it
 
-        def quantize(values):
-            x = values[x_name]
-            if not isinstance(x, np.ndarray) or x.dtype != np.float32 or np.isnan(x).any():
-                return interpret(g, values, "reference", [node])  # the kernel's own error
-            values[y_name] = quantize_values(x, s, z, dtype)
-        return quantize
-    if scale.size != 1:
-        return None
+    def quantize(values):
+        x = values[x_name]
+        if not isinstance(x, np.ndarray) or x.dtype != np.float32 or np.isnan(x).any():
+            return interpret(g, values, "reference", [node])  # the kernel's own error
+        values[y_name] = quantize_values(x, s, z, dtype)
 
     def dequantize(values):
         x = values[x_name]
-        if x.dtype not in EIGHT_BIT or (zp is not None and zp.dtype != x.dtype):
+        if x.dtype not in EIGHT_BIT or (zp is not None and x.dtype != dtype):
             return interpret(g, values, "reference", [node])
-        s, z = _params(x, scale, zp, axis, x.dtype) if "params" not in cache else cache["params"]
-        cache["params"] = (s, z)
         values[y_name] = (x.astype(np.int32) - z).astype(np.float32) * s
-    cache: dict = {}
-    return dequantize
+    return quantize if node.op == "QuantizeLinear" else dequantize
 
 
 class Plan:
@@ -565,8 +562,7 @@ class _CpuRunner:
 
     def run(self, feed, names):
         p, g = self.plan, self.plan.g
-        host: dict[str, np.ndarray] = dict(g.consts)
-        host.update(feed)
+        host = ChainMap(dict(feed), g.consts)  # outputs go to the first map; the constants are not copied
         dev: dict[str, np.ndarray] = dict(self.const_forms)
         for s in p.steps:
             if s.kind == "host":
@@ -691,8 +687,7 @@ class _VulkanRunner:
         from ..vulkan._layout import from_packed, to_packed
 
         p, g = self.plan, self.plan.g
-        host: dict[str, np.ndarray] = dict(g.consts)
-        host.update(feed)
+        host = ChainMap(dict(feed), g.consts)  # outputs go to the first map; the constants are not copied
         with self.dev.lock:  # the planned buffers are shared by every caller of this plan
             for item in self.segments:
                 if item[0] == "host":

@@ -253,6 +253,18 @@ def _weights(w: np.ndarray, axis: int | None, dtype) -> tuple[np.ndarray, np.nda
     return q, scale, np.zeros(scale.size, np.int64)
 
 
+
+def _layer_tensors(m, qdt, name: str, w: np.ndarray, axis: int | None, in_scale, bias: np.ndarray):
+    """The weight and int32 bias tensors of a CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED layer: int8
+    weights per `axis` (uint8: per tensor), bias quantized with scale in_scale * weight scale, zero point 0."""
+    q, s, z = _weights(w, axis if np.dtype(qdt) == np.int8 else None, qdt)
+    tw = m.tensor(f"{name}/weights", q.shape, qdt, q, s, z, axis if s.size > 1 else 0)
+    bscale = (np.float32(in_scale) * s).astype(np.float32)
+    bq = np.rint(bias / bscale).astype(np.int32)
+    tb = m.tensor(f"{name}/bias", bq.shape, np.int32, bq, bscale, np.zeros(bscale.size, np.int64), 0)
+    return tw, tb
+
+
 def tiny_cnn(seed: int = 0, *, dtype: Literal["int8", "uint8"] = "int8",
              pool: Literal["mean", "average_pool"] = "mean", head: Literal["softmax", "dequantize"] = "softmax",
              size: int = 16, channels: int = 8, num_classes: int = 10, extra_outputs: tuple[str, ...] = ()) -> bytes:
@@ -304,24 +316,15 @@ def tiny_cnn(seed: int = 0, *, dtype: Literal["int8", "uint8"] = "int8",
     t_in = m.tensor("input", (1, size, size, 3), np.float32)
     flat = m.tensor("flatten", (1, c), qdt, scale=qp["a5"][0], zero_point=qp["a5"][1])
 
-    def conv_weights(name, w, axis, in_scale, bias):
-        q, s, z = _weights(w, axis if qdt == np.int8 else None, qdt)
-        tw = m.tensor(f"{name}/weights", q.shape, qdt, q, s, z, axis if s.size > 1 else 0)
-        bscale = (np.float32(in_scale) * s).astype(np.float32)
-        bq = np.rint(bias / bscale).astype(np.int32)
-        tb = m.tensor(f"{name}/bias", bq.shape, np.int32, bq, bscale, np.zeros(bscale.size, np.int64),
-                      0)
-        return tw, tb
-
     B, A, P = tflite.BuiltinOperator, tflite.BuiltinOptions, tflite.Padding
     m.op(B.QUANTIZE, [t_in], [t["x"]])
-    tw, tb = conv_weights("conv1", w1, 0, qp["x"][0], b1)
+    tw, tb = _layer_tensors(m, qdt, "conv1", w1, 0, qp["x"][0], b1)
     m.op(B.CONV_2D, [t["x"], tw, tb], [t["a1"]], A.Conv2DOptions, Padding=P.SAME, StrideW=2, StrideH=2,
          FusedActivationFunction=_ACT["relu6"])
-    tw, tb = conv_weights("dwconv", wd, 3, qp["a1"][0], bd)
+    tw, tb = _layer_tensors(m, qdt, "dwconv", wd, 3, qp["a1"][0], bd)
     m.op(B.DEPTHWISE_CONV_2D, [t["a1"], tw, tb], [t["a2"]], A.DepthwiseConv2DOptions, Padding=P.SAME,
          StrideW=1, StrideH=1, DepthMultiplier=1, FusedActivationFunction=_ACT["relu"])
-    tw, tb = conv_weights("conv2", w2, 0, qp["a2"][0], b2)
+    tw, tb = _layer_tensors(m, qdt, "conv2", w2, 0, qp["a2"][0], b2)
     m.op(B.CONV_2D, [t["a2"], tw, tb], [t["a3"]], A.Conv2DOptions, Padding=P.VALID, StrideW=1, StrideH=1)
     m.op(B.ADD, [t["a1"], t["a3"]], [t["a4"]], A.AddOptions, FusedActivationFunction=_ACT[None])
     if pool == "mean":
@@ -332,7 +335,7 @@ def tiny_cnn(seed: int = 0, *, dtype: Literal["int8", "uint8"] = "int8",
              FilterWidth=half, FilterHeight=half)
     shape = m.tensor("flatten/shape", (2,), np.int32, np.array([1, c], np.int32))
     m.op(B.RESHAPE, [t["a5"], shape], [flat], A.ReshapeOptions, NewShape=[1, c])
-    tw, tb = conv_weights("fc", wf, None, qp["a5"][0], bf)
+    tw, tb = _layer_tensors(m, qdt, "fc", wf, None, qp["a5"][0], bf)
     m.op(B.FULLY_CONNECTED, [flat, tw, tb], [t["a6"]], A.FullyConnectedOptions, FusedActivationFunction=0)
     if head == "softmax":
         out = m.tensor("output", (1, num_classes), qdt, scale=1.0 / 256,
@@ -457,25 +460,17 @@ def mobilenet_v2(seed: int = 0, size: int = 224, width: float = 1.0, num_classes
     t_in = m.tensor("input", (1, size, size, 3), np.float32)
     flat = m.tensor("flatten", (1, last), qdt, scale=qp["pool"][0], zero_point=qp["pool"][1])
 
-    def weights(name, w, axis, in_scale, bias):
-        q, s, z = _weights(w, axis, qdt)
-        tw = m.tensor(f"{name}/weights", q.shape, qdt, q, s, z, axis if s.size > 1 else 0)
-        bscale = (np.float32(in_scale) * s).astype(np.float32)
-        bq = np.rint(bias / bscale).astype(np.int32)
-        tb = m.tensor(f"{name}/bias", bq.shape, np.int32, bq, bscale, np.zeros(bscale.size, np.int64), 0)
-        return tw, tb
-
     B, A, P = tflite.BuiltinOperator, tflite.BuiltinOptions, tflite.Padding
     m.op(B.QUANTIZE, [t_in], [t["input_q"]])
     for kind, name, srcs, w, b, stride, act in layers:
         if kind == "add":
             m.op(B.ADD, [t[srcs[0]], t[srcs[1]]], [t[name]], A.AddOptions, FusedActivationFunction=_ACT[None])
         elif kind == "dw":
-            tw, tb = weights(name, w, 3, qp[srcs[0]][0], b)
+            tw, tb = _layer_tensors(m, qdt, name, w, 3, qp[srcs[0]][0], b)
             m.op(B.DEPTHWISE_CONV_2D, [t[srcs[0]], tw, tb], [t[name]], A.DepthwiseConv2DOptions, Padding=P.SAME,
                  StrideW=stride, StrideH=stride, DepthMultiplier=1, FusedActivationFunction=_ACT[act])
         else:
-            tw, tb = weights(name, w, 0, qp[srcs[0]][0], b)
+            tw, tb = _layer_tensors(m, qdt, name, w, 0, qp[srcs[0]][0], b)
             m.op(B.CONV_2D, [t[srcs[0]], tw, tb], [t[name]], A.Conv2DOptions, Padding=P.SAME, StrideW=stride,
                  StrideH=stride, FusedActivationFunction=_ACT[act])
     if pool == "average_pool":
@@ -487,7 +482,7 @@ def mobilenet_v2(seed: int = 0, size: int = 224, width: float = 1.0, num_classes
         m.op(B.MEAN, [t[cur], axes], [t["pool"]], A.ReducerOptions, KeepDims=True)
     shape = m.tensor("flatten/shape", (2,), np.int32, np.array([1, last], np.int32))
     m.op(B.RESHAPE, [t["pool"], shape], [flat], A.ReshapeOptions, NewShape=[1, last])
-    tw, tb = weights("fc", wf, None, qp["pool"][0], bf)
+    tw, tb = _layer_tensors(m, qdt, "fc", wf, None, qp["pool"][0], bf)
     m.op(B.FULLY_CONNECTED, [flat, tw, tb], [t["logits"]], A.FullyConnectedOptions, FusedActivationFunction=0)
     out = m.tensor("output", (1, num_classes), np.float32)
     m.op(B.DEQUANTIZE, [t["logits"]], [out])
@@ -569,24 +564,16 @@ def ops_net(seed: int = 0, *, dtype: Literal["int8", "uint8"] = "int8", size: in
     t_in = m.tensor("input", (1, size, size, 3), np.float32)
     flat = m.tensor("flatten", (1, c2 + c), qdt, scale=qp["mean"][0], zero_point=qp["mean"][1])
 
-    def weights(name, w, axis, in_scale, bias):
-        q, sc, z = _weights(w, axis if qdt == np.int8 else None, qdt)
-        tw = m.tensor(f"{name}/weights", q.shape, qdt, q, sc, z, axis if sc.size > 1 else 0)
-        bscale = (np.float32(in_scale) * sc).astype(np.float32)
-        tb = m.tensor(f"{name}/bias", bias.shape, np.int32, np.rint(bias / bscale).astype(np.int32), bscale,
-                      np.zeros(bscale.size, np.int64), 0)
-        return tw, tb
-
     B, A, P = tflite.BuiltinOperator, tflite.BuiltinOptions, tflite.Padding
     m.op(B.QUANTIZE, [t_in], [t["input_q"]])
-    tw, tb = weights("conv1", w1, 0, qp["input_q"][0], b1)
+    tw, tb = _layer_tensors(m, qdt, "conv1", w1, 0, qp["input_q"][0], b1)
     m.op(B.CONV_2D, [t["input_q"], tw, tb], [t["conv1"]], A.Conv2DOptions, Padding=P.SAME, StrideW=1, StrideH=1,
          FusedActivationFunction=_ACT["relu"])
     pads = m.tensor("pad/paddings", (4, 2), np.int32, np.array([[0, 0], [1, 1], [1, 1], [0, 0]], np.int32))
     m.op(B.PAD, [t["conv1"], pads], [t["pad"]])
     m.op(B.MAX_POOL_2D, [t["pad"]], [t["pool"]], A.Pool2DOptions, Padding=P.VALID, StrideW=2, StrideH=2,
          FilterWidth=3, FilterHeight=3, FusedActivationFunction=_ACT["relu_n1_to_1"])
-    tw, tb = weights("dwconv", wd, 3, qp["pool"][0], bd)
+    tw, tb = _layer_tensors(m, qdt, "dwconv", wd, 3, qp["pool"][0], bd)
     m.op(B.DEPTHWISE_CONV_2D, [t["pool"], tw, tb], [t["dwconv"]], A.DepthwiseConv2DOptions, Padding=P.SAME,
          StrideW=1, StrideH=1, DepthMultiplier=2, FusedActivationFunction=_ACT["relu6"])
     m.op(B.LOGISTIC, [t["dwconv"]], [t["sigmoid"]])
@@ -602,7 +589,7 @@ def ops_net(seed: int = 0, *, dtype: Literal["int8", "uint8"] = "int8", size: in
     m.op(B.MEAN, [t["concat"], axes], [t["mean"]], A.ReducerOptions, KeepDims=True)
     shape = m.tensor("flatten/shape", (2,), np.int32, np.array([1, c2 + c], np.int32))
     m.op(B.RESHAPE, [t["mean"], shape], [flat], A.ReshapeOptions, NewShape=[1, c2 + c])
-    tw, tb = weights("fc", wf, 0, qp["mean"][0], bf)  # int8: per-axis (output channels) here too
+    tw, tb = _layer_tensors(m, qdt, "fc", wf, 0, qp["mean"][0], bf)  # int8: per-axis (output channels) here too
     m.op(B.FULLY_CONNECTED, [flat, tw, tb], [t["logits"]], A.FullyConnectedOptions, FusedActivationFunction=0)
     out = m.tensor("output", (1, num_classes), np.float32)
     m.op(B.DEQUANTIZE, [t["logits"]], [out])
