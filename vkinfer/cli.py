@@ -33,8 +33,12 @@ def _devices() -> int:
     print("     core clusters: " + "; ".join(
         f"{len(ids)} x {khz / 1e6:.2f} GHz (cpus {','.join(map(str, ids))})" if khz else
         f"{len(ids)} cores, no cpufreq information (cpus {','.join(map(str, ids))})" for khz, ids in clusters))
-    print(f"     default variant {cpu.default_variant()}, default threads {cpu.default_threads()} "
-          "(cores of the fastest cluster)")
+    try:
+        td = cpu.thread_default()
+        threads = f"default threads {td.count} ({td.reason})"
+    except ValueError as e:  # a bad $VKINFER_CPU_THREADS: say so here rather than fail the listing
+        threads = f"default threads: {e}"
+    print(f"     default variant {cpu.default_variant()}, {threads}")
     return 0
 
 

@@ -71,9 +71,16 @@ int32_t vki_isa_available(int32_t index); /* 1 if this CPU can run it */
  * Returns -1 (and sets the error) if $VKINFER_CPU_ISA names an unknown or unavailable variant. */
 int32_t vki_isa_default(void);
 
-/* Default thread count: $VKINFER_CPU_THREADS, else the cores of the fastest cluster (highest
- * cpuinfo_max_freq under /sys/devices/system/cpu), else all online cores. */
+/* Thread counts accepted by vki_set_default_threads and $VKINFER_CPU_THREADS. */
+#define VKI_MAX_THREADS 1024
+/* The thread count vki_conv_run uses for threads = 0: $VKINFER_CPU_THREADS when it is a whole
+ * number in [1, VKI_MAX_THREADS] (read on each call), else vki_get_default_threads(). */
 uint32_t vki_default_threads(void);
+/* The library does not count cores: its default is 1 until the embedder sets one. The Python
+ * package (vkinfer.cpu) sets it once on load from its policy: the CPUs the process may run on,
+ * within the fastest cluster, capped by the cgroup CPU quota. VKI_EINVAL outside [1, VKI_MAX_THREADS]. */
+vki_status vki_set_default_threads(uint32_t threads);
+uint32_t vki_get_default_threads(void);
 
 const char* vki_last_error(void);
 

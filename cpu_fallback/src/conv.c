@@ -2,11 +2,11 @@
  * indirection buffer (QNNPACK: pointers to input pixels instead of an im2col copy; padding taps
  * point at a row of x_zp), and the parallel loop over output tiles that calls the microkernels. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "internal.h"
 #include "threadpool.h"
@@ -360,28 +360,33 @@ vki_status vki_conv_run(vki_conv* cv, const uint8_t* x, uint8_t* y, uint32_t thr
     return st;
 }
 
-/* Cores of the fastest cluster: big.LITTLE clusters share no cache, so mixing them slows a layer
- * down to the little cores' pace. */
+/* The default when a run asks for 0 threads. It is not decided here: the Python package computes
+ * it (vkinfer/cpu/threads.py: CPU affinity, fastest cluster, cgroup quota) and sets it once when it
+ * loads the library, so there is one policy. 1 until then, for standalone C users: threads they
+ * did not ask for could oversubscribe a core they share. Atomic: any thread may run or set it. */
+static _Atomic uint32_t default_threads = 1;
+
+vki_status vki_set_default_threads(uint32_t threads)
+{
+    if (threads < 1 || threads > VKI_MAX_THREADS)
+        FAIL(VKI_EINVAL, "default threads=%u outside [1, %u]", threads, (unsigned)VKI_MAX_THREADS);
+    atomic_store(&default_threads, threads);
+    return VKI_OK;
+}
+
+uint32_t vki_get_default_threads(void) { return atomic_load(&default_threads); }
+
+/* $VKINFER_CPU_THREADS is read on each call (the header's contract, so a value set at run time
+ * takes effect); anything but a whole number in [1, VKI_MAX_THREADS] is ignored here, since C
+ * cannot raise: the Python package rejects it with an error before it gets here. */
 uint32_t vki_default_threads(void)
 {
     const char* env = getenv("VKINFER_CPU_THREADS");
     if (env && *env) {
-        long v = strtol(env, NULL, 10);
-        if (v > 0 && v <= 1024) return (uint32_t)v;
+        char* end = NULL;
+        long v = strtol(env, &end, 10);
+        while (end && (*end == ' ' || *end == '\t' || *end == '\n')) end++;
+        if (end != env && end && *end == '\0' && v >= 1 && v <= VKI_MAX_THREADS) return (uint32_t)v;
     }
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    if (ncpu < 1) ncpu = 1;
-    long best = -1, count = 0;
-    for (long i = 0; i < ncpu && i < 4096; i++) {
-        char path[96];
-        snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%ld/cpufreq/cpuinfo_max_freq", i);
-        FILE* f = fopen(path, "r");
-        if (!f) return (uint32_t)ncpu;  /* no cpufreq: all cores */
-        long khz = 0;
-        if (fscanf(f, "%ld", &khz) != 1) khz = 0;
-        fclose(f);
-        if (khz > best) best = khz, count = 1;
-        else if (khz == best) count++;
-    }
-    return (uint32_t)(count > 0 ? count : ncpu);
+    return vki_get_default_threads();
 }

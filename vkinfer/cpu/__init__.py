@@ -18,6 +18,8 @@ import numpy as np
 from .._cache import LayerCache
 from ..errors import VkInferError
 from ..ops._spec import ConvSpec, MatMulSpec
+from . import threads as _threads
+from .threads import ThreadDefault, core_clusters
 
 LIB_PATH = Path(__file__).resolve().parent.parent / "libvkinfer_cpu.so"
 _u32, _i32 = ctypes.c_uint32, ctypes.c_int32
@@ -48,6 +50,11 @@ def lib() -> ctypes.CDLL:
     so.vki_isa_name.argtypes = [_i32]
     so.vki_isa_available.argtypes = [_i32]
     so.vki_default_threads.restype = _u32
+    so.vki_get_default_threads.restype = _u32
+    so.vki_set_default_threads.argtypes = [_u32]
+    # The library does not count cores itself (its default is 1): it takes this package's policy,
+    # so C callers of threads = 0 and Python agree.
+    _check_status(so, so.vki_set_default_threads(_machine_threads().count), "CPU default threads")
     so.vki_last_error.restype = ctypes.c_char_p
     so.vki_qlinear_add.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, _i32,
                                    ctypes.c_float, ctypes.c_float, ctypes.c_float, _i32, _i32]
@@ -56,10 +63,14 @@ def lib() -> ctypes.CDLL:
     return so
 
 
-def _check(status: int, what: str) -> None:
+def _check_status(so: ctypes.CDLL, status: int, what: str) -> None:
     if status != 0:
-        msg = lib().vki_last_error().decode()
+        msg = so.vki_last_error().decode()
         raise (ValueError if status in (1, 3) else VkInferError)(f"{what}: {msg}")
+
+
+def _check(status: int, what: str) -> None:
+    _check_status(lib(), status, what)
 
 
 def variants() -> list[tuple[str, bool]]:
@@ -82,35 +93,23 @@ def default_variant() -> str:
     return lib().vki_isa_name(i).decode()
 
 
-def core_clusters(sysfs: str = "/sys/devices/system/cpu") -> list[tuple[int, list[int]]]:
-    """CPU cores grouped by maximum clock (big.LITTLE clusters), fastest first: [(max kHz, [cpu ids])].
-    Without cpufreq information (many VMs) every online core is one cluster with clock 0."""
-    import glob
-    import re
+@functools.cache
+def _machine_threads() -> ThreadDefault:
+    """The machine's default (affinity, fastest cluster, cgroup quota), read once per process: the
+    C library gets it when it is loaded, so both see the same number."""
+    return _threads.machine_default()
 
-    groups: dict[int, list[int]] = {}
-    for path in glob.glob(f"{sysfs}/cpu[0-9]*"):
-        m = re.search(r"cpu(\d+)$", path)
-        if not m:
-            continue
-        try:
-            with open(f"{path}/online") as f:
-                if f.read().strip() == "0":
-                    continue
-        except OSError:
-            pass  # cpu0 often has no "online" file: it is always online
-        try:
-            with open(f"{path}/cpufreq/cpuinfo_max_freq") as f:
-                khz = int(f.read().strip())
-        except (OSError, ValueError):
-            khz = 0
-        groups.setdefault(khz, []).append(int(m.group(1)))
-    return [(k, sorted(v)) for k, v in sorted(groups.items(), reverse=True)]
+
+def thread_default() -> ThreadDefault:
+    """The default thread count and why (`.count`, `.reason`): $VKINFER_CPU_THREADS, else the CPUs this
+    process may run on within the fastest core cluster, capped by the cgroup CPU quota (see
+    vkinfer.cpu.threads). Raises ValueError for a bad $VKINFER_CPU_THREADS."""
+    return _threads.resolve(machine=_machine_threads())
 
 
 def default_threads() -> int:
-    """$VKINFER_CPU_THREADS, else the cores of the fastest cluster (cpuinfo_max_freq), else all cores."""
-    return int(lib().vki_default_threads())
+    """The thread count a CPU call uses when given none: `thread_default().count`."""
+    return thread_default().count
 
 
 def _isa_index(isa: str | None) -> int:
@@ -172,6 +171,9 @@ class _Conv:
         t = 0 if threads is None else int(threads)
         if t < 0:
             raise ValueError(f"threads must be >= 1 (or None for the default), got {threads}")
+        # The default (0, as in C) is passed explicitly, so $VKINFER_CPU_THREADS goes through the
+        # package's policy (and its error for a bad value) on every run, not the C library's parsing.
+        t = t or default_threads()
         _check(lib().vki_conv_run(self.handle, _ptr(x), _ptr(y), t), "CPU convolution")
         return y
 
@@ -304,4 +306,4 @@ def run_matmul(s: MatMulSpec, isa: str | None = None, threads: int | None = None
 
 
 __all__ = ["QLinearConv", "QLinearMatMul", "variants", "available_variants", "default_variant", "default_threads",
-           "run_conv", "run_matmul", "lib"]
+           "thread_default", "core_clusters", "ThreadDefault", "run_conv", "run_matmul", "lib"]
