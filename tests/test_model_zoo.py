@@ -7,8 +7,10 @@ import logging
 
 import numpy as np
 import onnx
+import ort_oracle as oo
 import pytest
 
+import vkinfer
 from vkinfer.models import zoo
 
 # Tiny variants: every (builder, quantization) case takes well under a second.
@@ -90,8 +92,15 @@ def test_quantized_model(name, fmt, per_channel, act, wt):
     (y,) = zoo.ort_run(q, x)
     assert y.dtype == np.float32 and y.shape == yf.shape
     assert np.all(np.isfinite(y))
-    # loose: ORT's u8 x s8 kernels saturate on AVX2 without VNNI, so per-channel errors reach ~25% here
-    assert np.abs(y - yf).max() < 0.5 * np.abs(yf).max()
+    # Quantization error, measured on the exact integer result (vkinfer's reference): at most 12% of the output's
+    # range on these models (mobilenet_v2 with u8 weights; 1-8% for the others).
+    (r,) = vkinfer.InferenceSession(q, device="reference").run(None, x)
+    assert np.abs(r - yf).max() < 0.2 * np.abs(yf).max()
+    if act == "uint8" and wt == "int8" and oo.u8s8_behaviour() == oo.SATURATING:
+        # ORT's x86 AVX2 u8 x s8 kernels saturate int16 pair sums on these full-range weights: errors reach ~25%
+        assert np.abs(y - yf).max() < 0.5 * np.abs(yf).max()
+    else:
+        np.testing.assert_array_equal(y, r)
 
     ops = {n.op_type for n in q.graph.node}
     float_ops = {n.op_type for n in f.graph.node}

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Literal
 
 import numpy as np
@@ -327,11 +327,14 @@ def op_types(model: onnx.ModelProto) -> list[str]:
                    for n in model.graph.node})
 
 
-def ort_run(model: onnx.ModelProto, inputs: dict[str, np.ndarray], *, optimize: bool = True) -> list[np.ndarray]:
+def ort_run(model: onnx.ModelProto, inputs: dict[str, np.ndarray], *, optimize: bool = True,
+            config: Mapping[str, str] | None = None) -> list[np.ndarray]:
     """Run `model` in ONNX Runtime on the CPU with one thread and return every output.
 
     `optimize=False` disables ORT's graph optimizations, so each node runs as written (QDQ models then compute
-    in float between DequantizeLinear and QuantizeLinear instead of being fused into integer kernels)."""
+    in float between DequantizeLinear and QuantizeLinear instead of being fused into integer kernels). `config`:
+    session config entries, e.g. `{"session.qdqisint8allowed": "1"}`, which makes ORT on x86 fuse int8 QDQ
+    tensors with several readers as it does on ARM (exact integer arithmetic, vkinfer's result; README)."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -341,6 +344,8 @@ def ort_run(model: onnx.ModelProto, inputs: dict[str, np.ndarray], *, optimize: 
     opts.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize
                                      else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
     opts.log_severity_level = 3
+    for key, value in (config or {}).items():
+        opts.add_session_config_entry(key, value)
     sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     return sess.run(None, inputs)
 
