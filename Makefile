@@ -15,6 +15,9 @@ APT_PKGS := mesa-vulkan-drivers libvulkan-dev glslang-tools spirv-tools vulkan-v
             vulkan-tools cmake g++ make libfmt-dev pybind11-dev python3-venv python3-dev \
             gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-arm-linux-gnueabihf libc6-dev-armhf-cross \
             qemu-user-static
+# Installed without recommends: chromium-common brings SwiftShader's Vulkan driver (a second CPU device the
+# tests run on) in 2 packages, where its recommends would pull 113.
+APT_NORECOMMENDS := chromium-common
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: setup apt native cpu test demo bench lint clean
@@ -27,10 +30,15 @@ cpu:
 
 # Debian packages: installed only when dpkg says one is missing (a second run takes well under a second).
 apt:
-	@missing=$$(for p in $(APT_PKGS); do dpkg -s $$p 2>/dev/null | grep -q '^Status: install ok installed' || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-	  echo "installing Debian packages:" $$missing; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	@installed() { dpkg -s $$1 2>/dev/null | grep -q '^Status: install ok installed'; }; \
+	missing=$$(for p in $(APT_PKGS); do installed $$p || echo $$p; done); \
+	norec=$$(for p in $(APT_NORECOMMENDS); do installed $$p || echo $$p; done); \
+	if [ -n "$$missing$$norec" ]; then \
+	  echo "installing Debian packages:" $$missing $$norec; \
+	  $(SUDO) apt-get update -qq || exit 1; \
+	  if [ -n "$$missing" ]; then DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing || exit 1; fi; \
+	  if [ -n "$$norec" ]; then \
+	    DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$norec || exit 1; fi; \
 	fi
 
 $(VENV)/.installed: pyproject.toml requirements.txt

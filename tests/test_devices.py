@@ -57,3 +57,58 @@ def test_missing_glslang_gives_clear_error(monkeypatch, tmp_path):
             _glsl._glslang()
     finally:
         _glsl._glslang.cache_clear()
+
+
+def _fake(index, name, type_="cpu"):
+    return _vk.DeviceInfo(index=index, name=name, type=type_, api_version="1.3", driver="d", driver_info="",
+                          vendor_id=0, device_id=0, limits={})
+
+
+def test_cpu_implementations_ordered_by_known_speed():
+    """The loader lists VK_ADD_DRIVER_FILES drivers first, so SwiftShader gets index 0; lavapipe (7-13x faster,
+    vkinfer/_vk.py) must stay the default CPU implementation, unknown ones between the two."""
+    infos = [_fake(0, "SwiftShader Device (Subzero)"), _fake(1, "llvmpipe (LLVM 15.0.6, 256 bits)"),
+             _fake(2, "Some CPU Vulkan"), _fake(3, "GPU", "discrete"), _fake(4, "vGPU", "virtual")]
+    assert [d.index for d in sorted(infos, key=_vk._preference)] == [3, 4, 1, 2, 0]
+
+
+def test_add_swiftshader_to_the_loaders_driver_list(monkeypatch, tmp_path):
+    icd = tmp_path / "vk_swiftshader_icd.json"
+    monkeypatch.setattr(_vk, "SWIFTSHADER_ICD", str(icd))
+    env: dict[str, str] = {}
+    assert not _vk._add_swiftshader(env) and env == {}  # not installed: nothing to add
+    icd.write_text("{}")
+    assert _vk._add_swiftshader(env) and env == {"VK_ADD_DRIVER_FILES": str(icd)}
+    assert not _vk._add_swiftshader(env) and env == {"VK_ADD_DRIVER_FILES": str(icd)}  # once only
+    env = {"VK_ADD_DRIVER_FILES": "/x/my_icd.json"}
+    assert _vk._add_swiftshader(env) and env["VK_ADD_DRIVER_FILES"] == f"/x/my_icd.json{os.pathsep}{icd}"  # appended
+    for var in ("VK_ICD_FILENAMES", "VK_DRIVER_FILES"):  # the user chose the drivers
+        env = {var: "/x/my_icd.json"}
+        assert not _vk._add_swiftshader(env) and "VK_ADD_DRIVER_FILES" not in env
+
+
+def test_swiftshader_listed_when_installed(capsys):
+    """Debian's chromium-common (installed by `make setup`) ships SwiftShader: vkinfer lists it after lavapipe,
+    selects it by name, and `vkinfer devices` shows every device."""
+    from vkinfer.cli import main
+
+    if os.environ.get("VK_ICD_FILENAMES") or os.environ.get("VK_DRIVER_FILES"):
+        assert not _vk._add_swiftshader(dict(os.environ))
+        return  # the user chose the drivers: vkinfer adds none
+    assert os.path.isfile(_vk.SWIFTSHADER_ICD), (
+        f"{_vk.SWIFTSHADER_ICD} is missing: `apt-get install --no-install-recommends chromium-common` (make setup)")
+    devs = vkinfer.devices()
+    names = [d.name for d in devs]
+    swift = [d for d in devs if "swiftshader" in d.name.lower()]
+    assert len(swift) == 1, names
+    assert _vk._pick("swiftshader") == _vk._pick("SwiftShader") == swift[0]
+    lavapipe = [d for d in devs if "llvmpipe" in d.name]
+    assert lavapipe and _vk._pick("lavapipe") == lavapipe[0]
+    assert names.index(lavapipe[0].name) < names.index(swift[0].name)
+    if not os.environ.get("VKINFER_DEVICE"):
+        assert _vk._pick(None) != swift[0] and _vk._pick("cpu") == lavapipe[0]
+    assert main(["devices"]) == 0
+    out = capsys.readouterr().out
+    for d in devs:
+        assert f"vulkan:{d.index}  {d.name}" in out
+    assert out.count("(default)") == 1

@@ -18,8 +18,9 @@ __version__ = "0.1.0"
 
 def devices() -> list[DeviceInfo]:
     """Vulkan devices in vkinfer's order of preference: discrete, integrated, virtual, then CPU
-    implementations such as lavapipe. Each has name, type, driver and limits. `$VKINFER_DEVICE`
-    (an index, a name substring or a type) picks one for every op."""
+    implementations, the faster first (lavapipe, then SwiftShader when Debian's chromium-common is
+    installed). Each has name, type, driver and limits. `$VKINFER_DEVICE` (an index, a name substring
+    or a type) picks one for every op."""
     from ._vk import devices as _devices
 
     return _devices()

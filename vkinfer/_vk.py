@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
+from collections.abc import MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,21 @@ from . import _glsl
 from .errors import VulkanUnavailableError
 
 _TYPE_RANK = {"discrete": 0, "integrated": 1, "virtual": 2, "cpu": 3, "other": 4}
+
+# Among CPU implementations (all of type "cpu"), known speed decides, not the loader's enumeration
+# order (which puts VK_ADD_DRIVER_FILES drivers first). Measured on a 2-core AMD EPYC (shared, so ranges
+# over 3 runs of medians of 10): SwiftShader (Subzero, Debian's chromium-common) vs lavapipe (Mesa 22.3.6,
+# LLVM 15): a 3x3 32->32 convolution on 56x56 took 79-157 vs 6-12 ms (13x), a seeded MobileNetV2
+# 0.35/64 41-69 vs 5.5-6.3 ms per run (7-11x), and creating its session 2.4 vs 0.75 s (warm SPIR-V cache).
+# Unknown CPU implementations sit between the two. Matched against the device name, lowercase.
+_CPU_SPEED_RANK = {"llvmpipe": 0, "swiftshader": 2}
+_CPU_SPEED_UNKNOWN = 1
+# Names people use for a device that reports another one ("vulkan:lavapipe" finds llvmpipe).
+_NAME_ALIASES = {"lavapipe": "llvmpipe"}
+
+# SwiftShader's Vulkan driver as Debian's chromium-common ships it: outside the loader's search path
+# (/usr/share/vulkan/icd.d), so it is added explicitly (see _add_swiftshader).
+SWIFTSHADER_ICD = "/usr/lib/chromium/vk_swiftshader_icd.json"
 
 
 @functools.cache
@@ -36,8 +52,29 @@ def _native() -> Any:
     return _vkcore
 
 
+def _add_swiftshader(env: MutableMapping[str, str] = os.environ) -> bool:
+    """Append SwiftShader's ICD to $VK_ADD_DRIVER_FILES when Debian's chromium-common installed it and
+    the user has not chosen drivers; True when it was added.
+
+    Why: a second CPU implementation with a different compiler (Subzero), subgroup size (4, lavapipe 8)
+    and workgroup limit (256 invocations, lavapipe 1024) catches shader code that only works by luck
+    on one driver, and the tests run on every device listed. $VK_ICD_FILENAMES / $VK_DRIVER_FILES mean
+    the user picked the drivers, and the loader then ignores $VK_ADD_DRIVER_FILES anyway (1.3.239).
+    Loaders older than 1.3.207 ignore the variable: SwiftShader is then just not listed.
+    """
+    if env.get("VK_ICD_FILENAMES") or env.get("VK_DRIVER_FILES") or not os.path.isfile(SWIFTSHADER_ICD):
+        return False
+    have = env.get("VK_ADD_DRIVER_FILES", "")
+    if SWIFTSHADER_ICD in have.split(os.pathsep):
+        return False
+    env["VK_ADD_DRIVER_FILES"] = f"{have}{os.pathsep}{SWIFTSHADER_ICD}" if have else SWIFTSHADER_ICD
+    return True
+
+
 @functools.cache
 def _instance() -> Any:
+    # The loader reads its driver variables when the instance is created: set them first.
+    _add_swiftshader()
     try:
         return _native().Instance()
     except RuntimeError as e:
@@ -63,10 +100,20 @@ class DeviceInfo:
         return f"[{self.index}] {self.name} ({self.type}, Vulkan {self.api_version}, driver {self.driver})"
 
 
+def _cpu_speed_rank(info: DeviceInfo) -> int:
+    name = info.name.lower()
+    return next((r for k, r in _CPU_SPEED_RANK.items() if k in name), _CPU_SPEED_UNKNOWN)
+
+
+def _preference(info: DeviceInfo) -> tuple[int, int, int]:
+    return (_TYPE_RANK.get(info.type, 9), _cpu_speed_rank(info) if info.type == "cpu" else 0, info.index)
+
+
 def devices() -> list[DeviceInfo]:
-    """All Vulkan devices, in vkinfer's order of preference (discrete, integrated, virtual, cpu)."""
+    """All Vulkan devices, in vkinfer's order of preference: discrete, integrated, virtual, then CPU
+    implementations, the faster first (lavapipe before SwiftShader); the first one is the default."""
     infos = [DeviceInfo(**d) for d in _instance().devices()]
-    return sorted(infos, key=lambda d: (_TYPE_RANK.get(d.type, 9), d.index))
+    return sorted(infos, key=_preference)
 
 
 def _pick(spec: int | str | None) -> DeviceInfo:
@@ -82,8 +129,10 @@ def _pick(spec: int | str | None) -> DeviceInfo:
             if d.index == int(spec):
                 return d
         raise ValueError(f"no Vulkan device with index {spec}; have: {', '.join(map(str, infos))}")
-    for d in infos:
-        if str(spec).lower() in d.name.lower() or str(spec).lower() == d.type:
+    want = str(spec).lower()
+    want = _NAME_ALIASES.get(want, want)
+    for d in infos:  # in order of preference: "vulkan:cpu" is the fastest CPU implementation
+        if want in d.name.lower() or want == d.type:
             return d
     raise ValueError(f"no Vulkan device matches {spec!r}; have: {', '.join(map(str, infos))}")
 
@@ -115,8 +164,8 @@ class Program:
 class Sequence:
     """Commands recorded once, replayed with one submit per run()."""
 
-    def __init__(self, raw: Any, lock: threading.RLock):
-        self.raw, self.lock = raw, lock
+    def __init__(self, raw: Any, lock: threading.RLock, dispatched: set[str]):
+        self.raw, self.lock, self.dispatched = raw, lock, dispatched
 
     def upload(self, *bufs: Buffer) -> None:
         """Record staging -> device copies of `bufs`."""
@@ -129,6 +178,7 @@ class Sequence:
     def dispatch(self, prog: Program) -> None:
         """Record one dispatch of `prog` (bind, push constants, dispatch)."""
         self.raw.dispatch(prog.raw)
+        self.dispatched.add(prog.name)
 
     def barrier(self) -> None:
         """All earlier transfer/shader writes become visible to all later transfers, shaders, host reads."""
@@ -150,6 +200,9 @@ class Device:
         self.raw = _native().Device(_instance(), info.index)
         # Held around every submit, and by callers around write -> run -> read of shared buffers.
         self.lock = threading.RLock()
+        # Names of the shaders recorded into this device's sequences: the tests check that the cases
+        # they run on each device reach every shader in shaders/.
+        self.dispatched: set[str] = set()
 
     def buffer(self, nbytes: int, staged: bool = True) -> Buffer:
         """A buffer of `nbytes` (rounded up to 4); `staged=False` gives device-only memory for intermediates."""
@@ -173,7 +226,7 @@ class Device:
 
     def sequence(self) -> Sequence:
         """An empty command sequence on this device's compute queue."""
-        return Sequence(self.raw.sequence(), self.lock)
+        return Sequence(self.raw.sequence(), self.lock, self.dispatched)
 
 
 _open: dict[int, Device] = {}

@@ -13,6 +13,16 @@ import sys
 import numpy as np
 
 
+def _default_vulkan_index(devs: list) -> int | None:
+    """The index of the device device="vulkan" uses (None when $VKINFER_DEVICE names none)."""
+    from ._vk import _pick
+
+    try:
+        return _pick(None).index if devs else None
+    except ValueError:
+        return None
+
+
 def _devices() -> int:
     from . import cpu, devices
     from .errors import VulkanUnavailableError
@@ -22,9 +32,12 @@ def _devices() -> int:
     except VulkanUnavailableError as e:
         devs = []
         print(f"Vulkan: unavailable ({e})")
-    for d in devs:
+    default = _default_vulkan_index(devs)
+    for d in devs:  # in order of preference (lavapipe before SwiftShader among CPU implementations)
         lim = d.limits
-        print(f"vulkan:{d.index}  {d.name}  type={d.type}  driver={d.driver} ({d.driver_info})  api={d.api_version}")
+        info = f" ({d.driver_info})" if d.driver_info else ""
+        mark = "  (default)" if d.index == default else ""
+        print(f"vulkan:{d.index}  {d.name}  type={d.type}  driver={d.driver}{info}  api={d.api_version}{mark}")
         print(f"    max workgroup count {lim['max_compute_workgroup_count']}, invocations "
               f"{lim['max_compute_workgroup_invocations']}, shared memory {lim['max_compute_shared_memory_size']} B, "
               f"storage buffer range {lim['max_storage_buffer_range']} B, subgroup {lim['subgroup_size']}")
