@@ -105,10 +105,12 @@ def conv_table(seed: int = 0) -> list[tuple[str, dict]]:
     # Specialised kernels with the shapes of real models.
     for c in CHANNELS:
         for s in (1, 2):
-            cases.append((f"dw3x3-c{c}-s{s}", conv_case(rng, n=2 if c == 5 else 1, c=c, h=13, w=11, m=c, kh=3,
-                                                         strides=(s, s), pads=(1, 1, 1, 1), group=c,
-                                                         per_channel=c % 2 == 0, xt="u8" if c % 3 else "s8",
-                                                         wt="s8" if c % 3 else "s8")))
+            # Each channel count with both weight types (one per stride); with the input type following c % 3,
+            # all four u8/s8 combinations occur.
+            xt, wt = "u8" if c % 3 else "s8", "u8" if (c + s) % 2 else "s8"
+            cases.append((f"dw3x3-c{c}-s{s}-{xt}{wt}", conv_case(rng, n=2 if c == 5 else 1, c=c, h=13, w=11, m=c,
+                                                                 kh=3, strides=(s, s), pads=(1, 1, 1, 1), group=c,
+                                                                 per_channel=c % 2 == 0, xt=xt, wt=wt)))
         for s in (1, 2, 3):
             m = [1, 4, 7, 24, 33, 64][c % 6]
             cases.append((f"pw-c{c}-m{m}-s{s}", conv_case(rng, n=1 + (c == 17), c=c, h=9, w=15, m=m, kh=1,

@@ -47,6 +47,9 @@ def test_table_covers_every_kernel_and_edge():
         if name.startswith("bigacc"):
             assert np.abs(conv_accumulate(s).astype(np.int64)).max() > 2**24, name
     assert lo_hit and hi_hit
+    # The depthwise 3x3 rows use every input/weight type pair.
+    dw_types = {(c["x"].dtype, c["w"].dtype) for name, c in TABLE if name.startswith("dw3x3-")}
+    assert dw_types == {(np.dtype(a), np.dtype(b)) for a in (np.uint8, np.int8) for b in (np.uint8, np.int8)}
 
 
 def test_ties_really_tie():
@@ -61,13 +64,16 @@ def test_ties_really_tie():
 
 
 def test_repeat_calls_and_cache_give_same_bits():
+    """One cached layer called again with new inputs, the same input twice, and the first input once more
+    after the others: every result is the reference's, bit for bit."""
     rng = np.random.default_rng(7)
     c = conv_case(rng, c=16, h=9, w=9, m=16, kh=3, pads=(1, 1, 1, 1))
-    first = ops.qlinear_conv(**c)
-    for _ in range(3):
-        c["x"] = rng.integers(0, 256, c["x"].shape).astype(np.uint8)
-        np.testing.assert_array_equal(ops.qlinear_conv(**c), ops.qlinear_conv(**c, device="reference"))
-    assert first.shape == (1, 16, 9, 9)
+    inputs = [c["x"]] + [rng.integers(0, 256, c["x"].shape).astype(np.uint8) for _ in range(3)]
+    for x in [*inputs, inputs[-1], inputs[0]]:
+        want = ops.qlinear_conv(**{**c, "x": x}, device="reference")
+        got = ops.qlinear_conv(**{**c, "x": x})
+        assert got.dtype == want.dtype == np.uint8 and got.shape == want.shape == (1, 16, 9, 9)
+        np.testing.assert_array_equal(got, want)
 
 
 @st.composite

@@ -1,11 +1,14 @@
 """Per-ISA microkernel unit tests in C (cpu_fallback/tests/*_kernel_check.c): every igemm/dw kernel
 against exact scalar sums and vki_requant_scalar on random tiles, tails, ties and clamps.
-x86 kernels run natively under ASan/UBSan (the AVX-512 VNNI kernel through the test's scalar
-emulation of its intrinsics, since this CPU has no AVX-512); NEON kernels are cross-compiled and
-run under qemu for AArch64 and ARMv7, with guard pages around every buffer. No skips: a missing
-toolchain fails with the packages to install."""
+x86 kernels run natively under ASan/UBSan: AVX2, the AVX-512 VNNI kernel through the test's scalar
+emulation of its intrinsics (on any AVX2 CPU), and the real VNNI kernel where the CPU has AVX-512 VNNI.
+NEON kernels are cross-compiled and run under qemu for AArch64 and ARMv7, with guard pages around
+every buffer. Each test requires the kernels the host must run to have reported "ok" and a positive
+count of checks. No skips, except the x86 test on an x86-64 CPU without AVX2 (nothing there can run);
+a missing toolchain fails with the packages to install."""
 
 import platform
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -34,21 +37,61 @@ def _build_and_run(cc: list[str], flags: list[str], sources: list[Path], out: Pa
     return r.stdout
 
 
+def _host_flags() -> set[str]:
+    m = re.search(r"^flags\s*:(.*)$", Path("/proc/cpuinfo").read_text(), re.M)
+    return set(m[1].split()) if m else set()
+
+
+AVX512_FLAGS = ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512vnni"]
+
+
+def _summary(out: str, what: str) -> int:
+    """The number of passed checks from the check program's last line ("<what>: N passed, 0 failed")."""
+    m = re.fullmatch(rf"{what}: (\d+) passed, 0 failed", out.strip().splitlines()[-1])
+    assert m, out[-2000:]
+    return int(m[1])
+
+
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="x86 kernels run on x86-64 hosts only")
 def test_x86_kernels_under_asan():
-    out = _build_and_run([_need("gcc", "gcc")], ["-mavx2", "-fsanitize=address,undefined"],
-                         [TESTS / "x86_kernel_check.c", SRC / "kernels_avx2.c"], BUILD / "x86_kernel_check", [])
-    assert out.strip().splitlines()[-1].endswith(" passed, 0 failed"), out[-2000:]
+    """Which kernels must have run follows from the host's CPU flags: AVX2 natively and the AVX-512 VNNI kernel
+    through its scalar emulation (which checks itself against AVX2) wherever AVX2 runs, and the real VNNI kernel
+    too where the CPU has AVX-512 VNNI. Each must report "ok", and the total must be positive."""
+    flags = _host_flags()
+    if "avx2" not in flags:
+        pytest.skip("this x86-64 CPU has no AVX2: neither the AVX2 kernels nor the AVX-512 emulation can run")
+    native_vnni = {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"} <= flags
+    gcc = _need("gcc", "gcc")
+    sources, extra = [TESTS / "x86_kernel_check.c", SRC / "kernels_avx2.c"], []
+    if native_vnni:  # the real kernel, compiled on its own with its own flags (as cpu_fallback/Makefile does)
+        obj = BUILD / "kernels_avx512vnni-asan.o"
+        obj.parent.mkdir(parents=True, exist_ok=True)
+        b = subprocess.run([gcc, *CFLAGS, *AVX512_FLAGS, "-fsanitize=address,undefined", "-c",
+                            str(SRC / "kernels_avx512vnni.c"), "-o", str(obj)], capture_output=True, text=True,
+                           timeout=300)
+        assert b.returncode == 0, b.stderr[-4000:]
+        sources.append(obj)
+        extra = ["-DVKI_X86_CHECK_AVX512_NATIVE"]
+    out = _build_and_run([gcc], ["-mavx2", "-fsanitize=address,undefined", *extra], sources,
+                         BUILD / "x86_kernel_check", [])
+    ran = {line.split(": ")[0] for line in out.splitlines() if line.endswith(": ok")}
+    want = {"avx2", "avx512vnni (emulated)"} | ({"avx512vnni"} if native_vnni else set())
+    assert ran == want, out[-2000:]
+    assert "not available on this CPU" not in out, out[-2000:]
+    assert _summary(out, "x86 kernels") > 0
 
 
-@pytest.mark.parametrize("cc,qemu,flags", [
-    ("aarch64-linux-gnu-gcc", "qemu-aarch64-static", []),
-    ("arm-linux-gnueabihf-gcc", "qemu-arm-static", ["-mfpu=neon", "-mfloat-abi=hard"]),
+@pytest.mark.parametrize("cc,qemu,flags,variants", [
+    ("aarch64-linux-gnu-gcc", "qemu-aarch64-static", [], {"neon", "neon_a7x"}),
+    ("arm-linux-gnueabihf-gcc", "qemu-arm-static", ["-mfpu=neon", "-mfloat-abi=hard"], {"neon"}),
 ], ids=["aarch64", "armv7"])
-def test_neon_kernels_under_qemu(cc, qemu, flags):
+def test_neon_kernels_under_qemu(cc, qemu, flags, variants):
+    """Every NEON variant of the architecture (cpu_fallback/src/isa.c: neon_a7x on AArch64 only) ran and checked
+    a positive number of kernel calls."""
     compiler = _need(cc, f"gcc-{cc.removesuffix('-gcc')}")
     runner = _need(qemu, "qemu-user-static")
     out = _build_and_run([compiler], ["-static", *flags], [TESTS / "neon_kernel_check.c", SRC / "kernels_neon.c"],
                          BUILD / f"neon_kernel_check-{cc.split('-')[0]}", [runner])
-    assert out.strip().splitlines()[-1].endswith(" passed, 0 failed"), out[-2000:]
-    assert "neon: mr=" in out
+    assert _summary(out, "neon kernels") > 0
+    ran = {m[1] for m in re.finditer(r"^(\w+): mr=", out, re.M)}
+    assert ran == variants and "not available on this CPU" not in out, out[-2000:]

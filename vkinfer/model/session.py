@@ -18,10 +18,12 @@ off (every node through the interpreter, each convolution its own submit) for A/
 from __future__ import annotations
 
 import os
+import warnings
 
 import numpy as np
 
 from .. import ops
+from ..errors import VulkanUnavailableError
 from .graph import Graph, TensorInfo
 from .kernels import OPS
 from .onnx_import import import_onnx
@@ -40,14 +42,18 @@ class NodeArg:
 
 
 def _pick_auto() -> str:
-    try:
-        from .._vk import devices
+    """What device "auto" means: "vulkan" when a Vulkan device other than a CPU implementation exists, else "cpu".
+    No usable Vulkan at all (VulkanUnavailableError) falls back to the CPU with a warning saying why; any other
+    error propagates."""
+    from .. import _vk
 
-        if any(d.type in ("discrete", "integrated", "virtual") for d in devices()):
-            return "vulkan"
-    except Exception:  # no Vulkan at all: the CPU it is
-        pass
-    return "cpu"
+    try:
+        found = _vk.devices()
+    except VulkanUnavailableError as e:
+        warnings.warn(f'device="auto": Vulkan is unavailable ({e}); falling back to the CPU', RuntimeWarning,
+                      stacklevel=3)
+        return "cpu"
+    return "vulkan" if any(d.type in ("discrete", "integrated", "virtual") for d in found) else "cpu"
 
 
 class InferenceSession:
