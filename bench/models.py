@@ -20,7 +20,8 @@ For every model and format, with one seeded input (ONNX: zoo.random_inputs; TFLi
 - the peer: onnxruntime for ONNX (CPUExecutionProvider, default graph optimizations, so QDQ is fused into
   integer kernels; inter-op 1 thread, intra-op 1 and T threads), ai-edge-litert's Interpreter for .tflite
   (its default CPU path, the XNNPACK delegate; num_threads 1 and T). T: --threads, default
-  vkinfer.cpu.default_threads() (all cores of the fastest cluster: the big cores).
+  vkinfer.cpu.default_threads() (the process's CPUs within the fastest cluster, the big cores, capped by
+  its cgroup quota).
 - vkinfer cpu: the public vkinfer.InferenceSession(model, device="cpu") with $VKINFER_CPU_THREADS set to 1
   and to T (the C library reads it on every layer run; the session has no threads argument). Each thread
   count is timed interleaved A/B with the peer at the same count.

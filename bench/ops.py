@@ -6,7 +6,8 @@
 For every distinct layer shape in bench/mobilenet_v2_shapes.json each side runs the same quantized
 op on the same seeded data, interleaved A/B run by run:
 - cpu1 / cpuT: the C fallback (`--isa`, default the best variant) on 1 thread and on T threads (default
-  the cores of the fastest cluster) against ORT with the same intra-op thread count. The CPU time is the
+  vkinfer.cpu.default_threads(): the process's CPUs within the fastest cluster, capped by its cgroup quota)
+  against ORT with the same intra-op thread count. The CPU time is the
   C operator on NHWC bytes, as a model run pays it (a model converts layouts once, at its edges).
 - vk: the Vulkan op as a caller sees it (host packing, upload, one submit, download, unpacking)
   against ORT on 1 thread.

@@ -782,24 +782,25 @@ int main(int argc, char** argv)
     printf("seed 0x%llx\n", (unsigned long long)rng_state);
 
     if (vki_isa_avx2.available()) {
-        check_isa(&vki_isa_avx2, "avx2", 3000);
+        check_isa(&vki_isa_avx2, "avx2", 1000);
         if (bench) bench_isa(&vki_isa_avx2);
     } else {
         printf("avx2: not available on this CPU, skipped\n");
     }
 
 #ifndef VKI_X86_CHECK_NO_EMU
-    /* The emulation itself compares against AVX2 instructions. */
+    /* The emulation itself compares against AVX2 instructions. Random cases per variant: 1000 (500 emulated)
+     * after the edge grid, which covers every tail; 3000 took 9 s of the suite under ASan, 1000 take 3 s. */
     if (vki_isa_avx2.available()) {
         if (emu_self_check()) n_pass++;
         else n_fail++;
-        check_isa(&vki_isa_avx512vnni_emu, "avx512vnni (emulated)", 1500);
+        check_isa(&vki_isa_avx512vnni_emu, "avx512vnni (emulated)", 500);
     }
 #endif
 
 #ifdef VKI_X86_CHECK_AVX512_NATIVE
     if (vki_isa_avx512vnni.available()) {
-        check_isa(&vki_isa_avx512vnni, "avx512vnni", 3000);
+        check_isa(&vki_isa_avx512vnni, "avx512vnni", 1000);
         if (bench) bench_isa(&vki_isa_avx512vnni);
     } else {
         printf("avx512vnni: not available on this CPU, skipped\n");

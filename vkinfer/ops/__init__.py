@@ -5,8 +5,9 @@
 "vulkan:nvidia", "vulkan:discrete"), "cpu" (the C fallback with the best ISA variant this CPU runs,
 or $VKINFER_CPU_ISA), "cpu:<variant>" (e.g. "cpu:neon", "cpu:avx2", "cpu:scalar"; see
 vkinfer.cpu.variants()), or "reference" (pure numpy, the executable definition of the numerics).
-`threads` sets the CPU thread count for one call (default: $VKINFER_CPU_THREADS, else the cores of
-the fastest cluster); results are identical for any thread count.
+`threads` sets the CPU thread count for one call (default: $VKINFER_CPU_THREADS, else vkinfer.cpu.default_threads():
+the CPUs this process may use within the fastest cluster, capped by its cgroup quota); results are
+identical for any thread count.
 """
 
 from __future__ import annotations
