@@ -130,9 +130,11 @@ def test_ort_x86_runs_multi_reader_int8_qdq_in_float():
     assert float_nodes(EXACT_INT8_QDQ) == set()
 
 
-def _two_reader_conv_model(seed: int) -> tuple[onnx.ModelProto, dict[str, np.ndarray], list[np.ndarray]]:
+def _two_reader_conv_model(seed: int) -> tuple[onnx.ModelProto, dict[str, np.ndarray], list, list]:
     """x -> Q(int8) -> DQ -> {3x3 Conv, 1x1 Conv} -> Q(int8): one int8 tensor with two readers. Returns the model,
-    its feed and each output's value before rounding in the exact arithmetic: float32(acc) * the float32 multiplier."""
+    its feed, each output's value before rounding in the exact arithmetic (float32(acc) * the float32 multiplier)
+    and a bound on how far a float32 evaluation of the same sum can land from it, in output steps: the products'
+    and the K-term sum's rounding, (K + 4) * 2**-24 * sum |x - x_zp| |w| * multiplier (Higham's gamma_n)."""
     rng = np.random.default_rng(seed)
     c, m, h = 16, 16, 24
     x = rng.standard_normal((1, c, h, h)).astype(np.float32)
@@ -152,29 +154,36 @@ def _two_reader_conv_model(seed: int) -> tuple[onnx.ModelProto, dict[str, np.nda
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     xq = np.clip(np.rint(x / xs) + xz, -128, 127).astype(np.int8)
-    real = [conv_integer(xq, wi, xz, np.int8(0), pads=(p, p, p, p)).astype(np.float32) * multiplier(xs, ws, ys)
-            for wi, p in ((w[0], 1), (w[1], 0))]
-    return model, {"x": x}, real
+    mult = multiplier(xs, ws, ys)
+    real, bound = [], []
+    for wi, p in ((w[0], 1), (w[1], 0)):
+        pads = (p, p, p, p)
+        real.append(conv_integer(xq, wi, xz, np.int8(0), pads=pads).astype(np.float32) * mult)
+        magnitude = conv_integer(np.abs(xq.astype(np.int16) - xz).astype(np.uint8), np.abs(wi).astype(np.int8),
+                                 np.uint8(0), np.int8(0), pads=pads).astype(np.float64)
+        bound.append((wi[0].size + 4) * 2.0**-24 * magnitude * float(mult))
+    return model, {"x": x}, real, bound
 
 
 def test_ort_x86_float_path_misses_only_near_ties_by_one_step():
     """What the float path costs: ORT's default outputs differ from the exact ones (vkinfer on every device, and ORT
-    itself with `session.qdqisint8allowed=1`) by at most 1 step, and only where the exact value lies within 1e-4 of
-    a .5 tie. The data has such near-ties, so the check is not vacuous; whether a given one flips depends on the
-    CPU's float kernel (FMA, summation order), so the count of misses is not fixed."""
+    itself with `session.qdqisint8allowed=1`) by at most 1 step, and only on values whose distance to a .5 tie is
+    within the float32 rounding bound of the sum (about 1e-3 steps here; the misses seen on x86 sat within 1e-4). The
+    data has near-ties, so the check is not vacuous; which ones flip depends on the CPU's float kernel (FMA,
+    summation order), so the count of misses is not fixed."""
     near_ties = 0
     for seed in range(3):
-        model, feed, real = _two_reader_conv_model(seed)
+        model, feed, real, bound = _two_reader_conv_model(seed)
         exact = [np.clip(np.rint(r) + (-5), -128, 127).astype(np.int8) for r in real]  # rint: half to even
         for device in ["reference", "cpu", "vulkan"]:
             for g, e in zip(vkinfer.InferenceSession(model, device=device).run(None, feed), exact, strict=True):
                 np.testing.assert_array_equal(g, e, err_msg=device)
         for g, e in zip(zoo.ort_run(model, feed, config=EXACT_INT8_QDQ), exact, strict=True):
             np.testing.assert_array_equal(g, e)
-        for g, e, r in zip(zoo.ort_run(model, feed), exact, real, strict=True):
-            tie_distance = np.abs(r - np.floor(r) - np.float32(0.5))
+        for g, e, r, b in zip(zoo.ort_run(model, feed), exact, real, bound, strict=True):
+            tie_distance = np.abs(r.astype(np.float64) - np.floor(r) - 0.5)
             near_ties += int((tie_distance < 1e-4).sum())
             off = g != e
             assert np.all(np.abs(g.astype(np.int32) - e)[off] == 1)
-            assert np.all(tie_distance[off] < 1e-4), tie_distance[off].max()
+            assert np.all(tie_distance[off] <= b[off]), (tie_distance[off], b[off])
     assert near_ties >= 3, near_ties
