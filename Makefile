@@ -1,4 +1,4 @@
-# Two commands do all set-up on a fresh Debian 12 machine (no GPU needed: lavapipe is the device):
+# Two commands do all set-up on a fresh Debian 12 machine (no GPU needed: lavapipe and SwiftShader are the devices):
 #   make demo   - the main job
 #   make test   - the test suite
 # Each re-checks what is missing and skips finished set-up.
