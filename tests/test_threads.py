@@ -301,7 +301,7 @@ def test_c_library_takes_the_python_default(monkeypatch):
 def _python_in(cpus: set[int], code: str) -> str:
     taskset = shutil.which("taskset")
     if taskset is None:
-        pytest.skip("taskset (util-linux) is not installed")
+        pytest.fail("taskset is missing: apt-get install util-linux (Essential on Debian)", pytrace=False)
     env = {k: v for k, v in os.environ.items() if k != "VKINFER_CPU_THREADS"}
     r = subprocess.run([taskset, "-c", ",".join(map(str, sorted(cpus))), sys.executable, "-c", code], cwd=ROOT,
                        env=env, capture_output=True, text=True, timeout=120)
