@@ -31,13 +31,12 @@ def _cases(rng, n):
     return acc.astype(np.int32), m, zp.astype(np.int32)
 
 
-@pytest.mark.parametrize("lo,hi", [(0, 255), (-128, 127), (10, 200)])
-def test_shader_requantize_matches_float32(lo, hi):
-    rng = np.random.default_rng(lo + 1000)
-    acc, m, zp = _cases(rng, 1 << 18)
+def shader_requantize(dev, lo: int, hi: int, n: int) -> tuple[np.ndarray, ...]:
+    """requant_check.comp (qcommon.glsl's integer requantization) on `dev` over `n`-ish seeded cases, and the
+    independent oracle, numpy's IEEE float32 multiply and rint (half to even): (got, want, acc, m, zp)."""
+    acc, m, zp = _cases(np.random.default_rng(lo + 1000), n)
     mant, exp = split_float32(m)
     table = np.stack([acc, mant, exp, zp], axis=1).astype(np.int32)
-    dev = get_device()
     inp, out = dev.buffer(table.nbytes), dev.buffer(4 * len(acc))
     inp.write(table)
     prog = dev.program("requant_check", [inp, out], (-(-len(acc) // 64), 1, 1), [len(acc)], [lo, hi])
@@ -49,11 +48,15 @@ def test_shader_requantize_matches_float32(lo, hi):
     seq.download(out)
     seq.barrier()
     seq.run()
-    got = out.read(np.int32, len(acc))
-    # Independent oracle: numpy's IEEE float32 multiply and rint (half to even).
     with np.errstate(over="ignore"):
         f = np.rint(acc.astype(np.float32) * m)
     want = np.clip(np.clip(f, np.float32(-2e9), np.float32(2e9)).astype(np.int64) + zp, lo, hi)
+    return out.read(np.int32, len(acc)), want, acc, m, zp
+
+
+@pytest.mark.parametrize("lo,hi", [(0, 255), (-128, 127), (10, 200)])
+def test_shader_requantize_matches_float32(lo, hi):
+    got, want, acc, m, zp = shader_requantize(get_device(), lo, hi, 1 << 18)
     bad = np.nonzero(got != want)[0]
     assert bad.size == 0, [(int(acc[i]), float(m[i]), int(zp[i]), int(got[i]), int(want[i])) for i in bad[:10]]
     # The cases really exercise the hard parts.

@@ -16,7 +16,7 @@ from chain_cases import chain_reference, chain_specs
 from plan_cases import build
 from test_chain import _validated
 from test_matmul_vulkan import SHAPES, mm_case
-from test_requant import _cases as requant_cases
+from test_requant import shader_requantize
 
 import vkinfer
 from vkinfer import ops
@@ -24,7 +24,6 @@ from vkinfer._vk import _pick, get_device
 from vkinfer.model.plan import Plan, VulkanBackend, interpret
 from vkinfer.models import tflite_zoo, zoo
 from vkinfer.ops._spec import conv_spec
-from vkinfer.reference.requant import split_float32
 from vkinfer.vulkan import KERNELS, Chain, Executable, QLinearConv, choose_kernel
 
 logging.getLogger().setLevel(logging.ERROR)
@@ -101,26 +100,9 @@ def check_matmul(device: str) -> None:
 def check_requantize(device: str) -> None:
     """The shaders' integer requantization (requant_check.comp, qcommon.glsl) against numpy's float32,
     on a quarter of test_requant.py's cases: a different compiler must not change a bit."""
-    dev = get_device(_index(device))
     for lo, hi in [(0, 255), (-128, 127)]:
-        acc, m, zp = requant_cases(np.random.default_rng(lo + 1000), 1 << 16)
-        mant, exp = split_float32(m)
-        table = np.stack([acc, mant, exp, zp], axis=1).astype(np.int32)
-        inp, out = dev.buffer(table.nbytes), dev.buffer(4 * len(acc))
-        inp.write(table)
-        prog = dev.program("requant_check", [inp, out], (-(-len(acc) // 64), 1, 1), [len(acc)], [lo, hi])
-        seq = dev.sequence()
-        seq.upload(inp)
-        seq.barrier()
-        seq.dispatch(prog)
-        seq.barrier()
-        seq.download(out)
-        seq.barrier()
-        seq.run()
-        with np.errstate(over="ignore"):
-            f = np.rint(acc.astype(np.float32) * m)
-        want = np.clip(np.clip(f, np.float32(-2e9), np.float32(2e9)).astype(np.int64) + zp, lo, hi)
-        np.testing.assert_array_equal(out.read(np.int32, len(acc)), want)
+        got, want, *_ = shader_requantize(get_device(_index(device)), lo, hi, 1 << 16)
+        np.testing.assert_array_equal(got, want)
 
 
 def check_plan_layer_kinds(device: str) -> None:
