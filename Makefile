@@ -68,7 +68,7 @@ vkinfer/_vkcore%: vkinfer/_native/vkcore.cpp vkinfer/_native/CMakeLists.txt
 	cp $(NATIVE_BUILD)/_vkcore$(EXT_SUFFIX) $@
 
 # The suite runs on every CPU the process may use (pytest-xdist, one test file per worker so a file's cached
-# models and builds are made once): 161 s on one core of a 2-core Zen 5, 86 s on both. PYTEST_WORKERS=0 runs
+# models and builds are made once): 134 s in one process on a 2-core Zen 5, 83 s on both. PYTEST_WORKERS=0 runs
 # it in one process.
 PYTEST_WORKERS ?= auto
 test: setup
