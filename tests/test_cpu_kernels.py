@@ -14,6 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from test_cpu_native import _host_has  # /proc/cpuinfo: independent of the library's CPUID checks
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC, TESTS, BUILD = ROOT / "cpu_fallback" / "src", ROOT / "cpu_fallback" / "tests", ROOT / "build" / "cpu"
@@ -37,11 +38,6 @@ def _build_and_run(cc: list[str], flags: list[str], sources: list[Path], out: Pa
     return r.stdout
 
 
-def _host_flags() -> set[str]:
-    m = re.search(r"^flags\s*:(.*)$", Path("/proc/cpuinfo").read_text(), re.M)
-    return set(m[1].split()) if m else set()
-
-
 AVX512_FLAGS = ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512vnni"]
 
 
@@ -52,15 +48,13 @@ def _summary(out: str, what: str) -> int:
     return int(m[1])
 
 
-@pytest.mark.skipif(platform.machine() != "x86_64", reason="x86 kernels run on x86-64 hosts only")
+@pytest.mark.skipif(platform.machine() != "x86_64" or not _host_has("avx2"),
+                    reason="the x86 kernels and the AVX-512 emulation need an x86-64 CPU with AVX2")
 def test_x86_kernels_under_asan():
     """Which kernels must have run follows from the host's CPU flags: AVX2 natively and the AVX-512 VNNI kernel
     through its scalar emulation (which checks itself against AVX2) wherever AVX2 runs, and the real VNNI kernel
     too where the CPU has AVX-512 VNNI. Each must report "ok", and the total must be positive."""
-    flags = _host_flags()
-    if "avx2" not in flags:
-        pytest.skip("this x86-64 CPU has no AVX2: neither the AVX2 kernels nor the AVX-512 emulation can run")
-    native_vnni = {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"} <= flags
+    native_vnni = _host_has("avx512f", "avx512bw", "avx512vl", "avx512_vnni")
     gcc = _need("gcc", "gcc")
     sources, extra = [TESTS / "x86_kernel_check.c", SRC / "kernels_avx2.c"], []
     if native_vnni:  # the real kernel, compiled on its own with its own flags (as cpu_fallback/Makefile does)
