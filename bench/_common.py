@@ -60,3 +60,25 @@ def git_revision(root: Path) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return rev + ("-dirty" if dirty else "")
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    """A GitHub-flavoured markdown table: columns padded to their widest cell, numbers right-aligned (a cell
+    that parses as a float, ignoring a trailing unit word, e.g. "2.66 M")."""
+    def numeric(cell: str) -> bool:
+        try:
+            float(cell.split()[0] if cell.strip() else "x")
+        except ValueError:
+            return False
+        return True
+
+    cols = list(zip(header, *rows, strict=True))
+    widths = [max(len(c) for c in col) for col in cols]
+    right = [all(numeric(c) or c in ("", "-") for c in col[1:]) and any(numeric(c) for c in col[1:]) for col in cols]
+
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right,
+                                                                                    strict=True)) + " |"
+
+    rule = "|" + "|".join(("-" * (w + 1) + ":") if r else "-" * (w + 2) for w, r in zip(widths, right, strict=True))
+    return "\n".join([line(header), rule + "|", *(line(r) for r in rows)])

@@ -2,7 +2,7 @@
 and the TFLite interpreter (.tflite models).
 
     .venv/bin/python bench/models.py [--repeat N] [--warmup W] [--vulkan-repeat N] [--only NAME[/FORMAT]]...
-                                     [--quick] [--no-vulkan] [--threads T]
+                                     [--quick] [--field] [--no-vulkan] [--threads T]
 
 ONNX models: vkinfer.models.zoo's mobilenet_v2 (width 1.0, 224x224, 1000 classes), mobilenet_v1 (the zoo's tiny
 default), shufflenet_like, resnext_like, dilated_net and mlp, built with seed 0 and statically quantized twice,
@@ -15,6 +15,14 @@ TFLite models (vkinfer.models.tflite_zoo, seed 0, MEAN pooling): mobilenet_v2, f
 MobileNetV2 1.0/224, 1000 classes, per-axis int8 weights), and tiny_cnn (16x16x3 input: CONV_2D, DEPTHWISE_CONV_2D,
 ADD, MEAN, FULLY_CONNECTED, SOFTMAX), formats tflite-i8 and tflite-u8. Every model is cached under
 build/models/bench/ (built once; delete that folder to rebuild them).
+
+Field group (vkinfer.models.field_zoo, seed 0, formats tflite-i8 and tflite-u8; part of the default set, alone
+with --field): ds_cnn_kws (DS-CNN-S keyword spotter, 49x10 MFCC), mobilenet_v2_kws (59x49 spectrogram),
+mobilenet_v1_vww (MobileNetV1 0.25, 96x96x3, visual wake words), resnet8 (MLPerf Tiny ResNet-8, 32x32x3). Their
+inputs are the 8-bit features themselves (no QUANTIZE in the graph), fed as seeded uniform integers over the
+type (field_zoo.field_inputs' distribution). They are rebuilt on every run (well under a second; never stale),
+timed on 1 thread only (MCU-class models, where threads only add synchronisation), and get their own geometric
+mean of the vkinfer/litert ratios and a markdown table (model, MACs, ops, litert and vkinfer medians, ratio).
 
 For every model and format, with one seeded input (ONNX: zoo.random_inputs; TFLite: uniform(-1, 1) float32):
 - the peer: onnxruntime for ONNX (CPUExecutionProvider, default graph optimizations, so QDQ is fused into
@@ -67,11 +75,11 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
-from _common import cpu_model, git_revision, interleaved, package_version
+from _common import cpu_model, git_revision, interleaved, markdown_table, package_version
 
 import vkinfer
 from vkinfer import cpu
-from vkinfer.models import tflite_zoo, zoo
+from vkinfer.models import field_zoo, tflite_zoo, zoo
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -83,7 +91,8 @@ MODEL_SEED = 0
 INPUT_SEED = 20240601  # the calibration data uses seeds 0..7 (zoo.quantize); the timed input is another draw
 QUANT = {"per_channel": True, "activation_type": "uint8", "weight_type": "int8", "reduce_range": True,
          "seed": 0, "num_calib": 8}
-# (name, format) -> (cache file stem, builder keyword arguments, builder) for the .tflite models.
+# (name, format) -> (cache file stem, builder keyword arguments, builder) for the .tflite models; the field
+# group's stems are only names (those models are not cached).
 TFLITE: dict[tuple[str, str], tuple[str, dict, Callable[..., bytes]]] = {
     ("mobilenet_v2", "tflite-i8"): ("mobilenet_v2-seed0-int8-224-w1.0-1000",
                                     {"seed": MODEL_SEED, "size": 224, "width": 1.0, "num_classes": 1000},
@@ -93,6 +102,9 @@ TFLITE: dict[tuple[str, str], tuple[str, dict, Callable[..., bytes]]] = {
     ("tiny_cnn", "tflite-u8"): ("tiny_cnn-seed0-uint8-mean-softmax", {"seed": MODEL_SEED, "dtype": "uint8"},
                                 tflite_zoo.tiny_cnn),
 }
+TFLITE_FORMATS = {"int8": "tflite-i8", "uint8": "tflite-u8"}
+TFLITE.update({(name, fmt): (f"field-{name}-seed{MODEL_SEED}-{d}", {"seed": MODEL_SEED, "dtype": d}, builder)
+               for name, builder in field_zoo.FIELD_MODELS.items() for d, fmt in TFLITE_FORMATS.items()})
 TFLITE_COMPARED = ("logits",)  # the tensor whose difference from TFLite is bounded
 TFLITE_BOUND = 1  # steps of the int8/uint8 logits (fixed-point vs float32 requantization; see the docstring)
 ONNX_BOUND = 0
@@ -126,6 +138,11 @@ class Case:
     def peer(self) -> str:
         return "litert" if self.tflite else "onnxruntime"
 
+    @property
+    def group(self) -> str:
+        """"field" for field_zoo's models (1 thread, uncached, their own summary), else "main"."""
+        return "field" if self.name in field_zoo.FIELD_MODELS else "main"
+
 
 CASES = [Case(n, f) for n in MODELS for f in FORMATS] + [Case(n, f) for n, f in TFLITE]
 
@@ -143,7 +160,10 @@ def _build(case: Case) -> bytes:
 
 
 def cached_model(case: Case) -> tuple[bytes, bool]:
-    """The serialized model (built and cached on first use) and whether it was built now."""
+    """The serialized model (built and cached on first use) and whether it was built now and cached. The field
+    group is built every time instead: each takes well under a second, and a cache would outlive builder edits."""
+    if case.group == "field":
+        return _build(case), False
     path = case.path
     if path.exists():
         return path.read_bytes(), False
@@ -202,13 +222,21 @@ def vkinfer_runner(model: bytes, feed: dict[str, np.ndarray], device: str) -> Ru
 
 
 def tflite_feed(model: bytes) -> dict[str, np.ndarray]:
-    """Seeded uniform(-1, 1) float32 for every input of the .tflite model (the range its calibration used)."""
+    """Seeded data for every input of the .tflite model: float32 inputs uniform(-1, 1) (the range tflite_zoo's
+    calibration used), 8-bit inputs (field_zoo's) uniform over the type (field_zoo.field_inputs' distribution)."""
     from ai_edge_litert.interpreter import Interpreter
 
     it = Interpreter(model_content=model)
     rng = np.random.default_rng(INPUT_SEED)
-    return {d["name"]: rng.uniform(-1.0, 1.0, tuple(d["shape"])).astype(d["dtype"])
-            for d in it.get_input_details()}
+    feed = {}
+    for d in it.get_input_details():
+        dt, shape = np.dtype(d["dtype"]), tuple(d["shape"])
+        if np.issubdtype(dt, np.integer):
+            info = np.iinfo(dt)
+            feed[d["name"]] = rng.integers(info.min, info.max, shape, endpoint=True, dtype=dt)
+        else:
+            feed[d["name"]] = rng.uniform(-1.0, 1.0, shape).astype(dt)
+    return feed
 
 
 @contextlib.contextmanager
@@ -265,7 +293,8 @@ def _row(case: Case, runtime: str, threads: int, t: np.ndarray, warmup: int, pee
          peer_threads: int | None = None, chk: dict | None = None) -> dict:
     """One table/JSON row: median and p90 ms of `t`, its ratio to the paired peer times, and the check."""
     med = 1e3 * float(np.median(t))
-    row = {"model": case.name, "format": case.fmt, "runtime": runtime, "threads": threads, "ms_median": med,
+    row = {"model": case.name, "format": case.fmt, "group": case.group, "runtime": runtime, "threads": threads,
+           "ms_median": med,
            "ms_p90": 1e3 * float(np.percentile(t, 90)), "repeat": len(t), "warmup": warmup}
     if peer_t is not None:
         row["peer"] = f"{case.peer}/{peer_threads}"
@@ -291,7 +320,8 @@ def _paired(case: Case, model: bytes, feed: dict[str, np.ndarray], device: str, 
             tv, tp = interleaved(vk[0], peer[0], warmup, repeat)
         except Exception as e:
             _, tp = interleaved(lambda: None, peer[0], warmup, repeat)
-            return {"model": case.name, "format": case.fmt, "runtime": runtime, "threads": threads,
+            return {"model": case.name, "format": case.fmt, "group": case.group, "runtime": runtime,
+                    "threads": threads,
                     "ms_median": None, "ms_p90": None, "repeat": 0, "warmup": warmup, "peer": f"{case.peer}/{threads}",
                     "exact": False, "ok": False, "error": f"{type(e).__name__}: {e}"}, tp
     return _row(case, runtime, threads, tv, warmup, tp, threads, chk), tp
@@ -307,7 +337,7 @@ def bench_case(case: Case, model: bytes, args: argparse.Namespace, vulkan: bool)
         peer_of, compared, bound = (lambda t: ort_runner(model, feed, t)), None, ONNX_BOUND
     peer_rows: list[dict] = []
     vk_rows: list[dict] = []
-    for t in sorted({1, args.threads}):
+    for t in [1] if case.group == "field" else sorted({1, args.threads}):
         row, tp = _paired(case, model, feed, "cpu", t, peer_of(t), compared, bound, args.warmup, args.repeat)
         peer_rows.append(_row(case, case.peer, t, tp, args.warmup))
         vk_rows.append(row)
@@ -395,7 +425,7 @@ def conditions(args: argparse.Namespace, vk: dict | None, vk_why: str | None, no
         "peers": {"onnx": "onnxruntime CPUExecutionProvider, default graph optimizations (ORT_ENABLE_ALL)",
                   "tflite": "ai-edge-litert Interpreter(model_content, num_threads), default op resolver "
                             "(XNNPACK delegate for CPU)"},
-        "cases": [c.key for c in args.cases], "quick": args.quick, "only": args.only,
+        "cases": [c.key for c in args.cases], "quick": args.quick, "field_only": args.field, "only": args.only,
         "tflite_skipped": args.tflite_skipped,
         "model_seed": MODEL_SEED, "input_seed": INPUT_SEED, "model_cache": str(CACHE.relative_to(ROOT)),
         "quantization": {**QUANT, "formats": list(FORMATS), "calibration": "MinMax, seeded standard-normal inputs",
@@ -428,6 +458,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help=f"only this model (every format) or model/format; repeatable. Models: {', '.join(names)}; "
                          f"formats: {', '.join(sorted({c.fmt for c in CASES}))}")
     ap.add_argument("--quick", action="store_true", help=f"smoke check: {', '.join(QUICK)} only, few runs")
+    ap.add_argument("--field", action="store_true",
+                    help=f"the field group only: {', '.join(field_zoo.FIELD_MODELS)} (1 thread)")
     ap.add_argument("--no-vulkan", action="store_true", help="time vkinfer's CPU backend and the peers only")
     ap.add_argument("--threads", type=int, default=None, help="the multi-threaded count T (default: detected)")
     args = ap.parse_args(argv)
@@ -446,7 +478,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                 ap.error(f"--only {sel}: not one of {', '.join(names)} or of {', '.join(c.key for c in CASES)}")
             cases += [c for c in hit if c not in cases]
     else:
-        cases = [c for c in CASES if not args.quick or c.name in QUICK]
+        cases = [c for c in CASES if (not args.quick or c.name in QUICK) and (not args.field or c.group == "field")]
     args.tflite_skipped = litert_missing() if any(c.tflite for c in cases) else None
     if args.tflite_skipped:
         if args.only and all(c.tflite for c in cases):
@@ -459,6 +491,35 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def geomean(values: list[float]) -> float:
     """Geometric mean of positive values."""
     return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def field_markdown(rows: list[dict], models: dict[Case, bytes]) -> str:
+    """The field group as a markdown table, one line per model and format (litert's median is the one paired with
+    vkinfer's CPU row), then the geometric means of the ratios; "" without field rows."""
+    if not models:
+        return ""
+    header = ["model", "format", "input", "MACs", "ops", "litert ms", "vkinfer cpu ms", "cpu / litert",
+              "vkinfer vulkan ms", "vulkan / litert", "vs litert"]
+    lines, ratios = [], {"cpu": [], "vulkan": []}
+
+    def fmt(v: float | None, spec: str) -> str:
+        return "-" if v is None else format(v, spec)
+
+    for case, blob in models.items():
+        d = field_zoo.describe(blob)
+        got = {r["runtime"]: r for r in rows if (r["model"], r["format"]) == (case.name, case.fmt)}
+        cpu_r, vk_r = got.get("vkinfer-cpu", {}), got.get("vkinfer-vulkan", {})
+        for key, r in (("cpu", cpu_r), ("vulkan", vk_r)):
+            if r.get("ratio_vs_peer") is not None:
+                ratios[key].append(r["ratio_vs_peer"])
+        lines.append([case.name, case.fmt, "x".join(map(str, d["input_shape"])) + " " + d["input_type"],
+                      f"{d['macs'] / 1e6:.2f} M", str(d["ops"]), fmt(cpu_r.get("peer_ms_median_paired"), ".3f"),
+                      fmt(cpu_r.get("ms_median"), ".3f"), fmt(cpu_r.get("ratio_vs_peer"), ".2f"),
+                      fmt(vk_r.get("ms_median"), ".3f"), fmt(vk_r.get("ratio_vs_peer"), ".2f"),
+                      "; ".join(f"{k} {verdict(r)}" for k, r in (("cpu", cpu_r), ("vulkan", vk_r)) if r)])
+    lines.append(["**geomean**", "", "", "", "", "", "", fmt(geomean(ratios["cpu"]) if ratios["cpu"] else None, ".2f"),
+                  "", fmt(geomean(ratios["vulkan"]) if ratios["vulkan"] else None, ".2f"), ""])
+    return markdown_table(header, lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -496,17 +557,23 @@ def main(argv: list[str] | None = None) -> int:
     summary: dict = {"all_within_bound": all_ok,
                      "all_exact": all(r["exact"] for r in rows if "exact" in r),
                      "geomean_ratio_vs_peer": {}}
-    groups = sorted({(r["peer"].split("/")[0], r["runtime"], r["threads"]) for r in rows if "ratio_vs_peer" in r})
-    for peer, runtime, t in groups:
-        g = geomean([r["ratio_vs_peer"] for r in rows if "ratio_vs_peer" in r and r["runtime"] == runtime
-                     and r["threads"] == t and r["peer"].startswith(peer + "/")])
-        summary["geomean_ratio_vs_peer"][f"{runtime}/{t} vs {peer}"] = g
-        table.append(f"geomean {runtime} on {t} thread(s) / {peer} on {t}: {g:.2f}")
+    # One geometric mean per group: the field models' own, apart from (and not diluting) the main set's.
+    groups = sorted({(r["group"], r["peer"].split("/")[0], r["runtime"], r["threads"]) for r in rows
+                     if "ratio_vs_peer" in r}, key=lambda k: (k[0] != "main", k))
+    for grp, peer, runtime, t in groups:
+        g = geomean([r["ratio_vs_peer"] for r in rows if "ratio_vs_peer" in r and r["group"] == grp
+                     and r["runtime"] == runtime and r["threads"] == t and r["peer"].startswith(peer + "/")])
+        prefix = "" if grp == "main" else f"{grp}: "
+        summary["geomean_ratio_vs_peer"][f"{prefix}{runtime}/{t} vs {peer}"] = g
+        table.append(f"geomean {prefix}{runtime} on {t} thread(s) / {peer} on {t}: {g:.2f}")
         print(table[-1])
+    field = field_markdown(rows, {c: m for c, m in models.items() if c.group == "field"})
+    if field:
+        print("\n" + field)
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / f"models-{now.strftime('%Y%m%dT%H%M%SZ')}.json"
-    out.write_text(json.dumps({"conditions": cond, "summary": summary, "table": table, "rows": rows}, indent=1)
-                   + "\n")
+    out.write_text(json.dumps({"conditions": cond, "summary": summary, "table": table, "field_markdown": field,
+                               "rows": rows}, indent=1) + "\n")
     print(f"wrote {out.relative_to(ROOT)}")
     if not all_ok:
         print("some vkinfer rows failed or differ from the peer's by more than the bound", file=sys.stderr)

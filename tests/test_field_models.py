@@ -1,0 +1,99 @@
+"""Field models (vkinfer.models.field_zoo: DS-CNN and MobileNetV2 keyword spotters, MobileNetV1 0.25 visual wake
+words, MLPerf Tiny ResNet-8, and the fixed-cost tiny convolution) in int8 and uint8 through
+vkinfer.InferenceSession on the CPU and on Vulkan, against ai-edge-litert's Interpreter (and ONNX Runtime for the
+ONNX tiny convolution).
+
+Bound: zero. Both the int8/uint8 ``logits`` and the SOFTMAX ``output`` must equal TFLite's exactly. The
+convolutions, MEAN and FULLY_CONNECTED follow XNNPACK's numerics (float32 multipliers, round half to even) and
+AVERAGE_POOL_2D, ADD and SOFTMAX are imported as TFLite's own arithmetic (vkinfer:TFLite*), so no rounding tie can
+fall differently (tests/test_tflite.py asserts the same bound for its MEAN and AVERAGE_POOL_2D models).
+"""
+
+import functools
+
+import numpy as np
+import pytest
+
+import vkinfer
+from vkinfer.models import field_zoo, tflite_zoo, zoo
+
+MODELS = [*field_zoo.FIELD_MODELS, "tiny_conv"]
+INPUT_SEEDS = range(3)
+
+
+@functools.cache
+def _blob(name: str, dtype: str) -> bytes:
+    builder = field_zoo.FIELD_MODELS.get(name, field_zoo.tiny_conv)
+    return builder(0, dtype)
+
+
+@functools.cache
+def _vulkan_missing() -> str | None:
+    """Why there is no Vulkan device to test on, or None."""
+    try:
+        return None if vkinfer.devices() else "no Vulkan device"
+    except vkinfer.VulkanUnavailableError as e:
+        return f"Vulkan unavailable: {e}"
+
+
+def _session(model, device: str):
+    if device == "vulkan" and _vulkan_missing():
+        pytest.skip(_vulkan_missing())
+    return vkinfer.InferenceSession(model, device=device)
+
+
+@pytest.mark.parametrize("device", ["cpu", "vulkan"])
+@pytest.mark.parametrize("dtype", ["int8", "uint8"])
+@pytest.mark.parametrize("name", MODELS)
+def test_matches_litert(name, dtype, device):
+    blob = _blob(name, dtype)
+    sess = _session(blob, device)
+    names = [o.name for o in sess.get_outputs()]
+    assert names == (["output"] if name == "tiny_conv" else ["logits", "output"])
+    for seed in INPUT_SEEDS:
+        feed = field_zoo.field_inputs(name, seed, dtype)
+        want = tflite_zoo.litert_run(blob, feed)
+        got = dict(zip(names, sess.run(None, feed), strict=True))
+        for n in names:
+            assert got[n].dtype == want[n].dtype == np.dtype(dtype) and got[n].shape == want[n].shape, n
+            d = np.abs(got[n].astype(np.int64) - want[n].astype(np.int64))
+            assert d.max() == 0, f"{name} {dtype} {device} input seed {seed}: {n} differs by up to {d.max()} " \
+                                 f"on {np.mean(d > 0):.1%} of values"
+
+
+@pytest.mark.parametrize("device", ["cpu", "vulkan"])
+def test_tiny_conv_onnx_matches_ort(device):
+    model = field_zoo.tiny_conv_onnx(0)
+    assert zoo.op_types(model) == ["QLinearConv"]
+    sess = _session(model.SerializeToString(), device)
+    for seed in INPUT_SEEDS:
+        feed = field_zoo.field_inputs("tiny_conv_onnx", seed)
+        assert feed["input"].dtype == np.uint8 and feed["input"].shape == (1, 8, 8, 8)
+        (want,) = zoo.ort_run(model, feed)
+        (got,) = sess.run(None, feed)
+        assert got.dtype == want.dtype == np.uint8
+        np.testing.assert_array_equal(got, want)
+
+
+# (input shape, ops, MACs) of each model: the published sizes (DS-CNN-S ~2.7 M MACs, MobileNetV1 0.25/96 ~7.5 M,
+# ResNet-8 ~12.5 M) and what the docstrings promise.
+EXPECTED = {
+    "ds_cnn_kws": ((1, 49, 10, 1), 13, 2_656_768),
+    "mobilenet_v2_kws": ((1, 59, 49, 1), 21, 1_882_848),
+    "mobilenet_v1_vww": ((1, 96, 96, 3), 31, 7_489_664),
+    "resnet8": ((1, 32, 32, 3), 16, 12_501_632),
+    "tiny_conv": ((1, 8, 8, 8), 1, 36_864),
+}
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_describe_and_inputs(name):
+    shape, ops, macs = EXPECTED[name]
+    for dtype in ("int8", "uint8"):
+        d = field_zoo.describe(_blob(name, dtype))
+        assert (d["input_shape"], d["ops"], d["macs"], d["input_type"]) == (shape, ops, macs, dtype)
+        assert "QUANTIZE" not in d["op_types"]  # the 8-bit features are the graph input, as in the field
+        x = field_zoo.field_inputs(name, 0, dtype)["input"]
+        assert x.shape == shape and x.dtype == np.dtype(dtype)
+    assert _blob(name, "int8") == field_zoo.FIELD_MODELS.get(name, field_zoo.tiny_conv)(0, "int8")  # seeded
+    assert _blob(name, "int8") != field_zoo.FIELD_MODELS.get(name, field_zoo.tiny_conv)(1, "int8")
