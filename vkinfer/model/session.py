@@ -27,7 +27,7 @@ from ..errors import VulkanUnavailableError
 from .graph import Graph, TensorInfo
 from .kernels import OPS
 from .onnx_import import import_onnx
-from .plan import CpuBackend, Plan, VulkanBackend, interpret
+from .plan import HOST, CpuBackend, Plan, VulkanBackend, interpret
 from .tflite_import import import_tflite, is_tflite
 
 
@@ -64,31 +64,84 @@ class InferenceSession:
     "vulkan:<which>", "cpu", "cpu:<variant>", "reference" or "auto" (module docstring).
     """
 
-    def __init__(self, model: str | os.PathLike | bytes, device: str = "auto"):
+    def __init__(self, model: str | os.PathLike | bytes, device: str = "auto",
+                 placement: dict[str, str] | None = None, threads: int | None = None):
+        """`placement`: node name -> "cpu", "cpu:<variant>", "vulkan", "vulkan:<which>" or "host", overriding
+        where those nodes run (the rest follow `device`); a name or device that does not exist, or a node the
+        device cannot run, raises ValueError naming the node and the reason. `threads`: CPU threads per run
+        (None: $VKINFER_CPU_THREADS, else vkinfer.cpu.default_threads(), read on each run).
+
+        Thread safety: `run` may be called from several threads at once. Each CPU segment's native graph and
+        each Vulkan segment's buffers serve one run at a time (a lock each), so concurrent runs on one
+        session are correct and take turns segment by segment; use one session per thread for parallel
+        throughput."""
         self.device = _pick_auto() if device == "auto" else device
         ops._backend(self.device, None)  # checks the device name and that it exists
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+            raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
+        self.threads = threads
         supported = {name: None for name in OPS}
         self.graph: Graph = import_tflite(model, supported) if is_tflite(model) else import_onnx(model, supported)
         for node in self.graph.nodes:
             # A layer can be prepared once only if everything but its activation is a model constant.
             node.attrs["_static"] = all(not n or n in self.graph.consts for n in node.inputs[1:])
+        self.placement = self._check_placement(placement)
         self._plans: dict[tuple, Plan] = {}
+        self._backends: dict[str, object] = {}
         kind, _, which = self.device.partition(":")
         self._compile = kind in ("vulkan", "cpu") and os.environ.get("VKINFER_PLAN", "1") != "0"
+        if self.placement and not self._compile:
+            raise ValueError(f"placement needs a compiled plan: device {self.device!r} with $VKINFER_PLAN="
+                             f"{os.environ.get('VKINFER_PLAN', '1')!r} interprets every node")
         if self._compile:
-            if kind == "vulkan":
-                from .._vk import get_device
-
-                self._backend = VulkanBackend(get_device(which or None))
-            else:
-                self._backend = CpuBackend(which or None)
+            self._backend = self._resolve(self.device)
             shapes = [t.shape for t in self.graph.inputs]
             if all(s is not None and all(isinstance(d, int) and d > 0 for d in s) for s in shapes):
                 # Static input shapes: compile now (trace, placement, packing, buffers, recording).
                 try:
                     self.plan({t.name: np.zeros(t.shape, t.dtype) for t in self.graph.inputs}, trial=True)
-                except (ValueError, TypeError):
-                    pass  # zeros are not valid for some input (a scale, say): compile on the first run instead
+                except (ValueError, TypeError) as e:
+                    if self.placement and "placement" in str(e):
+                        raise
+                    # zeros are not valid for some input (a scale, say): compile on the first run instead
+
+    def _check_placement(self, placement: dict[str, str] | None) -> dict[str, str]:
+        if placement is None:
+            return {}
+        if not isinstance(placement, dict):
+            raise TypeError(f"placement must be a dict of node name -> device, got {type(placement).__name__}")
+        names = {n.name for n in self.graph.nodes}
+        out = {}
+        for node, dev in placement.items():
+            if node not in names:
+                raise ValueError(f"placement names node {node!r}, which the model does not have (after import; "
+                                 f"`vkinfer info MODEL` lists the nodes)")
+            if not isinstance(dev, str):
+                raise ValueError(f"placement of node {node!r}: device must be a string, got {dev!r}")
+            if dev != HOST:
+                try:
+                    ops._backend(dev, None)
+                except ValueError as e:
+                    raise ValueError(f"placement of node {node!r}: {e}") from None
+                if dev.partition(":")[0] == "reference":
+                    raise ValueError(f'placement of node {node!r}: use "host" for the interpreter, not {dev!r}')
+            out[node] = dev
+        return out
+
+    def _resolve(self, name: str):
+        """The backend of a device name ("cpu", "cpu:<variant>", "vulkan", "vulkan:<which>")."""
+        if name not in self._backends:
+            kind, _, which = name.partition(":")
+            if kind == "vulkan":
+                from .._vk import get_device
+
+                be = VulkanBackend(get_device(which or None))
+            elif kind == "cpu":
+                be = CpuBackend(which or None)
+            else:
+                raise ValueError(f"no device {name!r}")
+            self._backends[name] = be
+        return self._backends[name]
 
     def plan(self, feed: dict[str, np.ndarray], trial: bool = False) -> Plan | None:
         """The compiled plan for the feed's input signature (made on first use), or None when this session
@@ -97,9 +150,22 @@ class InferenceSession:
         if not self._compile:
             return None
         sig = tuple((k, v.shape, v.dtype.str) for k, v in sorted(feed.items()))
-        if sig not in self._plans:
-            self._plans[sig] = Plan(self.graph, feed, self._backend, self.device)
-        return self._plans[sig]
+        plan = self._plans.get(sig)
+        if plan is None:
+            plan = self._plans[sig] = Plan(self.graph, feed, self._backend, self.device, self.placement,
+                                           self._resolve)
+            for be in self._backends.values():
+                save = getattr(getattr(be, "dev", None), "save_pipeline_cache", None)
+                if save is not None:
+                    save()
+        return plan
+
+    def _threads(self) -> int:
+        if self.threads is not None:
+            return self.threads
+        from ..cpu import default_threads
+
+        return default_threads()
 
     def get_inputs(self) -> list[NodeArg]:
         return [NodeArg(t) for t in self.graph.inputs]
@@ -130,7 +196,7 @@ class InferenceSession:
         names = output_names if output_names is not None else [t.name for t in g.outputs]
         plan = self.plan({t.name: values[t.name] for t in g.inputs})
         if plan is not None and set(names) <= {t.name for t in g.outputs}:
-            return plan.run({t.name: values[t.name] for t in g.inputs}, names)
+            return plan.run({t.name: values[t.name] for t in g.inputs}, names, self._threads())
         interpret(g, values, self.device)
         missing = [n for n in names if n not in values]
         if missing:

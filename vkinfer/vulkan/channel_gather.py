@@ -24,3 +24,15 @@ class ChannelGather:
 
     def bind(self, ins: list[Buffer], y: Buffer) -> list[Program]:
         return [self.dev.program("channel_gather", [ins[0], self.p_buf, y], self.groups, self.spec_consts)]
+
+
+# --- lowering (vkinfer/model/lowering.py) ---
+from ..model.lowering import Layer, channel_perm, lower, rows_width  # noqa: E402
+
+
+@lower("vulkan", "Transpose")
+def lower_channel_shuffle(ctx, node, backend):
+    if (perm := channel_perm(ctx, node)) is None:
+        return None
+    x = node.inputs[0]
+    return Layer(node, [x], node.outputs[0], ChannelGather(rows_width(ctx.shape(x))[0], perm, backend.dev))

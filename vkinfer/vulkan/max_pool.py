@@ -23,3 +23,28 @@ class MaxPool:
 
     def bind(self, ins: list[Buffer], y: Buffer) -> list[Program]:
         return [self.dev.program("max_pool", [ins[0], y], self.groups, self.spec_consts)]
+
+
+# --- lowering (vkinfer/model/lowering.py) ---
+from ..model.lowering import Layer, lower  # noqa: E402
+
+
+def pool_attrs(node) -> tuple | None:
+    """(kernel, strides, dilations, pads) of a 2-D MaxPool with explicit pads, else None."""
+    a = node.attrs
+    k = tuple(int(v) for v in a["kernel_shape"])
+    st = tuple(int(v) for v in a.get("strides") or (1, 1))
+    di = tuple(int(v) for v in a.get("dilations") or (1, 1))
+    pads = tuple(int(v) for v in a.get("pads") or (0, 0, 0, 0))
+    if len(k) != 2 or a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+        return None
+    return k, st, di, pads
+
+
+@lower("vulkan", "MaxPool")
+def lower_max_pool(ctx, node, backend):
+    x, y = node.inputs[0], node.outputs[0]
+    if not (ctx.quantized(x) and len(ctx.shape(x)) == 4 and not node.attrs.get("storage_order", 0)
+            and len(node.outputs) == 1) or (p := pool_attrs(node)) is None:
+        return None
+    return Layer(node, [x], y, MaxPool(ctx.shape(x), ctx.shape(y), ctx.dtype(x), *p, backend.dev))

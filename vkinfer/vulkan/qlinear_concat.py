@@ -37,3 +37,18 @@ class QLinearConcat:
     def bind(self, ins: list[Buffer], y: Buffer) -> list[Program]:
         return [self.dev.program("qlinear_concat", [x, t, y], groups, spec)
                 for x, (t, spec, groups) in zip(ins, self.parts, strict=True)]
+
+
+# --- lowering (vkinfer/model/lowering.py) ---
+from ..model.lowering import Layer, channel_concat_ok, concat_parts, concat_table, lower  # noqa: E402
+
+
+@lower("vulkan", "Concat", "com.microsoft:QLinearConcat")
+def lower_concat(ctx, node, backend):
+    parts = concat_parts(ctx, node)
+    if parts is None or not channel_concat_ok(ctx, node, parts[0], int(node.attrs["axis"])):
+        return None
+    xs, params, y = parts
+    dt = ctx.dtype(xs[0])
+    inputs = [(ctx.shape(x), concat_table(dt, p, y)) for x, p in zip(xs, params, strict=True)]
+    return Layer(node, xs, node.outputs[0], QLinearConcat(inputs, backend.dev))

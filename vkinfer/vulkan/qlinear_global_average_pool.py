@@ -26,3 +26,22 @@ class QLinearGlobalAveragePool:
     def bind(self, ins: list[Buffer], y: Buffer) -> list[Program]:
         return [self.dev.program("qlinear_global_average_pool", [ins[0], y], self.groups, self.spec_consts,
                                  self.push)]
+
+
+# --- lowering (vkinfer/model/lowering.py) ---
+from ..model.lowering import Layer, lower, static_params  # noqa: E402
+
+
+@lower("vulkan", "com.microsoft:QLinearGlobalAveragePool")
+def lower_gap(ctx, node, backend):
+    from ..reference.requant import QRANGE
+
+    ins = node.inputs
+    if not (ctx.quantized(ins[0]) and len(ctx.shape(ins[0])) == 4 and not node.attrs.get("channels_last", 0)
+            and static_params(ctx, node, (1, 2, 3, 4))):
+        return None
+    c, dt = ctx.g.consts, ctx.dtype(ins[0])
+    lo, hi = QRANGE[dt]
+    return Layer(node, [ins[0]], node.outputs[0], QLinearGlobalAveragePool(
+        ctx.shape(ins[0]), dt, c[ins[1]], c[ins[2]] if ins[2:3] and ins[2] else 0, c[ins[3]],
+        c[ins[4]] if ins[4:5] and ins[4] else 0, lo, hi, backend.dev))

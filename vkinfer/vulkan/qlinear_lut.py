@@ -51,3 +51,26 @@ class QLinearLut:
     def bind(self, ins: list[Buffer], y: Buffer) -> list[Program]:
         z = ins[1] if self.binary else ins[0]
         return [self.dev.program("qlinear_lut", [ins[0], z, self.t_buf, y], self.groups, self.spec_consts)]
+
+
+# --- lowering (vkinfer/model/lowering.py) ---
+from ..model.lowering import Layer, binary_fn, binary_mode, lower, static_params, unary_fn  # noqa: E402
+
+
+@lower("vulkan", "com.microsoft:QLinearAdd", "com.microsoft:QLinearMul", "vkinfer:TFLiteAdd")
+def lower_binary(ctx, node, backend):
+    ins = node.inputs
+    if not (mode := binary_mode(ctx, node)):
+        return None
+    table = binary_table(ctx.dtype(ins[0]), binary_fn(node, ctx.g.consts))
+    return Layer(node, [ins[0], ins[3]], node.outputs[0],
+                 QLinearLut(table, ctx.shape(ins[0]), backend.dev, mode == "row"))
+
+
+@lower("vulkan", "com.microsoft:QLinearLeakyRelu", "com.microsoft:QLinearSigmoid")
+def lower_unary(ctx, node, backend):
+    x = node.inputs[0]
+    if not (ctx.quantized(x) and static_params(ctx, node, (1, 2, 3, 4))):
+        return None
+    table = unary_table(ctx.dtype(x), unary_fn(node, ctx.g.consts))
+    return Layer(node, [x], node.outputs[0], QLinearLut(table, ctx.shape(x), backend.dev))

@@ -50,3 +50,20 @@ class QLinearMatMul:
         """The pipeline reading packed rows `a` and writing packed output `y`."""
         return self.dev.program(self.kernel, [a, self.w_buf, self.q_buf, y], self.groups,
                                 self.spec_consts, self.push)
+
+
+# --- lowering (vkinfer/model/lowering.py) ---
+from ..model.lowering import Layer, lower, static  # noqa: E402
+
+
+@lower("vulkan", "QLinearMatMul")
+def lower_matmul(ctx, node, backend):
+    from ..ops._spec import matmul_spec
+
+    if not (static(ctx, node, 1) and ctx.quantized(node.inputs[0])):
+        return None
+    spec = matmul_spec(*ctx.args(node)[:8])
+    a_shape = ctx.shape(node.inputs[0])
+    if len(a_shape) > 3 or a_shape[:-2] != spec.out_shape[:-2]:
+        return None  # A broadcast over B's batch: rows would not match the packed form
+    return Layer(node, [node.inputs[0]], node.outputs[0], QLinearMatMul(spec, backend.dev))

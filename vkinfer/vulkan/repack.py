@@ -38,3 +38,17 @@ class Repack:
 
     def bind(self, ins: list[Buffer], y: Buffer) -> list[Program]:
         return [self.dev.program("repack", [ins[0], y], self.groups, self.spec_consts)]
+
+
+# --- lowering (vkinfer/model/lowering.py) ---
+from ..model.lowering import ALIAS_OPS, Layer, alias_ok, lower, reshape_like  # noqa: E402
+
+
+@lower("vulkan", *ALIAS_OPS, "Transpose")
+def lower_reshape(ctx, node, backend):
+    x, y = node.inputs[0], node.outputs[0] if node.outputs else ""
+    if alias_ok(ctx, node):
+        return Layer(node, [x], y, alias=True)
+    if reshape_like(ctx, node):
+        return Layer(node, [x], y, Repack(ctx.shape(x), ctx.shape(y), backend.dev))
+    return None

@@ -24,3 +24,30 @@ class TFLiteAveragePool:
 
     def bind(self, ins: list[Buffer], y: Buffer) -> list[Program]:
         return [self.dev.program("tflite_average_pool", [ins[0], y], self.groups, self.spec_consts, self.push)]
+
+
+# --- lowering (vkinfer/model/lowering.py) ---
+from ..model.lowering import Layer, lower  # noqa: E402
+
+
+def tflite_pool_attrs(node, dt) -> tuple:
+    """(kernel, strides, pads, lo, hi) of a vkinfer:TFLiteAveragePool node on a tensor of dtype `dt`."""
+    from ..reference.requant import QRANGE
+
+    a = node.attrs
+    k = tuple(int(v) for v in a["kernel_shape"])
+    st = tuple(int(v) for v in a.get("strides") or (1, 1))
+    pads = tuple(int(v) for v in a.get("pads") or (0, 0, 0, 0))
+    lo = QRANGE[dt][0] if a.get("activation_min") is None else int(a["activation_min"])
+    hi = QRANGE[dt][1] if a.get("activation_max") is None else int(a["activation_max"])
+    return k, st, pads, lo, hi
+
+
+@lower("vulkan", "vkinfer:TFLiteAveragePool")
+def lower_tflite_average_pool(ctx, node, backend):
+    x, y = node.inputs[0], node.outputs[0]
+    if not (ctx.quantized(x) and len(ctx.shape(x)) == 4):
+        return None
+    dt = ctx.dtype(x)
+    return Layer(node, [x], y, TFLiteAveragePool(ctx.shape(x), ctx.shape(y), dt, *tflite_pool_attrs(node, dt),
+                                                 backend.dev))

@@ -1,0 +1,571 @@
+/* The native graph: a fixed list of operators over one arena (vkinfer_graph.h), and the data-movement
+ * and table operators (transpose, pad, concat, lut1, lut2, qadd, conv). One vki_graph_run per inference
+ * replaces a Python step per node: that step (ctypes marshalling, a new array, an XOR copy of int8
+ * inputs) cost 15-45 us per node, more than many small layers take to compute. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "graph_internal.h"
+#include "threadpool.h"
+
+#define FAIL(code, ...) do { vki_set_error(__VA_ARGS__); return code; } while (0)
+#define NAME_MAX_LEN 48
+
+typedef struct {
+    char name[NAME_MAX_LEN];
+    vki_op_run_fn run;
+    vki_op_free_fn free_fn;
+    void* params;
+    uint32_t n_refs;
+    vki_ref* refs;
+    uint64_t ns;
+} op_t;
+
+struct vki_graph {
+    uint8_t* arena;
+    uint64_t arena_bytes;
+    uint32_t n_ext;
+    uint64_t* ext_bytes;
+    op_t* ops;
+    uint32_t n_ops, cap_ops;
+    uint8_t** ptrs;   /* scratch: resolved operand addresses, max refs of any op */
+    uint32_t max_refs;
+    int32_t profiling;
+    uint64_t overhead_ns;
+    pthread_mutex_t lock;
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+vki_status vki_graph_create(uint64_t arena_bytes, uint32_t n_ext, const uint64_t* ext_bytes, vki_graph** out)
+{
+    if (!out) FAIL(VKI_EINVAL, "graph: out is NULL");
+    *out = NULL;
+    if (n_ext && !ext_bytes) FAIL(VKI_EINVAL, "graph: ext_bytes is NULL");
+    if (arena_bytes > (UINT64_C(1) << 40)) FAIL(VKI_EINVAL, "graph: arena of %llu bytes is too large",
+                                               (unsigned long long)arena_bytes);
+    vki_graph* g = calloc(1, sizeof *g);
+    if (!g) FAIL(VKI_ENOMEM, "graph: out of memory");
+    size_t ab = (size_t)((arena_bytes + 63) / 64 * 64);
+    g->arena = ab ? aligned_alloc(64, ab) : NULL;
+    g->ext_bytes = n_ext ? malloc(n_ext * sizeof *g->ext_bytes) : NULL;
+    if ((ab && !g->arena) || (n_ext && !g->ext_bytes)) {
+        free(g->arena);
+        free(g->ext_bytes);
+        free(g);
+        FAIL(VKI_ENOMEM, "graph: cannot allocate an arena of %llu bytes", (unsigned long long)arena_bytes);
+    }
+    if (ab) memset(g->arena, 0, ab);
+    if (n_ext) memcpy(g->ext_bytes, ext_bytes, n_ext * sizeof *g->ext_bytes);
+    g->arena_bytes = arena_bytes;
+    g->n_ext = n_ext;
+    pthread_mutex_init(&g->lock, NULL);
+    *out = g;
+    return VKI_OK;
+}
+
+void vki_graph_destroy(vki_graph* g)
+{
+    if (!g) return;
+    for (uint32_t i = 0; i < g->n_ops; i++) {
+        if (g->ops[i].free_fn) g->ops[i].free_fn(g->ops[i].params);
+        free(g->ops[i].refs);
+    }
+    free(g->ops);
+    free(g->ptrs);
+    free(g->arena);
+    free(g->ext_bytes);
+    pthread_mutex_destroy(&g->lock);
+    free(g);
+}
+
+vki_status vki_graph_write(vki_graph* g, uint64_t offset, const void* data, uint64_t bytes)
+{
+    if (!g || (bytes && !data)) FAIL(VKI_EINVAL, "graph write: NULL argument");
+    if (offset > g->arena_bytes || bytes > g->arena_bytes - offset)
+        FAIL(VKI_EINVAL, "graph write: %llu bytes at offset %llu outside the %llu-byte arena",
+             (unsigned long long)bytes, (unsigned long long)offset, (unsigned long long)g->arena_bytes);
+    if (bytes) memcpy(g->arena + offset, data, bytes);
+    return VKI_OK;
+}
+
+vki_status vki_graph_push(vki_graph* g, const char* name, vki_op_run_fn run, vki_op_free_fn free_fn, void* params,
+                          uint32_t n_refs, const vki_ref* refs, const uint64_t* need)
+{
+    vki_status st = VKI_OK;
+    if (!g || !run || n_refs > VKI_GRAPH_MAX_REFS || (n_refs && (!refs || !need))) {
+        vki_set_error("graph: bad operator %s", name ? name : "?");
+        st = VKI_EINVAL;
+        goto fail;
+    }
+    for (uint32_t i = 0; i < n_refs; i++) {
+        const vki_ref* r = &refs[i];
+        uint64_t cap;
+        if (r->ext == 0) {
+            cap = g->arena_bytes;
+        } else if (r->ext <= g->n_ext) {
+            cap = g->ext_bytes[r->ext - 1];
+        } else {
+            vki_set_error("%s: operand %u names external buffer %u of %u", name, i, r->ext - 1, g->n_ext);
+            st = VKI_EINVAL;
+            goto fail;
+        }
+        if (r->bytes != need[i] || r->offset > cap || r->bytes > cap - r->offset) {
+            vki_set_error("%s: operand %u is %llu bytes at offset %llu of a %llu-byte %s, the operator needs %llu",
+                          name, i, (unsigned long long)r->bytes, (unsigned long long)r->offset,
+                          (unsigned long long)cap, r->ext ? "external buffer" : "arena", (unsigned long long)need[i]);
+            st = VKI_EINVAL;
+            goto fail;
+        }
+        if (need[i] == 0) {
+            vki_set_error("%s: operand %u is empty", name, i);
+            st = VKI_EINVAL;
+            goto fail;
+        }
+    }
+    if (g->n_ops == g->cap_ops) {
+        uint32_t cap = g->cap_ops ? 2 * g->cap_ops : 16;
+        op_t* ops = realloc(g->ops, cap * sizeof *ops);
+        if (!ops) {
+            vki_set_error("graph: out of memory");
+            st = VKI_ENOMEM;
+            goto fail;
+        }
+        g->ops = ops;
+        g->cap_ops = cap;
+    }
+    if (n_refs > g->max_refs) {
+        uint8_t** p = realloc(g->ptrs, n_refs * sizeof *p);
+        if (!p) {
+            vki_set_error("graph: out of memory");
+            st = VKI_ENOMEM;
+            goto fail;
+        }
+        g->ptrs = p;
+        g->max_refs = n_refs;
+    }
+    op_t* op = &g->ops[g->n_ops];
+    memset(op, 0, sizeof *op);
+    op->refs = n_refs ? malloc(n_refs * sizeof *op->refs) : NULL;
+    if (n_refs && !op->refs) {
+        vki_set_error("graph: out of memory");
+        st = VKI_ENOMEM;
+        goto fail;
+    }
+    if (n_refs) memcpy(op->refs, refs, n_refs * sizeof *refs);
+    snprintf(op->name, sizeof op->name, "%s", name);
+    op->run = run;
+    op->free_fn = free_fn;
+    op->params = params;
+    op->n_refs = n_refs;
+    g->n_ops++;
+    return VKI_OK;
+fail:
+    if (free_fn) free_fn(params);
+    return st;
+}
+
+vki_status vki_graph_run(vki_graph* g, void* const* ext, uint32_t threads)
+{
+    if (!g) FAIL(VKI_EINVAL, "graph: NULL");
+    if (g->n_ext && !ext) FAIL(VKI_EINVAL, "graph: external buffers are NULL");
+    for (uint32_t k = 0; k < g->n_ext; k++)
+        if (!ext[k]) FAIL(VKI_EINVAL, "graph: external buffer %u is NULL", k);
+    if (threads == 0) threads = vki_default_threads();
+    vki_status st = VKI_OK;
+    pthread_mutex_lock(&g->lock);
+    uint64_t t0 = g->profiling ? now_ns() : 0, in_ops = 0;
+    for (uint32_t i = 0; i < g->n_ops && st == VKI_OK; i++) {
+        op_t* op = &g->ops[i];
+        for (uint32_t j = 0; j < op->n_refs; j++) {
+            const vki_ref* r = &op->refs[j];
+            g->ptrs[j] = (r->ext ? (uint8_t*)ext[r->ext - 1] : g->arena) + r->offset;
+        }
+        if (g->profiling) {
+            uint64_t a = now_ns();
+            st = op->run(op->params, g->ptrs, threads);
+            uint64_t d = now_ns() - a;
+            op->ns += d;
+            in_ops += d;
+        } else {
+            st = op->run(op->params, g->ptrs, threads);
+        }
+    }
+    if (g->profiling) g->overhead_ns += now_ns() - t0 - in_ops;
+    pthread_mutex_unlock(&g->lock);
+    return st;
+}
+
+uint32_t vki_graph_op_count(const vki_graph* g) { return g ? g->n_ops : 0; }
+const char* vki_graph_op_name(const vki_graph* g, uint32_t i) { return g && i < g->n_ops ? g->ops[i].name : ""; }
+void vki_graph_set_profiling(vki_graph* g, int32_t on) { if (g) g->profiling = on != 0; }
+uint64_t vki_graph_op_ns(const vki_graph* g, uint32_t i) { return g && i < g->n_ops ? g->ops[i].ns : 0; }
+uint64_t vki_graph_overhead_ns(const vki_graph* g) { return g ? g->overhead_ns : 0; }
+void vki_graph_reset_profile(vki_graph* g)
+{
+    if (!g) return;
+    pthread_mutex_lock(&g->lock);
+    for (uint32_t i = 0; i < g->n_ops; i++) g->ops[i].ns = 0;
+    g->overhead_ns = 0;
+    pthread_mutex_unlock(&g->lock);
+}
+
+/* ---- conv ---- */
+
+static vki_status conv_run(void* p, uint8_t* const* ptr, uint32_t threads)
+{
+    return vki_conv_run((vki_conv*)p, ptr[0], ptr[1], threads);
+}
+static void conv_free(void* p) { vki_conv_destroy((vki_conv*)p); }
+
+vki_status vki_graph_add_conv(vki_graph* g, const vki_conv_desc* desc, vki_ref x, vki_ref y)
+{
+    vki_conv* cv = NULL;
+    vki_status st = vki_conv_create(desc, &cv);
+    if (st != VKI_OK) return st;
+    uint32_t oh, ow;
+    vki_conv_output_shape(cv, &oh, &ow);
+    uint64_t need[2] = {vki_mul4(desc->n, desc->h, desc->w, desc->c), vki_mul4(desc->n, oh, ow, desc->m)};
+    vki_ref refs[2] = {x, y};
+    char name[NAME_MAX_LEN];
+    snprintf(name, sizeof name, "conv:%s", vki_conv_kernel(cv));
+    return vki_graph_push(g, name, conv_run, conv_free, cv, 2, refs, need);
+}
+
+/* ---- transpose ---- */
+
+#define MAX_RANK 6
+
+typedef struct {
+    uint32_t rank, elem;
+    uint8_t xor_byte;
+    uint64_t oshape[MAX_RANK];  /* output shape */
+    uint64_t istride[MAX_RANK]; /* input element stride for each output axis */
+    uint64_t count;
+} transpose_t;
+
+/* The innermost output axis is a contiguous run when its input stride is 1 (copy rows); otherwise a
+ * strided gather. NCHW <-> NHWC moves of small images are the common case (a few hundred us at most). */
+static vki_status transpose_run(void* p, uint8_t* const* ptr, uint32_t threads)
+{
+    const transpose_t* t = p;
+    const uint8_t* x = ptr[0];
+    uint8_t* y = ptr[1];
+    uint32_t r = t->rank;
+    uint64_t idx[MAX_RANK] = {0};
+    uint64_t inner = t->oshape[r - 1], is = t->istride[r - 1], outer = t->count / inner;
+    for (uint64_t o = 0; o < outer; o++) {
+        uint64_t base = 0;
+        for (uint32_t a = 0; a + 1 < r; a++) base += idx[a] * t->istride[a];
+        if (t->elem == 1) {
+            const uint8_t* src = x + base;
+            uint8_t* dst = y + o * inner;
+            if (is == 1) {
+                if (t->xor_byte) {
+                    for (uint64_t i = 0; i < inner; i++) dst[i] = src[i] ^ t->xor_byte;
+                } else {
+                    memcpy(dst, src, inner);
+                }
+            } else {
+                uint8_t xb = t->xor_byte;
+                for (uint64_t i = 0; i < inner; i++) dst[i] = src[i * is] ^ xb;
+            }
+        } else {
+            const uint32_t* src = (const uint32_t*)(const void*)x;
+            uint32_t* dst = (uint32_t*)(void*)y + o * inner;
+            if (is == 1) {
+                memcpy(dst, src + base, inner * 4);
+            } else {
+                for (uint64_t i = 0; i < inner; i++) {
+                    uint32_t v;
+                    memcpy(&v, (const uint8_t*)(src + base + i * is), 4);
+                    memcpy(dst + i, &v, 4);
+                }
+            }
+        }
+        for (int a = (int)r - 2; a >= 0; a--) {
+            if (++idx[a] < t->oshape[a]) break;
+            idx[a] = 0;
+        }
+    }
+    return VKI_OK;
+}
+
+vki_status vki_graph_add_transpose(vki_graph* g, uint32_t rank, const uint32_t* shape, const uint32_t* perm,
+                                   uint32_t elem, uint32_t xor_byte, vki_ref x, vki_ref y)
+{
+    if (rank < 1 || rank > MAX_RANK || !shape || !perm) FAIL(VKI_EINVAL, "transpose: rank must be 1..%d", MAX_RANK);
+    if (elem != 1 && elem != 4) FAIL(VKI_EINVAL, "transpose: element size must be 1 or 4");
+    if (xor_byte > 255 || (xor_byte && elem != 1)) FAIL(VKI_EINVAL, "transpose: bad xor byte");
+    transpose_t* t = calloc(1, sizeof *t);
+    if (!t) FAIL(VKI_ENOMEM, "transpose: out of memory");
+    uint64_t st[MAX_RANK];
+    uint64_t count = 1;
+    for (int a = (int)rank - 1; a >= 0; a--) {
+        st[a] = count;
+        count = vki_mul2(count, shape[a]);
+    }
+    uint32_t seen = 0;
+    for (uint32_t a = 0; a < rank; a++) {
+        if (perm[a] >= rank || (seen >> perm[a]) & 1) {
+            free(t);
+            FAIL(VKI_EINVAL, "transpose: perm is not a permutation of 0..%u", rank - 1);
+        }
+        seen |= 1u << perm[a];
+        t->oshape[a] = shape[perm[a]];
+        t->istride[a] = st[perm[a]];
+    }
+    t->rank = rank;
+    t->elem = elem;
+    t->xor_byte = (uint8_t)xor_byte;
+    t->count = count;
+    uint64_t need[2] = {vki_mul2(count, elem), vki_mul2(count, elem)};
+    vki_ref refs[2] = {x, y};
+    return vki_graph_push(g, "transpose", transpose_run, free, t, 2, refs, need);
+}
+
+/* ---- pad ---- */
+
+typedef struct {
+    uint32_t rank;
+    uint8_t value;
+    uint64_t ishape[MAX_RANK], oshape[MAX_RANK], pre[MAX_RANK];
+    uint64_t icount, ocount;
+} pad_t;
+
+static vki_status pad_run(void* p, uint8_t* const* ptr, uint32_t threads)
+{
+    const pad_t* t = p;
+    const uint8_t* x = ptr[0];
+    uint8_t* y = ptr[1];
+    uint32_t r = t->rank;
+    memset(y, t->value, t->ocount);
+    uint64_t inner = t->ishape[r - 1], outer = t->icount / inner;
+    uint64_t idx[MAX_RANK] = {0};
+    for (uint64_t o = 0; o < outer; o++) {
+        uint64_t off = 0;
+        for (uint32_t a = 0; a < r; a++) off = off * t->oshape[a] + (a + 1 < r ? idx[a] : 0) + t->pre[a];
+        memcpy(y + off, x + o * inner, inner);
+        for (int a = (int)r - 2; a >= 0; a--) {
+            if (++idx[a] < t->ishape[a]) break;
+            idx[a] = 0;
+        }
+    }
+    return VKI_OK;
+}
+
+vki_status vki_graph_add_pad(vki_graph* g, uint32_t rank, const uint32_t* shape, const uint32_t* pre,
+                             const uint32_t* post, uint32_t value, vki_ref x, vki_ref y)
+{
+    if (rank < 1 || rank > MAX_RANK || !shape || !pre || !post) FAIL(VKI_EINVAL, "pad: rank must be 1..%d", MAX_RANK);
+    if (value > 255) FAIL(VKI_EINVAL, "pad: value must be a byte");
+    pad_t* t = calloc(1, sizeof *t);
+    if (!t) FAIL(VKI_ENOMEM, "pad: out of memory");
+    t->rank = rank;
+    t->value = (uint8_t)value;
+    t->icount = t->ocount = 1;
+    for (uint32_t a = 0; a < rank; a++) {
+        t->ishape[a] = shape[a];
+        t->pre[a] = pre[a];
+        t->oshape[a] = (uint64_t)shape[a] + pre[a] + post[a];
+        t->icount = vki_mul2(t->icount, t->ishape[a]);
+        t->ocount = vki_mul2(t->ocount, t->oshape[a]);
+    }
+    uint64_t need[2] = {t->icount, t->ocount};
+    vki_ref refs[2] = {x, y};
+    return vki_graph_push(g, "pad", pad_run, free, t, 2, refs, need);
+}
+
+/* ---- concat ---- */
+
+typedef struct {
+    uint32_t n_in;
+    uint64_t rows, out_w;
+    uint32_t* widths;
+    uint8_t* tables;   /* n_in x 256 */
+    uint8_t* has_table;
+} concat_t;
+
+static void concat_free(void* p)
+{
+    concat_t* t = p;
+    if (!t) return;
+    free(t->widths);
+    free(t->tables);
+    free(t->has_table);
+    free(t);
+}
+
+static vki_status concat_run(void* p, uint8_t* const* ptr, uint32_t threads)
+{
+    const concat_t* t = p;
+    uint8_t* y = ptr[t->n_in];
+    uint64_t col = 0;
+    for (uint32_t i = 0; i < t->n_in; i++) {
+        const uint8_t* x = ptr[i];
+        uint32_t w = t->widths[i];
+        const uint8_t* tb = t->has_table[i] ? t->tables + 256 * (size_t)i : NULL;
+        for (uint64_t r = 0; r < t->rows; r++) {
+            uint8_t* d = y + r * t->out_w + col;
+            const uint8_t* s = x + r * w;
+            if (tb) {
+                for (uint32_t j = 0; j < w; j++) d[j] = tb[s[j]];
+            } else {
+                memcpy(d, s, w);
+            }
+        }
+        col += w;
+    }
+    return VKI_OK;
+}
+
+vki_status vki_graph_add_concat(vki_graph* g, uint32_t n_in, uint64_t rows, const uint32_t* widths,
+                                const uint8_t* const* tables, const vki_ref* xs, vki_ref y)
+{
+    if (n_in < 1 || n_in + 1 > VKI_GRAPH_MAX_REFS || !widths || !xs)
+        FAIL(VKI_EINVAL, "concat: 1 to %d inputs", VKI_GRAPH_MAX_REFS - 1);
+    concat_t* t = calloc(1, sizeof *t);
+    if (!t) FAIL(VKI_ENOMEM, "concat: out of memory");
+    t->n_in = n_in;
+    t->rows = rows;
+    t->widths = malloc(n_in * sizeof *t->widths);
+    t->tables = calloc(n_in, 256);
+    t->has_table = calloc(n_in, 1);
+    vki_ref refs[VKI_GRAPH_MAX_REFS];
+    uint64_t need[VKI_GRAPH_MAX_REFS];
+    if (!t->widths || !t->tables || !t->has_table) {
+        concat_free(t);
+        FAIL(VKI_ENOMEM, "concat: out of memory");
+    }
+    for (uint32_t i = 0; i < n_in; i++) {
+        t->widths[i] = widths[i];
+        t->out_w += widths[i];
+        if (tables && tables[i]) {
+            memcpy(t->tables + 256 * (size_t)i, tables[i], 256);
+            t->has_table[i] = 1;
+        }
+        refs[i] = xs[i];
+        need[i] = vki_mul2(rows, widths[i]);
+    }
+    refs[n_in] = y;
+    need[n_in] = vki_mul2(rows, t->out_w);
+    return vki_graph_push(g, "concat", concat_run, concat_free, t, n_in + 1, refs, need);
+}
+
+/* ---- tables ---- */
+
+typedef struct {
+    uint64_t n, b_period;
+    uint8_t* table;
+} lut_t;
+
+static void lut_free(void* p)
+{
+    lut_t* t = p;
+    if (t) free(t->table);
+    free(t);
+}
+
+static vki_status lut1_run(void* p, uint8_t* const* ptr, uint32_t threads)
+{
+    const lut_t* t = p;
+    const uint8_t* x = ptr[0];
+    uint8_t* y = ptr[1];
+    const uint8_t* tb = t->table;
+    for (uint64_t i = 0; i < t->n; i++) y[i] = tb[x[i]];
+    return VKI_OK;
+}
+
+static lut_t* lut_new(uint64_t n, uint64_t b_period, const uint8_t* table, size_t size)
+{
+    lut_t* t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    t->table = malloc(size);
+    if (!t->table) {
+        free(t);
+        return NULL;
+    }
+    memcpy(t->table, table, size);
+    t->n = n;
+    t->b_period = b_period;
+    return t;
+}
+
+vki_status vki_graph_add_lut1(vki_graph* g, uint64_t n, const uint8_t* table, vki_ref x, vki_ref y)
+{
+    if (!table) FAIL(VKI_EINVAL, "lut1: table is NULL");
+    lut_t* t = lut_new(n, 0, table, 256);
+    if (!t) FAIL(VKI_ENOMEM, "lut1: out of memory");
+    uint64_t need[2] = {n, n};
+    vki_ref refs[2] = {x, y};
+    return vki_graph_push(g, "lut1", lut1_run, lut_free, t, 2, refs, need);
+}
+
+static vki_status lut2_run(void* p, uint8_t* const* ptr, uint32_t threads)
+{
+    const lut_t* t = p;
+    return vki_lut2(ptr[0], ptr[1], ptr[2], t->n, t->b_period, t->table);
+}
+
+vki_status vki_graph_add_lut2(vki_graph* g, uint64_t n, uint64_t b_period, const uint8_t* table, vki_ref a,
+                              vki_ref b, vki_ref y)
+{
+    if (!table) FAIL(VKI_EINVAL, "lut2: table is NULL");
+    if (b_period > n || (b_period && n % b_period)) FAIL(VKI_EINVAL, "lut2: b_period must divide n");
+    lut_t* t = lut_new(n, b_period, table, 65536);
+    if (!t) FAIL(VKI_ENOMEM, "lut2: out of memory");
+    uint64_t need[3] = {n, b_period ? b_period : n, n};
+    vki_ref refs[3] = {a, b, y};
+    return vki_graph_push(g, "lut2", lut2_run, lut_free, t, 3, refs, need);
+}
+
+/* ---- QLinearAdd (ORT's float arithmetic) on canonical bytes ---- */
+
+typedef struct {
+    uint64_t n;
+    int32_t is_signed, lo, hi;
+    float ra, rb, fixed;
+} qadd_t;
+
+/* Signed operands are moved back from the canonical domain in cache-sized chunks (XOR 0x80), added with
+ * ORT's arithmetic, and the result moved back: three passes over 4 KiB that stay in L1. */
+#define QADD_CHUNK 4096
+static vki_status qadd_run(void* p, uint8_t* const* ptr, uint32_t threads)
+{
+    const qadd_t* t = p;
+    if (!t->is_signed) return vki_qlinear_add(ptr[0], ptr[1], ptr[2], t->n, 0, t->ra, t->rb, t->fixed, t->lo, t->hi);
+    uint8_t a[QADD_CHUNK], b[QADD_CHUNK];
+    for (uint64_t i = 0; i < t->n; i += QADD_CHUNK) {
+        size_t m = t->n - i < QADD_CHUNK ? (size_t)(t->n - i) : QADD_CHUNK;
+        for (size_t j = 0; j < m; j++) {
+            a[j] = ptr[0][i + j] ^ 0x80;
+            b[j] = ptr[1][i + j] ^ 0x80;
+        }
+        vki_status st = vki_qlinear_add(a, b, ptr[2] + i, m, 1, t->ra, t->rb, t->fixed, t->lo, t->hi);
+        if (st != VKI_OK) return st;
+        for (size_t j = 0; j < m; j++) ptr[2][i + j] ^= 0x80;
+    }
+    return VKI_OK;
+}
+
+vki_status vki_graph_add_qadd(vki_graph* g, uint64_t n, int32_t is_signed, float ra, float rb, float fixed,
+                              int32_t lo, int32_t hi, vki_ref a, vki_ref b, vki_ref y)
+{
+    int32_t qlo = is_signed ? -128 : 0, qhi = is_signed ? 127 : 255;
+    if (lo > hi || lo < qlo || hi > qhi) FAIL(VKI_EINVAL, "qadd: bad clamp [%d, %d]", lo, hi);
+    qadd_t* t = malloc(sizeof *t);
+    if (!t) FAIL(VKI_ENOMEM, "qadd: out of memory");
+    *t = (qadd_t){n, is_signed != 0, lo, hi, ra, rb, fixed};
+    uint64_t need[3] = {n, n, n};
+    vki_ref refs[3] = {a, b, y};
+    return vki_graph_push(g, "qadd", qadd_run, free, t, 3, refs, need);
+}

@@ -1,0 +1,33 @@
+/* How operator files (graph.c, pool.c, quant.c, ...) add themselves to a native graph. */
+#ifndef VKINFER_GRAPH_INTERNAL_H
+#define VKINFER_GRAPH_INTERNAL_H
+
+#include "internal.h"
+#include "vkinfer_graph.h"
+
+#define VKI_GRAPH_MAX_REFS 64
+
+/* An operator's body: ptr[i] is the resolved address of its i-th operand (in the order given to
+ * vki_graph_push); params is what the add function allocated. Returns VKI_OK (or a status with the error
+ * set, e.g. from vki_conv_run). */
+typedef vki_status (*vki_op_run_fn)(void* params, uint8_t* const* ptr, uint32_t threads);
+typedef void (*vki_op_free_fn)(void* params);
+
+/* Append an operator. Checks each ref against its buffer and against need[i] (the exact byte size the
+ * operator touches); on failure frees params with free_fn and returns VKI_EINVAL naming `name`. `name` is
+ * copied. The graph owns params from here on. */
+vki_status vki_graph_push(vki_graph* g, const char* name, vki_op_run_fn run, vki_op_free_fn free_fn, void* params,
+                          uint32_t n_refs, const vki_ref* refs, const uint64_t* need);
+
+/* Overflow-checked product helpers for the add functions' size computations (0 on overflow past 2^62). */
+static inline uint64_t vki_mul2(uint64_t a, uint64_t b)
+{
+    if (a && b > (UINT64_C(1) << 62) / a) return 0;
+    return a * b;
+}
+static inline uint64_t vki_mul4(uint64_t a, uint64_t b, uint64_t c, uint64_t d)
+{
+    return vki_mul2(vki_mul2(a, b), vki_mul2(c, d));
+}
+
+#endif

@@ -1,0 +1,153 @@
+"""The native graph (cpu_fallback/include/vkinfer_graph.h) through ctypes: operators added once, one C call
+per run over one arena.
+
+    g = NativeGraph(arena_bytes, ext_bytes=[in_bytes, out_bytes])
+    g.add("lut1", n, table, Ref(1, 0, n), Ref(0, 0, n))     # a ref: (buffer, offset, bytes); buffer 0 is
+    g.run([x, y])                                          # the arena, k >= 1 external buffer k - 1
+
+Operators take 8-bit tensors in the canonical unsigned domain (int8 XOR 0x80) and 4-D activations NHWC
+(see the header). Each `add` checks every range against its buffer in C; `run` checks the external arrays'
+sizes here, so the C code never touches memory outside them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+from . import _check, _ptr, lib
+
+_u32, _i32, _u64, _f32, _vp = ctypes.c_uint32, ctypes.c_int32, ctypes.c_uint64, ctypes.c_float, ctypes.c_void_p
+
+
+class _Ref(ctypes.Structure):
+    _fields_ = [("ext", _u32), ("unused", _u32), ("offset", _u64), ("bytes", _u64)]
+
+
+class Ref(NamedTuple):
+    """A tensor's byte range: buffer 0 is the arena, k >= 1 the run's external buffer k - 1."""
+
+    buf: int
+    offset: int
+    nbytes: int
+
+    def c(self) -> _Ref:
+        return _Ref(self.buf, 0, self.offset, self.nbytes)
+
+
+_REF = _Ref
+# Operator name -> argument types after the graph handle (vkinfer_graph.h). Refs are passed by value.
+SIGNATURES: dict[str, list] = {
+    "conv": [_vp, _REF, _REF],
+    "transpose": [_u32, _vp, _vp, _u32, _u32, _REF, _REF],
+    "pad": [_u32, _vp, _vp, _vp, _u32, _REF, _REF],
+    "concat": [_u32, _u64, _vp, _vp, _vp, _REF],
+    "lut1": [_u64, _vp, _REF, _REF],
+    "lut2": [_u64, _u64, _vp, _REF, _REF, _REF],
+    "qadd": [_u64, _i32, _f32, _f32, _f32, _i32, _i32, _REF, _REF, _REF],
+    "maxpool": [_u32] * 14 + [_REF, _REF],
+    "qgap": [_u32, _u32, _u32, _i32, _f32, _i32, _f32, _i32, _REF, _REF],
+    "qavgpool": [_u32] * 14 + [_i32, _i32, _f32, _i32, _f32, _i32, _REF, _REF],
+    "tflite_avgpool": [_u32] * 12 + [_i32, _i32, _i32, _REF, _REF],
+    "quantize": [_i32, _u32, _u32, _u64, _i32, _f32, _i32, _i32, _REF, _REF],
+    "dequantize": [_u32, _u32, _u64, _i32, _f32, _i32, _i32, _REF, _REF],
+    "tflite_softmax": [_u64, _u32, _vp, _i32, _f32, _i32, _i32, _REF, _REF],
+}
+
+
+def _declare(so: ctypes.CDLL) -> ctypes.CDLL:
+    if getattr(so, "_vki_graph_declared", False):
+        return so
+    so.vki_graph_create.argtypes = [_u64, _u32, _vp, ctypes.POINTER(_vp)]
+    so.vki_graph_destroy.argtypes = [_vp]
+    so.vki_graph_run.argtypes = [_vp, _vp, _u32]
+    so.vki_graph_op_count.argtypes = [_vp]
+    so.vki_graph_op_count.restype = _u32
+    so.vki_graph_op_name.argtypes = [_vp, _u32]
+    so.vki_graph_op_name.restype = ctypes.c_char_p
+    so.vki_graph_set_profiling.argtypes = [_vp, _i32]
+    so.vki_graph_op_ns.argtypes = [_vp, _u32]
+    so.vki_graph_op_ns.restype = _u64
+    so.vki_graph_overhead_ns.argtypes = [_vp]
+    so.vki_graph_overhead_ns.restype = _u64
+    so.vki_graph_reset_profile.argtypes = [_vp]
+    so.vki_graph_write.argtypes = [_vp, _u64, _vp, _u64]
+    for op, types in SIGNATURES.items():
+        fn = getattr(so, f"vki_graph_add_{op}", None)
+        if fn is not None:
+            fn.argtypes = [_vp, *types]
+    so._vki_graph_declared = True
+    return so
+
+
+def available(op: str) -> bool:
+    """Whether the library has operator `op` (a library built from an older tree may lack new ones)."""
+    return hasattr(lib(), f"vki_graph_add_{op}")
+
+
+def _arg(v):
+    """numpy arrays go as their data address (kept alive by the caller), refs as structs."""
+    if isinstance(v, Ref):
+        return v.c()
+    if isinstance(v, np.ndarray):
+        return _ptr(v)
+    return v
+
+
+class NativeGraph:
+    """A native graph: an arena of `arena_bytes` and external buffers of `ext_bytes` bytes each."""
+
+    def __init__(self, arena_bytes: int, ext_bytes: Sequence[int]):
+        so = _declare(lib())
+        self._so = so
+        self.ext_bytes = [int(b) for b in ext_bytes]
+        sizes = (_u64 * max(1, len(self.ext_bytes)))(*self.ext_bytes)
+        handle = _vp()
+        _check(so.vki_graph_create(int(arena_bytes), len(self.ext_bytes), sizes, ctypes.byref(handle)), "native graph")
+        self.handle = handle
+        self.arena_bytes = int(arena_bytes)
+
+    def add(self, op: str, *args) -> None:
+        """Append operator `op` (SIGNATURES) with its C arguments; arrays are copied by C or kept by the op."""
+        fn = getattr(self._so, f"vki_graph_add_{op}")
+        _check(fn(self.handle, *[_arg(a) for a in args]), f"native {op}")
+
+    def write(self, offset: int, data: np.ndarray) -> None:
+        """Copy `data`'s bytes into the arena at `offset` (constant operands, once, before any run)."""
+        b = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+        _check(self._so.vki_graph_write(self.handle, int(offset), _ptr(b), b.size), "native graph write")
+
+    def run(self, ext: Sequence[np.ndarray], threads: int = 0) -> None:
+        """Run every operator once; ext[k] is external buffer k (a C-contiguous array of exactly that size)."""
+        if len(ext) != len(self.ext_bytes):
+            raise ValueError(f"internal: {len(ext)} external buffers for a graph of {len(self.ext_bytes)}")
+        ptrs = (_vp * max(1, len(ext)))()  # per call: concurrent runs must not share it
+        for k, a in enumerate(ext):
+            if a.nbytes != self.ext_bytes[k] or not a.flags.c_contiguous:
+                raise ValueError(f"internal: external buffer {k} is {a.nbytes} bytes, the graph needs "
+                                 f"{self.ext_bytes[k]}")
+            ptrs[k] = _ptr(a)
+        _check(self._so.vki_graph_run(self.handle, ptrs, int(threads)), "native graph run")
+
+    def ops(self) -> list[str]:
+        """The operators' names in order ("conv:avx512vnni", "lut1", ...)."""
+        so = self._so
+        return [so.vki_graph_op_name(self.handle, i).decode() for i in range(so.vki_graph_op_count(self.handle))]
+
+    def profile(self, on: bool = True) -> None:
+        """Turn per-operator timers on (and reset them) or off."""
+        self._so.vki_graph_reset_profile(self.handle)
+        self._so.vki_graph_set_profiling(self.handle, int(on))
+
+    def times_ns(self) -> tuple[list[int], int]:
+        """(per-operator ns, ns spent in the run loop outside the operators), summed since `profile()`."""
+        so, h = self._so, self.handle
+        return [so.vki_graph_op_ns(h, i) for i in range(so.vki_graph_op_count(h))], so.vki_graph_overhead_ns(h)
+
+    def __del__(self):
+        if getattr(self, "handle", None):
+            self._so.vki_graph_destroy(self.handle)
+            self.handle = None

@@ -1,0 +1,17 @@
+"""Importing this registers every CPU lowering (each lives in its op's file). Order matters where two files
+lower one op type: QLinearAdd of equal shapes takes ORT's float arithmetic before the table; the channel
+shuffle is tried before the general reshape of a Transpose."""
+
+from . import (  # noqa: F401
+    max_pool,
+    pad,
+    qlinear_add,
+    qlinear_concat,
+    qlinear_conv,
+    qlinear_global_average_pool,
+    qlinear_lut,
+    qlinear_matmul,
+    quantize_linear,
+    reshape,
+    tflite_softmax,
+)

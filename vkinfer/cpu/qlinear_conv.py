@@ -1,0 +1,65 @@
+"""QLinearConv and QGemm (a 1x1 convolution over rows) in the native CPU graph."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from ..model.lowering import Layer, lower, static
+from ..ops._spec import ConvSpec
+from . import _Desc, _isa_index
+
+
+def desc(*, n, h, w, c, m, kh, kw, strides, dilations, pads, groups, weights, w_zp, bias, scale, x_zp, x_dtype,
+         out, isa) -> tuple[_Desc, list]:
+    """The C descriptor with canonical zero points (int8 input and output: +128), and the arrays it points at
+    (keep them alive until vki_graph_add_conv has packed them)."""
+    x_shift = 128 if np.dtype(x_dtype) == np.int8 else 0
+    y_shift = 128 if out.dtype == np.int8 else 0
+    keep = [np.ascontiguousarray(weights).view(np.uint8), np.ascontiguousarray(w_zp, np.int32),
+            np.ascontiguousarray(bias, np.int32), np.ascontiguousarray(scale, np.float32)]
+    d = _Desc(n=n, h=h, w=w, c=c, m=m, kh=kh, kw=kw, sh=strides[0], sw=strides[1], dh=dilations[0],
+              dw=dilations[1], pt=pads[0], pl=pads[1], pb=pads[2], pr=pads[3], groups=groups,
+              weights=keep[0].ctypes.data, w_signed=int(weights.dtype == np.int8), w_zp=keep[1].ctypes.data,
+              bias=keep[2].ctypes.data, scale=keep[3].ctypes.data, x_zp=x_zp + x_shift,
+              y_zp=out.zero_point + y_shift, y_lo=out.lo + y_shift, y_hi=out.hi + y_shift, isa=_isa_index(isa))
+    return d, keep
+
+
+def conv_desc(s: ConvSpec, isa: str | None) -> tuple[_Desc, list]:
+    """`desc` of a validated QLinearConv spec."""
+    n, c, h, w = s.x.shape
+    m, _, kh, kw = s.w.shape
+    return desc(n=n, h=h, w=w, c=c, m=m, kh=kh, kw=kw, strides=s.strides, dilations=s.dilations, pads=s.pads,
+                groups=s.group, weights=s.w, w_zp=s.w_zp, bias=s.bias, scale=s.out.m, x_zp=s.x_zp,
+                x_dtype=s.x.dtype, out=s.out, isa=isa)
+
+
+def conv_emit(spec: ConvSpec, isa: str | None):
+    def emit(g, ins, out, scratch):
+        d, _keep = conv_desc(spec, isa)
+        g.add("conv", ctypes.addressof(d), ins[0], out)
+    return emit
+
+
+@lower("cpu", "QLinearConv", "vkinfer:QLinearConvClamp")
+def lower_conv(ctx, node, backend):
+    from ..model.kernels import conv_node_spec
+
+    x = node.inputs[0]
+    if not (static(ctx, node, 1) and ctx.quantized(x)) or len(ctx.shape(x)) != 4:
+        return None
+    spec = conv_node_spec(node, ctx.args(node), node.attrs.get("activation"))
+    return Layer(node, [x], node.outputs[0], conv_emit(spec, backend.variant))
+
+
+@lower("cpu", "com.microsoft:QGemm", "vkinfer:QGemmClamp")
+def lower_qgemm(ctx, node, backend):
+    from ..model.kernels import qgemm_node_spec
+
+    x = node.inputs[0]
+    if not (static(ctx, node, 1) and ctx.quantized(x)) or node.attrs.get("transA", 0) or len(ctx.shape(x)) != 2:
+        return None
+    spec = qgemm_node_spec(node, ctx.args(node), node.attrs.get("activation"))
+    return Layer(node, [x], node.outputs[0], conv_emit(spec, backend.variant))

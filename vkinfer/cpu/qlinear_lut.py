@@ -1,0 +1,57 @@
+"""8-bit elementwise ops as tables in the native CPU graph: binary ops (QLinearAdd broadcasts, QLinearMul,
+TFLite ADD) as 65536-byte tables, unary ones (QLinearLeakyRelu, QLinearSigmoid, TFLite's 8-bit QUANTIZE) as
+256-byte tables. Every table is the numpy reference evaluated on all inputs, so the result is the
+reference's by construction; it is re-indexed for canonical bytes once."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..model.lowering import Layer, binary_fn, binary_mode, lower, static_params, unary_fn
+from ..vulkan.qlinear_lut import binary_table, unary_table
+from ._form import table1, table2
+
+
+def _lut1(node, x, dt_in, dt_out, raw, n):
+    t = table1(raw, dt_in, dt_out)
+
+    def emit(g, refs, out, scratch):
+        g.add("lut1", n, t, refs[0], out)
+    return Layer(node, [x], node.outputs[0], emit)
+
+
+@lower("cpu", "com.microsoft:QLinearAdd", "com.microsoft:QLinearMul", "vkinfer:TFLiteAdd")
+def lower_binary(ctx, node, backend):
+    a, b, y = node.inputs[0], node.inputs[3], node.outputs[0]
+    mode = binary_mode(ctx, node)
+    if not mode or (mode == "row" and len(ctx.shape(a)) == 5) or ctx.dtype(y) != ctx.dtype(a):
+        return None
+    t = table2(binary_table(ctx.dtype(a), binary_fn(node, ctx.g.consts)), ctx.dtype(a), ctx.dtype(y))
+    n = int(np.prod(ctx.shape(a)))
+    period = 0 if mode == "equal" else int(np.prod(ctx.shape(b)))
+
+    def emit(g, refs, out, scratch):
+        g.add("lut2", n, period, t, refs[0], refs[1], out)
+    return Layer(node, [a, b], y, emit)
+
+
+@lower("cpu", "com.microsoft:QLinearLeakyRelu", "com.microsoft:QLinearSigmoid")
+def lower_unary(ctx, node, backend):
+    x, y = node.inputs[0], node.outputs[0]
+    if not (ctx.quantized(x, y) and static_params(ctx, node, (1, 2, 3, 4))):
+        return None
+    raw = unary_table(ctx.dtype(x), unary_fn(node, ctx.g.consts))
+    return _lut1(node, x, ctx.dtype(x), ctx.dtype(y), raw, int(np.prod(ctx.shape(x))))
+
+
+@lower("cpu", "vkinfer:TFLiteQuantize")
+def lower_tflite_requantize(ctx, node, backend):
+    """TFLite's 8-bit -> 8-bit QUANTIZE (the float one is in quantize_linear.py)."""
+    from ..reference.tflite_quantize import tflite_quantize_op
+
+    x, y = node.inputs[0], node.outputs[0]
+    if not (ctx.quantized(x, y) and static_params(ctx, node, range(1, len(node.inputs)))):
+        return None
+    p = [ctx.g.consts[n] for n in node.inputs[1:]]
+    raw = unary_table(ctx.dtype(x), lambda v: tflite_quantize_op(v, *p))
+    return _lut1(node, x, ctx.dtype(x), ctx.dtype(y), raw, int(np.prod(ctx.shape(x))))

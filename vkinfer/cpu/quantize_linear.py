@@ -1,0 +1,72 @@
+"""The model's float edges in the native CPU graph, per tensor: ONNX QuantizeLinear (ORT's division), TFLite's
+float QUANTIZE (a multiply by the float32 reciprocal) and DequantizeLinear (TFLite's DEQUANTIZE imports as it),
+with the NCHW <-> NHWC move of 4-D tensors folded in. Per-axis parameters stay on the host."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .graph import available
+from ..model.lowering import Layer, lower
+from ..reference.quantize_linear import _params
+from ._form import is_8bit
+
+
+def _per_tensor(ctx, node, x, dtype):
+    """(scale, zero point) of a node with constant per-tensor parameters, else None."""
+    ins = node.inputs
+    if len(ins) < 2 or not all(ctx.const(n) for n in ins[1:3]) or not ins[1]:
+        return None
+    scale = np.asarray(ctx.g.consts[ins[1]])
+    zp = ctx.g.consts[ins[2]] if len(ins) > 2 and ins[2] else None
+    if scale.size != 1:
+        return None
+    s, z = _params(np.zeros((1,) * max(1, len(ctx.shape(x))), np.float32), scale, zp, 0, dtype)
+    return float(np.float32(s)), int(z)
+
+
+def _geometry(shape):
+    """(n, c, hw, nchw) of the C operator: 4-D tensors move between NCHW and NHWC."""
+    if len(shape) == 4:
+        n, c, h, w = shape
+        return n, c, h * w, 1
+    return 1, 1, int(np.prod(shape)), 0
+
+
+@lower("cpu", "QuantizeLinear", "vkinfer:TFLiteQuantize")
+def lower_quantize(ctx, node, backend):
+    if not available('quantize'):
+        return None
+    x, y = node.inputs[0], node.outputs[0]
+    if ctx.dtype(x) != np.float32 or not ctx.quantized(y) or len(ctx.shape(x)) == 5:
+        return None
+    if node.op == "vkinfer:TFLiteQuantize" and len(node.inputs) != 3:
+        return None
+    p = _per_tensor(ctx, node, x, ctx.dtype(y))
+    if p is None:
+        return None
+    mode = 1 if node.op == "vkinfer:TFLiteQuantize" else 0
+    n, c, hw, nchw = _geometry(ctx.shape(x))
+    signed = int(ctx.dtype(y) == np.int8)
+
+    def emit(g, refs, out, scratch):
+        g.add("quantize", mode, n, c, hw, nchw, p[0], p[1], signed, refs[0], out)
+    return Layer(node, [x], y, emit)
+
+
+@lower("cpu", "DequantizeLinear")
+def lower_dequantize(ctx, node, backend):
+    if not available('dequantize'):
+        return None
+    x, y = node.inputs[0], node.outputs[0]
+    if not is_8bit(ctx.dtype(x)) or ctx.dtype(y) != np.float32 or len(ctx.shape(x)) == 5:
+        return None
+    p = _per_tensor(ctx, node, x, ctx.dtype(x))
+    if p is None:
+        return None
+    n, c, hw, nchw = _geometry(ctx.shape(x))
+    signed = int(ctx.dtype(x) == np.int8)
+
+    def emit(g, refs, out, scratch):
+        g.add("dequantize", n, c, hw, nchw, p[0], p[1], signed, refs[0], out)
+    return Layer(node, [x], y, emit)

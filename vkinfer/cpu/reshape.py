@@ -1,0 +1,75 @@
+"""Reshapes and transposes of 8-bit tensors in the native CPU graph: aliases when the form's bytes stay in
+place, else one or two permutations (form -> host order -> the output's form), and the channel shuffle of a
+5-D transpose (0, 2, 1, 3, 4) as one permutation inside each pixel."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..model.lowering import ALIAS_OPS, Layer, alias_ok, channel_perm, lower, reshape_like
+from ._form import form_perm, same_bytes, u32, unform_perm
+
+
+@lower("cpu", "Transpose")
+def lower_channel_shuffle(ctx, node, backend):
+    x, y = node.inputs[0], node.outputs[0]
+    if channel_perm(ctx, node) is None:
+        return None
+    n, a, b, h, w = ctx.shape(x)
+    shape = u32([n * h * w, a, b])
+
+    def emit(g, refs, out, scratch):
+        g.add("transpose", 3, shape, u32([0, 2, 1]), 1, 0, refs[0], out)
+    return Layer(node, [x], y, emit)
+
+
+@lower("cpu", *ALIAS_OPS, "Transpose")
+def lower_reshape(ctx, node, backend):
+    x, y = node.inputs[0], node.outputs[0] if node.outputs else ""
+    if not reshape_like(ctx, node):
+        return None
+    xs, ys = ctx.shape(x), ctx.shape(y)
+    if alias_ok(ctx, node) or (same_bytes(xs) and same_bytes(ys)):
+        return Layer(node, [x], y, alias=True)
+    nbytes = int(np.prod(xs))
+    fx = [xs[p] for p in form_perm(xs)]
+    unform = u32(unform_perm(xs))
+    to_y = u32(form_perm(ys))
+    both = not same_bytes(xs) and not same_bytes(ys)
+
+    def emit(g, refs, out, scratch):
+        mid = scratch if both else out
+        if not same_bytes(xs):
+            g.add("transpose", len(xs), u32(fx), unform, 1, 0, refs[0], mid)
+        if not same_bytes(ys):
+            g.add("transpose", len(ys), u32(ys), to_y, 1, 0, mid if both else refs[0], out)
+    return Layer(node, [x], y, emit, scratch=nbytes if both else 0)
+
+
+
+
+def _compose(p1, p2) -> tuple[int, ...]:
+    """The permutation of a.transpose(p1).transpose(p2)."""
+    return tuple(p1[i] for i in p2)
+
+
+@lower("cpu", "Transpose")
+def lower_transpose(ctx, node, backend):
+    """Any transpose of an 8-bit tensor: one permutation from the input's form to the output's (an alias when
+    only size-1 axes move), e.g. a TFLite model's NHWC input turned NCHW, which is the CPU form already."""
+    x, y = node.inputs[0], node.outputs[0] if node.outputs else ""
+    if not y or not ctx.quantized(x, y):
+        return None
+    xs, ys = ctx.shape(x), ctx.shape(y)
+    perm = node.attrs.get("perm")
+    perm = tuple(range(len(xs)))[::-1] if perm is None else tuple(int(p) for p in perm)
+    q = _compose(_compose(unform_perm(xs), perm), form_perm(ys))
+    fx = [xs[p] for p in form_perm(xs)]
+    moved = [a for a in q if fx[a] != 1]
+    if moved == sorted(moved):
+        return Layer(node, [x], y, alias=True)
+    shape, qq = u32(fx), u32(q)
+
+    def emit(g, refs, out, scratch):
+        g.add("transpose", len(fx), shape, qq, 1, 0, refs[0], out)
+    return Layer(node, [x], y, emit)

@@ -1,0 +1,238 @@
+"""Lowering: which device form a node runs in, registered per (device kind, op type) by the op's own file.
+
+A lowering is `fn(ctx, node) -> Layer | None`: the node in the device's form (a Layer), or None when that
+device does not run this node (it then runs on the host, or a hand-given placement is refused with the
+reason). A ValueError from a lowering is such a refusal with its reason (a device limit, say). Each op's
+lowering lives in a file named after the op and registers itself with `@lower(kind, *ops)`:
+vkinfer/cpu/<op>.py for the native CPU graph, vkinfer/vulkan/<op>.py for Vulkan. The helpers below are
+what lowerings share: constants and traced shapes (`Ctx`), and the conditions under which a node keeps a
+device's form (channel concat, broadcast kinds of binary ops, reshapes that keep the bytes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from collections.abc import Callable
+
+import numpy as np
+
+from ..reference.qlinear_add import qlinear_add
+from ..reference.qlinear_concat import qlinear_concat
+from ..reference.qlinear_leaky_relu import qlinear_leaky_relu
+from ..reference.qlinear_mul import qlinear_mul
+from ..reference.qlinear_sigmoid import qlinear_sigmoid
+from .graph import Graph, Node
+
+LoweringFn = Callable[..., "Layer | None"]  # fn(ctx, node, backend)
+_REGISTRY: dict[tuple[str, str], list[LoweringFn]] = {}
+# The modules whose import registers each device kind's lowerings.
+_MODULES = {"cpu": "vkinfer.cpu.lowerings", "vulkan": "vkinfer.vulkan.lowerings"}
+
+
+def lower(kind: str, *ops: str) -> Callable[[LoweringFn], LoweringFn]:
+    """Register `fn` as the lowering of `ops` on device kind `kind` ("cpu", "vulkan")."""
+    def deco(fn: LoweringFn) -> LoweringFn:
+        for op in ops:
+            _REGISTRY.setdefault((kind, op), []).append(fn)
+        return fn
+    return deco
+
+
+def lowerings(kind: str, op: str) -> list[LoweringFn]:
+    """The lowerings registered for `op` on `kind` (importing that kind's op files on first use)."""
+    importlib.import_module(_MODULES[kind])
+    return _REGISTRY.get((kind, op), [])
+
+
+def lowered_ops(kind: str) -> set[str]:
+    """Every op type some lowering of `kind` may take."""
+    importlib.import_module(_MODULES[kind])
+    return {op for k, op in _REGISTRY if k == kind}
+
+
+def lower_node(kind: str, ctx: Ctx, node: Node, backend) -> Layer | None:
+    """The first registered lowering of `node` on `kind` that takes it; raises ValueError with the last
+    refusal's reason when one refused with a reason."""
+    why = None
+    for fn in lowerings(kind, node.op):
+        try:
+            layer = fn(ctx, node, backend)
+        except ValueError as e:
+            why = e
+            continue
+        if layer is not None:
+            return layer
+    if why is not None:
+        raise why
+    return None
+
+
+EIGHT_BIT = (np.dtype(np.uint8), np.dtype(np.int8))
+ALIAS_OPS = ("Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze")
+
+
+def rows_width(shape: tuple[int, ...]) -> tuple[int, int]:
+    """The packed (rows, width) form of a shape (vkinfer/vulkan/_layout.py): reshapes that keep it are aliases."""
+    from ..vulkan._layout import rows_width as rw
+
+    return rw(shape)
+
+
+@dataclasses.dataclass
+class Layer:
+    """A node the backend runs in its own form: `acts` are its activation inputs (in that form); `alias`
+    layers only reinterpret their input (a reshape that keeps the packed bytes); `impl` is the backend's."""
+
+    node: Node
+    acts: list[str]
+    out: str
+    impl: object = None
+    alias: bool = False
+    scratch: int = 0  # CPU: bytes of temporary arena space the layer's operators need
+
+
+class Ctx:
+    """What a layer factory may look at: constants, traced shapes/dtypes."""
+
+    def __init__(self, g: Graph, info: dict):
+        self.g, self.info = g, info
+
+    def const(self, name: str) -> bool:
+        return not name or name in self.g.consts
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return self.info[name][0]
+
+    def dtype(self, name: str) -> np.dtype:
+        return self.info[name][1]
+
+    def args(self, node: Node, acts: int = 1) -> list:
+        """The node's input values for spec building: zeros for activations, constants for the rest."""
+        out = []
+        for i, n in enumerate(node.inputs):
+            if not n:
+                out.append(None)
+            elif n in self.g.consts:
+                out.append(self.g.consts[n])
+            elif i < acts:
+                out.append(np.zeros(self.shape(n), self.dtype(n)))
+            else:
+                raise ValueError("not constant")
+        return out
+
+    def quantized(self, *names: str) -> bool:
+        return all(n in self.info and self.info[n][1] in EIGHT_BIT for n in names)
+
+
+def static(ctx: Ctx, node: Node, acts: int) -> bool:
+    return all(ctx.const(n) for n in node.inputs[acts:])
+
+
+def reshape_like(ctx: Ctx, node: Node) -> bool:
+    """A node that keeps the row-major order of a quantized tensor's elements: the reshape family, or a
+    Transpose that only moves size-1 axes."""
+    x, y = node.inputs[0], node.outputs[0] if node.outputs else ""
+    if not x or not ctx.quantized(x, y):
+        return False
+    if node.op in ALIAS_OPS:
+        return True
+    if node.op == "Transpose":
+        shape, perm = ctx.shape(x), node.attrs.get("perm")
+        perm = list(range(len(shape)))[::-1] if perm is None else [int(p) for p in perm]
+        moved = [p for p in perm if shape[p] != 1]
+        return moved == sorted(moved)
+    return False
+
+
+def alias_ok(ctx: Ctx, node: Node) -> bool:
+    """A reshape-like node whose input and output share one packed form: nothing to run."""
+    return reshape_like(ctx, node) and rows_width(ctx.shape(node.inputs[0])) == rows_width(ctx.shape(node.outputs[0]))
+
+
+def channel_concat_ok(ctx: Ctx, node: Node, xs: list[str], axis: int) -> bool:
+    rank = len(ctx.shape(xs[0]))
+    axis = axis % rank if rank else 0
+    return rank >= 1 and ctx.quantized(*xs, node.outputs[0]) and axis == (1 if rank == 4 else rank - 1)
+
+
+def binary_mode(ctx: Ctx, node: Node) -> str | None:
+    """How a QLinearAdd/Mul runs as a table lookup: "equal" shapes, "row" (b is one row of a's channels,
+    broadcast), or None (the host runs it). The table is built on flat operands, where ONNX Runtime never
+    swaps the operands, so broadcasts for which it would swap them stay on the host."""
+    from ..reference.qlinear_add import _input0_is_scalar
+
+    a, b, y = node.inputs[0], node.inputs[3], node.outputs[0]
+    if not (ctx.quantized(a, b) and static_params(ctx, node, (1, 2, 4, 5, 6, 7))):
+        return None
+    sa, sb = ctx.shape(a), ctx.shape(b)
+    if ctx.shape(y) != sa or not sa or _input0_is_scalar(sa, sb):
+        return None
+    if sa == sb:
+        return "equal"
+    ch = 1 if len(sa) == 4 else len(sa) - 1
+    row = tuple(sa[ch] if i == ch else 1 for i in range(len(sa)))
+    if sb == row or (len(sa) < 4 and sb == (sa[-1],)):
+        return "row"
+    return None
+
+
+def channel_perm(ctx: Ctx, node: Node) -> np.ndarray | None:
+    """A Transpose that only permutes channels in the packed form (5-D (N, A, B, H, W) with perm
+    (0, 2, 1, 3, 4)): output channel -> input channel, else None."""
+    x = node.inputs[0]
+    perm = tuple(int(p) for p in node.attrs.get("perm") or ())
+    if not ctx.quantized(x) or len(ctx.shape(x)) != 5 or perm != (0, 2, 1, 3, 4):
+        return None
+    _, a, b, _, _ = ctx.shape(x)
+    return np.arange(a * b).reshape(a, b).T.reshape(-1)
+
+
+def static_params(ctx: Ctx, node: Node, idx) -> bool:
+    return all(i >= len(node.inputs) or ctx.const(node.inputs[i]) for i in idx)
+
+
+def binary_fn(node: Node, consts: dict) -> Callable:
+    """The reference of a QLinearAdd/Mul node as fn(a, b) over its constant parameters."""
+    p = [consts.get(n) if n else None for n in node.inputs]
+    if node.op == "vkinfer:TFLiteAdd":
+        from ..reference.tflite_add import tflite_add
+
+        lo, hi = node.attrs.get("activation_min"), node.attrs.get("activation_max")
+        return lambda a, b: tflite_add(a, p[1], p[2], b, p[4], p[5], p[6], p[7], lo, hi)
+    ref = qlinear_add if node.op.endswith("QLinearAdd") else qlinear_mul
+    return lambda a, b: ref(a, p[1], p[2], b, p[4], p[5], p[6], p[7])
+
+
+def unary_fn(node: Node, consts: dict) -> Callable:
+    p = [consts.get(n) if n else None for n in node.inputs]
+    if node.op.endswith("QLinearSigmoid"):
+        return lambda x: qlinear_sigmoid(x, *p[1:5])
+    alpha = float(node.attrs.get("alpha", 0.01))
+    return lambda x: qlinear_leaky_relu(x, *p[1:5], alpha=alpha)
+
+
+def concat_parts(ctx: Ctx, node: Node) -> tuple[list[str], list, Callable | None] | None:
+    """(activation inputs, per-input (scale, zp) or None, output (scale, zp)) of a (QLinear)Concat node."""
+    if node.op == "Concat":
+        return node.inputs, [None] * len(node.inputs), None
+    if not static_params(ctx, node, [0, 1] + [i for i in range(2, len(node.inputs)) if (i - 2) % 3]):
+        return None
+    c = ctx.g.consts
+    xs = [node.inputs[i] for i in range(2, len(node.inputs), 3)]
+    params = [(c[node.inputs[i + 1]], c[node.inputs[i + 2]]) for i in range(2, len(node.inputs), 3)]
+    return xs, params, (c[node.inputs[0]], c[node.inputs[1]])
+
+
+def concat_table(dtype, p, y) -> np.ndarray | None:
+    """The 256-byte requantization table of one QLinearConcat input (None: copied as is), from the reference."""
+    if p is None:
+        return None
+    from ..vulkan.qlinear_lut import unary_table
+
+    xs, xz = p
+    if np.float32(xs) == np.float32(y[0]) and np.asarray(xz) == np.asarray(y[1]):
+        return None
+    return unary_table(dtype, lambda v: qlinear_concat(y[0], y[1], [(v, xs, xz)], axis=0))
+
+

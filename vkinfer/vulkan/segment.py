@@ -1,0 +1,94 @@
+"""The Vulkan runner: a segment of Vulkan-placed nodes recorded once into one command sequence (uploads, every
+dispatch with a barrier before it, downloads) over buffers planned by lifetime (vkinfer/model/memory.py), so
+a segment is one submit per inference."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..model.memory import lifetimes, plan_slots
+from ._layout import from_packed, packed_words, to_packed
+
+
+def _bind(impl, ins: list, y) -> list:
+    """Programs of a Vulkan layer: convolutions and matmuls bind one input, the others a list."""
+    from . import QLinearConv, QLinearMatMul
+
+    if isinstance(impl, QLinearConv | QLinearMatMul):
+        return [impl.bind(ins[0], y)]
+    return impl.bind(ins, y)
+
+
+class VulkanSegment:
+    """Layers in order on device `dev`; `inputs` come from the host (model constants are uploaded once),
+    `outputs` go back to it."""
+
+    kind = "vulkan"
+
+    def __init__(self, dev, layers, inputs: list[str], outputs: list[str], info: dict, consts: dict):
+        self.dev, self.layers, self.info = dev, layers, info
+        root: dict[str, str] = {}
+        for lay in layers:
+            if lay.alias:
+                root[lay.out] = root.get(lay.acts[0], lay.acts[0])
+
+        def r(t):
+            return root.get(t, t)
+
+        const_in = [t for t in dict.fromkeys(a for lay in layers for a in lay.acts) if t in consts]
+        self.const_bufs = {}
+        for name in const_in:
+            b = dev.buffer(max(4, 4 * packed_words(info[name][0])))
+            b.write(to_packed(consts[name]))
+            seq = dev.sequence()
+            seq.upload(b)
+            seq.barrier()
+            seq.run()
+            self.const_bufs[name] = b
+        ups = [r(t) for t in inputs if t not in consts]
+        self.inputs = [t for t in inputs if t not in consts]
+        events = [(0, ups, [])] if ups else []
+        step = len(events)
+        for lay in layers:
+            if not lay.alias:
+                events.append((step, [r(lay.out)], [r(a) for a in lay.acts if a not in consts]))
+                step += 1
+        downs = [r(t) for t in outputs]
+        if downs:
+            events.append((step, [], downs))
+        sizes = {x: 4 * packed_words(info[x][0]) for _, w, rd in events for x in (*w, *rd)}
+        lts = lifetimes(events, sizes)
+        slot_of, slot_sizes = plan_slots(lts)
+        staged = {slot_of[x] for x in (*ups, *downs)}
+        self.peak_bytes = sum(slot_sizes)
+        self.buffers = [dev.buffer(max(n, 4), staged=i in staged) for i, n in enumerate(slot_sizes)]
+
+        def buf(x):
+            return self.const_bufs[x] if x in self.const_bufs else self.buffers[slot_of[r(x)]]
+        self.ups = [(t, buf(t)) for t in self.inputs]
+        self.downs = [(t, buf(t), packed_words(info[t][0]), *info[t]) for t in outputs]
+        seq = dev.sequence()
+        seq.barrier()  # the previous run's (or segment's) reads finish before we overwrite
+        if self.ups:
+            seq.upload(*dict.fromkeys(b for _, b in self.ups))
+        for lay in layers:
+            if not lay.alias:
+                for prog in _bind(lay.impl, [buf(a) for a in lay.acts], buf(lay.out)):
+                    seq.barrier()
+                    seq.dispatch(prog)
+        seq.barrier()
+        if self.downs:
+            seq.download(*dict.fromkeys(b for _, b, *_ in self.downs))
+            seq.barrier()
+        self.seq = seq
+
+    def run(self, values, threads: int = 0) -> None:
+        """Upload the inputs from `values`, submit once, read the outputs back into `values`."""
+        with self.dev.lock:  # the planned buffers are shared by every caller of this segment
+            for name, b in self.ups:
+                b.write(to_packed(values[name]))
+            self.seq.run()
+            outs = [(name, from_packed(b.read(np.uint32, words), shape, dtype))
+                    for name, b, words, shape, dtype in self.downs]
+        for name, a in outs:
+            values[name] = a
