@@ -53,7 +53,7 @@ def test_info_vulkan_plan_on_tflite(tmp_path, capsys):
     path.write_bytes(tflite_zoo.mobilenet_v2(seed=0, size=32, width=0.35, num_classes=10))
     assert main(["info", str(path), "--device", "vulkan"]) == 0
     out = capsys.readouterr().out
-    assert "; 1 Vulkan submission(s) per run" in out and "planned by lifetime" in out
+    assert "and 1 Vulkan submission(s) per run" in out and "planned by lifetime" in out
     assert "x QLinearConv" in out and "runs on vulkan" in out and "peak activation memory" in out
 
 

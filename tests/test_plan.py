@@ -99,8 +99,9 @@ def test_buffers_are_reused_by_lifetime():
     q = zoo.quantize(zoo.mobilenet_v2(0.35, 48, 10), fmt="qoperator", per_channel=True, reduce_range=True)
     sess = vkinfer.InferenceSession(q.SerializeToString(), device="vulkan")
     plan = sess.plan(zoo.random_inputs(q))
-    runner = plan.runner
-    dev_tensors = {s.layer.out for s in plan.steps if s.kind == "dev" and not s.layer.alias}
+    [seg] = [s for s in plan.segments if s.device.startswith("vulkan")]
+    runner = seg.runner
+    dev_tensors = {lay.out for lay in runner.layers if not lay.alias}
     total = sum(4 * -(-plan.info[t][0][1] // 4) * int(np.prod(plan.info[t][0][2:])) for t in dev_tensors
                 if len(plan.info[t][0]) == 4)
     assert len(runner.buffers) < len(dev_tensors) / 4
@@ -132,7 +133,11 @@ def test_compiled_edges_keep_the_interpreters_errors(device):
     q = zoo.quantize(zoo.mlp(), fmt="qoperator", per_channel=True, reduce_range=True)
     sess = vkinfer.InferenceSession(q.SerializeToString(), device=device)
     x = zoo.random_inputs(q)["input"]
-    assert sess.plan({"input": x}).steps[0].fast is not None  # the QuantizeLinear edge takes the fast path
+    first = sess.plan({"input": x}).segments[0]
+    if device == "vulkan":
+        assert first.runner.fast[0] is not None  # the QuantizeLinear edge takes the host's fast path
+    else:
+        assert first.device == "cpu" and first.runner.ops()[0] == "quantize"  # in the native graph
     x[0, 3] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         sess.run(None, {"input": x})

@@ -9,11 +9,17 @@ once and replays them with one submit per `run()`.
 
 from __future__ import annotations
 
+import atexit
 import functools
+import hashlib
 import os
+import struct
 import threading
+import warnings
+import weakref
 from collections.abc import MutableMapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -138,41 +144,92 @@ def _pick(spec: int | str | None) -> DeviceInfo:
 
 
 class Buffer:
-    """Device memory of `nbytes`; `staged` buffers can be written from and read back to the host."""
+    """Device memory of `nbytes` (a multiple of 4).
+
+    `staged` buffers can be written from and read back to the host. On a device with unified memory
+    (`Device.zero_copy`) they are `direct`: the host writes the very memory the shaders read, and
+    `Sequence.upload`/`download` record no copies. Otherwise the host side is a staging copy that a
+    recorded upload copies to the device and a recorded download copies back.
+    """
 
     def __init__(self, raw: Any, staged: bool):
         self.raw, self.staged, self.nbytes = raw, staged, raw.nbytes
+        self.direct: bool = raw.kind == "direct"
 
     def write(self, data: np.ndarray, offset: int = 0) -> None:
-        """Copy `data` into the host staging memory at byte `offset` (uploaded by the next recorded upload)."""
+        """Copy `data` into the host-visible memory at byte `offset` (seen by the next run of a sequence
+        that uploads this buffer)."""
         self.raw.write(np.ascontiguousarray(data), offset)
 
     def read(self, dtype: np.dtype, count: int, offset: int = 0) -> np.ndarray:
-        """`count` values of `dtype` from the host staging memory (filled by the last recorded download)."""
+        """`count` values of `dtype` from the host-visible memory (filled by the last run of a sequence
+        that downloads this buffer)."""
         out = np.empty(count, dtype)
         self.raw.read_into(out, offset)
         return out
 
+    def write_nchw(self, x: np.ndarray) -> None:
+        """Pack a uint8/int8 tensor straight into the buffer (native `_layout.to_packed`): 4-D NCHW as NHWC
+        rows of C, 5-D (N, A, B, H, W) as rows of A*B, any other rank as rows of its last axis; each row
+        zero padded to a multiple of 4 bytes. Raises TypeError for another dtype or a non-array, ValueError
+        when the packed tensor does not fit."""
+        if not isinstance(x, np.ndarray):
+            raise TypeError(f"write_nchw needs a numpy array, got {type(x).__name__}")
+        self.raw.write_nchw(x if x.flags.c_contiguous else np.ascontiguousarray(x))
+
+    def write_rows(self, x: np.ndarray) -> None:
+        """Pack a uint8/int8 array as rows of its last axis, whatever its rank (native `rows_to_packed`)."""
+        if not isinstance(x, np.ndarray):
+            raise TypeError(f"write_rows needs a numpy array, got {type(x).__name__}")
+        self.raw.write_rows(x if x.flags.c_contiguous else np.ascontiguousarray(x))
+
+    def read_nchw(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """A new array of `shape` and `dtype` (uint8/int8) unpacked from the buffer (native
+        `_layout.from_packed`: NCHW for 4-D and 5-D shapes, rows of the last axis otherwise)."""
+        return self.raw.read_nchw([int(d) for d in shape], np.dtype(dtype))
+
+    def read_rows(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """A new array of `shape` and `dtype` unpacked from rows of its last axis, whatever its rank."""
+        return self.raw.read_rows([int(d) for d in shape], np.dtype(dtype))
+
 
 class Program:
-    """A compute pipeline bound to its buffers, with its dispatch size fixed at creation."""
+    """A compute pipeline bound to its buffers, with its dispatch size fixed at creation.
+
+    The pipeline itself may still be compiling on a worker thread (see `Device`); a sequence waits for it
+    when first run. Programs with equal SPIR-V, specialization constants and layout share one pipeline.
+    """
 
     def __init__(self, raw: Any, name: str):
         self.raw, self.name = raw, name
 
+    @property
+    def ready(self) -> bool:
+        """True once the pipeline exists (or its creation failed)."""
+        return self.raw.ready
+
+    def wait(self) -> None:
+        """Wait for the pipeline; raises RuntimeError if the driver failed to create it."""
+        self.raw.wait()
+
 
 class Sequence:
-    """Commands recorded once, replayed with one submit per run()."""
+    """Commands recorded once, replayed with one submit per run().
+
+    The commands are handed to Vulkan on the first `run()`; recording more after it raises RuntimeError.
+    """
 
     def __init__(self, raw: Any, lock: threading.RLock, dispatched: set[str]):
         self.raw, self.lock, self.dispatched = raw, lock, dispatched
 
     def upload(self, *bufs: Buffer) -> None:
-        """Record staging -> device copies of `bufs`."""
+        """Record staging -> device copies of `bufs` (nothing for direct buffers: the submit itself makes
+        the host's writes visible to the device)."""
         self.raw.upload([b.raw for b in bufs])
 
     def download(self, *bufs: Buffer) -> None:
-        """Record device -> staging copies of `bufs`."""
+        """Record device -> staging copies of `bufs` (for direct buffers only a barrier making the shaders'
+        writes visible to host reads)."""
         self.raw.download([b.raw for b in bufs])
 
     def dispatch(self, prog: Program) -> None:
@@ -184,36 +241,237 @@ class Sequence:
         """All earlier transfer/shader writes become visible to all later transfers, shaders, host reads."""
         self.raw.barrier()
 
-    def run(self) -> None:
-        """Submit the recorded commands once and wait for them."""
+    @property
+    def timestamps(self) -> bool:
+        """Whether `run(timed=True)` can measure device time (the queue has timestampValidBits > 0)."""
+        return self.raw.timestamps
+
+    def run(self, timed: bool = False) -> int | None:
+        """Submit the recorded commands once and wait for them. With `timed=True`, returns the device's
+        execution time in ns between a timestamp written before the first command and one after the last
+        (`timestampPeriod` applied), or None where the queue has no timestamps; else None."""
         # vkQueueSubmit needs external synchronization of the queue, and run() releases the GIL.
         with self.lock:
-            self.raw.run()
+            return self.raw.run(timed)
+
+
+# --- the pipeline cache file -------------------------------------------------------------------------
+# <cache>/pipelines/<vendor>-<device>-<key>.vkpc, next to <cache>/spirv (see _glsl.cache_dir). The key
+# hashes everything the blob is valid for; the same fields are repeated in our own header and checked on
+# load, because a file can be copied, truncated or half-written by a crashed older vkinfer:
+#   magic 8s | vkinfer version 16s | vendorID I | deviceID I | driverVersion I | reserved I |
+#   pipelineCacheUUID 16s | deviceUUID 16s | driverUUID 16s | payload length Q | payload SHA-256 32s
+# followed by the payload: exactly what vkGetPipelineCacheData returned, which must itself start with a
+# VkPipelineCacheHeaderVersionOne for this device (checked before the driver ever sees it).
+_PC_MAGIC = b"VKIPLC\x00\x01"
+_PC_HEADER = struct.Struct("<8s16sIIII16s16s16sQ32s")
+_VK_PC_HEADER = struct.Struct("<IIII16s")  # VkPipelineCacheHeaderVersionOne
+_PC_MAX_BYTES = 1 << 30
+
+
+def _vkinfer_version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def pipeline_cache_dir() -> Path | None:
+    """Where pipeline caches live: `pipelines/` beside the SPIR-V cache ($VKINFER_CACHE, else
+    $XDG_CACHE_HOME/vkinfer or ~/.cache/vkinfer); None when $VKINFER_PIPELINE_CACHE is 0/off/no/false."""
+    if os.environ.get("VKINFER_PIPELINE_CACHE", "").strip().lower() in ("0", "off", "no", "false"):
+        return None
+    return _glsl.cache_dir().parent / "pipelines"
+
+
+def _pipeline_cache_file(ident: dict) -> Path | None:
+    d = pipeline_cache_dir()
+    if d is None:
+        return None
+    key = hashlib.sha256(repr((ident["vendor_id"], ident["device_id"], ident["driver_version"],
+                               ident["pipeline_cache_uuid"], ident["device_uuid"], ident["driver_uuid"],
+                               _vkinfer_version())).encode()).hexdigest()[:20]
+    return d / f"{ident['vendor_id']:04x}-{ident['device_id']:04x}-{key}.vkpc"
+
+
+def _pack_pipeline_cache(ident: dict, payload: bytes) -> bytes:
+    head = _PC_HEADER.pack(_PC_MAGIC, _vkinfer_version().encode()[:16], ident["vendor_id"], ident["device_id"],
+                           ident["driver_version"], 0, ident["pipeline_cache_uuid"], ident["device_uuid"],
+                           ident["driver_uuid"], len(payload), hashlib.sha256(payload).digest())
+    return head + payload
+
+
+def _check_pipeline_cache(blob: bytes, ident: dict) -> tuple[bytes | None, str]:
+    """(payload, "") when `blob` is a cache file for this device, driver and vkinfer, else (None, why)."""
+    if len(blob) < _PC_HEADER.size:
+        return None, f"truncated ({len(blob)} bytes, shorter than the {_PC_HEADER.size}-byte header)"
+    (magic, version, vendor, device, driver, _, pc_uuid, dev_uuid, drv_uuid, n,
+     digest) = _PC_HEADER.unpack_from(blob)
+    if magic != _PC_MAGIC:
+        return None, "not a vkinfer pipeline cache (bad magic)"
+    theirs = version.rstrip(b"\0").decode(errors="replace")
+    if theirs != _vkinfer_version():
+        return None, f"written by vkinfer {theirs}, this is {_vkinfer_version()}"
+    mine = (ident["vendor_id"], ident["device_id"], ident["driver_version"], ident["pipeline_cache_uuid"],
+            ident["device_uuid"], ident["driver_uuid"])
+    names = ("vendorID", "deviceID", "driverVersion", "pipelineCacheUUID", "deviceUUID", "driverUUID")
+    for name, theirs, ours in zip(names, (vendor, device, driver, pc_uuid, dev_uuid, drv_uuid), mine, strict=True):
+        if theirs != ours:
+            return None, f"for another device or driver ({name} {_show(theirs)}, this device has {_show(ours)})"
+    payload = blob[_PC_HEADER.size:]
+    if len(payload) != n:
+        return None, f"truncated or padded (payload of {len(payload)} bytes, header says {n})"
+    if hashlib.sha256(payload).digest() != digest:
+        return None, "corrupt (payload checksum mismatch)"
+    # The driver's own header (VkPipelineCacheHeaderVersionOne), checked so that no driver ever parses a
+    # blob meant for another device, whatever our header says.
+    if len(payload) < _VK_PC_HEADER.size:
+        return None, f"Vulkan pipeline cache header truncated ({len(payload)} bytes)"
+    length, hversion, vvendor, vdevice, vuuid = _VK_PC_HEADER.unpack_from(payload)
+    if length < _VK_PC_HEADER.size or length > len(payload):
+        return None, f"Vulkan pipeline cache header length {length} is invalid for a {len(payload)}-byte payload"
+    if hversion != 1:  # VK_PIPELINE_CACHE_HEADER_VERSION_ONE
+        return None, f"Vulkan pipeline cache header version {hversion}, expected 1"
+    for name, theirs, ours in (("vendorID", vvendor, ident["vendor_id"]), ("deviceID", vdevice, ident["device_id"]),
+                               ("pipelineCacheUUID", vuuid, ident["pipeline_cache_uuid"])):
+        if theirs != ours:
+            return None, f"Vulkan pipeline cache header is for another device ({name} {_show(theirs)}, " \
+                         f"this device has {_show(ours)})"
+    return payload, ""
+
+
+def _show(v: int | bytes) -> str:
+    return v.hex() if isinstance(v, bytes) else f"{v:#x}"
+
+
+def _default_pipeline_threads() -> int:
+    env = os.environ.get("VKINFER_PIPELINE_THREADS")
+    if env is not None and env.strip():
+        try:
+            n = int(env)
+        except ValueError:
+            raise ValueError(f"$VKINFER_PIPELINE_THREADS must be an integer >= 0, got {env!r}") from None
+        if n < 0:
+            raise ValueError(f"$VKINFER_PIPELINE_THREADS must be an integer >= 0, got {env!r}")
+        return n
+    return min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 
 
 class Device:
-    """An open Vulkan device. Get one with `get_device()`."""
+    """An open Vulkan device. Get one with `get_device()`.
 
-    def __init__(self, info: DeviceInfo):
+    - Pipelines are created through a VkPipelineCache loaded from `pipeline_cache_path` (validated first:
+      a truncated, corrupt or foreign file is ignored with a RuntimeWarning) and saved back by
+      `save_pipeline_cache()` and at interpreter exit when new pipelines were made. They are created on
+      `pipeline_threads` worker threads (0: in the calling thread), and programs with equal SPIR-V,
+      specialization constants and layout share one pipeline.
+    - `unified_memory`: the memory type for host-visible storage buffers is also device-local. Then
+      (`zero_copy`, the default there) staged buffers are direct and uploads/downloads copy nothing.
+    """
+
+    def __init__(self, info: DeviceInfo, *, zero_copy: bool | None = None, pipeline_threads: int | None = None):
+        """Open device `info`. `zero_copy`: None decides from `unified_memory` (and $VKINFER_ZERO_COPY=0
+        turns it off); False always uses staging copies; True always uses host-visible buffers.
+        `pipeline_threads`: worker threads for pipeline creation (default $VKINFER_PIPELINE_THREADS, else
+        the CPUs this process may use, at most 8)."""
         self.info = info
         self.limits = info.limits
-        self.raw = _native().Device(_instance(), info.index)
+        inst = _instance()
+        self.identity: dict = inst.identity(info.index)
+        self.pipeline_cache_path: Path | None = _pipeline_cache_file(self.identity)
+        #: "loaded", "missing", "disabled", or "rejected: <why>" (the file was ignored with a warning).
+        self.pipeline_cache_status = "disabled"
+        payload = self._load_pipeline_cache()
+        threads = _default_pipeline_threads() if pipeline_threads is None else int(pipeline_threads)
+        if threads < 0:
+            raise ValueError(f"pipeline_threads must be >= 0, got {threads}")
+        self.raw = _native().Device(inst, info.index, payload or b"", threads)
+        self._on_disk: bytes | None = payload  # what the file holds now, when valid
+        self._saved_created = 0
+        self._save_lock = threading.Lock()
+        self.unified_memory: bool = bool(self.raw.unified_memory)
+        if zero_copy is None:
+            zero_copy = self.unified_memory and os.environ.get("VKINFER_ZERO_COPY", "1").strip().lower() not in (
+                "0", "off", "no", "false")
+        self.zero_copy: bool = bool(zero_copy)
+        self.timestamps: bool = self.raw.timestamp_valid_bits > 0
         # Held around every submit, and by callers around write -> run -> read of shared buffers.
         self.lock = threading.RLock()
         # Names of the shaders recorded into this device's sequences: the tests check that the cases
         # they run on each device reach every shader in shaders/.
         self.dispatched: set[str] = set()
+        _ALL_DEVICES.add(self)
+
+    def _load_pipeline_cache(self) -> bytes | None:
+        path = self.pipeline_cache_path
+        if path is None:
+            return None
+        try:
+            with open(path, "rb") as f:
+                blob = f.read(_PC_MAX_BYTES + 1)
+        except FileNotFoundError:
+            self.pipeline_cache_status = "missing"
+            return None
+        except OSError as e:
+            why = f"unreadable ({e.strerror or e})"
+        else:
+            payload, why = (None, f"larger than {_PC_MAX_BYTES} bytes") if len(blob) > _PC_MAX_BYTES \
+                else _check_pipeline_cache(blob, self.identity)
+            if payload is not None:
+                self.pipeline_cache_status = "loaded"
+                return payload
+        self.pipeline_cache_status = f"rejected: {why}"
+        warnings.warn(f"vkinfer: ignoring pipeline cache {path}: {why}", RuntimeWarning, stacklevel=3)
+        return None
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Counters: pipelines_created (compiled by the driver in this process), pipelines_reused (programs
+        that shared an existing pipeline), pipeline_create_ns (summed over worker threads),
+        pipeline_cache_initial_bytes (what was handed to vkCreatePipelineCache)."""
+        return dict(self.raw.stats())
+
+    def save_pipeline_cache(self) -> Path | None:
+        """Write the pipeline cache file (after waiting for pipelines still being created): temp file and
+        os.replace, so readers never see half a file. Returns the path, or None when the cache is disabled
+        or the file already holds the same data. Call it after building a session; it also runs at exit
+        when new pipelines were created."""
+        path = self.pipeline_cache_path
+        if path is None:
+            return None
+        with self._save_lock:
+            payload = self.raw.pipeline_cache_data()
+            created = self.raw.stats()["pipelines_created"]
+            if payload == self._on_disk:
+                self._saved_created = created
+                return None
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+            try:
+                tmp.write_bytes(_pack_pipeline_cache(self.identity, payload))
+                os.replace(tmp, path)
+            finally:
+                tmp.unlink(missing_ok=True)
+            self._on_disk, self._saved_created = payload, created
+            return path
+
+    def wait_pipelines(self) -> None:
+        """Wait until every pipeline creation queued so far has finished."""
+        self.raw.wait_pipelines()
 
     def buffer(self, nbytes: int, staged: bool = True) -> Buffer:
-        """A buffer of `nbytes` (rounded up to 4); `staged=False` gives device-only memory for intermediates."""
+        """A buffer of `nbytes` (rounded up to 4). `staged=True` (inputs, outputs, constants) gives host
+        access: direct memory when `zero_copy`, else device memory with a staging copy; `staged=False`
+        gives device-only memory for intermediates."""
         max_range = self.limits["max_storage_buffer_range"]
         if nbytes > max_range:
             raise ValueError(f"a {nbytes}-byte buffer exceeds this device's maxStorageBufferRange ({max_range})")
-        return Buffer(self.raw.buffer(int(nbytes), staged), staged)
+        kind = ("direct" if self.zero_copy else "staged") if staged else "device"
+        return Buffer(self.raw.buffer(int(nbytes), kind), staged)
 
     def program(self, shader: str, buffers: list[Buffer], groups: tuple[int, int, int],
                 spec: list[int] = (), push: list[int] = (), defines: dict[str, Any] | None = None) -> Program:
-        """Pipeline for shaders/<shader>.comp over `buffers` (bindings 0..n-1), dispatching `groups`."""
+        """Pipeline for shaders/<shader>.comp over `buffers` (bindings 0..n-1), dispatching `groups`.
+        Returns at once; the pipeline is created on a worker thread (see `Program.wait`)."""
         limit = self.limits["max_compute_workgroup_count"]
         if any(g < 1 or g > lim for g, lim in zip(groups, limit, strict=True)):
             raise ValueError(f"{shader}: dispatch of {groups} workgroups exceeds this device's limit {limit}")
@@ -227,6 +485,20 @@ class Device:
     def sequence(self) -> Sequence:
         """An empty command sequence on this device's compute queue."""
         return Sequence(self.raw.sequence(), self.lock, self.dispatched)
+
+
+_ALL_DEVICES: weakref.WeakSet[Device] = weakref.WeakSet()
+
+
+@atexit.register
+def _save_pipeline_caches_at_exit() -> None:
+    for dev in list(_ALL_DEVICES):
+        try:
+            if dev.raw.stats()["pipelines_created"] > dev._saved_created:
+                dev.save_pipeline_cache()
+        except Exception as e:  # never fail interpreter exit over a cache
+            warnings.warn(f"vkinfer: could not save the pipeline cache {dev.pipeline_cache_path}: {e}",
+                          RuntimeWarning, stacklevel=1)
 
 
 _open: dict[int, Device] = {}

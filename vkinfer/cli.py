@@ -55,11 +55,24 @@ def _devices() -> int:
     return 0
 
 
-def _info(path: str, device: str) -> int:
+def _placement(spec: str | None) -> dict[str, str] | None:
+    """--placement "node=device,node=device" -> {node: device}."""
+    if not spec:
+        return None
+    out = {}
+    for item in spec.split(","):
+        node, sep, dev = item.rpartition("=")
+        if not sep or not node or not dev:
+            raise ValueError(f"--placement takes node=device pairs separated by commas, got {item!r}")
+        out[node] = dev
+    return out
+
+
+def _info(path: str, device: str, placement: str | None = None) -> int:
     from .model.plan import trace
     from .model.session import InferenceSession
 
-    sess = InferenceSession(path, device=device)
+    sess = InferenceSession(path, device=device, placement=_placement(placement))
     g = sess.graph
     # Shapes from the plan's trace (symbolic dimensions taken as 1).
     feed = {t.name: np.zeros([d if isinstance(d, int) and d > 0 else 1 for d in (t.shape or [])], t.dtype)
@@ -101,25 +114,40 @@ def _info(path: str, device: str) -> int:
     print(f"model {path}: {len(g.nodes)} nodes, {macs / 1e6:.2f} M MACs, {params / 1e6:.3f} M parameter values")
     print(f"peak activation memory: {peak / 1024:.1f} KiB of live tensors (each freed after its last reader)")
     if plan is not None:
-        devbytes = getattr(plan.runner, "peak_bytes", None)
-        if devbytes is not None:
-            print(f"device buffers: {len(plan.runner.buffers)} planned by lifetime, {devbytes / 1024:.1f} KiB "
-                  f"(packed NHWC, channels padded to 4)")
-        submits = f"{plan.submits} Vulkan submission(s) per run; " if sess.device.startswith("vulkan") else ""
-        print(f"device: {sess.device}; {submits}{sum(1 for s in plan.steps if s.kind == 'to_dev')} tensor(s) "
-              f"converted to the device layout per run, {sum(1 for s in plan.steps if s.kind == 'to_host')} back")
+        _print_segments(sess, plan)
     for (op, where), k in sorted(counts.items(), key=lambda kv: -kv[1]):
         why = " (numpy, ONNX Runtime's numerics)" if where == "host" else ""
         print(f"  {k:4d} x {op:<32} runs on {where}{why}")
+    for name, where in (plan.given.items() if plan is not None else ()):
+        print(f"  placed by hand: {name} on {where}")
     for name, why in (plan.why_host.items() if plan is not None else ()):
         print(f"  note: {name} runs on the host: {why}")
     return 0
 
 
-def _run(path: str, device: str, inputs: str | None, output: str | None) -> int:
+def _print_segments(sess, plan) -> None:
+    """The plan's segments in order, with their runners' storage, and the tensors crossing devices per run."""
+    print(f"device: {sess.device}; {len(plan.segments)} segment(s): {plan.native_calls} native CPU call(s) and "
+          f"{plan.submits} Vulkan submission(s) per run")
+    for i, seg in enumerate(plan.segments):
+        r = seg.runner
+        extra = ""
+        if seg.device.startswith("cpu"):
+            extra = f", {len(r.ops())} native operators, arena {r.arena_bytes / 1024:.1f} KiB"
+        elif seg.device.startswith("vulkan"):
+            extra = (f", {len(r.buffers)} device buffers planned by lifetime, {r.peak_bytes / 1024:.1f} KiB "
+                     f"(packed NHWC, channels padded to 4)")
+        print(f"  segment {i}: {len(seg.nodes)} node(s) on {seg.device}{extra}")
+    moves = plan.transfers
+    total = sum(t.nbytes for t in moves)
+    print(f"transfers per run: {len(moves)} tensor(s), {total / 1024:.1f} KiB"
+          + "".join(f"\n  {t.tensor}: {t.src} -> {t.dst}, {t.nbytes} B" for t in moves[:20]))
+
+
+def _run(path: str, device: str, inputs: str | None, output: str | None, placement: str | None = None) -> int:
     from .model.session import InferenceSession
 
-    sess = InferenceSession(path, device=device)
+    sess = InferenceSession(path, device=device, placement=_placement(placement))
     feed = {}
     if inputs:
         loaded = np.load(inputs)
@@ -158,17 +186,19 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--device", default="auto")
     r.add_argument("--input", help=".npy (one input) or .npz (by input name); random when omitted")
     r.add_argument("--output", help="write the outputs to this .npz")
+    r.add_argument("--placement", help='nodes placed by hand: "node=device,..." (device: cpu, vulkan[:<n>], host)')
     i = sub.add_parser("info", help="ops, MACs, parameters, peak activation memory and placement")
     i.add_argument("model")
     i.add_argument("--device", default="auto")
+    i.add_argument("--placement", help='nodes placed by hand: "node=device,..." (device: cpu, vulkan[:<n>], host)')
     sub.add_parser("devices", help="Vulkan devices and CPU variants")
     args = ap.parse_args(argv)
     try:
         if args.cmd == "devices":
             return _devices()
         if args.cmd == "info":
-            return _info(args.model, args.device)
-        return _run(args.model, args.device, args.input, args.output)
+            return _info(args.model, args.device, args.placement)
+        return _run(args.model, args.device, args.input, args.output, args.placement)
     except (ValueError, TypeError, FileNotFoundError) as e:
         print(f"vkinfer: error: {e}", file=sys.stderr)
         return 2
