@@ -41,8 +41,9 @@ def _check_case(c, h, w, dtype, seed):
     for be in _backends():
         plan = Plan(g, {"x": x}, be, be.name)
         np.testing.assert_array_equal(plan.run({"x": x}, ["y"])[0], ref, err_msg=be.name)
-        if be.name == "vulkan":
-            assert plan.submits == 1 and set(plan.placement.values()) == {"vulkan"}
+        # Every node on the device: one submit (Vulkan) or one native call (CPU) per run.
+        assert set(plan.placement.values()) == {be.name}, plan.why_host
+        assert (plan.submits if be.kind == "vulkan" else plan.native_calls) == 1
         # A second input through the same plan (buffers reused, nothing stale).
         x2 = rng.integers(0, 256, x.shape).astype(np.uint8).view(dtype)
         np.testing.assert_array_equal(plan.run({"x": x2}, ["y"])[0], _reference(g, x2), err_msg=be.name)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -110,6 +111,19 @@ def thread_default() -> ThreadDefault:
 def default_threads() -> int:
     """The thread count a CPU call uses when given none: `thread_default().count`."""
     return thread_default().count
+
+
+_RUN_THREADS: dict[str | None, int] = {}
+
+
+def threads_for_run() -> int:
+    """`default_threads()` for a run, memoised per value of $VKINFER_CPU_THREADS (read on every call, so a
+    changed value takes effect on the next run; the policy's checks and errors apply once per value)."""
+    key = os.environ.get("VKINFER_CPU_THREADS")
+    n = _RUN_THREADS.get(key)
+    if n is None:
+        n = _RUN_THREADS[key] = default_threads()
+    return n
 
 
 def _isa_index(isa: str | None) -> int:

@@ -109,6 +109,8 @@ class NativeGraph:
         _check(so.vki_graph_create(int(arena_bytes), len(self.ext_bytes), sizes, ctypes.byref(handle)), "native graph")
         self.handle = handle
         self.arena_bytes = int(arena_bytes)
+        self._ptrs_type = _vp * max(1, len(self.ext_bytes))
+        self._run = so.vki_graph_run
 
     def add(self, op: str, *args) -> None:
         """Append operator `op` (SIGNATURES) with its C arguments; arrays are copied by C or kept by the op."""
@@ -122,15 +124,17 @@ class NativeGraph:
 
     def run(self, ext: Sequence[np.ndarray], threads: int = 0) -> None:
         """Run every operator once; ext[k] is external buffer k (a C-contiguous array of exactly that size)."""
-        if len(ext) != len(self.ext_bytes):
-            raise ValueError(f"internal: {len(ext)} external buffers for a graph of {len(self.ext_bytes)}")
-        ptrs = (_vp * max(1, len(ext)))()  # per call: concurrent runs must not share it
+        sizes = self.ext_bytes
+        if len(ext) != len(sizes):
+            raise ValueError(f"internal: {len(ext)} external buffers for a graph of {len(sizes)}")
+        ptrs = self._ptrs_type()  # per call: concurrent runs must not share it
         for k, a in enumerate(ext):
-            if a.nbytes != self.ext_bytes[k] or not a.flags.c_contiguous:
-                raise ValueError(f"internal: external buffer {k} is {a.nbytes} bytes, the graph needs "
-                                 f"{self.ext_bytes[k]}")
+            if a.nbytes != sizes[k] or not a.flags.c_contiguous:
+                raise ValueError(f"internal: external buffer {k} is {a.nbytes} bytes, the graph needs {sizes[k]}")
             ptrs[k] = _ptr(a)
-        _check(self._so.vki_graph_run(self.handle, ptrs, int(threads)), "native graph run")
+        status = self._run(self.handle, ptrs, threads)
+        if status:
+            _check(status, "native graph run")
 
     def ops(self) -> list[str]:
         """The operators' names in order ("conv:avx512vnni", "lut1", ...)."""

@@ -20,7 +20,7 @@ def lower_channel_shuffle(ctx, node, backend):
 
     def emit(g, refs, out, scratch):
         g.add("transpose", 3, shape, u32([0, 2, 1]), 1, 0, refs[0], out)
-    return Layer(node, [x], y, emit)
+    return Layer(node, [x], y, emit, move=((n, h, w, a, b), (0, 1, 2, 4, 3)))  # on the form (N, H, W, A, B)
 
 
 @lower("cpu", *ALIAS_OPS, "Transpose")
@@ -72,4 +72,4 @@ def lower_transpose(ctx, node, backend):
 
     def emit(g, refs, out, scratch):
         g.add("transpose", len(fx), shape, qq, 1, 0, refs[0], out)
-    return Layer(node, [x], y, emit)
+    return Layer(node, [x], y, emit, move=(tuple(fx), tuple(q)))

@@ -4,8 +4,11 @@ one C call per inference.
 At build time: every tensor of the segment gets storage (the memory planner's offsets in one arena, or the
 run's external buffers for what crosses to and from the host), constant operands are written into the
 arena once, the conversions at the segment's edges (host layout <-> the CPU form, int8 <-> canonical bytes)
-become operators, and each layer's operators are added in order. At run time: the inputs are checked, the
-outputs allocated, and the graph runs.
+become operators, and each layer's operators are added in order. A layer that only permutes bytes (a
+Transpose, say a TFLite model's NHWC input turned NCHW) next to an edge is folded into the edge's
+conversion, and a conversion that moves nothing is dropped: uint8 inputs are then read in place and the
+last layer writes straight into the output array. At run time: the inputs are checked, the outputs
+allocated, and the graph runs.
 """
 
 from __future__ import annotations
@@ -13,8 +16,24 @@ from __future__ import annotations
 import numpy as np
 
 from ..model.memory import lifetimes, plan_offsets
-from ._form import canonical, flip, form_perm, form_shape, is_8bit, same_bytes, u32
+from ._form import canonical, flip, form_perm, form_shape, is_8bit, u32, unform_perm
 from .graph import NativeGraph, Ref
+
+
+# Operators whose C form keeps an indirection buffer of input addresses, rebuilt when the input moves: reading
+# the caller's array in place would rebuild it every run, which costs more than copying the input.
+_INDIRECT = {"QLinearConv", "vkinfer:QLinearConvClamp", "com.microsoft:QGemm", "vkinfer:QGemmClamp", "QLinearMatMul"}
+
+
+def _compose(p1, p2) -> tuple[int, ...]:
+    """The permutation of a.transpose(p1).transpose(p2)."""
+    return tuple(p1[i] for i in p2)
+
+
+def _identity(shape, perm) -> bool:
+    """Whether transposing `shape` by `perm` leaves the bytes in place (only size-1 axes move)."""
+    moved = [a for a in perm if shape[a] != 1]
+    return moved == sorted(moved)
 
 
 class CpuSegment:
@@ -24,7 +43,74 @@ class CpuSegment:
     kind = "cpu"
 
     def __init__(self, layers, inputs: list[str], outputs: list[str], info: dict, consts: dict):
-        self.layers, self.inputs, self.outputs, self.info = layers, inputs, outputs, info
+        self.info = info
+        self.inputs = [t for t in inputs if t not in consts]
+        self.outputs = list(outputs)
+
+        def nbytes(t: str) -> int:
+            shape, dt = info[t]
+            return int(np.prod(shape, dtype=np.int64)) * np.dtype(dt).itemsize
+
+        readers: dict[str, list[int]] = {}
+        for i, lay in enumerate(layers):
+            for a in dict.fromkeys(lay.acts):
+                readers.setdefault(a, []).append(i)
+        n_in = len(self.inputs)
+        ext_of_in = {t: k + 1 for k, t in enumerate(self.inputs)}
+        ext_of_out = {t: n_in + k + 1 for k, t in enumerate(self.outputs)}
+        outs = set(self.outputs)
+        skip: set[int] = set()
+        # Edge conversions: (tensor in the graph, ext buffer, source shape, perm, xor byte).
+        in_conv: list[tuple[str, int, tuple, tuple, int]] = []
+        out_conv: list[tuple[str, int, tuple, tuple, int]] = []
+        for t in self.inputs:
+            shape, dt = info[t]
+            if not is_8bit(dt):
+                continue  # float: read in place by its reader (the quantize operator)
+            dst, perm = t, form_perm(shape)
+            rd = readers.get(t, [])
+            if len(rd) == 1 and layers[rd[0]].move is not None and t not in outs \
+                    and layers[rd[0]].out not in outs and tuple(layers[rd[0]].move[0]) == form_shape(shape):
+                lay = layers[rd[0]]
+                skip.add(rd[0])
+                dst, perm = lay.out, _compose(perm, lay.move[1])
+            in_conv.append((dst, ext_of_in[t], tuple(shape), perm, flip(dt)))
+        producer = {lay.out: i for i, lay in enumerate(layers) if not lay.alias}
+        for t in self.outputs:
+            shape, dt = info[t]
+            if not is_8bit(dt):
+                continue
+            src, perm, src_shape = t, unform_perm(shape), form_shape(shape)
+            i = producer.get(t)
+            if i is not None and layers[i].move is not None and i not in skip:
+                s = layers[i].acts[0]
+                if readers.get(s) == [i] and s not in outs and s not in ext_of_in \
+                        and tuple(layers[i].move[0]) == form_shape(info[s][0]):
+                    skip.add(i)
+                    src, src_shape = s, form_shape(info[s][0])
+                    perm = _compose(layers[i].move[1], perm)
+            out_conv.append((src, ext_of_out[t], src_shape, perm, flip(dt)))
+        # Storage: ext buffers for what the edges can take in place, the arena for the rest.
+        where: dict[str, Ref] = {}
+        for t in self.inputs:
+            if not is_8bit(info[t][1]):
+                where[t] = Ref(ext_of_in[t], 0, nbytes(t))
+        conv_read = {a for lay in layers if lay.node.op in _INDIRECT for a in lay.acts}
+        for dst, k, shape, perm, xor in list(in_conv):
+            if xor == 0 and _identity(shape, perm) and dst not in conv_read:
+                where[dst] = Ref(k, 0, nbytes(dst))
+                in_conv.remove((dst, k, shape, perm, xor))
+        srcs = [c[0] for c in out_conv]
+        for t in self.outputs:
+            if not is_8bit(info[t][1]) and t in producer:
+                where[t] = Ref(ext_of_out[t], 0, nbytes(t))  # float: written in place by its producer
+        for src, k, shape, perm, xor in list(out_conv):
+            i = producer.get(src)
+            if xor == 0 and _identity(shape, perm) and i is not None and i not in skip and srcs.count(src) == 1 \
+                    and src not in where:
+                where[src] = Ref(k, 0, nbytes(src))
+                out_conv.remove((src, k, shape, perm, xor))
+        # Aliases share their root's storage.
         root: dict[str, str] = {}
         for lay in layers:
             if lay.alias:
@@ -33,84 +119,51 @@ class CpuSegment:
         def r(t: str) -> str:
             return root.get(t, t)
 
-        def nbytes(t: str) -> int:
-            shape, dt = info[t]
-            return int(np.prod(shape, dtype=np.int64)) * np.dtype(dt).itemsize
-
-        const_in = [t for t in dict.fromkeys(a for lay in layers for a in lay.acts) if t in consts]
-        self.inputs = [t for t in inputs if t not in consts]
-        # External buffers: inputs (host arrays), then outputs (arrays this run returns).
-        ext = {}
-        for k, t in enumerate(self.inputs + outputs):
-            ext.setdefault(("in" if k < len(self.inputs) else "out", t), k + 1)
-        direct_in: dict[str, int] = {}  # inputs the layers read in place (float, or uint8 whose form is the host's)
-        for t in self.inputs:
-            shape, dt = info[t]
-            if not is_8bit(dt) or (flip(dt) == 0 and same_bytes(shape)):
-                direct_in[t] = ext[("in", t)]
-        direct_out: dict[str, int] = {}  # float outputs written in place by their producer
-        for t in outputs:
-            if not is_8bit(info[t][1]) and t not in root and t not in self.inputs:
-                direct_out[t] = ext[("out", t)]
+        live = [(i, lay) for i, lay in enumerate(layers) if i not in skip]
+        const_in = [t for t in dict.fromkeys(a for _, lay in live for a in lay.acts) if t in consts]
         # Lifetimes over steps: 0 = input conversions, 1..n = layers, n + 1 = output conversions.
-        events = [(0, [r(t) for t in self.inputs if t not in direct_in], [])]
-        for i, lay in enumerate(layers, 1):
+        events = [(0, [r(c[0]) for c in in_conv if r(c[0]) not in where], [])]
+        for i, lay in live:
+            reads = [r(a) for a in lay.acts if r(a) not in where]
             if lay.alias:
-                events.append((i, [], [r(lay.acts[0])]))
+                events.append((i + 1, [], reads))
                 continue
-            writes = [] if lay.out in direct_out else [r(lay.out)]
+            writes = [] if r(lay.out) in where else [r(lay.out)]
             if lay.scratch:
                 writes.append(f"#scratch{i}")
-            events.append((i, writes, [r(a) for a in lay.acts if r(a) not in direct_in]))
-        events.append((len(layers) + 1, [], [r(t) for t in outputs if t not in direct_out]))
-        sizes = {r(t): nbytes(t) for lay in layers for t in (*lay.acts, lay.out)}
-        sizes.update({r(t): nbytes(t) for t in self.inputs + outputs})
-        sizes.update({f"#scratch{i}": lay.scratch for i, lay in enumerate(layers, 1) if lay.scratch})
-        lts = lifetimes(events, sizes, pinned=[r(t) for t in const_in])
-        self.lifetimes = lts
-        offsets, arena = plan_offsets(lts)
+            events.append((i + 1, writes, reads))
+        events.append((len(layers) + 1, [], [r(c[0]) for c in out_conv if r(c[0]) not in where]))
+        sizes = {r(t): nbytes(t) for _, lay in live for t in (*lay.acts, lay.out)}
+        sizes.update({r(c[0]): nbytes(c[0]) for c in (*in_conv, *out_conv)})
+        sizes.update({f"#scratch{i}": lay.scratch for i, lay in live if lay.scratch})
+        self.lifetimes = lifetimes(events, sizes, pinned=[r(t) for t in const_in if r(t) not in where])
+        offsets, arena = plan_offsets(self.lifetimes)
         self.arena_bytes = arena
-        self.ext_bytes = [nbytes(t) for t in self.inputs + outputs]
-        g = NativeGraph(arena, self.ext_bytes)
-        self.graph = g
+        self.ext_bytes = [nbytes(t) for t in self.inputs + self.outputs]
+        g = self.graph = NativeGraph(arena, self.ext_bytes)
 
         def ref(t: str) -> Ref:
-            if r(t) in direct_in:
-                return Ref(direct_in[r(t)], 0, nbytes(t))
-            if t in direct_out:
-                return Ref(direct_out[t], 0, nbytes(t))
-            return Ref(0, offsets[r(t)], nbytes(t))
+            t0 = r(t)
+            if t0 in where:
+                return Ref(where[t0].buf, where[t0].offset, nbytes(t))
+            return Ref(0, offsets[t0], nbytes(t))
 
         for t in const_in:
-            data = canonical(np.asarray(consts[t]))
-            g.write(ref(t).offset, data)
-        for t in self.inputs:
-            if t not in direct_in:
-                shape, dt = info[t]
-                self._convert(g, shape, form_perm(shape), flip(dt), Ref(ext[("in", t)], 0, nbytes(t)), ref(t))
-        for i, lay in enumerate(layers, 1):
-            if lay.alias:
-                continue
-            scratch = Ref(0, offsets[f"#scratch{i}"], lay.scratch) if lay.scratch else None
-            lay.impl(g, [ref(a) for a in lay.acts], ref(lay.out), scratch)
-        for t in outputs:
-            if t in direct_out:
-                continue
-            shape, dt = info[t]
-            src = ref(t)
-            perm = tuple(int(p) for p in np.argsort(form_perm(shape)))
-            self._convert(g, form_shape(shape), perm, flip(dt), src, Ref(ext[("out", t)], 0, nbytes(t)))
-        self.out_specs = [(t, info[t][0], np.dtype(info[t][1])) for t in outputs]
-        self.in_specs = [(t, info[t][0], np.dtype(info[t][1])) for t in self.inputs]
-        self.nan_checked = [t for t in self.inputs if np.dtype(info[t][1]) == np.float32]
-
-    @staticmethod
-    def _convert(g: NativeGraph, shape, perm, xor: int, src: Ref, dst: Ref) -> None:
-        """One permutation (with the int8 XOR) from src to dst; shape is src's, perm as numpy's transpose."""
-        elem = 1 if src.nbytes == int(np.prod(shape, dtype=np.int64)) else 4
-        shape = list(shape) or [1]
-        perm = list(perm) or [0]
-        g.add("transpose", len(shape), u32(shape), u32(perm), elem, xor if elem == 1 else 0, src, dst)
+            g.write(ref(t).offset, canonical(np.asarray(consts[t])))
+        for dst, k, shape, perm, xor in in_conv:
+            g.add("transpose", len(shape) or 1, u32(shape or [1]), u32(perm or [0]), 1, xor,
+                  Ref(k, 0, nbytes(dst)), ref(dst))
+        for i, lay in live:
+            if not lay.alias:
+                scratch = Ref(0, offsets[f"#scratch{i}"], lay.scratch) if lay.scratch else None
+                lay.impl(g, [ref(a) for a in lay.acts], ref(lay.out), scratch)
+        for src, k, shape, perm, xor in out_conv:
+            g.add("transpose", len(shape) or 1, u32(shape or [1]), u32(perm or [0]), 1, xor, ref(src),
+                  Ref(k, 0, nbytes(src)))
+        self.in_specs = [(t, tuple(info[t][0]), np.dtype(info[t][1])) for t in self.inputs]
+        self.out_specs = [(t, tuple(info[t][0]), np.dtype(info[t][1])) for t in self.outputs]
+        self.nan_checked = {t for t in self.inputs if np.dtype(info[t][1]) == np.float32}
+        self.layers = [lay for _, lay in live]
 
     def ops(self) -> list[str]:
         """The native operators in order."""
@@ -121,9 +174,10 @@ class CpuSegment:
         ext = []
         for t, shape, dt in self.in_specs:
             a = values[t]
-            if not isinstance(a, np.ndarray) or a.dtype != dt or a.shape != shape:
-                raise ValueError(f"tensor {t!r} must be a {dt} array of shape {list(shape)}, got "
-                                 f"{getattr(a, 'dtype', type(a).__name__)} {list(getattr(a, 'shape', ()))}")
+            if type(a) is not np.ndarray or a.dtype != dt or a.shape != shape:
+                if not isinstance(a, np.ndarray) or a.dtype != dt or a.shape != shape:
+                    raise ValueError(f"tensor {t!r} must be a {dt} array of shape {list(shape)}, got "
+                                     f"{getattr(a, 'dtype', type(a).__name__)} {list(getattr(a, 'shape', ()))}")
             if t in self.nan_checked and np.isnan(a).any():
                 raise ValueError(f"tensor {t!r} contains NaN (ONNX Runtime's QuantizeLinear result is position "
                                  "dependent)")

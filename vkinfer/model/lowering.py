@@ -90,6 +90,9 @@ class Layer:
     impl: object = None
     alias: bool = False
     scratch: int = 0  # CPU: bytes of temporary arena space the layer's operators need
+    # CPU: a pure permutation of the input's form bytes, (shape, perm) as numpy's transpose: edges fold it
+    # into their own conversion (one move instead of two, or none)
+    move: tuple | None = None
 
 
 class Ctx:

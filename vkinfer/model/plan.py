@@ -198,6 +198,7 @@ class Plan:
         self.segments = self._segments(layers)
         for seg in self.segments:
             seg.runner = self._runner(seg, layers)
+        self._host = any(seg.device == HOST for seg in self.segments)
 
     def _segments(self, layers: dict[str, Layer]) -> list[Segment]:
         g = self.g
@@ -273,7 +274,8 @@ class Plan:
         return sum(1 for s in self.segments if s.device.startswith("cpu"))
 
     def run(self, feed: dict[str, np.ndarray], names: list[str], threads: int = 0) -> list[np.ndarray]:
-        values = ChainMap(dict(feed), self.g.consts)  # outputs go to the first map; the constants are not copied
+        # Outputs go to the first map; the constants (which host nodes read) are not copied.
+        values = ChainMap(dict(feed), self.g.consts) if self._host else dict(feed)
         for seg in self.segments:
             seg.runner.run(values, threads)
         return [values[n] for n in names]
