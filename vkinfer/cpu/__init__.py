@@ -22,7 +22,8 @@ from ..ops._spec import ConvSpec, MatMulSpec
 from . import threads as _threads
 from .threads import ThreadDefault, core_clusters
 
-LIB_PATH = Path(__file__).resolve().parent.parent / "libvkinfer_cpu.so"
+# $VKINFER_CPU_LIB loads another build of the library (the sanitizer build in tests/test_native_graph.py).
+LIB_PATH = Path(os.environ.get("VKINFER_CPU_LIB") or Path(__file__).resolve().parent.parent / "libvkinfer_cpu.so")
 _u32, _i32 = ctypes.c_uint32, ctypes.c_int32
 
 

