@@ -3,7 +3,6 @@ live-tensor peak on chains of layers (and the real models below), and Vulkan's b
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st

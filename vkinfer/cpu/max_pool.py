@@ -3,9 +3,9 @@ max of the values (XOR 0x80 keeps the order of int8)."""
 
 from __future__ import annotations
 
-from .graph import available
 from ..model.lowering import Layer, lower
 from ..vulkan.max_pool import pool_attrs
+from .graph import available
 
 
 @lower("cpu", "MaxPool")

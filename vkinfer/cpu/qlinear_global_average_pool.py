@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .graph import available
 from ..model.lowering import Layer, lower, static_params
 from ..reference import _qcheck as qc
 from ..reference.qlinear_global_average_pool import global_pool_multiplier
+from .graph import available
 
 
 @lower("cpu", "com.microsoft:QLinearGlobalAveragePool")

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .graph import available
 from ..model.lowering import Layer, lower
 from ..reference.quantize_linear import _params
 from ._form import is_8bit
+from .graph import available
 
 
 def _per_tensor(ctx, node, x, dtype):

@@ -19,7 +19,6 @@ from ..model.memory import lifetimes, plan_offsets
 from ._form import canonical, flip, form_perm, form_shape, is_8bit, u32, unform_perm
 from .graph import NativeGraph, Ref
 
-
 # Operators whose C form keeps an indirection buffer of input addresses, rebuilt when the input moves: reading
 # the caller's array in place would rebuild it every run, which costs more than copying the input.
 _INDIRECT = {"QLinearConv", "vkinfer:QLinearConvClamp", "com.microsoft:QGemm", "vkinfer:QGemmClamp", "QLinearMatMul"}

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .graph import available
 from ..model.lowering import Layer, lower, static_params
 from ..reference import _qcheck as qc
 from ..reference.tflite_softmax import softmax_table
 from ._form import same_bytes
+from .graph import available
 
 
 @lower("cpu", "vkinfer:TFLiteSoftmax")
