@@ -339,6 +339,16 @@ def _check_pipeline_cache(blob: bytes, ident: dict) -> tuple[bytes | None, str]:
     return payload, ""
 
 
+def _echoes(payload: bytes, on_disk: bytes | None) -> bool:
+    """True when `payload` is a Vulkan header followed by exactly the data the cache was created with:
+    SwiftShader's vkGetPipelineCacheData returns that (its compiled pipelines are never serialized), and
+    saving it would grow the file by 32 bytes per process."""
+    if on_disk is None or len(payload) < _VK_PC_HEADER.size:
+        return False
+    length = _VK_PC_HEADER.unpack_from(payload)[0]
+    return len(payload) == length + len(on_disk) and payload[length:] == on_disk
+
+
 def _show(v: int | bytes) -> str:
     return v.hex() if isinstance(v, bytes) else f"{v:#x}"
 
@@ -441,7 +451,7 @@ class Device:
         with self._save_lock:
             payload = self.raw.pipeline_cache_data()
             created = self.raw.stats()["pipelines_created"]
-            if payload == self._on_disk:
+            if payload == self._on_disk or _echoes(payload, self._on_disk):
                 self._saved_created = created
                 return None
             path.parent.mkdir(parents=True, exist_ok=True)

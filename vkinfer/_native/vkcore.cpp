@@ -16,7 +16,6 @@
 //    waited for then), and brackets the commands with two timestamps for Sequence.run(timed=True).
 // Bytes cross the boundary through the buffer protocol or numpy arrays only.
 #include <kompute/Kompute.hpp>
-#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -273,10 +272,13 @@ void unpack_rows(const uint8_t* src, uint8_t* dst, const Form& f)
     for (size_t r = 0; r < f.n; r++) std::memcpy(dst + r * width, src + r * stride, width);
 }
 
-void check_8bit(const py::dtype& dt, const char* what)
+// Through Python attributes and the buffer protocol only: pybind11 2.10's dtype accessors (kind(),
+// itemsize()) read numpy 1.x's descriptor layout and return garbage under numpy 2.
+void check_8bit(const py::object& dtype, const char* what)
 {
-    if ((dt.kind() != 'u' && dt.kind() != 'i') || dt.itemsize() != 1)
-        throw py::type_error(std::string(what) + " must be uint8 or int8, got " + std::string(py::str(py::handle(dt))));
+    std::string kind = py::str(dtype.attr("kind"));
+    if ((kind != "u" && kind != "i") || dtype.attr("itemsize").cast<int>() != 1)
+        throw py::type_error(std::string(what) + " must be uint8 or int8, got " + std::string(py::str(dtype)));
 }
 
 // --- buffers ---------------------------------------------------------------------------------------
@@ -338,15 +340,17 @@ struct Buffer {
                                         " bytes, the buffer has " + std::to_string(nbytes));
     }
 
-    void write_packed(const py::array& x, bool nchw)
+    void write_packed(const py::object& x, bool nchw)
     {
-        check_8bit(x.dtype(), "write_nchw/write_rows data");
-        if (!(x.flags() & py::array::c_style)) throw std::invalid_argument("packing needs a C-contiguous array");
-        std::vector<py::ssize_t> shape(x.shape(), x.shape() + x.ndim());
-        Form f = form_of(shape, nchw);
+        if (!py::hasattr(x, "dtype") || !PyObject_CheckBuffer(x.ptr()))
+            throw py::type_error("packing needs a numpy array");
+        check_8bit(x.attr("dtype"), "write_nchw/write_rows data");
+        py::buffer_info info = py::reinterpret_borrow<py::buffer>(x).request();
+        if (!PyBuffer_IsContiguous(info.view(), 'C')) throw std::invalid_argument("packing needs a C-contiguous array");
+        Form f = form_of(info.shape, nchw);
         check_fits(f, "write");
         uint8_t* h = host();
-        const uint8_t* src = static_cast<const uint8_t*>(x.data());
+        const uint8_t* src = static_cast<const uint8_t*>(info.ptr);
         py::gil_scoped_release nogil;
         if (f.nchw)
             pack_nchw(src, reinterpret_cast<uint32_t*>(h), f);
@@ -354,15 +358,17 @@ struct Buffer {
             pack_rows(src, h, f);
     }
 
-    py::array read_packed(const std::vector<py::ssize_t>& shape, const py::object& dtype, bool nchw)
+    py::object read_packed(const std::vector<py::ssize_t>& shape, const py::object& dtype, bool nchw)
     {
-        py::dtype dt = py::dtype::from_args(dtype);
+        py::module_ np = py::module_::import("numpy");
+        py::object dt = np.attr("dtype")(dtype);
         check_8bit(dt, "dtype");
         Form f = form_of(shape, nchw);
         check_fits(f, "read");
         const uint8_t* h = host();
-        py::array out(dt, shape);
-        uint8_t* dst = static_cast<uint8_t*>(out.mutable_data());
+        py::object out = np.attr("empty")(py::tuple(py::cast(shape)), dt);
+        py::buffer_info info = py::reinterpret_borrow<py::buffer>(out).request(true);
+        uint8_t* dst = static_cast<uint8_t*>(info.ptr);
         {
             py::gil_scoped_release nogil;
             if (f.nchw)
@@ -947,9 +953,9 @@ PYBIND11_MODULE(_vkcore, m)
       .def("write", &Buffer::write, py::arg("data"), py::arg("offset") = 0)
       .def("read_into", &Buffer::read_into, py::arg("out"), py::arg("offset") = 0)
       .def(
-        "write_nchw", [](Buffer& b, const py::array& x) { b.write_packed(x, true); }, py::arg("x"))
+        "write_nchw", [](Buffer& b, const py::object& x) { b.write_packed(x, true); }, py::arg("x"))
       .def(
-        "write_rows", [](Buffer& b, const py::array& x) { b.write_packed(x, false); }, py::arg("x"))
+        "write_rows", [](Buffer& b, const py::object& x) { b.write_packed(x, false); }, py::arg("x"))
       .def(
         "read_nchw",
         [](Buffer& b, const std::vector<py::ssize_t>& shape, const py::object& dtype) {
