@@ -86,10 +86,16 @@ vki_status vki_graph_add_lut2(vki_graph* g, uint64_t n, uint64_t b_period, const
 vki_status vki_graph_add_qadd(vki_graph* g, uint64_t n, int32_t is_signed, float ra, float rb, float fixed,
                               int32_t lo, int32_t hi, vki_ref a, vki_ref b, vki_ref y);
 
+/* TFLite's 8-bit ADD with XNNPACK's fixed point (vkinfer/reference/tflite_add.py): zero points and bounds in the
+ * canonical domain (int8: +128), multipliers and shift from tflite_add_params; b as in lut2. */
+vki_status vki_graph_add_tflite_add(vki_graph* g, uint64_t n, uint64_t b_period, int32_t za, int32_t zb, int32_t ma,
+                                    int32_t mb, int32_t shift, int32_t zy, int32_t lo, int32_t hi, vki_ref a,
+                                    vki_ref b, vki_ref y);
+
 /* ---- pool.c ---- */
 
-/* Max pooling, NHWC, n x h x w x c -> n x oh x ow x c; taps outside the input are skipped (every window
- * must hold at least one input pixel: checked). */
+/* Max pooling, NHWC, n x h x w x c -> n x oh x ow x c; taps outside the input are skipped; a window with no
+ * input pixel (dilated taps that all miss) gives qmin (canonical 0), as vkinfer/reference/max_pool.py. */
 vki_status vki_graph_add_maxpool(vki_graph* g, uint32_t n, uint32_t h, uint32_t w, uint32_t c, uint32_t oh,
                                  uint32_t ow, uint32_t kh, uint32_t kw, uint32_t sh, uint32_t sw, uint32_t dh,
                                  uint32_t dw, uint32_t pt, uint32_t pl, vki_ref x, vki_ref y);
@@ -115,16 +121,19 @@ vki_status vki_graph_add_tflite_avgpool(vki_graph* g, uint32_t n, uint32_t h, ui
 /* ---- quant.c ---- */
 
 /* float32 -> canonical 8-bit, per tensor. mode 0: ONNX QuantizeLinear (x / scale, ORT/MLAS), mode 1: TFLite
- * QUANTIZE (x * float32(1 / scale)). nchw != 0: x is NCHW (n x c x hw floats) and y is written NHWC; else
- * elementwise over n * c * hw values in order. NaN inputs give zp (documented; the session checks inputs). */
+ * QUANTIZE (x * float32(1 / scale); the reciprocal must be finite). nchw != 0: x is NCHW (n x c x hw floats) and
+ * y is written NHWC; else elementwise over n * c * hw values in order. zp in the logical type's range. NaN inputs
+ * give qmin, as ORT's vectorised kernel (the references refuse NaN; the session checks inputs). float32 buffers
+ * may have any alignment. */
 vki_status vki_graph_add_quantize(vki_graph* g, int32_t mode, uint32_t n, uint32_t c, uint64_t hw, int32_t nchw,
                                   float scale, int32_t zp, int32_t is_signed, vki_ref x, vki_ref y);
-/* canonical 8-bit -> float32: (x - zp) * scale (one float32 multiply), per tensor. nchw != 0: x is NHWC and y
- * is written NCHW (n x c x hw). */
+/* canonical 8-bit -> float32: (x - zp) * scale (one float32 multiply), per tensor: ONNX DequantizeLinear, also
+ * TFLite's DEQUANTIZE (imported as DequantizeLinear). nchw != 0: x is NHWC and y is written NCHW (n x c x hw). */
 vki_status vki_graph_add_dequantize(vki_graph* g, uint32_t n, uint32_t c, uint64_t hw, int32_t nchw, float scale,
                                     int32_t zp, int32_t is_signed, vki_ref x, vki_ref y);
 /* TFLite's 8-bit SOFTMAX over rows of `cols` (vkinfer/reference/tflite_softmax.py); table: its 256 float32
- * exponentials (softmax_table, copied). */
+ * exponentials (softmax_table, copied; finite, >= 0). x_signed does not change the result (only max - x enters);
+ * y_zp in the output type's range. */
 vki_status vki_graph_add_tflite_softmax(vki_graph* g, uint64_t rows, uint32_t cols, const float* table,
                                         int32_t x_signed, float y_scale, int32_t y_zp, int32_t y_signed, vki_ref x,
                                         vki_ref y);

@@ -48,6 +48,7 @@ SIGNATURES: dict[str, list] = {
     "lut1": [_u64, _vp, _REF, _REF],
     "lut2": [_u64, _u64, _vp, _REF, _REF, _REF],
     "qadd": [_u64, _i32, _f32, _f32, _f32, _i32, _i32, _REF, _REF, _REF],
+    "tflite_add": [_u64, _u64] + [_i32] * 8 + [_REF, _REF, _REF],
     "maxpool": [_u32] * 14 + [_REF, _REF],
     "qgap": [_u32, _u32, _u32, _i32, _f32, _i32, _f32, _i32, _REF, _REF],
     "qavgpool": [_u32] * 14 + [_i32, _i32, _f32, _i32, _f32, _i32, _REF, _REF],

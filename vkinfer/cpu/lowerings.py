@@ -5,7 +5,7 @@ shuffle is tried before the general reshape of a Transpose."""
 from . import (  # noqa: F401
     max_pool,
     pad,
-    qlinear_add,
+    qadd,  # (not qlinear_add.py: the package's op-level function vkinfer.cpu.qlinear_add has that name)
     qlinear_concat,
     qlinear_conv,
     qlinear_global_average_pool,
@@ -13,5 +13,6 @@ from . import (  # noqa: F401
     qlinear_matmul,
     quantize_linear,
     reshape,
+    tflite_add,
     tflite_softmax,
 )

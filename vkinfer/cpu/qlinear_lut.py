@@ -20,7 +20,7 @@ def _lut1(node, x, dt_in, dt_out, raw, n):
     return Layer(node, [x], node.outputs[0], emit)
 
 
-@lower("cpu", "com.microsoft:QLinearAdd", "com.microsoft:QLinearMul", "vkinfer:TFLiteAdd")
+@lower("cpu", "com.microsoft:QLinearAdd", "com.microsoft:QLinearMul", "vkinfer:TFLiteAdd", fallback=True)
 def lower_binary(ctx, node, backend):
     a, b, y = node.inputs[0], node.inputs[3], node.outputs[0]
     mode = binary_mode(ctx, node)

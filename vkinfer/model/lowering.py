@@ -30,11 +30,15 @@ _REGISTRY: dict[tuple[str, str], list[LoweringFn]] = {}
 _MODULES = {"cpu": "vkinfer.cpu.lowerings", "vulkan": "vkinfer.vulkan.lowerings"}
 
 
-def lower(kind: str, *ops: str) -> Callable[[LoweringFn], LoweringFn]:
-    """Register `fn` as the lowering of `ops` on device kind `kind` ("cpu", "vulkan")."""
+def lower(kind: str, *ops: str, fallback: bool = False) -> Callable[[LoweringFn], LoweringFn]:
+    """Register `fn` as the lowering of `ops` on device kind `kind` ("cpu", "vulkan"). Lowerings of one op are
+    tried in registration order, `fallback` ones (a general form such as a lookup table) after the others."""
     def deco(fn: LoweringFn) -> LoweringFn:
+        fn._fallback = fallback  # type: ignore[attr-defined]
         for op in ops:
-            _REGISTRY.setdefault((kind, op), []).append(fn)
+            fns = _REGISTRY.setdefault((kind, op), [])
+            fns.append(fn)
+            fns.sort(key=lambda f: getattr(f, "_fallback", False))  # stable: registration order otherwise
         return fn
     return deco
 

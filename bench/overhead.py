@@ -1,0 +1,180 @@
+"""Where a run's time goes: the native CPU graph's per-operator timers on MobileNetV2 1.0/224, and Vulkan's
+fixed costs (session creation cold and warm, host-side cost per inference beside the device's own time).
+
+    .venv/bin/python bench/overhead.py [--repeat N] [--cpu-only] [--vulkan-only]
+
+CPU (1 thread, pinned to one core): each model runs interleaved with its peer (ONNX Runtime, 1 intra-op thread,
+or ai-edge-litert, 1 thread) for --repeat runs after warm-ups; then --repeat profiled runs give each native
+operator's time. "outside kernels" is the median run time minus the convolutions' time (the kernels: the
+next CPU issue's subject): the graph's other operators (edges, pools, tables), its run loop and the Python
+call. Vulkan (the default device): a fresh process creates the session with empty SPIR-V and pipeline caches
+(cold), then another with the caches it left (warm); then --repeat runs, with the device's execution time from
+Vulkan timestamp queries where the driver has them, give the host-side cost per inference.
+Results go to bench/results/overhead-<UTC time>.json; the tables are printed as markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import cpu_model, interleaved, markdown_table  # noqa: E402
+from models import Case, cached_model  # noqa: E402
+
+import vkinfer  # noqa: E402
+from vkinfer.models import tflite_zoo, zoo  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+CPU_CASES = [Case("mobilenet_v2", "qoperator"), Case("mobilenet_v2", "qdq"), Case("mobilenet_v2", "tflite-i8")]
+
+
+def _feed(case: Case, blob: bytes) -> dict[str, np.ndarray]:
+    if case.tflite:
+        return {"input": np.random.default_rng(1).uniform(-1, 1, (1, 224, 224, 3)).astype(np.float32)}
+    import onnx
+
+    return zoo.random_inputs(onnx.load_from_string(blob), seed=1)
+
+
+def _peer(case: Case, blob: bytes, feed):
+    if case.tflite:
+        from ai_edge_litert.interpreter import Interpreter
+
+        it = Interpreter(model_content=blob, num_threads=1)
+        it.allocate_tensors()
+        ins = {d["name"]: d["index"] for d in it.get_input_details()}
+        outs = [d["index"] for d in it.get_output_details()]
+
+        def run():
+            for k, v in feed.items():
+                it.set_tensor(ins[k], v)
+            it.invoke()
+            return [it.get_tensor(i) for i in outs]
+        return run
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads, so.inter_op_num_threads = 1, 1
+    s = ort.InferenceSession(blob, so, providers=["CPUExecutionProvider"])
+    return lambda: s.run(None, feed)
+
+
+def cpu_rows(repeat: int) -> list[dict]:
+    rows = []
+    for case in CPU_CASES:
+        blob, _ = cached_model(case)
+        feed = _feed(case, blob)
+        sess = vkinfer.InferenceSession(blob, device="cpu", threads=1)
+        plan = sess.plan(feed)
+        peer = _peer(case, blob, feed)
+        ours = lambda: sess.run(None, feed)  # noqa: E731
+        t_ours, t_peer = interleaved(ours, peer, warmup=5, repeat=repeat)
+        segs = [s.runner for s in plan.segments if s.device.startswith("cpu")]
+        for r in segs:
+            r.graph.profile(True)
+        for _ in range(repeat):
+            ours()
+        conv_ns = other_ns = loop_ns = 0
+        for r in segs:
+            ns, loop = r.graph.times_ns()
+            for name, t in zip(r.ops(), ns, strict=True):
+                if name.startswith("conv"):
+                    conv_ns += t
+                else:
+                    other_ns += t
+            loop_ns += loop
+            r.graph.profile(False)
+        total = float(np.median(t_ours)) * 1e3
+        kernels = conv_ns / repeat / 1e6
+        rows.append({"model": case.key, "segments": [s.device for s in plan.segments],
+                     "native_calls": plan.native_calls, "vkinfer_ms": total, "peer": case.peer,
+                     "peer_ms": float(np.median(t_peer)) * 1e3, "kernels_ms": kernels,
+                     "other_ops_ms": other_ns / repeat / 1e6, "run_loop_ms": loop_ns / repeat / 1e6,
+                     "outside_kernels_ms": total - kernels, "outside_pct": 100 * (total - kernels) / total})
+    return rows
+
+
+_CHILD = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import vkinfer
+t1 = time.perf_counter()
+sess = vkinfer.InferenceSession(open(sys.argv[1], "rb").read(), device="vulkan")
+t2 = time.perf_counter()
+print(json.dumps({"import_s": t1 - t0, "create_s": t2 - t1}))
+"""
+
+
+def vulkan_rows(repeat: int) -> list[dict]:
+    case = Case("mobilenet_v2", "qoperator")
+    blob, _ = cached_model(case)
+    rows = []
+    with tempfile.TemporaryDirectory() as cache:
+        model = Path(cache) / "m.onnx"
+        model.write_bytes(blob)
+        env = {**os.environ, "VKINFER_CACHE_DIR": cache, "XDG_CACHE_HOME": cache}
+        for label in ("cold", "warm", "warm"):
+            r = subprocess.run([sys.executable, "-c", _CHILD, str(model)], env=env, capture_output=True, text=True,
+                               timeout=600)
+            if r.returncode != 0:
+                raise RuntimeError(r.stderr[-3000:])
+            rows.append({"what": f"session creation ({label} caches)", **json.loads(r.stdout.strip().splitlines()[-1])})
+    feed = _feed(case, blob)
+    sess = vkinfer.InferenceSession(blob, device="vulkan", threads=1)
+    plan = sess.plan(feed)
+    [vseg] = [s.runner for s in plan.segments if s.device.startswith("vulkan")]
+    for _ in range(3):
+        sess.run(None, feed)
+    wall, dev = [], []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        sess.run(None, feed)
+        wall.append(time.perf_counter() - t0)
+        ns = getattr(vseg.seq, "last_device_ns", None)
+        dev.append(None if ns is None else ns * 1e-9)
+    w = float(np.median(wall)) * 1e3
+    d = None if any(v is None for v in dev) else float(np.median(dev)) * 1e3
+    rows.append({"what": "run", "wall_ms": w, "device_ms": d, "host_side_us": None if d is None else (w - d) * 1e3,
+                 "segments": [s.device for s in plan.segments]})
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeat", type=int, default=30)
+    ap.add_argument("--cpu-only", action="store_true")
+    ap.add_argument("--vulkan-only", action="store_true")
+    args = ap.parse_args()
+    os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # pinned: one core for everything
+    out = {"cpu": cpu_model(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    if not args.vulkan_only:
+        out["cpu_rows"] = cpu_rows(args.repeat)
+        print(markdown_table(
+            ["model", "segments", "vkinfer ms", "peer", "peer ms", "ratio", "conv kernels ms", "other ops ms",
+             "run loop ms", "outside kernels"],
+            [[r["model"], " ".join(r["segments"]), f"{r['vkinfer_ms']:.2f}", r["peer"], f"{r['peer_ms']:.2f}",
+              f"{r['vkinfer_ms'] / r['peer_ms']:.2f}", f"{r['kernels_ms']:.2f}", f"{r['other_ops_ms']:.3f}",
+              f"{r['run_loop_ms']:.4f}", f"{r['outside_pct']:.1f}%"] for r in out["cpu_rows"]]))
+    if not args.cpu_only:
+        out["vulkan_rows"] = vulkan_rows(args.repeat)
+        for r in out["vulkan_rows"]:
+            print(r)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"overhead-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
+    path.write_text(json.dumps(out, indent=1))
+    print(f"wrote {path.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
