@@ -13,7 +13,9 @@
 //  - kp::Sequence creates and destroys a fence per submit and writes a timestamp after every op
 //    without resetting its query pool first (a validation error). Our Sequence keeps one fence,
 //    records its ops on the first run (so pipelines still compiling in the background are only
-//    waited for then), and brackets the commands with two timestamps for Sequence.run(timed=True).
+//    waited for then), and keeps a second command buffer bracketed by two timestamps for
+//    Sequence.run(timed=True), recorded on the first timed run: on lavapipe the timestamps add about
+//    45 us to every submit (95 vs 50 us for one small dispatch), too much to pay on untimed runs.
 // Bytes cross the boundary through the buffer protocol or numpy arrays only.
 #include <kompute/Kompute.hpp>
 #include <pybind11/pybind11.h>
@@ -239,11 +241,23 @@ void unpack_nchw(const uint32_t* src, uint8_t* dst, const Form& f)
         for (size_t p0 = 0; p0 < hw; p0 += pb) {
             const size_t np = std::min(pb, hw - p0);
             std::memcpy(tmp.data(), s + p0 * wpr, np * wpr * 4); // one sequential read of device memory
-            for (size_t ch = 0; ch < c; ch++) {
-                const uint32_t* t = tmp.data() + ch / 4;
-                const unsigned shift = 8 * (ch % 4);
-                uint8_t* o = d + ch * hw + p0;
-                for (size_t p = 0; p < np; p++) o[p] = (uint8_t)(t[p * wpr] >> shift);
+            for (size_t w = 0; w < wpr; w++) { // each word read once, its bytes to up to 4 planes
+                const uint32_t* t = tmp.data() + w;
+                const size_t ch = 4 * w, have = std::min<size_t>(4, c - ch);
+                uint8_t* o0 = d + ch * hw + p0;
+                if (have == 4) {
+                    uint8_t *o1 = o0 + hw, *o2 = o1 + hw, *o3 = o2 + hw;
+                    for (size_t p = 0; p < np; p++) {
+                        const uint32_t v = t[p * wpr];
+                        o0[p] = (uint8_t)v;
+                        o1[p] = (uint8_t)(v >> 8);
+                        o2[p] = (uint8_t)(v >> 16);
+                        o3[p] = (uint8_t)(v >> 24);
+                    }
+                } else {
+                    for (size_t j = 0; j < have; j++)
+                        for (size_t p = 0; p < np; p++) o0[j * hw + p] = (uint8_t)(t[p * wpr] >> (8 * j));
+                }
             }
         }
     }
@@ -548,7 +562,8 @@ struct Sequence {
     std::shared_ptr<vk::Device> dev;
     vk::Queue queue;
     vk::CommandPool pool;
-    vk::CommandBuffer cb;
+    vk::CommandBuffer cbs[2];     // [0] plain, [1] with timestamps; each recorded on its first use
+    bool recorded_cb[2] = { false, false };
     vk::Fence fence;
     vk::QueryPool queries; // two timestamps around the commands, where the queue supports them
     double period_ns = 1.0;
@@ -561,7 +576,9 @@ struct Sequence {
       : dev(std::move(d)), queue(q)
     {
         pool = dev->createCommandPool(vk::CommandPoolCreateInfo(vk::CommandPoolCreateFlags(), family));
-        cb = dev->allocateCommandBuffers(vk::CommandBufferAllocateInfo(pool, vk::CommandBufferLevel::ePrimary, 1))[0];
+        auto cb = dev->allocateCommandBuffers(vk::CommandBufferAllocateInfo(pool, vk::CommandBufferLevel::ePrimary, 2));
+        cbs[0] = cb[0];
+        cbs[1] = cb[1];
         fence = dev->createFence(vk::FenceCreateInfo());
         if (ts_bits > 0) {
             queries = dev->createQueryPool(vk::QueryPoolCreateInfo(vk::QueryPoolCreateFlags(), vk::QueryType::eTimestamp, 2));
@@ -573,7 +590,7 @@ struct Sequence {
     {
         if (queries) dev->destroyQueryPool(queries);
         dev->destroyFence(fence);
-        dev->freeCommandBuffers(pool, 1, &cb); // implied by destroying the pool; explicit for clarity
+        dev->freeCommandBuffers(pool, 2, cbs); // implied by destroying the pool; explicit for clarity
         dev->destroyCommandPool(pool);
     }
     Sequence(const Sequence&) = delete;
@@ -624,10 +641,10 @@ struct Sequence {
     void dispatch(const Program& p) { add(SeqOp{ SeqOp::Dispatch, {}, p.p }); }
     void barrier() { add(SeqOp{ SeqOp::Barrier, {}, nullptr }); }
 
-    void record()
+    void record(const vk::CommandBuffer& cb, bool timed)
     {
         cb.begin(vk::CommandBufferBeginInfo());
-        if (queries) {
+        if (timed) {
             cb.resetQueryPool(queries, 0, 2);
             cb.writeTimestamp(vk::PipelineStageFlagBits::eTopOfPipe, queries, 0);
         }
@@ -644,9 +661,8 @@ struct Sequence {
                 case SeqOp::Barrier: global_barrier(cb); break;
             }
         }
-        if (queries) cb.writeTimestamp(vk::PipelineStageFlagBits::eBottomOfPipe, queries, 1);
+        if (timed) cb.writeTimestamp(vk::PipelineStageFlagBits::eBottomOfPipe, queries, 1);
         cb.end();
-        recorded = true;
     }
 
     std::optional<uint64_t> run(bool timed)
@@ -660,20 +676,24 @@ struct Sequence {
             if (timed && queries) return 0;
             return std::nullopt;
         }
-        if (!recorded) {
+        const bool use_ts = timed && queries;
+        recorded = true; // no more ops: they would be missing from the command buffer recorded here
+        if (!recorded_cb[use_ts]) {
             try {
-                record(); // waits here for pipelines still being created
+                record(cbs[use_ts], use_ts); // waits here for pipelines still being created
             } catch (...) {
-                dev->resetCommandPool(pool); // back to the initial state, so a later run can retry
+                dev->resetCommandPool(pool); // both buffers back to the initial state: a later run retries
+                recorded_cb[0] = recorded_cb[1] = false;
                 throw;
             }
+            recorded_cb[use_ts] = true;
         }
-        vk::SubmitInfo si(0, nullptr, nullptr, 1, &cb);
+        vk::SubmitInfo si(0, nullptr, nullptr, 1, &cbs[use_ts]);
         if (queue.submit(1, &si, fence) != vk::Result::eSuccess) throw std::runtime_error("vkQueueSubmit failed");
         vk::Result r = dev->waitForFences(1, &fence, VK_TRUE, UINT64_MAX);
         if (r != vk::Result::eSuccess) throw std::runtime_error("vkWaitForFences: " + vk::to_string(r));
         if (dev->resetFences(1, &fence) != vk::Result::eSuccess) throw std::runtime_error("vkResetFences failed");
-        if (!timed || !queries) return std::nullopt;
+        if (!use_ts) return std::nullopt;
         uint64_t ts[2] = { 0, 0 };
         r = dev->getQueryPoolResults(queries, 0, 2, sizeof ts, ts, sizeof(uint64_t),
                                      vk::QueryResultFlagBits::e64 | vk::QueryResultFlagBits::eWait);
