@@ -1,10 +1,20 @@
 """The one internal module that talks to Kompute (through our native `_vkcore` binding).
 
 Everything else in vkinfer uses `Device`, `Buffer`, `Program` and `Sequence` from here:
-buffers are raw bytes on the device (with a host staging copy when they cross to the host),
-programs are compute pipelines bound to buffers with shapes as specialization constants and
-scalars as push constants, and a sequence records uploads, dispatches, barriers and downloads
-once and replays them with one submit per `run()`.
+buffers are raw bytes on the device (host-visible device memory on unified-memory devices, else with a
+host staging copy when they cross to the host; `Buffer.write_nchw`/`read_nchw` pack and unpack vkinfer's
+device layout natively), programs are compute pipelines bound to buffers with shapes as specialization
+constants and scalars as push constants (created on worker threads through an on-disk pipeline cache,
+one pipeline per distinct shader and specialization), and a sequence records uploads, dispatches,
+barriers and downloads once and replays them with one submit per `run()` (`run(timed=True)` also
+returns the device time from Vulkan timestamps).
+
+Measured on lavapipe (Mesa 22.3.6, 2-core EPYC), MobileNetV2 1.0/224 (64 programs, 37 distinct
+pipelines): creating its pipelines took 770 ms with one Kompute pipeline per program, 415 ms shared,
+210 ms shared on 2 worker threads (medians of 5). A warm pipeline cache changes nothing there: lavapipe
+22.3's vkGetPipelineCacheData returns a 32-byte header and SwiftShader's echoes its initial data, so
+neither keeps compiled pipelines across processes; drivers with a real cache (NVIDIA, RADV, ANV, newer
+Mesa) skip their compiler on the second run. Packing a 1x3x224x224 input: numpy 350-600 us, native 36 us.
 """
 
 from __future__ import annotations
@@ -504,6 +514,7 @@ _ALL_DEVICES: weakref.WeakSet[Device] = weakref.WeakSet()
 def _save_pipeline_caches_at_exit() -> None:
     for dev in list(_ALL_DEVICES):
         try:
+            dev.wait_pipelines()  # no driver call still running on a worker while the process tears down
             if dev.raw.stats()["pipelines_created"] > dev._saved_created:
                 dev.save_pipeline_cache()
         except Exception as e:  # never fail interpreter exit over a cache
