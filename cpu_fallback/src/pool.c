@@ -2,9 +2,8 @@
  * and QLinearAveragePool with ONNX Runtime's arithmetic, TFLite's 8-bit AVERAGE_POOL_2D. NHWC, canonical bytes.
  *
  * The numpy references in vkinfer/reference/ are the contract; every result here is bit-identical to them.
- * Inner loops run over channels (contiguous in NHWC) in fixed blocks of VEC elements: GCC's -O2 vectoriser
- * (the "very cheap" cost model) only takes loops whose trip count is a known multiple of the vector width, so
- * a block with a constant trip count vectorises where a plain `for (i < c)` loop would stay scalar. */
+ * Inner loops run over channels (contiguous in NHWC) and are written for the auto-vectoriser: plain loops over
+ * restrict pointers or local arrays, float32 operations that are exact in any vector width. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,20 +11,20 @@
 #include "graph_internal.h"
 #include "threadpool.h"
 
+/* GCC's -O2 vectoriser uses its "very cheap" cost model, which skips any loop needing a scalar epilogue or a
+ * runtime alias check: every loop over a runtime channel count. Hand-blocked loops were not a way out (GCC 12
+ * unrolled the fixed inner block and then vectorised only the outer loop, leaving channel counts under 256
+ * scalar: max pool 6x slower). -O3's cost model for these files whatever the build's -O level (the Makefile
+ * passes -O3 for them; the cross-compiled drivers build every file at -O2); -ffp-contract=off still applies. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("vect-cost-model=dynamic")
+#endif
+
 #define FAIL(code, ...) do { vki_set_error(__VA_ARGS__); return code; } while (0)
-#define VEC 16          /* block of a vectorised inner loop */
 #define CBLK 256        /* channels per stack accumulator block */
 /* Below this many byte-operations an operator stays on the calling thread: waking the pool costs a few
  * microseconds, about what 100k simple byte operations take. */
 #define PAR_MIN_WORK (UINT64_C(1) << 17)
-/* for (size_t i = 0; i < n; i++) { body }, as blocks of VEC with a constant trip count, then a scalar tail. */
-#define FOR_BLOCKED(i, n, ...)                                                                  \
-    do {                                                                                        \
-        size_t i##_blk = 0, i##_n = (n);                                                        \
-        for (; i##_blk + VEC <= i##_n; i##_blk += VEC)                                          \
-            for (size_t i = i##_blk; i < i##_blk + VEC; i++) { __VA_ARGS__; }                   \
-        for (size_t i = i##_blk; i < i##_n; i++) { __VA_ARGS__; }                               \
-    } while (0)
 
 static void for_items(size_t n_items, uint64_t work, uint32_t threads, void (*fn)(void*, size_t), void* ctx)
 {
@@ -61,8 +60,10 @@ typedef struct {
 
 /* Shared checks of the pooling add functions. Returns VKI_OK, or VKI_EINVAL with the error set. When a ref
  * has the wrong size it returns VKI_OK with *sizes_ok = 0: the caller pushes anyway so that vki_graph_push
- * reports the operand in its standard form (and the window scan below never runs on absurd sizes). */
-static vki_status check_geom(const char* op, const geom_t* q, vki_ref x, vki_ref y, uint64_t need[2], int* sizes_ok)
+ * reports the operand in its standard form (and the window scan below never runs on absurd sizes). Average
+ * pools need a pixel in every window (require_pixels); max pool gives qmin for an empty one. */
+static vki_status check_geom(const char* op, const geom_t* q, vki_ref x, vki_ref y, uint64_t need[2], int* sizes_ok,
+                             int require_pixels)
 {
     if (!q->n || !q->h || !q->w || !q->c) FAIL(VKI_EINVAL, "%s: input shape %ux%ux%ux%u must be positive", op,
                                                q->n, q->h, q->w, q->c);
@@ -75,8 +76,8 @@ static vki_status check_geom(const char* op, const geom_t* q, vki_ref x, vki_ref
     *sizes_ok = x.bytes == need[0] && y.bytes == need[1] && need[0] && need[1];
     if (!*sizes_ok) return VKI_OK;
     if (refs_overlap(x, y)) FAIL(VKI_EINVAL, "%s: x and y overlap", op);
-    if (!windows_nonempty(q->h, q->oh, q->kh, q->sh, q->dh, q->pt) ||
-        !windows_nonempty(q->w, q->ow, q->kw, q->sw, q->dw, q->pl))
+    if (require_pixels && (!windows_nonempty(q->h, q->oh, q->kh, q->sh, q->dh, q->pt) ||
+        !windows_nonempty(q->w, q->ow, q->kw, q->sw, q->dw, q->pl)))
         FAIL(VKI_EINVAL, "%s: a window of the %ux%u output (kernel %ux%u, strides %ux%u, dilations %ux%u, pads top "
              "%u left %u) holds no pixel of the %ux%u input", op, q->oh, q->ow, q->kh, q->kw, q->sh, q->sw, q->dh,
              q->dw, q->pt, q->pl, q->h, q->w);
@@ -101,13 +102,14 @@ typedef struct {
     uint8_t* y;
 } pool_job;
 
-static void max_into(uint8_t* restrict d, const uint8_t* restrict s, size_t c)
+static inline void max_into(uint8_t* restrict d, const uint8_t* restrict s, size_t c)
 {
-    FOR_BLOCKED(i, c, d[i] = d[i] > s[i] ? d[i] : s[i]);
+    for (size_t i = 0; i < c; i++) d[i] = d[i] > s[i] ? d[i] : s[i];
 }
 
 /* One output row. The canonical domain keeps int8's order, so the max of canonical bytes is the canonical
- * max; taps outside the input are skipped (ORT: padding never contributes). */
+ * max; taps outside the input are skipped (ORT: padding never contributes). A window whose dilated taps all
+ * miss the input (possible with dilation and pads) gives qmin, canonical 0, as the reference's qmin padding. */
 static void maxpool_row(void* ctx, size_t item)
 {
     const pool_job* j = ctx;
@@ -116,26 +118,24 @@ static void maxpool_row(void* ctx, size_t item)
     const uint8_t* xb = j->x + b * q->h * q->w * c;
     uint8_t* yrow = j->y + item * q->ow * c;
     int64_t iy0 = (int64_t)oy * q->sh - q->pt;
+    uint8_t acc[CBLK];  /* one channel block of the window's max, stored once */
     for (size_t ox = 0; ox < q->ow; ox++) {
-        uint8_t* d = yrow + ox * c;
         int64_t ix0 = (int64_t)ox * q->sw - q->pl;
-        int first = 1;
-        for (uint32_t ky = 0; ky < q->kh; ky++) {
-            int64_t iy = iy0 + (int64_t)ky * q->dh;
-            if (iy < 0) continue;
-            if (iy >= q->h) break;
-            for (uint32_t kx = 0; kx < q->kw; kx++) {
-                int64_t ix = ix0 + (int64_t)kx * q->dw;
-                if (ix < 0) continue;
-                if (ix >= q->w) break;
-                const uint8_t* s = xb + ((size_t)iy * q->w + (size_t)ix) * c;
-                if (first) {
-                    memcpy(d, s, c);
-                    first = 0;
-                } else {
-                    max_into(d, s, c);
+        for (size_t c0 = 0; c0 < c; c0 += CBLK) {
+            size_t nc = c - c0 < CBLK ? c - c0 : CBLK;
+            memset(acc, 0, nc);  /* canonical qmin: the result of a window with no input pixel */
+            for (uint32_t ky = 0; ky < q->kh; ky++) {
+                int64_t iy = iy0 + (int64_t)ky * q->dh;
+                if (iy < 0) continue;
+                if (iy >= q->h) break;
+                for (uint32_t kx = 0; kx < q->kw; kx++) {
+                    int64_t ix = ix0 + (int64_t)kx * q->dw;
+                    if (ix < 0) continue;
+                    if (ix >= q->w) break;
+                    max_into(acc, xb + ((size_t)iy * q->w + (size_t)ix) * c + c0, nc);
                 }
             }
+            memcpy(yrow + ox * c + c0, acc, nc);
         }
     }
 }
@@ -156,7 +156,7 @@ vki_status vki_graph_add_maxpool(vki_graph* g, uint32_t n, uint32_t h, uint32_t 
     geom_t q = {n, h, w, c, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl};
     uint64_t need[2];
     int ok;
-    vki_status st = check_geom("maxpool", &q, x, y, need, &ok);
+    vki_status st = check_geom("maxpool", &q, x, y, need, &ok, 0);
     if (st != VKI_OK) return st;
     vki_ref refs[2] = {x, y};
     geom_t* t = NULL;
@@ -185,28 +185,37 @@ typedef struct {
     uint8_t* y;
 } qgap_job;
 
-static void sum_into(uint32_t* restrict acc, const uint8_t* restrict s, size_t c)
+static void sum16_into(uint16_t* restrict acc, const uint8_t* restrict s, size_t c)
 {
-    FOR_BLOCKED(i, c, acc[i] += s[i]);
+    for (size_t i = 0; i < c; i++) acc[i] = (uint16_t)(acc[i] + s[i]);
 }
 
-/* round_half_even(f) for |f| <= 2^22: adding and subtracting 1.5 * 2^23 leaves f rounded to an integer in the
- * default rounding mode. Plain C that vectorises without SSE4.1's ROUNDPS (nearbyintf would be a libm call). */
-static inline float rne_small(float f) { return (f + 0x1.8p23f) - 0x1.8p23f; }
+/* (round_half_even(f) + off) mod 256 for |f| <= 255: f + 1.5 * 2^23 lies in [2^23, 2^24), where the float32
+ * spacing is 1, so that add rounds f half to even (default rounding mode; 1.5 * 2^23 is even) and the sum's bit
+ * pattern is 0x4B400000 + rne(f), whose low byte is rne(f) mod 256. Plain C that vectorises without SSE4.1's
+ * ROUNDPS (nearbyintf would be a libm call) and without a float -> int conversion. */
+static inline uint8_t rne_byte(float f, int32_t off)
+{
+    float g = f + 0x1.8p23f;
+    uint32_t bits;
+    memcpy(&bits, &g, 4);
+    return (uint8_t)(bits + (uint32_t)off);
+}
 
 /* ORT (MLAS) requantizes the int32 sum: y = clamp(rne(float(acc) * m), qmin - y_zp, qmax - y_zp) + y_zp. The
- * bounds are integers, so clamping before rounding is the same; the clamped value is small enough for rne_small.
+ * bounds are integers, so clamping before rounding is the same; the clamped value is small enough for rne_byte.
  * acc wraps modulo 2^32 like ORT's int32 accumulator (and the reference's astype(int32)). */
 static void qgap_finish(const qgap_t* t, const uint32_t* restrict acc, uint8_t* restrict y, size_t c)
 {
     uint32_t bias = (uint32_t)((uint64_t)t->zc * t->hw);
     float m = t->m, fmin = t->fmin, fmax = t->fmax;
     int32_t off = t->off;
-    FOR_BLOCKED(i, c,
+    for (size_t i = 0; i < c; i++) {
         float f = (float)(int32_t)(acc[i] - bias) * m;
         f = f > fmin ? f : fmin;
         f = f < fmax ? f : fmax;
-        y[i] = (uint8_t)((int32_t)rne_small(f) + off));
+        y[i] = rne_byte(f, off);
+    }
 }
 
 /* One item: image b, channels [cb * CBLK, ...). */
@@ -217,9 +226,16 @@ static void qgap_item(void* ctx, size_t item)
     size_t nb = (t->c + CBLK - 1) / CBLK, b = item / nb, c0 = item % nb * CBLK;
     size_t nc = t->c - c0 < CBLK ? t->c - c0 : CBLK;
     uint32_t acc[CBLK];
+    uint16_t part[CBLK];
     memset(acc, 0, sizeof acc);
     const uint8_t* x = j->x + b * t->hw * t->c + c0;
-    for (uint64_t p = 0; p < t->hw; p++) sum_into(acc, x + p * t->c, nc);
+    /* 16-bit partial sums of up to 257 pixels (255 * 257 = 65535): twice the bytes per vector add. */
+    for (uint64_t p0 = 0; p0 < t->hw; p0 += 257) {
+        uint64_t p1 = t->hw - p0 < 257 ? t->hw : p0 + 257;
+        memset(part, 0, nc * sizeof *part);
+        for (uint64_t p = p0; p < p1; p++) sum16_into(part, x + p * t->c, nc);
+        for (size_t i = 0; i < nc; i++) acc[i] += part[i];
+    }
     qgap_finish(t, acc, j->y + b * t->c + c0, nc);
 }
 
@@ -289,7 +305,7 @@ typedef struct {
 /* acc += float32(x_scale * float32(x - x_zp)): ORT dequantizes each input, then sums in float32. */
 static void add_dequant(float* restrict acc, const uint8_t* restrict s, size_t c, int32_t zc, float xs)
 {
-    FOR_BLOCKED(i, c, acc[i] += xs * (float)((int32_t)s[i] - zc));
+    for (size_t i = 0; i < c; i++) acc[i] += xs * (float)((int32_t)s[i] - zc);
 }
 
 /* v = (acc / count) / y_scale + y_zp in float32, then x86 CVTPS2DQ (NaN or out of int32 range -> INT32_MIN, which
@@ -298,12 +314,13 @@ static void qavg_finish(const qavg_t* t, const float* restrict acc, float cnt, u
 {
     float ys = t->y_scale, yzf = t->yzf, fmin = t->fmin, fmax = t->fmax;
     int32_t off = t->off;
-    FOR_BLOCKED(i, c,
+    for (size_t i = 0; i < c; i++) {
         float v = acc[i] / cnt / ys + yzf;
         v = v < 2147483648.0f ? v : fmin;  /* also NaN */
         v = v > fmin ? v : fmin;
         v = v < fmax ? v : fmax;
-        y[i] = (uint8_t)((int32_t)rne_small(v) + off));
+        y[i] = rne_byte(v, off);
+    }
 }
 
 static void qavg_row(void* ctx, size_t item)
@@ -360,7 +377,7 @@ vki_status vki_graph_add_qavgpool(vki_graph* g, uint32_t n, uint32_t h, uint32_t
     geom_t q = {n, h, w, c, oh, ow, kh, kw, sh, sw, 1, 1, pt, pl};
     uint64_t need[2];
     int ok;
-    vki_status st = check_geom("qavgpool", &q, x, y, need, &ok);
+    vki_status st = check_geom("qavgpool", &q, x, y, need, &ok, 1);
     if (st != VKI_OK) return st;
     /* ORT (qlinear_pool.cc) switches to QLinearGlobalAveragePool when the kernel is the image and no pad is set,
      * whatever the strides: its integer sum and multiplier (and range check) then apply. */
@@ -396,7 +413,7 @@ typedef struct {
 
 static void isum_into(int32_t* restrict acc, const uint8_t* restrict s, size_t c)
 {
-    FOR_BLOCKED(i, c, acc[i] += s[i]);
+    for (size_t i = 0; i < c; i++) acc[i] += s[i];
 }
 
 /* TFLite: q = (acc + n/2) / n for acc > 0, else (acc - n/2) / n, C division truncating toward zero (round half
@@ -410,13 +427,14 @@ static void tfavg_finish(const tfavg_t* t, int32_t* restrict acc, int32_t cnt, u
     if (t->float_div) {
         float fc = (float)cnt;
         int32_t lo = t->lo, hi = t->hi;
-        FOR_BLOCKED(i, c,
+        for (size_t i = 0; i < c; i++) {
             int32_t a = acc[i] - bias;
             a = a > 0 ? a + half : a - half;
             int32_t r = (int32_t)((float)a / fc);
             r = r < lo ? lo : r;
             r = r > hi ? hi : r;
-            y[i] = (uint8_t)(r + off));
+            y[i] = (uint8_t)(r + off);
+        }
     } else {
         for (size_t i = 0; i < c; i++) {
             int32_t a = acc[i] - bias;
@@ -474,7 +492,7 @@ vki_status vki_graph_add_tflite_avgpool(vki_graph* g, uint32_t n, uint32_t h, ui
     geom_t q = {n, h, w, c, oh, ow, kh, kw, sh, sw, 1, 1, pt, pl};
     uint64_t need[2];
     int ok;
-    vki_status st = check_geom("tflite_avgpool", &q, x, y, need, &ok);
+    vki_status st = check_geom("tflite_avgpool", &q, x, y, need, &ok, 1);
     if (st != VKI_OK) return st;
     /* The int32 window sum (255 per pixel, plus half the count) must not overflow. */
     uint64_t max_cnt = (uint64_t)(kh < h ? kh : h) * (kw < w ? kw : w);
