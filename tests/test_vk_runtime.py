@@ -205,6 +205,21 @@ def test_pipeline_cache_checks_without_a_device():
     assert _vk._echoes(payload[:32] + payload, payload) and not _vk._echoes(payload + b"x", payload)
 
 
+def test_unwritable_pipeline_cache_warns_once_and_the_device_works(cache_dir):
+    (cache_dir / "pipelines").write_text("a file where the cache folder would go")  # root ignores chmod
+    with pytest.warns(RuntimeWarning, match="unreadable"):
+        dev = _vk.Device(_vk._pick(None), pipeline_threads=0)
+    spec = _conv_specs()[0]
+    run, _ = _conv_runner(dev, spec)
+    with pytest.warns(RuntimeWarning, match="could not write pipeline cache"):
+        assert dev.save_pipeline_cache() is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert dev.save_pipeline_cache() is None  # once per device
+    x = np.ones(spec.x.shape, np.uint8)
+    np.testing.assert_array_equal(run(x)[0], _reference(spec, x))
+
+
 def test_pipeline_cache_can_be_switched_off(cache_dir, monkeypatch):
     monkeypatch.setenv("VKINFER_PIPELINE_CACHE", "0")
     dev = _vk.Device(_vk._pick(None), pipeline_threads=0)

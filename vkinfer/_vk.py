@@ -20,6 +20,7 @@ Mesa) skip their compiler on the second run. Packing a 1x3x224x224 input: numpy 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import hashlib
 import os
@@ -407,6 +408,7 @@ class Device:
         self.raw = _native().Device(inst, info.index, payload or b"", threads)
         self._on_disk: bytes | None = payload  # what the file holds now, when valid
         self._saved_created = 0
+        self._save_failed = False  # warn once per device
         self._save_lock = threading.Lock()
         self.unified_memory: bool = bool(self.raw.unified_memory)
         if zero_copy is None:
@@ -452,9 +454,9 @@ class Device:
 
     def save_pipeline_cache(self) -> Path | None:
         """Write the pipeline cache file (after waiting for pipelines still being created): temp file and
-        os.replace, so readers never see half a file. Returns the path, or None when the cache is disabled
-        or the file already holds the same data. Call it after building a session; it also runs at exit
-        when new pipelines were created."""
+        os.replace, so readers never see half a file. Returns the path, or None when the cache is disabled,
+        the file already holds the same data, or it cannot be written (a RuntimeWarning, once per device).
+        Call it after building a session; it also runs at exit when new pipelines were created."""
         path = self.pipeline_cache_path
         if path is None:
             return None
@@ -464,13 +466,20 @@ class Device:
             if payload == self._on_disk or _echoes(payload, self._on_disk):
                 self._saved_created = created
                 return None
-            path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
             try:
+                path.parent.mkdir(parents=True, exist_ok=True)
                 tmp.write_bytes(_pack_pipeline_cache(self.identity, payload))
                 os.replace(tmp, path)
+            except OSError as e:  # a read-only or full cache folder costs speed, never a session
+                if not self._save_failed:
+                    warnings.warn(f"vkinfer: could not write pipeline cache {path}: {e}", RuntimeWarning,
+                                  stacklevel=2)
+                self._save_failed = True
+                return None
             finally:
-                tmp.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):  # gone after os.replace
+                    tmp.unlink()
             self._on_disk, self._saved_created = payload, created
             return path
 
