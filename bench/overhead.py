@@ -31,7 +31,7 @@ from _common import cpu_model, interleaved, markdown_table  # noqa: E402
 from models import Case, cached_model  # noqa: E402
 
 import vkinfer  # noqa: E402
-from vkinfer.models import tflite_zoo, zoo  # noqa: E402
+from vkinfer.models import zoo  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -77,7 +77,7 @@ def cpu_rows(repeat: int) -> list[dict]:
         sess = vkinfer.InferenceSession(blob, device="cpu", threads=1)
         plan = sess.plan(feed)
         peer = _peer(case, blob, feed)
-        ours = lambda: sess.run(None, feed)  # noqa: E731
+        ours = lambda s=sess, f=feed: s.run(None, f)  # noqa: E731
         t_ours, t_peer = interleaved(ours, peer, warmup=5, repeat=repeat)
         segs = [s.runner for s in plan.segments if s.device.startswith("cpu")]
         for r in segs:
@@ -135,12 +135,13 @@ def vulkan_rows(repeat: int) -> list[dict]:
     [vseg] = [s.runner for s in plan.segments if s.device.startswith("vulkan")]
     for _ in range(3):
         sess.run(None, feed)
+    vseg.timed = True
     wall, dev = [], []
     for _ in range(repeat):
         t0 = time.perf_counter()
         sess.run(None, feed)
         wall.append(time.perf_counter() - t0)
-        ns = getattr(vseg.seq, "last_device_ns", None)
+        ns = vseg.last_device_ns
         dev.append(None if ns is None else ns * 1e-9)
     w = float(np.median(wall)) * 1e3
     d = None if any(v is None for v in dev) else float(np.median(dev)) * 1e3

@@ -4,10 +4,8 @@ a segment is one submit per inference."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from ..model.memory import lifetimes, plan_slots
-from ._layout import from_packed, packed_words, to_packed
+from ._layout import packed_words, to_packed
 
 
 def _bind(impl, ins: list, y) -> list:
@@ -82,13 +80,18 @@ class VulkanSegment:
             seq.barrier()
         self.seq = seq
 
+    timed = False  # set True to measure each run's device time (Vulkan timestamps) into last_device_ns
+    last_device_ns: int | None = None
+
     def run(self, values, threads: int = 0) -> None:
-        """Upload the inputs from `values`, submit once, read the outputs back into `values`."""
+        """Pack the inputs from `values` straight into their buffers (native code; on unified memory those are
+        the buffers the shaders read), submit once, unpack the outputs into `values`."""
         with self.dev.lock:  # the planned buffers are shared by every caller of this segment
             for name, b in self.ups:
-                b.write(to_packed(values[name]))
-            self.seq.run()
-            outs = [(name, from_packed(b.read(np.uint32, words), shape, dtype))
-                    for name, b, words, shape, dtype in self.downs]
+                b.write_nchw(values[name])
+            ns = self.seq.run(timed=self.timed)
+            if self.timed:
+                self.last_device_ns = ns
+            outs = [(name, b.read_nchw(shape, dtype)) for name, b, _words, shape, dtype in self.downs]
         for name, a in outs:
             values[name] = a
