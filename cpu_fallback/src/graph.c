@@ -612,7 +612,8 @@ typedef struct {
 /* Pure integer arithmetic, so the canonical domain only shifts the zero points (a - za is unchanged).
  * |acc| <= 2 * 255 * 2^21 + 2^29 < 2^31: int32 is exact. The loop needs a 32-bit vector multiply, which
  * SSE2 lacks: an AVX2 clone (chosen at load time) vectorises it, 10 MobileNetV2 residual adds 232 -> 40 us. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__) && \
+    !defined(__SANITIZE_ADDRESS__)  /* ifunc resolvers run before the sanitizer runtime is up */
 __attribute__((target_clones("avx2", "default")))
 #endif
 static void tadd_rows(const uint8_t* a, const uint8_t* b, uint8_t* y, uint64_t m, int32_t za, int32_t zb, int32_t ma,

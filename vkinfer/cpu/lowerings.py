@@ -3,6 +3,7 @@ lower one op type: QLinearAdd of equal shapes takes ORT's float arithmetic befor
 shuffle is tried before the general reshape of a Transpose."""
 
 from . import (  # noqa: F401
+    average_pool,
     max_pool,
     pad,
     qadd,  # (not qlinear_add.py: the package's op-level function vkinfer.cpu.qlinear_add has that name)

@@ -5,13 +5,10 @@ from __future__ import annotations
 
 from ..model.lowering import Layer, lower
 from ..vulkan.max_pool import pool_attrs
-from .graph import available
 
 
 @lower("cpu", "MaxPool")
 def lower_max_pool(ctx, node, backend):
-    if not available('maxpool'):
-        return None
     x, y = node.inputs[0], node.outputs[0]
     if not (ctx.quantized(x) and len(ctx.shape(x)) == 4 and not node.attrs.get("storage_order", 0)
             and len(node.outputs) == 1) or (p := pool_attrs(node)) is None:

@@ -8,13 +8,10 @@ import numpy as np
 from ..model.lowering import Layer, lower, static_params
 from ..reference import _qcheck as qc
 from ..reference.qlinear_global_average_pool import global_pool_multiplier
-from .graph import available
 
 
 @lower("cpu", "com.microsoft:QLinearGlobalAveragePool")
 def lower_gap(ctx, node, backend):
-    if not available('qgap'):
-        return None
     ins = node.inputs
     x = ins[0]
     if not (ctx.quantized(x) and len(ctx.shape(x)) == 4 and not node.attrs.get("channels_last", 0)

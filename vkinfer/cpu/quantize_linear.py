@@ -9,7 +9,6 @@ import numpy as np
 from ..model.lowering import Layer, lower
 from ..reference.quantize_linear import _params
 from ._form import is_8bit
-from .graph import available
 
 
 def _per_tensor(ctx, node, x, dtype):
@@ -35,8 +34,6 @@ def _geometry(shape):
 
 @lower("cpu", "QuantizeLinear", "vkinfer:TFLiteQuantize")
 def lower_quantize(ctx, node, backend):
-    if not available('quantize'):
-        return None
     x, y = node.inputs[0], node.outputs[0]
     if ctx.dtype(x) != np.float32 or not ctx.quantized(y) or len(ctx.shape(x)) == 5:
         return None
@@ -46,6 +43,9 @@ def lower_quantize(ctx, node, backend):
     if p is None:
         return None
     mode = 1 if node.op == "vkinfer:TFLiteQuantize" else 0
+    with np.errstate(over="ignore", divide="ignore"):
+        if mode == 1 and not np.isfinite(np.float32(1) / np.float32(p[0])):
+            return None  # an infinite reciprocal: the C operator refuses it, the interpreter's kernel runs it
     n, c, hw, nchw = _geometry(ctx.shape(x))
     signed = int(ctx.dtype(y) == np.int8)
 
@@ -56,8 +56,6 @@ def lower_quantize(ctx, node, backend):
 
 @lower("cpu", "DequantizeLinear")
 def lower_dequantize(ctx, node, backend):
-    if not available('dequantize'):
-        return None
     x, y = node.inputs[0], node.outputs[0]
     if not is_8bit(ctx.dtype(x)) or ctx.dtype(y) != np.float32 or len(ctx.shape(x)) == 5:
         return None

@@ -8,13 +8,10 @@ from ..model.lowering import Layer, lower, static_params
 from ..reference import _qcheck as qc
 from ..reference.tflite_softmax import softmax_table
 from ._form import same_bytes
-from .graph import available
 
 
 @lower("cpu", "vkinfer:TFLiteSoftmax")
 def lower_tflite_softmax(ctx, node, backend):
-    if not available('tflite_softmax'):
-        return None
     ins = node.inputs
     x, y = ins[0], node.outputs[0]
     shape = ctx.shape(x)

@@ -62,7 +62,39 @@ def plan_offsets(lts: list[Lifetime], align: int = 64) -> tuple[dict[str, int], 
     ("greedy by breadth"; on MobileNetV1 0.25 at 96x96 it reaches the live peak where by size alone is 17% over)."""
     by_size = _greedy(sorted(lts, key=lambda x: (-x.size, x.first, x.name)), align)
     by_breadth = _greedy(sorted(lts, key=lambda x: (x.first, -x.size, x.name)), align)
-    return min(by_size, by_breadth, key=lambda p: p[1])
+    plans = [by_size, by_breadth]
+    two = _two_ended(lts, align)
+    if two is not None:
+        plans.append(two)
+    return min(plans, key=lambda p: p[1])
+
+
+def _two_ended(lts: list[Lifetime], align: int) -> tuple[dict[str, int], int] | None:
+    """Tensors in order of first use, alternately at the lowest free offset and at the highest one below the
+    aligned live peak: on a chain of layers (each tensor alive with its neighbours only) that is the peak
+    exactly, where the greedy orders can be 48% over on random sizes. None when something does not fit."""
+    sizes = {lt.name: _round(max(lt.size, 1), align) for lt in lts}
+    steps = sorted({s for lt in lts for s in (lt.first, lt.last)})
+    cap = max((sum(sizes[lt.name] for lt in lts if lt.first <= s <= lt.last) for s in steps), default=0)
+    placed: list[tuple[int, int, Lifetime]] = []
+    offsets: dict[str, int] = {}
+    for i, lt in enumerate(sorted(lts, key=lambda x: (x.first, x.name))):
+        need = sizes[lt.name]
+        busy = sorted((off, end) for off, end, o in placed if not (o.last < lt.first or lt.last < o.first))
+        free, at = [], 0  # gaps between busy intervals, within [0, cap)
+        for off, end in busy:
+            if off > at:
+                free.append((at, off))
+            at = max(at, end)
+        if cap > at:
+            free.append((at, cap))
+        fits = [(a, b) for a, b in free if b - a >= need]
+        if not fits:
+            return None
+        off = fits[0][0] if i % 2 == 0 else fits[-1][1] - need
+        offsets[lt.name] = off
+        placed.append((off, off + need, lt))
+    return offsets, cap
 
 
 def _greedy(order: list[Lifetime], align: int) -> tuple[dict[str, int], int]:

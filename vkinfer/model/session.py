@@ -155,12 +155,10 @@ class InferenceSession:
         sig = tuple((k, v.shape, v.dtype.str) for k, v in sorted(feed.items()))
         plan = self._plans.get(sig)
         if plan is None:
+            # Vulkan pipelines keep compiling on worker threads (through the on-disk pipeline cache, saved at
+            # exit); the first run waits for the ones it needs.
             plan = self._plans[sig] = Plan(self.graph, feed, self._backend, self.device, self.placement,
                                            self._resolve)
-            for be in self._backends.values():
-                save = getattr(getattr(be, "dev", None), "save_pipeline_cache", None)
-                if save is not None:
-                    save()
         return plan
 
     def _threads(self) -> int:
