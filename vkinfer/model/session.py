@@ -87,7 +87,8 @@ class InferenceSession:
             node.attrs["_static"] = all(not n or n in self.graph.consts for n in node.inputs[1:])
         self.placement = self._check_placement(placement)
         self._plans: dict[tuple, Plan] = {}
-        self._fast: tuple | None = None  # (plan, [(input, dtype, shape)], output names) for static shapes
+        # For static shapes: (plan, [(input, dtype, shape)], output names, its CPU segment when that is all of it)
+        self._fast: tuple | None = None
         self._backends: dict[str, object] = {}
         kind, _, which = self.device.partition(":")
         self._compile = kind in ("vulkan", "cpu") and os.environ.get("VKINFER_PLAN", "1") != "0"
@@ -101,8 +102,12 @@ class InferenceSession:
                 # Static input shapes: compile now (trace, placement, packing, buffers, recording).
                 try:
                     plan = self.plan({t.name: np.zeros(t.shape, t.dtype) for t in self.graph.inputs}, trial=True)
-                    self._fast = (plan, [(t.name, np.dtype(t.dtype), tuple(t.shape)) for t in self.graph.inputs],
-                                  [t.name for t in self.graph.outputs])
+                    ins = [(t.name, np.dtype(t.dtype), tuple(t.shape)) for t in self.graph.inputs]
+                    outs = [t.name for t in self.graph.outputs]
+                    [seg0, *rest] = plan.segments
+                    whole = not rest and seg0.device.startswith("cpu") and seg0.runner.inputs == [
+                        t[0] for t in ins] and seg0.runner.outputs == outs
+                    self._fast = (plan, ins, outs, seg0.runner if whole else None)
                 except (ValueError, TypeError) as e:
                     if self.placement and "placement" in str(e):
                         raise
@@ -188,6 +193,8 @@ class InferenceSession:
                     break
                 feed[name] = v
             else:
+                if fast[3] is not None:  # the whole model is one native call
+                    return fast[3].run_arrays(list(feed.values()), self._threads())
                 return fast[0].run(feed, fast[2], self._threads())
         g = self.graph
         values: dict[str, np.ndarray] = dict(g.consts)
