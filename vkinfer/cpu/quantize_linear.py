@@ -51,7 +51,14 @@ def lower_quantize(ctx, node, backend):
 
     def emit(g, refs, out, scratch):
         g.add("quantize", mode, n, c, hw, nchw, p[0], p[1], signed, refs[0], out)
-    return Layer(node, [x], y, emit)
+    layer = Layer(node, [x], y, emit)
+    if nchw:
+        # The same values in the host's element order: a TFLite model's NHWC input, quantized and then
+        # transposed to NCHW, is already in the CPU form that way (segment.py folds the Transpose into it).
+        def plain(g, refs, out, scratch):
+            g.add("quantize", mode, 1, 1, n * c * hw, 0, p[0], p[1], signed, refs[0], out)
+        layer.plain = plain
+    return layer
 
 
 @lower("cpu", "DequantizeLinear")

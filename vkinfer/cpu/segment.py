@@ -74,6 +74,20 @@ class CpuSegment:
                 skip.add(rd[0])
                 dst, perm = lay.out, _compose(perm, lay.move[1])
             in_conv.append((dst, ext_of_in[t], tuple(shape), perm, flip(dt)))
+        # A quantize whose output only a move reads, where the move's result is the quantized values in the
+        # host's element order: the quantize writes them so, straight into the move's output.
+        replaced: dict[int, tuple] = {}
+        for i, lay in enumerate(layers):
+            plain = getattr(lay, "plain", None)
+            rd = readers.get(lay.out, [])
+            if plain is None or len(rd) != 1 or lay.out in outs or layers[rd[0]].move is None or rd[0] in skip:
+                continue
+            mv = layers[rd[0]]
+            shape = info[lay.out][0]
+            if tuple(mv.move[0]) == form_shape(shape) and mv.out not in outs \
+                    and _identity(shape, _compose(form_perm(shape), mv.move[1])):
+                skip.add(rd[0])
+                replaced[i] = (plain, mv.out)
         producer = {lay.out: i for i, lay in enumerate(layers) if not lay.alias}
         for t in self.outputs:
             shape, dt = info[t]
@@ -127,12 +141,14 @@ class CpuSegment:
             if lay.alias:
                 events.append((i + 1, [], reads))
                 continue
-            writes = [] if r(lay.out) in where else [r(lay.out)]
+            out = replaced[i][1] if i in replaced else lay.out
+            writes = [] if r(out) in where else [r(out)]
             if lay.scratch:
                 writes.append(f"#scratch{i}")
             events.append((i + 1, writes, reads))
         events.append((len(layers) + 1, [], [r(c[0]) for c in out_conv if r(c[0]) not in where]))
         sizes = {r(t): nbytes(t) for _, lay in live for t in (*lay.acts, lay.out)}
+        sizes.update({r(o): nbytes(o) for _, o in replaced.values()})
         sizes.update({r(c[0]): nbytes(c[0]) for c in (*in_conv, *out_conv)})
         sizes.update({f"#scratch{i}": lay.scratch for i, lay in live if lay.scratch})
         self.lifetimes = lifetimes(events, sizes, pinned=[r(t) for t in const_in if r(t) not in where])
@@ -155,7 +171,8 @@ class CpuSegment:
         for i, lay in live:
             if not lay.alias:
                 scratch = Ref(0, offsets[f"#scratch{i}"], lay.scratch) if lay.scratch else None
-                lay.impl(g, [ref(a) for a in lay.acts], ref(lay.out), scratch)
+                emit, out = replaced.get(i, (lay.impl, lay.out))
+                emit(g, [ref(a) for a in lay.acts], ref(out), scratch)
         for src, k, shape, perm, xor in out_conv:
             g.add("transpose", len(shape) or 1, u32(shape or [1]), u32(perm or [0]), 1, xor, ref(src),
                   Ref(k, 0, nbytes(src)))

@@ -97,6 +97,8 @@ class Layer:
     # CPU: a pure permutation of the input's form bytes, (shape, perm) as numpy's transpose: edges fold it
     # into their own conversion (one move instead of two, or none)
     move: tuple | None = None
+    # CPU: another emitter writing the same values in the host's element order (quantize of a 4-D tensor)
+    plain: object = None
 
 
 class Ctx:
