@@ -184,7 +184,7 @@ class CpuSegment:
     def run_arrays(self, arrays: list[np.ndarray], threads: int = 0) -> list[np.ndarray]:
         """The outputs for input arrays already checked against `in_specs` (the session's fast path)."""
         for (t, _, _), a in zip(self.in_specs, arrays, strict=True):
-            if t in self.nan_checked and np.isnan(a).any():
+            if t in self.nan_checked and a.size and np.isnan(a.max()):  # max propagates NaN, no temporary
                 raise ValueError(f"tensor {t!r} contains NaN (ONNX Runtime's QuantizeLinear result is position "
                                  "dependent)")
         arrays = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in arrays]
@@ -205,7 +205,7 @@ class CpuSegment:
                 if not isinstance(a, np.ndarray) or a.dtype != dt or a.shape != shape:
                     raise ValueError(f"tensor {t!r} must be a {dt} array of shape {list(shape)}, got "
                                      f"{getattr(a, 'dtype', type(a).__name__)} {list(getattr(a, 'shape', ()))}")
-            if t in self.nan_checked and np.isnan(a).any():
+            if t in self.nan_checked and a.size and np.isnan(a.max()):  # max propagates NaN, no temporary
                 raise ValueError(f"tensor {t!r} contains NaN (ONNX Runtime's QuantizeLinear result is position "
                                  "dependent)")
             ext.append(a if a.flags.c_contiguous else np.ascontiguousarray(a))
