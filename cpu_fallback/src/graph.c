@@ -219,6 +219,15 @@ void vki_graph_reset_profile(vki_graph* g)
     pthread_mutex_unlock(&g->lock);
 }
 
+void vki_for_items(size_t n_items, uint64_t work, uint32_t threads, void (*fn)(void*, size_t), void* ctx)
+{
+    if (threads > 1 && n_items > 1 && work >= VKI_PAR_MIN_WORK) {
+        vki_parallel_for(n_items, threads, fn, ctx);
+    } else {
+        for (size_t i = 0; i < n_items; i++) fn(ctx, i);
+    }
+}
+
 /* ---- conv ---- */
 
 static vki_status conv_run(void* p, uint8_t* const* ptr, uint32_t threads)

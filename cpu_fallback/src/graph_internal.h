@@ -30,4 +30,18 @@ static inline uint64_t vki_mul4(uint64_t a, uint64_t b, uint64_t c, uint64_t d)
     return vki_mul2(vki_mul2(a, b), vki_mul2(c, d));
 }
 
+/* Below this many element operations an operator stays on the calling thread: waking the pool costs a few
+ * microseconds, about what 100k simple byte operations take. */
+#define VKI_PAR_MIN_WORK (UINT64_C(1) << 17)
+
+/* fn(ctx, i) for i < n_items: on the thread pool when the work is worth waking it, else inline. */
+void vki_for_items(size_t n_items, uint64_t work, uint32_t threads, void (*fn)(void*, size_t), void* ctx);
+
+/* Whether two ranges share a byte (operators whose loops read x while writing y refuse that). */
+static inline int vki_refs_overlap(vki_ref a, vki_ref b)
+{
+    if (a.ext != b.ext) return 0;
+    return a.offset >= b.offset ? a.offset - b.offset < b.bytes : b.offset - a.offset < a.bytes;
+}
+
 #endif

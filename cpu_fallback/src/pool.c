@@ -22,26 +22,6 @@
 
 #define FAIL(code, ...) do { vki_set_error(__VA_ARGS__); return code; } while (0)
 #define CBLK 256        /* channels per stack accumulator block */
-/* Below this many byte-operations an operator stays on the calling thread: waking the pool costs a few
- * microseconds, about what 100k simple byte operations take. */
-#define PAR_MIN_WORK (UINT64_C(1) << 17)
-
-static void for_items(size_t n_items, uint64_t work, uint32_t threads, void (*fn)(void*, size_t), void* ctx)
-{
-    if (threads > 1 && n_items > 1 && work >= PAR_MIN_WORK) {
-        vki_parallel_for(n_items, threads, fn, ctx);
-    } else {
-        for (size_t i = 0; i < n_items; i++) fn(ctx, i);
-    }
-}
-
-/* Input and output ranges must not overlap: the kernels read x while writing y (restrict pointers). */
-static int refs_overlap(vki_ref a, vki_ref b)
-{
-    if (a.ext != b.ext) return 0;
-    return a.offset >= b.offset ? a.offset - b.offset < b.bytes : b.offset - a.offset < a.bytes;
-}
-
 /* Whether every one of `out` windows (start o * s - pad, taps start + k * d, k < kern) holds a position in
  * [0, in). Each output is checked: with dilation a middle window can fall between inputs. */
 static int windows_nonempty(uint32_t in, uint32_t out, uint32_t kern, uint32_t s, uint32_t d, uint32_t pad)
@@ -75,7 +55,7 @@ static vki_status check_geom(const char* op, const geom_t* q, vki_ref x, vki_ref
     need[1] = vki_mul4(q->n, q->oh, q->ow, q->c);
     *sizes_ok = x.bytes == need[0] && y.bytes == need[1] && need[0] && need[1];
     if (!*sizes_ok) return VKI_OK;
-    if (refs_overlap(x, y)) FAIL(VKI_EINVAL, "%s: x and y overlap", op);
+    if (vki_refs_overlap(x, y)) FAIL(VKI_EINVAL, "%s: x and y overlap", op);
     if (require_pixels && (!windows_nonempty(q->h, q->oh, q->kh, q->sh, q->dh, q->pt) ||
         !windows_nonempty(q->w, q->ow, q->kw, q->sw, q->dw, q->pl)))
         FAIL(VKI_EINVAL, "%s: a window of the %ux%u output (kernel %ux%u, strides %ux%u, dilations %ux%u, pads top "
@@ -145,7 +125,7 @@ static vki_status maxpool_run(void* p, uint8_t* const* ptr, uint32_t threads)
     pool_job j = {*(const geom_t*)p, ptr[0], ptr[1]};
     const geom_t* q = &j.q;
     uint64_t work = (uint64_t)q->n * q->oh * q->ow * q->c * q->kh * q->kw;
-    for_items((size_t)q->n * q->oh, work, threads, maxpool_row, &j);
+    vki_for_items((size_t)q->n * q->oh, work, threads, maxpool_row, &j);
     return VKI_OK;
 }
 
@@ -244,7 +224,7 @@ static vki_status qgap_run(void* p, uint8_t* const* ptr, uint32_t threads)
     const qgap_t* t = p;
     qgap_job j = {t, ptr[0], ptr[1]};
     size_t items = (size_t)t->n * ((t->c + CBLK - 1) / CBLK);
-    for_items(items, (uint64_t)t->n * t->hw * t->c, threads, qgap_item, &j);
+    vki_for_items(items, (uint64_t)t->n * t->hw * t->c, threads, qgap_item, &j);
     return VKI_OK;
 }
 
@@ -270,7 +250,7 @@ static vki_status add_qgap(vki_graph* g, const char* op, uint32_t n, uint64_t hw
              "range (image_size < 2^24, 2^-32 <= multiplier < 256)", op, (double)m, (unsigned long long)hw);
     uint64_t need[2] = {vki_mul2(vki_mul2(n, hw), c), vki_mul2(n, c)};
     vki_ref refs[2] = {x, y};
-    if (x.bytes == need[0] && y.bytes == need[1] && refs_overlap(x, y)) FAIL(VKI_EINVAL, "%s: x and y overlap", op);
+    if (x.bytes == need[0] && y.bytes == need[1] && vki_refs_overlap(x, y)) FAIL(VKI_EINVAL, "%s: x and y overlap", op);
     qgap_t* t = malloc(sizeof *t);
     if (!t) FAIL(VKI_ENOMEM, "%s: out of memory", op);
     int32_t lo = is_signed ? -128 : 0, hi = is_signed ? 127 : 255;
@@ -356,7 +336,7 @@ static vki_status qavg_run(void* p, uint8_t* const* ptr, uint32_t threads)
     const geom_t* q = &t->q;
     qavg_job j = {t, ptr[0], ptr[1]};
     uint64_t work = (uint64_t)q->n * q->oh * q->ow * q->c * q->kh * q->kw * 4;  /* float ops cost more */
-    for_items((size_t)q->n * q->oh, work, threads, qavg_row, &j);
+    vki_for_items((size_t)q->n * q->oh, work, threads, qavg_row, &j);
     return VKI_OK;
 }
 
@@ -476,7 +456,7 @@ static vki_status tfavg_run(void* p, uint8_t* const* ptr, uint32_t threads)
     const geom_t* q = &t->q;
     tfavg_job j = {t, ptr[0], ptr[1]};
     uint64_t work = (uint64_t)q->n * q->oh * q->ow * q->c * q->kh * q->kw;
-    for_items((size_t)q->n * q->oh, work, threads, tfavg_row, &j);
+    vki_for_items((size_t)q->n * q->oh, work, threads, tfavg_row, &j);
     return VKI_OK;
 }
 

@@ -18,24 +18,6 @@
 
 #define FAIL(code, ...) do { vki_set_error(__VA_ARGS__); return code; } while (0)
 #define VEC 16  /* elements per block where a loop gathers (table lookups) or interleaves */
-/* Below this many element operations an operator stays on the calling thread (a pool wake-up costs a few
- * microseconds). */
-#define PAR_MIN_WORK (UINT64_C(1) << 17)
-
-static void for_items(size_t n_items, uint64_t work, uint32_t threads, void (*fn)(void*, size_t), void* ctx)
-{
-    if (threads > 1 && n_items > 1 && work >= PAR_MIN_WORK) {
-        vki_parallel_for(n_items, threads, fn, ctx);
-    } else {
-        for (size_t i = 0; i < n_items; i++) fn(ctx, i);
-    }
-}
-
-static int refs_overlap(vki_ref a, vki_ref b)
-{
-    if (a.ext != b.ext) return 0;
-    return a.offset >= b.offset ? a.offset - b.offset < b.bytes : b.offset - a.offset < a.bytes;
-}
 
 static int bad_scale(float s) { return !(isfinite(s) && s > 0.0f); }
 static int zp_bad(int32_t zp, int32_t is_signed) { return is_signed ? zp < -128 || zp > 127 : zp < 0 || zp > 255; }
@@ -190,9 +172,9 @@ static vki_status quant_run(void* p, uint8_t* const* ptr, uint32_t threads)
     uint64_t total = (uint64_t)t->n * t->c * t->hw;
     if (t->nchw) {
         size_t per = (size_t)((t->hw + ITEM_PIXELS - 1) / ITEM_PIXELS);
-        for_items(t->n * per, total, threads, quant_nchw_item, &j);
+        vki_for_items(t->n * per, total, threads, quant_nchw_item, &j);
     } else {
-        for_items((size_t)((total + ITEM_VALUES - 1) / ITEM_VALUES), total, threads, quant_flat_item, &j);
+        vki_for_items((size_t)((total + ITEM_VALUES - 1) / ITEM_VALUES), total, threads, quant_flat_item, &j);
     }
     return VKI_OK;
 }
@@ -213,7 +195,7 @@ vki_status vki_graph_add_quantize(vki_graph* g, int32_t mode, uint32_t n, uint32
     uint64_t count = vki_mul2(vki_mul2(n, c), hw);
     uint64_t need[2] = {vki_mul2(count, 4), count};
     vki_ref refs[2] = {x, y};
-    if (x.bytes == need[0] && y.bytes == need[1] && count && refs_overlap(x, y))
+    if (x.bytes == need[0] && y.bytes == need[1] && count && vki_refs_overlap(x, y))
         FAIL(VKI_EINVAL, "quantize: x and y overlap");
     quant_t* t = malloc(sizeof *t);
     if (!t) FAIL(VKI_ENOMEM, "quantize: out of memory");
@@ -278,9 +260,9 @@ static vki_status dequant_run(void* p, uint8_t* const* ptr, uint32_t threads)
     uint64_t total = (uint64_t)t->n * t->c * t->hw;
     if (t->nchw) {
         size_t per = (size_t)((t->hw + ITEM_PIXELS - 1) / ITEM_PIXELS);
-        for_items(t->n * per, total, threads, dequant_nchw_item, &j);
+        vki_for_items(t->n * per, total, threads, dequant_nchw_item, &j);
     } else {
-        for_items((size_t)((total + ITEM_VALUES - 1) / ITEM_VALUES), total, threads, dequant_flat_item, &j);
+        vki_for_items((size_t)((total + ITEM_VALUES - 1) / ITEM_VALUES), total, threads, dequant_flat_item, &j);
     }
     return VKI_OK;
 }
@@ -297,7 +279,7 @@ vki_status vki_graph_add_dequantize(vki_graph* g, uint32_t n, uint32_t c, uint64
     uint64_t count = vki_mul2(vki_mul2(n, c), hw);
     uint64_t need[2] = {count, vki_mul2(count, 4)};
     vki_ref refs[2] = {x, y};
-    if (x.bytes == need[0] && y.bytes == need[1] && count && refs_overlap(x, y))
+    if (x.bytes == need[0] && y.bytes == need[1] && count && vki_refs_overlap(x, y))
         FAIL(VKI_EINVAL, "dequantize: x and y overlap");
     dequant_t* t = malloc(sizeof *t);
     if (!t) FAIL(VKI_ENOMEM, "dequantize: out of memory");
@@ -409,7 +391,7 @@ static vki_status softmax_run(void* p, uint8_t* const* ptr, uint32_t threads)
     const softmax_t* t = p;
     softmax_job j = {t, ptr[0], ptr[1]};
     size_t items = (size_t)((t->rows + SOFTMAX_ROWS_PER_ITEM - 1) / SOFTMAX_ROWS_PER_ITEM);
-    for_items(items, t->rows * t->cols * 4, threads, softmax_item, &j);
+    vki_for_items(items, t->rows * t->cols * 4, threads, softmax_item, &j);
     return VKI_OK;
 }
 
@@ -431,7 +413,7 @@ vki_status vki_graph_add_tflite_softmax(vki_graph* g, uint64_t rows, uint32_t co
     uint64_t count = vki_mul2(rows, cols);
     uint64_t need[2] = {count, count};
     vki_ref refs[2] = {x, y};
-    if (x.bytes == need[0] && y.bytes == need[1] && count && refs_overlap(x, y))
+    if (x.bytes == need[0] && y.bytes == need[1] && count && vki_refs_overlap(x, y))
         FAIL(VKI_EINVAL, "tflite_softmax: x and y overlap");
     softmax_t* t = malloc(sizeof *t);
     if (!t) FAIL(VKI_ENOMEM, "tflite_softmax: out of memory");

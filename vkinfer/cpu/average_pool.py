@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model.lowering import Layer, lower, static_params
-from ..reference import _qcheck as qc
+from ..model.lowering import Layer, lower, pool_qparams, static_params
 from ..vulkan.tflite_average_pool import tflite_pool_attrs
 
 
@@ -26,10 +25,8 @@ def lower_qavgpool(ctx, node, backend):
     if len(k) != 2 or len(st) != 2 or len(pads) != 4 or (a.get("dilations") and any(int(d) != 1 for d in
                                                                                         a["dilations"])):
         return None
-    c, dt = ctx.g.consts, ctx.dtype(x)
-    xs, ys = qc.scale("x_scale", c[ins[1]]), qc.scale("y_scale", c[ins[3]])
-    xz = qc.zero_point("x_zero_point", c[ins[2]] if ins[2:3] and ins[2] else None, dt)
-    yz = qc.zero_point("y_zero_point", c[ins[4]] if ins[4:5] and ins[4] else None, dt)
+    dt = ctx.dtype(x)
+    xs, xz, ys, yz = pool_qparams(ctx, node)
     n, ch, h, w = ctx.shape(x)
     oh, ow = ctx.shape(y)[2:]
     cip = int(a.get("count_include_pad", 0))

@@ -134,6 +134,18 @@ class Ctx:
         return all(n in self.info and self.info[n][1] in EIGHT_BIT for n in names)
 
 
+def pool_qparams(ctx: Ctx, node: Node) -> tuple:
+    """(x_scale, x_zero_point, y_scale, y_zero_point) of a com.microsoft quantized pool node (inputs x, x_scale,
+    x_zero_point, y_scale, y_zero_point; zero points optional), checked as the reference checks them."""
+    from ..reference import _qcheck as qc
+
+    ins, c, dt = node.inputs, ctx.g.consts, ctx.dtype(node.inputs[0])
+    xs, ys = qc.scale("x_scale", c[ins[1]]), qc.scale("y_scale", c[ins[3]])
+    xz = qc.zero_point("x_zero_point", c[ins[2]] if ins[2:3] and ins[2] else None, dt)
+    yz = qc.zero_point("y_zero_point", c[ins[4]] if ins[4:5] and ins[4] else None, dt)
+    return xs, xz, ys, yz
+
+
 def static(ctx: Ctx, node: Node, acts: int) -> bool:
     return all(ctx.const(n) for n in node.inputs[acts:])
 
