@@ -69,10 +69,10 @@ def test_model_arenas_reach_the_live_peak(name):
     assert arena == peak  # measured: 16000, 55296 and 49152 bytes
 
 
-def test_residual_model_arena_is_near_the_live_peak():
+def test_residual_model_arenas_reach_the_live_peak_plus_alignment():
     arena, peak = _arena(field_zoo.mobilenet_v2_kws(0, dtype="int8"),
                          field_zoo.field_inputs("mobilenet_v2_kws", 0, "int8"))
-    assert peak <= arena <= 1.15 * peak  # measured: 33408 against 30240 (branches of the residual blocks)
+    assert peak <= arena <= peak + 64  # measured: 30272 against 30240 (the alignment of the residual branches)
     q = zoo.quantize(zoo.shufflenet_like(), fmt="qdq", per_channel=True, reduce_range=True)
     arena, peak = _arena(q.SerializeToString(), zoo.random_inputs(q))
     assert arena == peak
