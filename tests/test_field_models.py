@@ -27,18 +27,8 @@ def _blob(name: str, dtype: str) -> bytes:
     return builder(0, dtype)
 
 
-@functools.cache
-def _vulkan_missing() -> str | None:
-    """Why there is no Vulkan device to test on, or None."""
-    try:
-        return None if vkinfer.devices() else "no Vulkan device"
-    except vkinfer.VulkanUnavailableError as e:
-        return f"Vulkan unavailable: {e}"
-
-
 def _session(model, device: str):
-    if device == "vulkan" and _vulkan_missing():
-        pytest.skip(_vulkan_missing())
+    # No Vulkan device raises VulkanUnavailableError saying what to install (`make test` installs lavapipe).
     return vkinfer.InferenceSession(model, device=device)
 
 

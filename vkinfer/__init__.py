@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from . import ops
 from ._vk import DeviceInfo
-from .errors import ShaderCompileError, VkInferError, VulkanUnavailableError
+from .errors import PlacementError, ShaderCompileError, VkInferError, VulkanUnavailableError
 
 __version__ = "0.1.0"
 
@@ -40,4 +40,4 @@ def __getattr__(name: str):
 
 
 __all__ = ["ops", "devices", "InferenceSession", "DeviceInfo", "VkInferError", "VulkanUnavailableError",
-           "ShaderCompileError", "__version__"]
+           "PlacementError", "ShaderCompileError", "__version__"]

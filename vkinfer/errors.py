@@ -9,5 +9,9 @@ class VulkanUnavailableError(VkInferError):
     """No usable Vulkan loader, driver, device or native module; the message says what to install."""
 
 
+class PlacementError(ValueError):
+    """A hand-given placement names an unknown node or device, or a node the device cannot run."""
+
+
 class ShaderCompileError(VkInferError):
     """glslang is missing or rejected a shader."""

@@ -256,20 +256,27 @@ def qlinear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_z
     return run(a, b)
 
 
+def qadd_constants(sa, za, sb, zb, sc, zc) -> tuple[float, float, float]:
+    """(ra, rb, fixed) of ONNX Runtime's QLinearAdd, folded in its order of operations (vki_qlinear_add)."""
+    from ..reference._float32 import fma32
+
+    ra, rb = np.float32(sa / sc), np.float32(sb / sc)
+    fixed = float(np.float32(np.float32(zc) - fma32(ra, np.float32(za), np.float32(rb * np.float32(zb)))))
+    return float(ra), float(rb), fixed
+
+
 def prepare_qlinear_add(sa, za, sb, zb, sc, zc, dtype, swap: bool = False) -> Callable[[np.ndarray, np.ndarray],
                                                                                        np.ndarray]:
     """QLinearAdd over checked float32 scales and integer zero points, constants folded once:
     fn(a, b) on equal-shaped contiguous arrays of `dtype`. `swap`: ONNX Runtime's operand swap (see the
     reference), decided by the caller from the shapes."""
-    from ..reference._float32 import fma32
     from ..reference.requant import QRANGE
 
     if swap:  # ORT swaps the kernel's operands (see the reference)
         sa, za, sb, zb = sb, zb, sa, za
-    ra, rb = np.float32(sa / sc), np.float32(sb / sc)
-    fixed = float(np.float32(np.float32(zc) - fma32(ra, np.float32(za), np.float32(rb * np.float32(zb)))))
+    ra, rb, fixed = qadd_constants(sa, za, sb, zb, sc, zc)
     lo, hi = QRANGE[np.dtype(dtype)]
-    signed, ra, rb = int(np.dtype(dtype) == np.int8), float(ra), float(rb)
+    signed = int(np.dtype(dtype) == np.int8)
     fn = lib().vki_qlinear_add
 
     def run(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -84,11 +84,6 @@ def _declare(so: ctypes.CDLL) -> ctypes.CDLL:
     return so
 
 
-def available(op: str) -> bool:
-    """Whether the library has operator `op` (a library built from an older tree may lack new ones)."""
-    return hasattr(lib(), f"vki_graph_add_{op}")
-
-
 def _arg(v):
     """numpy arrays go as their data address (kept alive by the caller), refs as structs."""
     if isinstance(v, Ref):

@@ -7,8 +7,8 @@ import numpy as np
 
 from ..model.lowering import Layer, binary_mode, lower
 from ..reference import _qcheck as qc
-from ..reference._float32 import fma32
 from ..reference.requant import QRANGE
+from . import qadd_constants
 
 
 @lower("cpu", "com.microsoft:QLinearAdd")
@@ -19,13 +19,11 @@ def lower_qadd(ctx, node, backend):
     c, dt = ctx.g.consts, ctx.dtype(ins[0])
     za, zb, zc = (qc.zero_point("zero_point", c[n], dt) if n else 0 for n in (ins[2], ins[5], ins[7]))
     sa, sb, sc = (qc.scale("scale", c[n]) for n in (ins[1], ins[4], ins[6]))
-    # The constants exactly as vkinfer.cpu.prepare_qlinear_add folds them (ORT's order of operations).
-    ra, rb = np.float32(sa / sc), np.float32(sb / sc)
-    fixed = float(np.float32(np.float32(zc) - fma32(ra, np.float32(za), np.float32(rb * np.float32(zb)))))
+    ra, rb, fixed = qadd_constants(sa, za, sb, zb, sc, zc)
     lo, hi = QRANGE[np.dtype(dt)]
     n = int(np.prod(ctx.shape(ins[0])))
     signed = int(np.dtype(dt) == np.int8)
 
     def emit(g, refs, out, scratch):
-        g.add("qadd", n, signed, float(ra), float(rb), fixed, lo, hi, refs[0], refs[1], out)
+        g.add("qadd", n, signed, ra, rb, fixed, lo, hi, refs[0], refs[1], out)
     return Layer(node, [ins[0], ins[3]], node.outputs[0], emit)

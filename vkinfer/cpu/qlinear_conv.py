@@ -6,7 +6,7 @@ import ctypes
 
 import numpy as np
 
-from ..model.lowering import Layer, lower, static
+from ..model.lowering import Layer, conv_spec_of, lower, qgemm_spec_of
 from ..ops._spec import ConvSpec
 from . import _Desc, _isa_index
 
@@ -45,21 +45,11 @@ def conv_emit(spec: ConvSpec, isa: str | None):
 
 @lower("cpu", "QLinearConv", "vkinfer:QLinearConvClamp")
 def lower_conv(ctx, node, backend):
-    from ..model.kernels import conv_node_spec
-
-    x = node.inputs[0]
-    if not (static(ctx, node, 1) and ctx.quantized(x)) or len(ctx.shape(x)) != 4:
-        return None
-    spec = conv_node_spec(node, ctx.args(node), node.attrs.get("activation"))
-    return Layer(node, [x], node.outputs[0], conv_emit(spec, backend.variant))
+    spec = conv_spec_of(ctx, node)
+    return None if spec is None else Layer(node, [node.inputs[0]], node.outputs[0], conv_emit(spec, backend.variant))
 
 
 @lower("cpu", "com.microsoft:QGemm", "vkinfer:QGemmClamp")
 def lower_qgemm(ctx, node, backend):
-    from ..model.kernels import qgemm_node_spec
-
-    x = node.inputs[0]
-    if not (static(ctx, node, 1) and ctx.quantized(x)) or node.attrs.get("transA", 0) or len(ctx.shape(x)) != 2:
-        return None
-    spec = qgemm_node_spec(node, ctx.args(node), node.attrs.get("activation"))
-    return Layer(node, [x], node.outputs[0], conv_emit(spec, backend.variant))
+    spec = qgemm_spec_of(ctx, node)
+    return None if spec is None else Layer(node, [node.inputs[0]], node.outputs[0], conv_emit(spec, backend.variant))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..model.lowering import alias_roots
 from ..model.memory import lifetimes, plan_offsets
 from ._form import canonical, flip, form_perm, form_shape, is_8bit, u32, unform_perm
 from .graph import NativeGraph, Ref
@@ -124,10 +125,7 @@ class CpuSegment:
                 where[src] = Ref(k, 0, nbytes(src))
                 out_conv.remove((src, k, shape, perm, xor))
         # Aliases share their root's storage.
-        root: dict[str, str] = {}
-        for lay in layers:
-            if lay.alias:
-                root[lay.out] = root.get(lay.acts[0], lay.acts[0])
+        root = alias_roots(layers)
 
         def r(t: str) -> str:
             return root.get(t, t)
@@ -178,13 +176,16 @@ class CpuSegment:
                   Ref(k, 0, nbytes(src)))
         self.in_specs = [(t, tuple(info[t][0]), np.dtype(info[t][1])) for t in self.inputs]
         self.out_specs = [(t, tuple(info[t][0]), np.dtype(info[t][1])) for t in self.outputs]
-        self.nan_checked = {t for t in self.inputs if np.dtype(info[t][1]) == np.float32}
+        # Per input, its name where it is float (checked for NaN on each run), else "".
+        self.nan_checked = [t if np.dtype(info[t][1]) == np.float32 else "" for t in self.inputs]
         self.layers = [lay for _, lay in live]
 
     def run_arrays(self, arrays: list[np.ndarray], threads: int = 0) -> list[np.ndarray]:
         """The outputs for input arrays already checked against `in_specs` (the session's fast path)."""
-        for (t, _, _), a in zip(self.in_specs, arrays, strict=True):
-            if t in self.nan_checked and a.size and np.isnan(a.max()):  # max propagates NaN, no temporary
+        for t, a in zip(self.nan_checked, arrays, strict=True):
+            # The quantize operator gives qmin for NaN where the reference refuses it; max propagates NaN with
+            # no temporary array.
+            if t and a.size and np.isnan(a.max()):
                 raise ValueError(f"tensor {t!r} contains NaN (ONNX Runtime's QuantizeLinear result is position "
                                  "dependent)")
         arrays = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in arrays]
@@ -198,18 +199,12 @@ class CpuSegment:
 
     def run(self, values, threads: int = 0) -> None:
         """Read the inputs from `values` (host arrays), run the graph, write the outputs into `values`."""
-        ext = []
+        arrays = []
         for t, shape, dt in self.in_specs:
             a = values[t]
-            if type(a) is not np.ndarray or a.dtype != dt or a.shape != shape:
-                if not isinstance(a, np.ndarray) or a.dtype != dt or a.shape != shape:
-                    raise ValueError(f"tensor {t!r} must be a {dt} array of shape {list(shape)}, got "
-                                     f"{getattr(a, 'dtype', type(a).__name__)} {list(getattr(a, 'shape', ()))}")
-            if t in self.nan_checked and a.size and np.isnan(a.max()):  # max propagates NaN, no temporary
-                raise ValueError(f"tensor {t!r} contains NaN (ONNX Runtime's QuantizeLinear result is position "
-                                 "dependent)")
-            ext.append(a if a.flags.c_contiguous else np.ascontiguousarray(a))
-        outs = [np.empty(shape, dt) for _, shape, dt in self.out_specs]
-        self.graph.run(ext + outs, threads)
-        for (t, _, _), a in zip(self.out_specs, outs, strict=True):
+            if not isinstance(a, np.ndarray) or a.dtype != dt or a.shape != shape:
+                raise ValueError(f"tensor {t!r} must be a {dt} array of shape {list(shape)}, got "
+                                 f"{getattr(a, 'dtype', type(a).__name__)} {list(getattr(a, 'shape', ()))}")
+            arrays.append(a)
+        for (t, _, _), a in zip(self.out_specs, self.run_arrays(arrays, threads), strict=True):
             values[t] = a

@@ -101,6 +101,15 @@ class Layer:
     plain: object = None
 
 
+def alias_roots(layers: list[Layer]) -> dict[str, str]:
+    """Alias layer output -> the tensor whose storage it shares (through chains of aliases)."""
+    root: dict[str, str] = {}
+    for lay in layers:
+        if lay.alias:
+            root[lay.out] = root.get(lay.acts[0], lay.acts[0])
+    return root
+
+
 class Ctx:
     """What a layer factory may look at: constants, traced shapes/dtypes."""
 
@@ -144,6 +153,39 @@ def pool_qparams(ctx: Ctx, node: Node) -> tuple:
     xz = qc.zero_point("x_zero_point", c[ins[2]] if ins[2:3] and ins[2] else None, dt)
     yz = qc.zero_point("y_zero_point", c[ins[4]] if ins[4:5] and ins[4] else None, dt)
     return xs, xz, ys, yz
+
+
+def conv_spec_of(ctx: Ctx, node: Node):
+    """The ConvSpec of a QLinearConv(Clamp) node with constant weights on a quantized 4-D input, else None (a
+    ValueError from the spec is a refusal with its reason)."""
+    from .kernels import conv_node_spec
+
+    x = node.inputs[0]
+    if not (static(ctx, node, 1) and ctx.quantized(x)) or len(ctx.shape(x)) != 4:
+        return None
+    return conv_node_spec(node, ctx.args(node), node.attrs.get("activation"))
+
+
+def qgemm_spec_of(ctx: Ctx, node: Node):
+    """The ConvSpec (a 1x1 convolution over rows) of a QGemm(Clamp) node with constant B on a quantized 2-D A
+    that is not transposed, else None."""
+    from .kernels import qgemm_node_spec
+
+    x = node.inputs[0]
+    if not (static(ctx, node, 1) and ctx.quantized(x)) or node.attrs.get("transA", 0) or len(ctx.shape(x)) != 2:
+        return None
+    return qgemm_node_spec(node, ctx.args(node), node.attrs.get("activation"))
+
+
+def channel_concat(ctx: Ctx, node: Node) -> tuple[list[str], list[np.ndarray | None]] | None:
+    """(inputs, each input's 256-byte requantization table indexed by raw byte, or None: copied as is) of a
+    (QLinear)Concat along the channel axis of quantized tensors, else None."""
+    parts = concat_parts(ctx, node)
+    if parts is None or not channel_concat_ok(ctx, node, parts[0], int(node.attrs["axis"])):
+        return None
+    xs, params, y = parts
+    dt = ctx.dtype(xs[0])
+    return xs, [concat_table(dt, p, y) for p in params]
 
 
 def static(ctx: Ctx, node: Node, acts: int) -> bool:

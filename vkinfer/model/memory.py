@@ -74,8 +74,7 @@ def _two_ended(lts: list[Lifetime], align: int) -> tuple[dict[str, int], int] | 
     aligned live peak: on a chain of layers (each tensor alive with its neighbours only) that is the peak
     exactly, where the greedy orders can be 48% over on random sizes. None when something does not fit."""
     sizes = {lt.name: _round(max(lt.size, 1), align) for lt in lts}
-    steps = sorted({s for lt in lts for s in (lt.first, lt.last)})
-    cap = max((sum(sizes[lt.name] for lt in lts if lt.first <= s <= lt.last) for s in steps), default=0)
+    cap = live_peak([dataclasses.replace(lt, size=sizes[lt.name]) for lt in lts])
     placed: list[tuple[int, int, Lifetime]] = []
     offsets: dict[str, int] = {}
     for i, lt in enumerate(sorted(lts, key=lambda x: (x.first, x.name))):

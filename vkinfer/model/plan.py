@@ -30,6 +30,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..errors import PlacementError
 from .graph import Graph, Node
 from .kernels import OPS
 from .lowering import EIGHT_BIT, Ctx, Layer, lower_node
@@ -181,13 +182,13 @@ class Plan:
             else:
                 be = resolve(want) if resolve is not None else None
                 if be is None:
-                    raise ValueError(f"placement of node {node.name!r}: no device {want!r}")
+                    raise PlacementError(f"placement of node {node.name!r}: no device {want!r}")
                 backends.setdefault(be.name, be)
             layer = None
             if be is not None:
                 layer, why = self._lower(ctx, node, be)
                 if layer is None and want is not None:
-                    raise ValueError(f"placement of node {node.name!r} ({node.op}) on {want!r}: {why}")
+                    raise PlacementError(f"placement of node {node.name!r} ({node.op}) on {want!r}: {why}")
                 if layer is None and fallback is not None:
                     layer, why_cpu = self._lower(ctx, node, fallback)
                     if layer is not None:

@@ -23,7 +23,7 @@ import warnings
 import numpy as np
 
 from .. import ops
-from ..errors import VulkanUnavailableError
+from ..errors import PlacementError, VulkanUnavailableError
 from .graph import Graph, TensorInfo
 from .kernels import OPS
 from .onnx_import import import_onnx
@@ -108,10 +108,10 @@ class InferenceSession:
                     whole = not rest and seg0.device.startswith("cpu") and seg0.runner.inputs == [
                         t[0] for t in ins] and seg0.runner.outputs == outs
                     self._fast = (plan, ins, outs, seg0.runner if whole else None)
-                except (ValueError, TypeError) as e:
-                    if self.placement and "placement" in str(e):
-                        raise
-                    # zeros are not valid for some input (a scale, say): compile on the first run instead
+                except PlacementError:
+                    raise
+                except (ValueError, TypeError):
+                    pass  # zeros are not valid for some input (a scale, say): compile on the first run instead
 
     def _check_placement(self, placement: dict[str, str] | None) -> dict[str, str]:
         if placement is None:

@@ -40,15 +40,13 @@ class QLinearConcat:
 
 
 # --- lowering (vkinfer/model/lowering.py) ---
-from ..model.lowering import Layer, channel_concat_ok, concat_parts, concat_table, lower  # noqa: E402
+from ..model.lowering import Layer, channel_concat, lower  # noqa: E402
 
 
 @lower("vulkan", "Concat", "com.microsoft:QLinearConcat")
 def lower_concat(ctx, node, backend):
-    parts = concat_parts(ctx, node)
-    if parts is None or not channel_concat_ok(ctx, node, parts[0], int(node.attrs["axis"])):
+    if (cc := channel_concat(ctx, node)) is None:
         return None
-    xs, params, y = parts
-    dt = ctx.dtype(xs[0])
-    inputs = [(ctx.shape(x), concat_table(dt, p, y)) for x, p in zip(xs, params, strict=True)]
+    xs, tables = cc
+    inputs = [(ctx.shape(x), t) for x, t in zip(xs, tables, strict=True)]
     return Layer(node, xs, node.outputs[0], QLinearConcat(inputs, backend.dev))

@@ -141,25 +141,16 @@ def _upload_const(dev: Device, a: np.ndarray) -> Buffer:
 
 
 # --- lowering (vkinfer/model/lowering.py) ---
-from ..model.lowering import Layer, lower, static  # noqa: E402
+from ..model.lowering import Layer, conv_spec_of, lower, qgemm_spec_of  # noqa: E402
 
 
 @lower("vulkan", "QLinearConv", "vkinfer:QLinearConvClamp")
 def lower_conv(ctx, node, backend):
-    from ..model.kernels import conv_node_spec
-
-    if not (static(ctx, node, 1) and ctx.quantized(node.inputs[0])):
-        return None
-    spec = conv_node_spec(node, ctx.args(node), node.attrs.get("activation"))
-    return Layer(node, [node.inputs[0]], node.outputs[0], QLinearConv(spec, backend.dev))
+    spec = conv_spec_of(ctx, node)
+    return None if spec is None else Layer(node, [node.inputs[0]], node.outputs[0], QLinearConv(spec, backend.dev))
 
 
 @lower("vulkan", "com.microsoft:QGemm", "vkinfer:QGemmClamp")
 def lower_qgemm(ctx, node, backend):
-    from ..model.kernels import qgemm_node_spec
-
-    x = node.inputs[0]
-    if not (static(ctx, node, 1) and ctx.quantized(x)) or node.attrs.get("transA", 0) or len(ctx.shape(x)) != 2:
-        return None
-    spec = qgemm_node_spec(node, ctx.args(node), node.attrs.get("activation"))
-    return Layer(node, [x], node.outputs[0], QLinearConv(spec, backend.dev))
+    spec = qgemm_spec_of(ctx, node)
+    return None if spec is None else Layer(node, [node.inputs[0]], node.outputs[0], QLinearConv(spec, backend.dev))

@@ -4,8 +4,11 @@ a segment is one submit per inference."""
 
 from __future__ import annotations
 
+import numpy as np
+
+from ..model.lowering import alias_roots
 from ..model.memory import lifetimes, plan_slots
-from ._layout import packed_words, to_packed
+from ._layout import packed_words
 
 
 def _bind(impl, ins: list, y) -> list:
@@ -25,10 +28,7 @@ class VulkanSegment:
 
     def __init__(self, dev, layers, inputs: list[str], outputs: list[str], info: dict, consts: dict):
         self.dev, self.layers, self.info = dev, layers, info
-        root: dict[str, str] = {}
-        for lay in layers:
-            if lay.alias:
-                root[lay.out] = root.get(lay.acts[0], lay.acts[0])
+        root = alias_roots(layers)
 
         def r(t):
             return root.get(t, t)
@@ -36,13 +36,13 @@ class VulkanSegment:
         const_in = [t for t in dict.fromkeys(a for lay in layers for a in lay.acts) if t in consts]
         self.const_bufs = {}
         for name in const_in:
-            b = dev.buffer(max(4, 4 * packed_words(info[name][0])))
-            b.write(to_packed(consts[name]))
+            self.const_bufs[name] = b = dev.buffer(max(4, 4 * packed_words(info[name][0])))
+            b.write_nchw(np.ascontiguousarray(consts[name]))
+        if const_in:  # uploaded once, in one submit
             seq = dev.sequence()
-            seq.upload(b)
+            seq.upload(*self.const_bufs.values())
             seq.barrier()
             seq.run()
-            self.const_bufs[name] = b
         ups = [r(t) for t in inputs if t not in consts]
         self.inputs = [t for t in inputs if t not in consts]
         events = [(0, ups, [])] if ups else []
@@ -64,7 +64,7 @@ class VulkanSegment:
         def buf(x):
             return self.const_bufs[x] if x in self.const_bufs else self.buffers[slot_of[r(x)]]
         self.ups = [(t, buf(t)) for t in self.inputs]
-        self.downs = [(t, buf(t), packed_words(info[t][0]), *info[t]) for t in outputs]
+        self.downs = [(t, buf(t), *info[t]) for t in outputs]
         seq = dev.sequence()
         seq.barrier()  # the previous run's (or segment's) reads finish before we overwrite
         if self.ups:
@@ -92,6 +92,6 @@ class VulkanSegment:
             ns = self.seq.run(timed=self.timed)
             if self.timed:
                 self.last_device_ns = ns
-            outs = [(name, b.read_nchw(shape, dtype)) for name, b, _words, shape, dtype in self.downs]
+            outs = [(name, b.read_nchw(shape, dtype)) for name, b, shape, dtype in self.downs]
         for name, a in outs:
             values[name] = a
