@@ -86,7 +86,9 @@ def rows_width(shape: tuple[int, ...]) -> tuple[int, int]:
 @dataclasses.dataclass
 class Layer:
     """A node the backend runs in its own form: `acts` are its activation inputs (in that form); `alias`
-    layers only reinterpret their input (a reshape that keeps the packed bytes); `impl` is the backend's."""
+    layers only reinterpret their input (a reshape that keeps the packed bytes); `impl` is the backend's, or
+    `make()` builds it when the layer is first used (Vulkan: weights uploaded, tables made only for the nodes the
+    placement puts there, so the dispatcher can ask every device whether it runs a node for free)."""
 
     node: Node
     acts: list[str]
@@ -99,6 +101,13 @@ class Layer:
     move: tuple | None = None
     # CPU: another emitter writing the same values in the host's element order (quantize of a 4-D tensor)
     plain: object = None
+    make: Callable[[], object] | None = None
+
+    def build(self) -> object:
+        """The backend's form (made on first call when the lowering deferred it)."""
+        if self.impl is None and self.make is not None:
+            self.impl, self.make = self.make(), None
+        return self.impl
 
 
 def alias_roots(layers: list[Layer]) -> dict[str, str]:

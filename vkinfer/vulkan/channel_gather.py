@@ -35,4 +35,4 @@ def lower_channel_shuffle(ctx, node, backend):
     if (perm := channel_perm(ctx, node)) is None:
         return None
     x = node.inputs[0]
-    return Layer(node, [x], node.outputs[0], ChannelGather(rows_width(ctx.shape(x))[0], perm, backend.dev))
+    return Layer(node, [x], node.outputs[0], make=lambda: ChannelGather(rows_width(ctx.shape(x))[0], perm, backend.dev))

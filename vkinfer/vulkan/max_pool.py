@@ -47,4 +47,4 @@ def lower_max_pool(ctx, node, backend):
     if not (ctx.quantized(x) and len(ctx.shape(x)) == 4 and not node.attrs.get("storage_order", 0)
             and len(node.outputs) == 1) or (p := pool_attrs(node)) is None:
         return None
-    return Layer(node, [x], y, MaxPool(ctx.shape(x), ctx.shape(y), ctx.dtype(x), *p, backend.dev))
+    return Layer(node, [x], y, make=lambda: MaxPool(ctx.shape(x), ctx.shape(y), ctx.dtype(x), *p, backend.dev))

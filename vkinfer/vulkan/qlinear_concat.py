@@ -49,4 +49,4 @@ def lower_concat(ctx, node, backend):
         return None
     xs, tables = cc
     inputs = [(ctx.shape(x), t) for x, t in zip(xs, tables, strict=True)]
-    return Layer(node, xs, node.outputs[0], QLinearConcat(inputs, backend.dev))
+    return Layer(node, xs, node.outputs[0], make=lambda: QLinearConcat(inputs, backend.dev))

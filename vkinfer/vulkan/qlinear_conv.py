@@ -147,10 +147,14 @@ from ..model.lowering import Layer, conv_spec_of, lower, qgemm_spec_of  # noqa: 
 @lower("vulkan", "QLinearConv", "vkinfer:QLinearConvClamp")
 def lower_conv(ctx, node, backend):
     spec = conv_spec_of(ctx, node)
-    return None if spec is None else Layer(node, [node.inputs[0]], node.outputs[0], QLinearConv(spec, backend.dev))
+    if spec is None:
+        return None
+    return Layer(node, [node.inputs[0]], node.outputs[0], make=lambda: QLinearConv(spec, backend.dev))
 
 
 @lower("vulkan", "com.microsoft:QGemm", "vkinfer:QGemmClamp")
 def lower_qgemm(ctx, node, backend):
     spec = qgemm_spec_of(ctx, node)
-    return None if spec is None else Layer(node, [node.inputs[0]], node.outputs[0], QLinearConv(spec, backend.dev))
+    if spec is None:
+        return None
+    return Layer(node, [node.inputs[0]], node.outputs[0], make=lambda: QLinearConv(spec, backend.dev))

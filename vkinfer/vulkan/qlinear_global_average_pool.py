@@ -42,6 +42,6 @@ def lower_gap(ctx, node, backend):
         return None
     c, dt = ctx.g.consts, ctx.dtype(ins[0])
     lo, hi = QRANGE[dt]
-    return Layer(node, [ins[0]], node.outputs[0], QLinearGlobalAveragePool(
+    return Layer(node, [ins[0]], node.outputs[0], make=lambda: QLinearGlobalAveragePool(
         ctx.shape(ins[0]), dt, c[ins[1]], c[ins[2]] if ins[2:3] and ins[2] else 0, c[ins[3]],
         c[ins[4]] if ins[4:5] and ins[4] else 0, lo, hi, backend.dev))

@@ -64,7 +64,7 @@ def lower_binary(ctx, node, backend):
         return None
     table = binary_table(ctx.dtype(ins[0]), binary_fn(node, ctx.g.consts))
     return Layer(node, [ins[0], ins[3]], node.outputs[0],
-                 QLinearLut(table, ctx.shape(ins[0]), backend.dev, mode == "row"))
+                 make=lambda: QLinearLut(table, ctx.shape(ins[0]), backend.dev, mode == "row"))
 
 
 @lower("vulkan", "com.microsoft:QLinearLeakyRelu", "com.microsoft:QLinearSigmoid")
@@ -73,4 +73,4 @@ def lower_unary(ctx, node, backend):
     if not (ctx.quantized(x) and static_params(ctx, node, (1, 2, 3, 4))):
         return None
     table = unary_table(ctx.dtype(x), unary_fn(node, ctx.g.consts))
-    return Layer(node, [x], node.outputs[0], QLinearLut(table, ctx.shape(x), backend.dev))
+    return Layer(node, [x], node.outputs[0], make=lambda: QLinearLut(table, ctx.shape(x), backend.dev))

@@ -66,4 +66,4 @@ def lower_matmul(ctx, node, backend):
     a_shape = ctx.shape(node.inputs[0])
     if len(a_shape) > 3 or a_shape[:-2] != spec.out_shape[:-2]:
         return None  # A broadcast over B's batch: rows would not match the packed form
-    return Layer(node, [node.inputs[0]], node.outputs[0], QLinearMatMul(spec, backend.dev))
+    return Layer(node, [node.inputs[0]], node.outputs[0], make=lambda: QLinearMatMul(spec, backend.dev))

@@ -50,5 +50,5 @@ def lower_reshape(ctx, node, backend):
     if alias_ok(ctx, node):
         return Layer(node, [x], y, alias=True)
     if reshape_like(ctx, node):
-        return Layer(node, [x], y, Repack(ctx.shape(x), ctx.shape(y), backend.dev))
+        return Layer(node, [x], y, make=lambda: Repack(ctx.shape(x), ctx.shape(y), backend.dev))
     return None

@@ -71,7 +71,7 @@ class VulkanSegment:
             seq.upload(*dict.fromkeys(b for _, b in self.ups))
         for lay in layers:
             if not lay.alias:
-                for prog in _bind(lay.impl, [buf(a) for a in lay.acts], buf(lay.out)):
+                for prog in _bind(lay.build(), [buf(a) for a in lay.acts], buf(lay.out)):
                     seq.barrier()
                     seq.dispatch(prog)
         seq.barrier()

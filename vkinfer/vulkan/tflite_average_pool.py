@@ -49,5 +49,5 @@ def lower_tflite_average_pool(ctx, node, backend):
     if not (ctx.quantized(x) and len(ctx.shape(x)) == 4):
         return None
     dt = ctx.dtype(x)
-    return Layer(node, [x], y, TFLiteAveragePool(ctx.shape(x), ctx.shape(y), dt, *tflite_pool_attrs(node, dt),
-                                                 backend.dev))
+    attrs = tflite_pool_attrs(node, dt)
+    return Layer(node, [x], y, make=lambda: TFLiteAveragePool(ctx.shape(x), ctx.shape(y), dt, *attrs, backend.dev))

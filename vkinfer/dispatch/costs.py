@@ -1,0 +1,122 @@
+"""What a node costs: its op class and the few numbers that drive its time (the dispatcher's features).
+
+Every node of a traced graph maps to one `Work`: an op class (the calibrated model that predicts it) and
+its GEMM view (`rows` output pixels x `m` output channels x `k` reduction length), bytes moved and output
+elements. A device's model for the class turns that into nanoseconds (vkinfer/dispatch/profile.py):
+
+    time = fixed + ns_per_mac * MACs(tiled) + ns_per_byte * bytes
+
+with MACs rounded up to the device's tile grid (a GPU computes whole 32-row tiles whether or not the rows
+exist; the CPU's tile is 1x1). Op classes, chosen because their MAC rates differ by up to 20x on one core:
+
+- gemm:        1x1 convolutions (group 1), QGemm and matmuls with at least GEMV_ROWS output rows;
+- gemv:        the same with fewer rows (fully connected heads): weight-bandwidth bound;
+- conv:        kxk, strided, dilated and grouped (not depthwise) convolutions;
+- depthwise:   group == input channels == output channels (3x3 and 5x5 share the model; k says which);
+- elementwise: adds, muls, tables, (de)quantize, softmax: per element;
+- pool:        max/average/global-average pooling: per window element;
+- move:        concat, channel shuffle/transpose, pad, reshape: bytes only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..model.graph import Graph, Node
+
+CLASSES = ("gemm", "gemv", "conv", "depthwise", "elementwise", "pool", "move")
+GEMV_ROWS = 8  # below this many output rows a GEMM tile is mostly waste (vkinfer/vulkan/qlinear_conv.py)
+
+CONV_OPS = ("QLinearConv", "vkinfer:QLinearConvClamp", "ConvInteger")
+GEMM_OPS = ("com.microsoft:QGemm", "vkinfer:QGemmClamp", "QLinearMatMul", "MatMulInteger")
+POOL_OPS = ("MaxPool", "com.microsoft:QLinearAveragePool", "vkinfer:TFLiteAveragePool",
+            "com.microsoft:QLinearGlobalAveragePool", "GlobalAveragePool")
+MOVE_OPS = ("Concat", "com.microsoft:QLinearConcat", "Transpose", "Pad", "Reshape", "Flatten", "Squeeze",
+            "Unsqueeze", "Identity")
+
+
+@dataclasses.dataclass(frozen=True)
+class Work:
+    """A node's cost features: op class, GEMM view (rows x m x k, 0 when not a GEMM), bytes of activations
+    read and written plus constants read, and output elements."""
+
+    op_class: str
+    rows: int = 0
+    m: int = 0
+    k: int = 0
+    bytes: int = 0
+    out_elems: int = 0
+    window: int = 1  # pool: elements per output element
+
+    @property
+    def macs(self) -> int:
+        """Multiply-accumulates (pool: window reads; elementwise: output elements)."""
+        if self.op_class in ("gemm", "gemv", "conv", "depthwise"):
+            return self.rows * self.m * self.k
+        if self.op_class == "pool":
+            return self.out_elems * self.window
+        if self.op_class == "elementwise":
+            return self.out_elems
+        return 0
+
+    def tiled_macs(self, tile: tuple[int, int]) -> int:
+        """MACs over the device's tile grid: rows and output channels rounded up to (tile rows, tile channels)."""
+        tr, tc = tile
+        if self.op_class in ("gemm", "gemv", "conv", "depthwise") and (tr > 1 or tc > 1):
+            return -(-self.rows // tr) * tr * (-(-self.m // tc) * tc) * self.k
+        return self.macs
+
+
+def _nbytes(info: dict, name: str) -> int:
+    shape, dt = info[name]
+    return int(np.prod(shape, dtype=np.int64)) * np.dtype(dt).itemsize
+
+
+def node_work(g: Graph, info: dict, node: Node) -> Work:
+    """The cost features of `node` from the traced shapes `info` (name -> (shape, dtype))."""
+    op = node.op
+    outs = [o for o in node.outputs if o and o in info]
+    out_elems = sum(int(np.prod(info[o][0], dtype=np.int64)) for o in outs)
+    acts = [t for t in node.inputs if t and t not in g.consts and t in info]
+    consts = [t for t in node.inputs if t and t in g.consts]
+    nbytes = sum(_nbytes(info, t) for t in acts) + sum(_nbytes(info, o) for o in outs) + sum(
+        int(g.consts[t].nbytes) for t in consts)
+    if op in CONV_OPS:
+        w_name = node.inputs[1] if op == "ConvInteger" else node.inputs[3]
+        w = g.consts.get(w_name)
+        x_shape = info[node.inputs[0]][0]
+        o_shape = info[outs[0]][0] if outs else ()
+        if w is not None and len(w.shape) == 4 and len(x_shape) == 4 and len(o_shape) == 4:
+            m, cg, kh, kw = (int(v) for v in w.shape)
+            group = int(node.attrs.get("group", 1))
+            rows = int(o_shape[0]) * int(o_shape[2]) * int(o_shape[3])
+            if group > 1 and group == int(x_shape[1]) == m:
+                return Work("depthwise", rows, m, kh * kw, nbytes, out_elems)
+            if kh == kw == 1 and group == 1:
+                return Work("gemm" if rows >= GEMV_ROWS else "gemv", rows, m, cg, nbytes, out_elems)
+            return Work("conv", rows, m, cg * kh * kw, nbytes, out_elems)
+    if op in GEMM_OPS and outs:
+        a_shape = info[node.inputs[0]][0] if node.inputs[0] in info else ()
+        if len(a_shape) >= 2:
+            trans_a = op != "QLinearMatMul" and op != "MatMulInteger" and bool(node.attrs.get("transA", 0))
+            k = int(a_shape[-2] if trans_a else a_shape[-1])
+            o_shape = info[outs[0]][0]
+            m = int(o_shape[-1]) if o_shape else 1
+            rows = max(1, out_elems // max(m, 1))
+            return Work("gemm" if rows >= GEMV_ROWS else "gemv", rows, m, k, nbytes, out_elems)
+    if op in POOL_OPS:
+        x = node.inputs[0]
+        in_elems = int(np.prod(info[x][0], dtype=np.int64)) if x in info else out_elems
+        window = max(1, in_elems // max(out_elems, 1)) if "Global" in op else int(
+            np.prod(node.attrs.get("kernel_shape") or [1]))
+        return Work("pool", bytes=nbytes, out_elems=out_elems, window=window)
+    if op in MOVE_OPS:
+        return Work("move", bytes=nbytes, out_elems=out_elems)
+    return Work("elementwise", bytes=nbytes, out_elems=out_elems)
+
+
+def graph_work(g: Graph, info: dict) -> dict[str, Work]:
+    """node name -> Work for every node of `g`."""
+    return {n.name: node_work(g, info, n) for n in g.nodes}

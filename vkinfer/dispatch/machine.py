@@ -1,0 +1,117 @@
+"""This machine's devices as the dispatcher sees them, without paying for a Vulkan instance when nothing changed.
+
+Creating a Vulkan instance loads every installed driver: 0.29 s here (lavapipe and SwiftShader, both LLVM
+based), against 1-5 ms for a CPU session of a small model. A warm `device="auto"` session must cost at most
+20 ms more than a CPU one, so the device list (names, types, identities) is cached beside the calibration,
+keyed by a fingerprint of everything the Vulkan loader reads to find drivers: its environment variables, the
+driver manifests in the standard directories and the libraries they name (path, size, mtime), the GPUs the
+kernel lists (/sys/class/drm, /dev/nvidia*) and vkinfer's native module. A driver update, a new GPU, or a
+changed $VK_ICD_FILENAMES changes the fingerprint, and the next auto session enumerates again (and, since
+the driver version is part of each device's identity, recalibrates what changed).
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+from pathlib import Path
+
+_LOADER_ENV = ("VK_ICD_FILENAMES", "VK_DRIVER_FILES", "VK_ADD_DRIVER_FILES", "VK_LOADER_DRIVERS_SELECT",
+               "VK_LOADER_DRIVERS_DISABLE", "VK_INSTANCE_LAYERS", "XDG_DATA_DIRS", "XDG_CONFIG_DIRS",
+               "VKINFER_DEVICE")
+_ICD_DIRS = ("/etc/vulkan/icd.d", "/usr/share/vulkan/icd.d", "/usr/local/share/vulkan/icd.d",
+             "~/.local/share/vulkan/icd.d")
+
+
+def _stat(path: str) -> list:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return [path, None]
+    return [path, st.st_size, st.st_mtime_ns]
+
+
+def _manifests() -> list[str]:
+    out = []
+    for var in ("VK_ICD_FILENAMES", "VK_DRIVER_FILES", "VK_ADD_DRIVER_FILES"):
+        out.extend(p for p in os.environ.get(var, "").split(os.pathsep) if p)
+    dirs = [os.path.expanduser(d) for d in _ICD_DIRS]
+    for var in ("XDG_DATA_DIRS", "XDG_CONFIG_DIRS"):
+        dirs.extend(os.path.join(p, "vulkan", "icd.d") for p in os.environ.get(var, "").split(os.pathsep) if p)
+    for d in dict.fromkeys(dirs):
+        out.extend(sorted(glob.glob(os.path.join(d, "*.json"))))
+    from .._vk import SWIFTSHADER_ICD
+
+    out.append(SWIFTSHADER_ICD)  # added by vkinfer itself when present (vkinfer._vk._add_swiftshader)
+    return list(dict.fromkeys(out))
+
+
+def vulkan_fingerprint() -> str:
+    """A hash of what decides which Vulkan devices and drivers an instance would find (module docstring)."""
+    parts: list = [[k, os.environ.get(k)] for k in _LOADER_ENV]
+    for m in _manifests():
+        parts.append(_stat(m))
+        try:
+            lib = json.loads(Path(m).read_text()).get("ICD", {}).get("library_path", "")
+        except (OSError, ValueError, AttributeError):
+            lib = ""
+        if lib:
+            parts.append(_stat(lib if os.path.isabs(lib) else os.path.join(os.path.dirname(m), lib)))
+    for dev in sorted(glob.glob("/sys/class/drm/card*/device")):
+        parts.append([dev, *(Path(dev, f).read_text().strip() if os.path.exists(os.path.join(dev, f)) else None
+                             for f in ("vendor", "device"))])
+    parts.append(sorted(glob.glob("/dev/nvidia*")))
+    parts.extend(_stat(p) for p in sorted(glob.glob(str(Path(__file__).resolve().parent.parent / "_vkcore*"))))
+    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:24]
+
+
+def vulkan_identity(index: int) -> dict:
+    """What a Vulkan device's calibration is valid for: name, type, ids, driver version and UUIDs."""
+    from .. import _vk
+
+    info = next(d for d in _vk.devices() if d.index == index)
+    ident = _vk._instance().identity(index)
+    return {"name": info.name, "type": info.type, "vendor_id": info.vendor_id, "device_id": info.device_id,
+            "driver_version": ident["driver_version"], "device_uuid": bytes(ident["device_uuid"]).hex(),
+            "driver_uuid": bytes(ident["driver_uuid"]).hex()}
+
+
+def vulkan_devices(refresh: bool = False) -> list[dict]:
+    """[{"device": "vulkan:<i>", "name", "type", "default", "identity"}] in vkinfer's order of preference (the
+    first non-"cpu" type ones are GPUs), from the fingerprint cache when nothing changed; [] without Vulkan."""
+    from .profile import cache_root, write_json_atomic
+
+    fp = vulkan_fingerprint()
+    path = cache_root() / "vulkan-devices.json"
+    if not refresh:
+        try:
+            d = json.loads(path.read_text())
+            if d.get("fingerprint") == fp and isinstance(d.get("devices"), list):
+                return d["devices"]
+        except (OSError, ValueError, AttributeError):
+            pass
+    from .. import _vk
+    from ..errors import VulkanUnavailableError
+
+    try:
+        infos = _vk.devices()
+        default = _vk._pick(None).index if infos else None
+    except (VulkanUnavailableError, ValueError):
+        infos, default = [], None
+    devs = [{"device": f"vulkan:{i.index}", "name": i.name, "type": i.type, "default": i.index == default,
+             "identity": vulkan_identity(i.index)} for i in infos]
+    try:
+        write_json_atomic(path, {"fingerprint": fp, "devices": devs})
+    except OSError:
+        pass  # a read-only cache only costs the enumeration next time
+    return devs
+
+
+def auto_candidates(devs: list[dict]) -> list[dict]:
+    """The Vulkan devices `device="auto"` weighs against the CPU: every GPU (discrete, integrated, virtual);
+    when there is none, the default Vulkan device (a CPU implementation such as lavapipe), so that the choice
+    is still made from measured costs rather than assumed."""
+    gpus = [d for d in devs if d["type"] in ("discrete", "integrated", "virtual")]
+    return gpus or [d for d in devs if d["default"]][:1]

@@ -1,0 +1,327 @@
+"""Calibration profiles: what each device costs, as a small, documented JSON document.
+
+A profile is a list of device entries. Each entry is one device at one thread count (the CPU is calibrated at
+every useful thread count, since small layers often run faster on one thread), with:
+
+    {"schema": "vkinfer-profile/1", "vkinfer": "0.1.0",
+     "devices": [
+       {"device": "cpu",          # "cpu", "vulkan:<index>" or "host" (the numpy interpreter)
+        "kind": "cpu",            # cpu | vulkan | host
+        "threads": 1,             # CPU threads (1 for the others)
+        "identity": {...},        # what the numbers are valid for (below)
+        "segment_ns": 2100,       # per segment and run: one native call (cpu); submit + wait (vulkan)
+        "upload":   {"fixed_ns": 300, "ns_per_byte": 0.05},   # a host array into the device's form, per tensor
+        "download": {"fixed_ns": 300, "ns_per_byte": 0.05},   # and back
+        "tile": [1, 1],           # rows x output channels a GEMM-like kernel computes at once (GPU grids)
+        "tail": 1.08,             # p90 / p50 of the calibration runs: objective="p90" scales by it
+        "classes": {              # one linear model per op class (vkinfer/dispatch/costs.py), every class
+          "gemm": {"fixed_ns": 900, "ns_per_mac": 0.004, "ns_per_byte": 0.02, "samples": 6, "error": 0.05},
+          ...}},
+       ...],
+     "calibration": {"mode": "quick", "seconds": 3.1, "date": "2026-11-22T10:00:00"}}
+
+A node's predicted time is `fixed_ns + ns_per_mac * tiled MACs + ns_per_byte * bytes` (costs.Work);
+`samples` and `error` (median relative error of the fit) are informative. Identity: for "cpu", the CPU model
+name, the ISA variant and the architecture; for "vulkan:<n>", the device's name, type, vendor and device ids,
+driver version and device/driver UUIDs; for "host", the CPU model and numpy's version. A cached entry is
+valid only for the same identity, thread count, vkinfer version and schema; anything else recalibrates.
+Profiles for devices this machine does not have (a phone GPU, say) plan without running:
+`vkinfer info MODEL --profile FILE`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import platform
+import tempfile
+import warnings
+from pathlib import Path
+
+from .costs import CLASSES, Work
+
+SCHEMA = "vkinfer-profile/1"
+KINDS = ("cpu", "vulkan", "host")
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassModel:
+    """time = fixed_ns + ns_per_mac * tiled MACs + ns_per_byte * bytes."""
+
+    fixed_ns: float
+    ns_per_mac: float
+    ns_per_byte: float
+    samples: int = 0
+    error: float = 0.0
+
+    def ns(self, work: Work, tile: tuple[int, int]) -> float:
+        return self.fixed_ns + self.ns_per_mac * work.tiled_macs(tile) + self.ns_per_byte * work.bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class Link:
+    """Moving one tensor between a host array and the device: fixed_ns + ns_per_byte * bytes."""
+
+    fixed_ns: float
+    ns_per_byte: float
+
+    def ns(self, nbytes: int) -> float:
+        return self.fixed_ns + self.ns_per_byte * nbytes
+
+
+@dataclasses.dataclass
+class DeviceProfile:
+    """One device (at one thread count) in a profile (module docstring)."""
+
+    device: str
+    kind: str
+    threads: int
+    identity: dict
+    segment_ns: float
+    upload: Link
+    download: Link
+    tile: tuple[int, int]
+    tail: float
+    classes: dict[str, ClassModel]
+
+    def node_ns(self, work: Work) -> float:
+        """Predicted time of one node on this device."""
+        return self.classes[work.op_class].ns(work, self.tile)
+
+    def to_json(self) -> dict:
+        return {"device": self.device, "kind": self.kind, "threads": self.threads, "identity": self.identity,
+                "segment_ns": self.segment_ns, "upload": dataclasses.asdict(self.upload),
+                "download": dataclasses.asdict(self.download), "tile": list(self.tile), "tail": self.tail,
+                "classes": {c: dataclasses.asdict(m) for c, m in self.classes.items()}}
+
+
+def _num(where: str, v, *, lo: float = 0.0) -> float:
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        raise ValueError(f"{where}: expected a finite number, got {v!r}")
+    if v < lo:
+        raise ValueError(f"{where}: negative time or rate {v!r}" if lo == 0 else f"{where}: {v!r} is below {lo}")
+    return float(v)
+
+
+def _obj(where: str, v, keys: tuple[str, ...]) -> dict:
+    if not isinstance(v, dict):
+        raise ValueError(f"{where}: expected an object, got {type(v).__name__}")
+    missing = [k for k in keys if k not in v]
+    if missing:
+        raise ValueError(f"{where}: missing field {missing[0]!r}")
+    return v
+
+
+def device_from_json(d, where: str = "device") -> DeviceProfile:
+    """A validated DeviceProfile; ValueError names the first bad field."""
+    _obj(where, d, ("device", "kind", "threads", "identity", "segment_ns", "upload", "download", "tile", "tail",
+                    "classes"))
+    kind = d["kind"]
+    if kind not in KINDS:
+        raise ValueError(f"{where}.kind: {kind!r} is not one of {', '.join(KINDS)}")
+    dev = d["device"]
+    if not isinstance(dev, str) or (dev.partition(":")[0] != kind):
+        raise ValueError(f"{where}.device: {dev!r} does not name a {kind} device (\"cpu\", \"vulkan:<n>\", "
+                         f"\"host\")")
+    where = f"{where} ({dev})"
+    threads = d["threads"]
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"{where}.threads: expected a positive integer, got {threads!r}")
+    if not isinstance(d["identity"], dict):
+        raise ValueError(f"{where}.identity: expected an object")
+    links = {}
+    for name in ("upload", "download"):
+        o = _obj(f"{where}.{name}", d[name], ("fixed_ns", "ns_per_byte"))
+        links[name] = Link(_num(f"{where}.{name}.fixed_ns", o["fixed_ns"]),
+                           _num(f"{where}.{name}.ns_per_byte", o["ns_per_byte"]))
+    tile = d["tile"]
+    if not (isinstance(tile, list | tuple) and len(tile) == 2 and all(
+            isinstance(t, int) and not isinstance(t, bool) and t >= 1 for t in tile)):
+        raise ValueError(f"{where}.tile: expected [rows, channels] of positive integers, got {tile!r}")
+    classes = _obj(f"{where}.classes", d["classes"], CLASSES)
+    unknown = [c for c in classes if c not in CLASSES]
+    if unknown:
+        raise ValueError(f"{where}.classes: unknown op class {unknown[0]!r} (known: {', '.join(CLASSES)})")
+    models = {}
+    for c in CLASSES:
+        w = f"{where}.classes.{c}"
+        o = _obj(w, classes[c], ("fixed_ns", "ns_per_mac", "ns_per_byte"))
+        models[c] = ClassModel(_num(f"{w}.fixed_ns", o["fixed_ns"]), _num(f"{w}.ns_per_mac", o["ns_per_mac"]),
+                               _num(f"{w}.ns_per_byte", o["ns_per_byte"]), int(o.get("samples", 0) or 0),
+                               _num(f"{w}.error", o.get("error", 0.0)))
+    return DeviceProfile(dev, kind, threads, dict(d["identity"]), _num(f"{where}.segment_ns", d["segment_ns"]),
+                         links["upload"], links["download"], (int(tile[0]), int(tile[1])),
+                         _num(f"{where}.tail", d["tail"], lo=1.0), models)
+
+
+@dataclasses.dataclass
+class Profile:
+    """Device entries (one per device and CPU thread count) and how they were made."""
+
+    devices: list[DeviceProfile]
+    calibration: dict = dataclasses.field(default_factory=dict)
+
+    def entry(self, device: str, threads: int = 1) -> DeviceProfile | None:
+        """The entry of `device` at `threads` (CPU: the nearest calibrated count not above it, else the
+        smallest); None when the profile has no such device."""
+        same = [e for e in self.devices if e.device == device]
+        if not same:
+            return None
+        if len(same) == 1 or same[0].kind != "cpu":
+            return same[0]
+        below = [e for e in same if e.threads <= threads]
+        return max(below, key=lambda e: e.threads) if below else min(same, key=lambda e: e.threads)
+
+    def names(self) -> list[str]:
+        return list(dict.fromkeys(e.device for e in self.devices))
+
+    def to_json(self) -> dict:
+        return {"schema": SCHEMA, "vkinfer": _version(), "devices": [e.to_json() for e in self.devices],
+                "calibration": self.calibration}
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the profile as JSON (atomically: a temporary file, then a rename)."""
+        write_json_atomic(Path(path), self.to_json())
+
+
+def profile_from_json(d, source: str = "profile") -> Profile:
+    """A validated Profile from parsed JSON; ValueError names the bad field."""
+    _obj(source, d, ("schema", "devices"))
+    if d["schema"] != SCHEMA:
+        raise ValueError(f"{source}.schema: {d['schema']!r} is not {SCHEMA!r}")
+    if not isinstance(d["devices"], list) or not d["devices"]:
+        raise ValueError(f"{source}.devices: expected a non-empty list of device entries")
+    entries = [device_from_json(e, f"{source}.devices[{i}]") for i, e in enumerate(d["devices"])]
+    seen = set()
+    for i, e in enumerate(entries):
+        if (e.device, e.threads) in seen:
+            raise ValueError(f"{source}.devices[{i}] ({e.device}): a second entry for {e.threads} thread(s)")
+        seen.add((e.device, e.threads))
+    cal = d.get("calibration", {})
+    return Profile(entries, dict(cal) if isinstance(cal, dict) else {})
+
+
+def load_profile(path: str | os.PathLike) -> Profile:
+    """Read and validate a profile file (ValueError naming the file and field on anything wrong)."""
+    p = Path(path)
+    try:
+        d = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"profile {p}: no such file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"profile {p}: not a readable JSON file ({e})") from None
+    return profile_from_json(d, f"profile {p}")
+
+
+def check_identity(entry: DeviceProfile, actual: dict, where: str = "profile") -> None:
+    """ValueError naming the field when `entry` was calibrated on another device or driver than `actual`."""
+    for k, v in actual.items():
+        if k in entry.identity and entry.identity[k] != v:
+            raise ValueError(f"{where} entry {entry.device}: identity.{k} is {entry.identity[k]!r}, but this "
+                             f"machine's {entry.device} has {v!r} (calibrated on another device; run "
+                             f"`vkinfer calibrate` here)")
+    missing = [k for k in actual if k not in entry.identity]
+    if missing:
+        raise ValueError(f"{where} entry {entry.device}: identity.{missing[0]} is missing")
+
+
+# --- identities -----------------------------------------------------------------------------------------------
+
+def cpu_model_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith(("model name", "hardware", "processor\t: arm")) and ":" in line:
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def cpu_identity(variant: str | None = None) -> dict:
+    """What a CPU entry is valid for: model name, ISA variant (the default one unless named), architecture."""
+    from .. import cpu
+
+    return {"cpu": cpu_model_name(), "variant": variant or cpu.default_variant(), "machine": platform.machine()}
+
+
+def host_identity() -> dict:
+    import numpy as np
+
+    return {"cpu": cpu_model_name(), "machine": platform.machine(), "numpy": np.__version__}
+
+
+# --- the cache ------------------------------------------------------------------------------------------------
+
+def cache_root() -> Path:
+    """`calibration/` beside the SPIR-V and pipeline caches ($VKINFER_CACHE, else ~/.cache/vkinfer)."""
+    from .._glsl import cache_dir
+
+    return cache_dir().parent / "calibration"
+
+
+def cache_key(device: str, identity: dict, threads: int) -> str:
+    blob = json.dumps([SCHEMA, _version(), device.partition(":")[0], identity, threads], sort_keys=True)
+    slug = "".join(ch if ch.isalnum() else "-" for ch in device)
+    return f"{slug}-t{threads}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}.json"
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def cached_entry(device: str, identity: dict, threads: int) -> DeviceProfile | None:
+    """The cached entry for (device, identity, threads, this vkinfer), or None. A corrupt or mismatched file is
+    removed with a RuntimeWarning (never trusted), so the caller recalibrates."""
+    path = cache_root() / cache_key(device, identity, threads)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        warnings.warn(f"vkinfer: cannot read calibration cache {path} ({e}); recalibrating", RuntimeWarning,
+                      stacklevel=2)
+        return None
+    try:
+        prof = profile_from_json(json.loads(text), f"calibration cache {path}")
+        if prof.to_json()["vkinfer"] != _version() or json.loads(text).get("vkinfer") != _version():
+            raise ValueError(f"calibration cache {path}: made by another vkinfer version")
+        [e] = [e for e in prof.devices if e.device == device and e.threads == threads] or [None]
+        if e is None:
+            raise ValueError(f"calibration cache {path}: no entry for {device} at {threads} thread(s)")
+        check_identity(e, identity, f"calibration cache {path}")
+    except (ValueError, json.JSONDecodeError, UnicodeDecodeError) as e:
+        warnings.warn(f"vkinfer: ignoring corrupt calibration cache ({e}); recalibrating", RuntimeWarning,
+                      stacklevel=2)
+        try:
+            path.unlink()
+        except OSError:
+            pass
+        return None
+    return e
+
+
+def store_entry(entry: DeviceProfile, calibration: dict) -> Path:
+    """Write one calibrated entry to the cache (atomically: an interrupted calibration leaves the previous file)."""
+    path = cache_root() / cache_key(entry.device, entry.identity, entry.threads)
+    write_json_atomic(path, Profile([entry], calibration).to_json())
+    return path
