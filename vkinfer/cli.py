@@ -1,7 +1,8 @@
 """The `vkinfer` command: run a model, describe a model, list devices.
 
     vkinfer run MODEL [--device D] [--input x.npy] [--output y.npz]
-    vkinfer info MODEL [--device D]
+    vkinfer info MODEL [--device D] [--profile FILE] [--objective median|p90]
+    vkinfer calibrate [--quick|--full] [--device D] [--threads 1,2] [--out FILE]
     vkinfer devices
 """
 
@@ -68,11 +69,15 @@ def _placement(spec: str | None) -> dict[str, str] | None:
     return out
 
 
-def _info(path: str, device: str, placement: str | None = None) -> int:
+def _info(path: str, device: str, placement: str | None = None, profile: str | None = None,
+          objective: str = "median", threads: int | None = None) -> int:
     from .model.plan import trace
     from .model.session import InferenceSession
 
-    sess = InferenceSession(path, device=device, placement=_placement(placement))
+    if profile is not None:
+        return _info_profile(path, profile, objective, threads)
+    sess = InferenceSession(path, device=device, placement=_placement(placement), objective=objective,
+                            threads=threads)
     g = sess.graph
     # Shapes from the plan's trace (symbolic dimensions taken as 1).
     feed = {t.name: np.zeros([d if isinstance(d, int) and d > 0 else 1 for d in (t.shape or [])], t.dtype)
@@ -122,6 +127,48 @@ def _info(path: str, device: str, placement: str | None = None) -> int:
         print(f"  placed by hand: {name} on {where}")
     for name, why in (plan.why_host.items() if plan is not None else ()):
         print(f"  note: {name} runs on the host: {why}")
+    if device == "auto":
+        print(sess.explain())
+    return 0
+
+
+def _info_profile(path: str, profile: str, objective: str, threads: int | None) -> int:
+    """Plan MODEL for the devices of a profile (which this machine need not have), without running it."""
+    from .dispatch import load_profile, simulate
+    from .model.session import InferenceSession
+
+    prof = load_profile(profile)
+    sess = InferenceSession(path, device="reference")
+    feed = {t.name: np.zeros([d if isinstance(d, int) and d > 0 else 1 for d in (t.shape or [])], t.dtype)
+            for t in sess.graph.inputs}
+    counts = sorted({e.threads for e in prof.devices if e.kind == "cpu"}) or [1]
+    d = simulate(sess.graph, feed, prof, threads or counts[0], objective)
+    print(f"model {path} planned for profile {profile} (devices {', '.join(d.devices)}; nothing run)")
+    print(d.table())
+    return 0
+
+
+def _calibrate(mode: str, device: str | None, threads: str | None, out: str | None) -> int:
+    """Calibrate this machine's devices (all the dispatcher weighs, or --device), print the fitted models."""
+    from . import cpu
+    from .dispatch import describe, ensure_profile
+    from .model.session import _auto_devices
+
+    devices = [device] if device else _auto_devices()
+    if threads:
+        counts = [int(t) for t in threads.split(",")]
+        if any(t < 1 for t in counts):
+            raise ValueError(f"--threads takes positive counts, got {threads!r}")
+    else:  # every useful count: 1 up to the fast cluster (vkinfer.cpu.thread_default)
+        counts = list(range(1, cpu.default_threads() + 1))
+    print(f"calibrating ({mode}): {', '.join(devices)}; CPU at {', '.join(map(str, counts))} thread(s)",
+          file=sys.stderr)
+    prof = ensure_profile([d for d in devices], counts, mode, force=True,
+                          log=lambda line: print(f"  {line}", file=sys.stderr))
+    print(describe(prof))
+    if out:
+        prof.save(out)
+        print(f"wrote {out}")
     return 0
 
 
@@ -191,13 +238,25 @@ def main(argv: list[str] | None = None) -> int:
     i.add_argument("model")
     i.add_argument("--device", default="auto")
     i.add_argument("--placement", help='nodes placed by hand: "node=device,..." (device: cpu, vulkan[:<n>], host)')
+    i.add_argument("--profile", help="plan for the devices of this calibration profile (JSON) without running")
+    i.add_argument("--objective", default="median", help="what device=auto minimises: median (default) or p90")
+    i.add_argument("--threads", type=int, help="CPU threads the plan is for (default: the session's)")
+    c = sub.add_parser("calibrate", help="measure this machine's devices for device=auto; print the fitted models")
+    how = c.add_mutually_exclusive_group()
+    how.add_argument("--quick", dest="mode", action="store_const", const="quick", help="a few shapes (default)")
+    how.add_argument("--full", dest="mode", action="store_const", const="full", help="the whole shape grid")
+    c.add_argument("--device", help="only this device (cpu, vulkan:<n>); default: all that auto weighs")
+    c.add_argument("--threads", help="CPU thread counts, e.g. 1,2 (default: 1 up to the fast cluster)")
+    c.add_argument("--out", help="also write the profile to this JSON file")
     sub.add_parser("devices", help="Vulkan devices and CPU variants")
     args = ap.parse_args(argv)
     try:
         if args.cmd == "devices":
             return _devices()
         if args.cmd == "info":
-            return _info(args.model, args.device, args.placement)
+            return _info(args.model, args.device, args.placement, args.profile, args.objective, args.threads)
+        if args.cmd == "calibrate":
+            return _calibrate(args.mode or "quick", args.device, args.threads, args.out)
         return _run(args.model, args.device, args.input, args.output, args.placement)
     except (ValueError, TypeError, FileNotFoundError) as e:
         print(f"vkinfer: error: {e}", file=sys.stderr)

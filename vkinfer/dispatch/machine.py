@@ -79,8 +79,10 @@ def vulkan_identity(index: int) -> dict:
 
 
 def vulkan_devices(refresh: bool = False) -> list[dict]:
-    """[{"device": "vulkan:<i>", "name", "type", "default", "identity"}] in vkinfer's order of preference (the
-    first non-"cpu" type ones are GPUs), from the fingerprint cache when nothing changed; [] without Vulkan."""
+    """[{"device": "vulkan:<i>", "name", "type", "default", "identity"}] in vkinfer's order of preference, from
+    the fingerprint cache when nothing changed. Raises VulkanUnavailableError (with the reason, cached too)
+    when there is no usable Vulkan."""
+    from ..errors import VulkanUnavailableError
     from .profile import cache_root, write_json_atomic
 
     fp = vulkan_fingerprint()
@@ -89,23 +91,31 @@ def vulkan_devices(refresh: bool = False) -> list[dict]:
         try:
             d = json.loads(path.read_text())
             if d.get("fingerprint") == fp and isinstance(d.get("devices"), list):
+                if d.get("unavailable"):
+                    raise VulkanUnavailableError(str(d["unavailable"]))
                 return d["devices"]
         except (OSError, ValueError, AttributeError):
             pass
     from .. import _vk
-    from ..errors import VulkanUnavailableError
+
+    def remember(record: dict) -> None:
+        try:
+            write_json_atomic(path, {"fingerprint": fp, **record})
+        except OSError:
+            pass  # a read-only cache only costs the enumeration next time
 
     try:
         infos = _vk.devices()
+    except VulkanUnavailableError as e:
+        remember({"devices": [], "unavailable": str(e)})
+        raise
+    try:
         default = _vk._pick(None).index if infos else None
-    except (VulkanUnavailableError, ValueError):
-        infos, default = [], None
+    except ValueError:  # $VKINFER_DEVICE names no device: no default
+        default = None
     devs = [{"device": f"vulkan:{i.index}", "name": i.name, "type": i.type, "default": i.index == default,
              "identity": vulkan_identity(i.index)} for i in infos]
-    try:
-        write_json_atomic(path, {"fingerprint": fp, "devices": devs})
-    except OSError:
-        pass  # a read-only cache only costs the enumeration next time
+    remember({"devices": devs})
     return devs
 
 

@@ -160,7 +160,8 @@ class Plan:
     """
 
     def __init__(self, g: Graph, feed: dict[str, np.ndarray], backend, host_device: str,
-                 placement: dict[str, str] | None = None, resolve: Callable[[str], object] | None = None):
+                 placement: dict[str, str] | None = None, resolve: Callable[[str], object] | None = None,
+                 dispatch: Callable | None = None):
         self.g, self.backend, self.host_device = g, backend, host_device
         self.info = trace(g, feed)
         ctx = Ctx(g, self.info)
@@ -169,12 +170,31 @@ class Plan:
         self.why_host: dict[str, str] = {}
         self.given = dict(placement or {})
         layers: dict[str, Layer] = {}
+        lowered: dict[tuple[str, str], tuple[Layer | None, str]] = {}
+
+        def lower_on(node: Node, be) -> tuple[Layer | None, str]:
+            key = (node.name, be.name)
+            if key not in lowered:
+                lowered[key] = self._lower(ctx, node, be)
+            return lowered[key]
+
+        # The dispatcher (device="auto") chooses every node's device from predicted costs; it asks each candidate
+        # device whether it runs a node (lowering is cheap: Vulkan layers are built only when used).
+        self.dispatch = None
+        chosen: dict[str, str] = {}
+        if dispatch is not None:
+            by_name = {n.name: n for n in g.nodes}
+
+            def can(name: str, dev: str) -> bool:
+                return lower_on(by_name[name], resolve(dev))[0] is not None
+            self.dispatch = dispatch(g, self.info, can, self.given)
+            chosen = self.dispatch.placement
         # What the session's device does not run goes to the native CPU graph when that can run it (a Vulkan
         # session's float edges: QuantizeLinear of a 224x224 image is 0.04 ms there, 0.4 ms in numpy), and to
         # the host only when nothing else can.
         fallback = resolve("cpu") if backend is not None and backend.kind != "cpu" and resolve is not None else None
         for node in g.nodes:
-            want = self.given.get(node.name)
+            want = self.given.get(node.name) or chosen.get(node.name)
             if want is None:
                 be = backend
             elif want == HOST:
@@ -186,11 +206,11 @@ class Plan:
                 backends.setdefault(be.name, be)
             layer = None
             if be is not None:
-                layer, why = self._lower(ctx, node, be)
+                layer, why = lower_on(node, be)
                 if layer is None and want is not None:
                     raise PlacementError(f"placement of node {node.name!r} ({node.op}) on {want!r}: {why}")
                 if layer is None and fallback is not None:
-                    layer, why_cpu = self._lower(ctx, node, fallback)
+                    layer, why_cpu = lower_on(node, fallback)
                     if layer is not None:
                         be = fallback
                         backends.setdefault(be.name, be)
@@ -198,6 +218,9 @@ class Plan:
                         why = f"{why}; {why_cpu}"
                 if layer is None:
                     self.why_host[node.name] = why
+            elif self.dispatch is not None and node.name not in self.given:
+                self.why_host[node.name] = "; ".join(w for d in self.dispatch.devices
+                                                     if (w := lower_on(node, resolve(d))[1]))
             if layer is not None:
                 layers[node.name] = layer
                 self.placement[node.name] = be.name

@@ -11,24 +11,31 @@ model, MobileNetV2 in ONNX or TFLite form) is then one upload, one submit and on
 only its float edges (QuantizeLinear, DequantizeLinear, Softmax) run on the host. Models with symbolic
 input dimensions are compiled on the first run of each input shape. $VKINFER_PLAN=0 turns compilation
 off (every node through the interpreter, each convolution its own submit) for A/B comparisons.
-`device="auto"` picks "vulkan" when a Vulkan device other than a CPU implementation exists, else "cpu"
-(the dispatcher issue refines this). "reference" interprets every node in numpy.
+`device="auto"` lets the dispatcher (vkinfer/dispatch) put each node on the device where it is predicted to
+finish first: the CPU or a Vulkan device, from a cost model calibrated on this machine (the first auto session
+on a new machine runs a quick calibration and says so on stderr; later ones read it from the cache).
+`sess.placement` is where each node runs, `sess.explain()` why. "reference" interprets every node in numpy.
 """
 
 from __future__ import annotations
 
 import os
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .. import ops
+from ..dispatch.placement import OBJECTIVES
 from ..errors import PlacementError, VulkanUnavailableError
 from .graph import Graph, TensorInfo
 from .kernels import OPS
 from .onnx_import import import_onnx
 from .plan import HOST, CpuBackend, Plan, VulkanBackend, interpret
 from .tflite_import import import_tflite, is_tflite
+
+if TYPE_CHECKING:
+    from ..dispatch.profile import Profile
 
 
 class NodeArg:
@@ -41,19 +48,23 @@ class NodeArg:
         return f"NodeArg(name={self.name!r}, type={self.type!r}, shape={self.shape})"
 
 
-def _pick_auto() -> str:
-    """What device "auto" means: "vulkan" when a Vulkan device other than a CPU implementation exists, else "cpu".
-    No usable Vulkan at all (VulkanUnavailableError) falls back to the CPU with a warning saying why; any other
-    error propagates."""
-    from .. import _vk
+def _auto_devices() -> list[str]:
+    """The devices `device="auto"` weighs: the CPU, then each GPU (or, with none, the default Vulkan device, a
+    CPU implementation such as lavapipe: the calibrated costs, not an assumption, then keep work on the CPU).
+    No usable Vulkan at all leaves the CPU alone, with a warning saying why; any other error propagates."""
+    from ..dispatch.machine import auto_candidates, vulkan_devices
 
     try:
-        found = _vk.devices()
+        found = vulkan_devices()
     except VulkanUnavailableError as e:
+        found = []
         warnings.warn(f'device="auto": Vulkan is unavailable ({e}); falling back to the CPU', RuntimeWarning,
-                      stacklevel=3)
-        return "cpu"
-    return "vulkan" if any(d.type in ("discrete", "integrated", "virtual") for d in found) else "cpu"
+                      stacklevel=4)
+    return ["cpu", *(d["device"] for d in auto_candidates(found))]
+
+
+CALIBRATING = ('vkinfer: device="auto" on a machine not calibrated yet: measuring {devices} (quick calibration, '
+               'once; cached, `vkinfer calibrate --full` refines it)')
 
 
 class InferenceSession:
@@ -65,7 +76,8 @@ class InferenceSession:
     """
 
     def __init__(self, model: str | os.PathLike | bytes, device: str = "auto",
-                 placement: dict[str, str] | None = None, threads: int | None = None):
+                 placement: dict[str, str] | None = None, threads: int | None = None, objective: str = "median",
+                 profile: str | os.PathLike | Profile | None = None):
         """`placement`: node name -> "cpu", "cpu:<variant>", "vulkan", "vulkan:<which>" or "host", overriding
         where those nodes run (the rest follow `device`); a name or device that does not exist, or a node the
         device cannot run, raises ValueError naming the node and the reason. `threads`: CPU threads per run
@@ -74,9 +86,16 @@ class InferenceSession:
         Thread safety: `run` may be called from several threads at once. Each CPU segment's native graph and
         each Vulkan segment's buffers serve one run at a time (a lock each), so concurrent runs on one
         session are correct and take turns segment by segment; use one session per thread for parallel
-        throughput."""
-        self.device = _pick_auto() if device == "auto" else device
-        ops._backend(self.device, None)  # checks the device name and that it exists
+        throughput.
+
+        `device="auto"`: `objective` is what the dispatcher minimises, "median" latency or "p90" (tail);
+        `profile`: a calibration profile (a path or vkinfer.dispatch.Profile) to plan from instead of this
+        machine's cached calibration; its entries must have been measured on this machine's devices."""
+        if objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {', '.join(map(repr, OBJECTIVES))}, got {objective!r}")
+        self.device = device
+        if device != "auto":
+            ops._backend(self.device, None)  # checks the device name and that it exists
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
             raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
         self.threads = threads
@@ -85,18 +104,27 @@ class InferenceSession:
         for node in self.graph.nodes:
             # A layer can be prepared once only if everything but its activation is a model constant.
             node.attrs["_static"] = all(not n or n in self.graph.consts for n in node.inputs[1:])
-        self.placement = self._check_placement(placement)
+        self._given = self._check_placement(placement)
         self._plans: dict[tuple, Plan] = {}
+        self._latest: Plan | None = None
         # For static shapes: (plan, [(input, dtype, shape)], output names, its CPU segment when that is all of it)
         self._fast: tuple | None = None
         self._backends: dict[str, object] = {}
         kind, _, which = self.device.partition(":")
-        self._compile = kind in ("vulkan", "cpu") and os.environ.get("VKINFER_PLAN", "1") != "0"
-        if self.placement and not self._compile:
+        self._compile = kind in ("vulkan", "cpu", "auto") and os.environ.get("VKINFER_PLAN", "1") != "0"
+        # The interpreter's device for host nodes (and for everything with $VKINFER_PLAN=0).
+        self._host_device = "cpu" if kind == "auto" else self.device
+        self._dispatcher = None
+        self.auto_devices: list[str] = []
+        if kind == "auto":
+            self.auto_devices = _auto_devices()
+            if len(self.auto_devices) > 1 and self._compile:
+                self._dispatcher = self._make_dispatcher(objective, profile)
+        if self._given and not self._compile:
             raise ValueError(f"placement needs a compiled plan: device {self.device!r} with $VKINFER_PLAN="
                              f"{os.environ.get('VKINFER_PLAN', '1')!r} interprets every node")
         if self._compile:
-            self._backend = self._resolve(self.device)
+            self._backend = self._resolve("cpu" if kind == "auto" else self.device)
             shapes = [t.shape for t in self.graph.inputs]
             if all(s is not None and all(isinstance(d, int) and d > 0 for d in s) for s in shapes):
                 # Static input shapes: compile now (trace, placement, packing, buffers, recording).
@@ -162,9 +190,54 @@ class InferenceSession:
         if plan is None:
             # Vulkan pipelines keep compiling on worker threads (through the on-disk pipeline cache, saved at
             # exit); the first run waits for the ones it needs.
-            plan = self._plans[sig] = Plan(self.graph, feed, self._backend, self.device, self.placement,
-                                           self._resolve)
+            plan = self._plans[sig] = Plan(self.graph, feed, self._backend, self._host_device, self._given,
+                                           self._resolve, self._dispatcher.place if self._dispatcher else None)
+        self._latest = plan
         return plan
+
+    def _make_dispatcher(self, objective: str, profile):
+        from ..dispatch import Dispatcher, ensure_profile, load_profile
+        from ..dispatch.machine import vulkan_devices
+        from ..dispatch.profile import Profile, check_identity, cpu_identity
+
+        threads = self._threads()
+        if profile is None:
+            prof = ensure_profile(self.auto_devices, [threads], "quick", announce=CALIBRATING)
+            return Dispatcher(self.auto_devices, prof, threads, objective)
+        prof = profile if isinstance(profile, Profile) else load_profile(profile)
+        idents = {d["device"]: d["identity"] for d in vulkan_devices()}
+        idents["cpu"] = cpu_identity()
+        devices = [d for d in self.auto_devices if prof.entry(d, threads) is not None]
+        if "cpu" not in devices:
+            raise ValueError("profile: no entry for device 'cpu' (run `vkinfer calibrate` on this machine)")
+        for d in devices:
+            check_identity(prof.entry(d, threads), idents[d])
+        return Dispatcher(devices, prof, threads, objective)
+
+    @property
+    def placement(self) -> dict[str, str]:
+        """Where each node runs (node name -> "cpu", "vulkan:<n>" or "host") in the compiled plan (the one made at
+        creation for static input shapes, else the latest run's); before any plan, the nodes placed by hand."""
+        plan = self._fast[0] if self._fast is not None else self._latest
+        return dict(plan.placement) if plan is not None else dict(self._given)
+
+    def explain(self) -> str:
+        """Why each node runs where it does: for device="auto", the dispatcher's table (per node: the device,
+        the predicted time on each candidate, the reason; then the predicted total against each single
+        device); otherwise the placement the device rule gave."""
+        plan = self._fast[0] if self._fast is not None else self._latest
+        if plan is None:
+            return "no plan compiled yet (the model's input shapes are symbolic: run it once)"
+        if plan.dispatch is not None:
+            return plan.dispatch.table()
+        if self.device == "auto":
+            head = f"device=\"auto\" with only {', '.join(self.auto_devices)} available: every node the CPU runs"
+        else:
+            head = f"device={self.device!r}: every node the device runs"
+        lines = [head + " goes there (no dispatcher)"]
+        lines += [f"{n.name}  {n.op}  {plan.placement[n.name]}" + (f"  ({plan.why_host[n.name]})"
+                  if n.name in plan.why_host else "") for n in self.graph.nodes]
+        return "\n".join(lines)
 
     def _threads(self) -> int:
         if self.threads is not None:
@@ -218,7 +291,7 @@ class InferenceSession:
         plan = self.plan({t.name: values[t.name] for t in g.inputs})
         if plan is not None and set(names) <= {t.name for t in g.outputs}:
             return plan.run({t.name: values[t.name] for t in g.inputs}, names, self._threads())
-        interpret(g, values, self.device)
+        interpret(g, values, self._host_device)
         missing = [n for n in names if n not in values]
         if missing:
             raise ValueError(f"unknown output(s) {missing}")

@@ -1,0 +1,230 @@
+"""The dispatcher: each node on the device where it finishes first, from a cost model calibrated on this machine.
+
+    calibrate (vkinfer/dispatch/calibrate.py)   microbenchmarks per device, op class and CPU thread count ->
+                                                a profile (vkinfer/dispatch/profile.py), cached per device
+    predict   (vkinfer/dispatch/costs.py)       every node's time on every device that can run it, and every
+                                                tensor's transfer
+    place     (vkinfer/dispatch/placement.py)   the minimum cut over those costs, segment costs included
+
+`InferenceSession(model, device="auto")` runs it: the first auto session on a new machine calibrates (quick)
+and says so on stderr; later ones read the cache. `sess.placement` is the result, `sess.explain()` the reasons.
+`vkinfer calibrate` and `vkinfer info MODEL --device auto [--profile FILE]` are the command-line faces.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from collections.abc import Callable
+
+from ..model.graph import Graph
+from .costs import CLASSES, Work, graph_work, node_work
+from .placement import HOST, OBJECTIVES, Prediction, Problem, predict, single, solve
+from .profile import DeviceProfile, Profile, load_profile
+
+GPU_KINDS = ("vulkan",)
+
+
+def _us(ns: float) -> str:
+    if ns == float("inf"):
+        return "-"
+    return f"{ns / 1e3:.0f} us" if ns >= 1e5 else f"{ns / 1e3:.1f} us" if ns >= 1e3 else f"{ns / 1e3:.2f} us"
+
+
+@dataclasses.dataclass
+class Decision:
+    """Where one node runs, its predicted time on each device that can run it (ns), and why, in words."""
+
+    node: str
+    op: str
+    device: str
+    costs: dict[str, float]
+    reason: str
+
+
+@dataclasses.dataclass
+class Dispatch:
+    """The dispatcher's answer for one compiled graph."""
+
+    placement: dict[str, str]
+    decisions: list[Decision]
+    predicted: Prediction
+    single: dict[str, float]  # device -> predicted total with every node it can run on it
+    objective: str
+    threads: int
+    devices: list[str]
+
+    def table(self) -> str:
+        """Per node: the chosen device, predicted time on each candidate, the reason; then the totals."""
+        devs = self.devices
+        w = max([len(d.node) for d in self.decisions] + [4])
+        lines = [f"{'node':<{w}}  {'op':<28} {'device':<10} " + " ".join(f"{d:>11}" for d in devs) + "  reason"]
+        for d in self.decisions:
+            lines.append(f"{d.node:<{w}}  {d.op.rpartition(':')[2][:28]:<28} {d.device:<10} " +
+                         " ".join(f"{_us(d.costs.get(x, float('inf'))):>11}" for x in devs) + f"  {d.reason}")
+        p = self.predicted
+        lines.append(f"predicted ({self.objective}, CPU {self.threads} thread(s)): {_us(p.total_ns)} = nodes "
+                     f"{_us(p.nodes_ns)} + segments {_us(p.segments_ns)} ({len(p.segments)}) + transfers "
+                     f"{_us(p.transfers_ns)}")
+        lines.append("against: " + ", ".join(f"all-{d} {_us(ns)} ({ns / max(p.total_ns, 1e-9):.2f}x)"
+                                              for d, ns in self.single.items()))
+        return "\n".join(lines)
+
+
+class Dispatcher:
+    """Places nodes on `devices` (the CPU first, then Vulkan devices) from `profile`'s entries at `threads` CPU
+    threads, minimising the `objective` ("median" or "p90")."""
+
+    def __init__(self, devices: list[str], profile: Profile, threads: int = 1, objective: str = "median"):
+        if objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {', '.join(map(repr, OBJECTIVES))}, got {objective!r}")
+        if not devices or devices[0].partition(":")[0] != "cpu":
+            raise ValueError(f"the dispatcher's devices start with the CPU, got {devices!r}")
+        self.devices, self.profile, self.threads, self.objective = list(devices), profile, threads, objective
+        self.entries: dict[str, DeviceProfile] = {}
+        for d in (*devices, HOST):
+            e = profile.entry("cpu" if d.startswith("cpu") else d, threads)
+            if e is None:
+                if d == HOST:  # the host only runs what no device runs: the CPU's numbers are a fair stand-in
+                    e = dataclasses.replace(profile.entry("cpu", threads) or self._missing("cpu"), device=HOST,
+                                            kind="host", segment_ns=0.0)
+                else:
+                    self._missing(d)
+            self.entries[d] = e
+
+    def _missing(self, d: str):
+        raise ValueError(f"profile: no entry for device {d!r} (it has {', '.join(self.profile.names())}); "
+                         f"run `vkinfer calibrate --device {d}`")
+
+    def place(self, g: Graph, info: dict, can: Callable[[str, str], bool],
+              fixed: dict[str, str] | None = None) -> Dispatch:
+        """The placement of `g` (traced shapes `info`); `can(node, device)` says whether a device runs a node;
+        `fixed` nodes (by hand) stay where they are."""
+        works = graph_work(g, info)
+        caps = {n.name: {d for d in self.devices if can(n.name, d)} for n in g.nodes}
+        p = Problem(g, info, works, self.devices, self.entries, caps, dict(fixed or {}), self.objective)
+        chosen = solve(p)
+        pred = predict(p, chosen)
+        singles = {d: predict(p, single(p, d)).total_ns for d in self.devices}
+        decisions = [self._why(p, n, chosen, pred.total_ns) for n in g.nodes]
+        return Dispatch(chosen, decisions, pred, singles, self.objective, self.threads, self.devices)
+
+    def _why(self, p: Problem, node, chosen: dict[str, str], total: float) -> Decision:
+        name, d = node.name, chosen[node.name]
+        costs = {x: p.cost[name][x] for x in self.devices if x in p.allowed(name) or x == d}
+        if d == HOST:
+            costs = {HOST: p.cost[name][HOST]}
+            return Decision(name, node.op, d, costs, "no device runs it (the numpy interpreter does)")
+        if name in p.fixed:
+            return Decision(name, node.op, d, costs, "placed by hand")
+        others = [x for x in self.devices if x != d and x in p.allowed(name)]
+        if not others:
+            return Decision(name, node.op, d, costs, f"only {d} runs this {node.op}")
+        o = min(others, key=lambda x: p.cost[name][x])
+        here, there = p.cost[name][d], p.cost[name][o]
+        if here <= there:
+            if d.startswith("cpu"):
+                sub = p.seg(o)
+                if here < sub:
+                    reason = f"too small: {_us(here)} of work against a {_us(sub)} submit on {o}"
+                else:
+                    reason = f"CPU {there / max(here, 1e-9):.1f}x faster than {o}"
+            else:
+                reason = f"GPU {there / max(here, 1e-9):.1f}x faster than the CPU" if o.startswith("cpu") else \
+                    f"{there / max(here, 1e-9):.1f}x faster than {o}"
+            return Decision(name, node.op, d, costs, reason)
+        moved = dict(chosen)
+        moved[name] = o
+        extra = predict(p, moved).total_ns - total
+        crossing = sum(p.nbytes(t) for t in (*node.inputs, *node.outputs)
+                       if t and t in p.info and t not in p.g.consts)
+        return Decision(name, node.op, d, costs, f"stays with its neighbours: on {o} it would save "
+                        f"{_us(here - there)}, but moving {crossing / 1024:.0f} KiB there and back and another "
+                        f"segment cost {_us(extra + here - there)}")
+
+
+def ensure_profile(devices: list[str], threads: list[int], mode: str = "quick", *, force: bool = False,
+                   log: Callable[[str], None] | None = None, announce: str | None = None) -> Profile:
+    """The profile of `devices` ("cpu", "vulkan:<n>"; the host is added) at each CPU thread count in `threads`:
+    cached entries where the device's identity, vkinfer's version and the thread count match, a calibration for
+    the rest (`force`: all). `announce`: printed on stderr before calibrating anything (auto sessions)."""
+    from .calibrate import calibrate_device
+    from .machine import vulkan_devices
+    from .profile import cached_entry, cpu_identity, host_identity, store_entry
+
+    vk = {d["device"]: d for d in vulkan_devices()} if any(d.startswith("vulkan") for d in devices) else {}
+    wanted: list[tuple[str, int, dict]] = []
+    for d in (*devices, HOST):
+        if d.startswith("cpu"):
+            wanted.extend(("cpu", t, cpu_identity()) for t in threads)
+        elif d == HOST:
+            wanted.append((HOST, 1, host_identity()))
+        elif d in vk:
+            wanted.append((d, 1, vk[d]["identity"]))
+        else:
+            raise ValueError(f"no device {d!r} to calibrate (Vulkan devices here: {', '.join(vk) or 'none'})")
+    entries, todo = [], []
+    for dev, t, ident in wanted:
+        e = None if force else cached_entry(dev, ident, t)
+        (entries.append(e) if e is not None else todo.append((dev, t)))
+    if todo:
+        if announce:
+            print(announce.format(devices=", ".join(f"{d}" + (f" ({t} thread{'s' * (t > 1)})" if d == "cpu" else "")
+                                                    for d, t in todo)), file=sys.stderr)
+        start = time.perf_counter()
+        made = [calibrate_device(dev, t, mode, log=log) for dev, t in todo]
+        meta = {"mode": mode, "seconds": round(time.perf_counter() - start, 3),
+                "date": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        for e in made:  # stored only once every device is done: an interrupted run leaves the old cache
+            store_entry(e, meta)
+        entries.extend(made)
+    return Profile(entries, {"mode": mode})
+
+
+def simulate(g: Graph, feed: dict, profile: Profile, threads: int = 1, objective: str = "median",
+             devices: list[str] | None = None) -> Dispatch:
+    """Plan `g` for the devices of `profile` (default: all of them, the CPU first) without running anything:
+    the profile may describe devices this machine does not have (a phone's GPU, say). Which device can run a
+    node is decided by the same lowerings a session uses, on stand-in backends."""
+    import types
+
+    from ..model.lowering import Ctx
+    from ..model.plan import CpuBackend, Plan, trace
+
+    devices = devices or sorted(profile.names(), key=lambda d: (not d.startswith("cpu"), d))
+    devices = [d for d in devices if d != HOST]
+    info = trace(g, feed)
+    ctx = Ctx(g, info)
+    backends = {d: CpuBackend(None) if d.startswith("cpu") else types.SimpleNamespace(kind=d.partition(":")[0],
+                                                                                          name=d, dev=None)
+                for d in devices}
+    by_name = {n.name: n for n in g.nodes}
+    memo: dict[tuple[str, str], bool] = {}
+
+    def can(name: str, dev: str) -> bool:
+        if (name, dev) not in memo:
+            memo[name, dev] = Plan._lower(ctx, by_name[name], backends[dev])[0] is not None
+        return memo[name, dev]
+    return Dispatcher(devices, profile, threads, objective).place(g, info, can)
+
+
+def describe(profile: Profile) -> str:
+    """The fitted models of a profile, one block per device entry, for people."""
+    lines = []
+    for e in profile.devices:
+        who = ", ".join(f"{v}" for k, v in e.identity.items() if k in ("cpu", "variant", "name", "driver_version"))
+        lines.append(f"{e.device}" + (f" at {e.threads} thread(s)" if e.kind == "cpu" else "") + f"  [{who}]")
+        lines.append(f"  per segment {_us(e.segment_ns)}; upload {_us(e.upload.fixed_ns)} + "
+                     f"{e.upload.ns_per_byte * 1e3:.2f} us/KB; download {_us(e.download.fixed_ns)} + "
+                     f"{e.download.ns_per_byte * 1e3:.2f} us/KB; tile {e.tile[0]}x{e.tile[1]}; p90/p50 {e.tail:.2f}")
+        lines.append(f"  {'class':<12} {'fixed':>9} {'GMAC/s':>8} {'GB/s':>8} {'samples':>8} {'fit error':>10}")
+        for c, m in e.classes.items():
+            rate = f"{1 / m.ns_per_mac:.1f}" if m.ns_per_mac > 0 else "-"
+            bw = f"{1 / m.ns_per_byte:.1f}" if m.ns_per_byte > 0 else "-"
+            lines.append(f"  {c:<12} {_us(m.fixed_ns):>9} {rate:>8} {bw:>8} {m.samples:>8} {m.error:>9.0%}")
+    return "\n".join(lines)
+
+
+__all__ = ["simulate", "describe", "Dispatcher", "Dispatch", "Decision", "Profile", "DeviceProfile", "Work",
+           "CLASSES", "OBJECTIVES", "ensure_profile", "load_profile", "node_work", "graph_work"]
