@@ -153,9 +153,12 @@ def ensure_profile(devices: list[str], threads: list[int], mode: str = "quick", 
     from .machine import vulkan_devices
     from .profile import cached_entry, cpu_identity, host_identity, store_entry
 
-    vk = {d["device"]: d for d in vulkan_devices()} if any(d.startswith("vulkan") for d in devices) else {}
+    listed = vulkan_devices() if any(d.startswith("vulkan") for d in devices) else []
+    vk = {d["device"]: d for d in listed}
+    default = [d["device"] for d in listed if d["default"]]
+    devices = [default[0] if d == "vulkan" and default else d for d in devices]
     wanted: list[tuple[str, int, dict]] = []
-    for d in (*devices, HOST):
+    for d in dict.fromkeys((*devices, HOST)):
         if d.startswith("cpu"):
             wanted.extend(("cpu", t, cpu_identity()) for t in threads)
         elif d == HOST:

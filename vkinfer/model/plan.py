@@ -70,13 +70,23 @@ class CpuBackend:
 
 
 class VulkanBackend:
-    """A Vulkan device (vkinfer._vk.Device)."""
+    """A Vulkan device (vkinfer._vk.Device), or one opened on first use of `dev` (`name` "vulkan:<index>" and
+    `opener`): asking whether a device runs a node never opens it (0.3 s for lavapipe), so an auto session that
+    keeps everything on the CPU never pays for Vulkan."""
 
     kind = "vulkan"
 
-    def __init__(self, dev):
-        self.dev = dev
-        self.name = f"vulkan:{dev.info.index}"
+    def __init__(self, dev=None, *, name: str | None = None, opener: Callable[[], object] | None = None):
+        if dev is None and (name is None or opener is None):
+            raise ValueError("VulkanBackend needs a device, or a name and an opener")
+        self._dev, self._opener = dev, opener
+        self.name = name or f"vulkan:{dev.info.index}"
+
+    @property
+    def dev(self):
+        if self._dev is None:
+            self._dev = self._opener()
+        return self._dev
 
 
 @dataclasses.dataclass

@@ -171,7 +171,10 @@ class InferenceSession:
             if kind == "vulkan":
                 from .._vk import get_device
 
-                be = VulkanBackend(get_device(which or None))
+                if self.device == "auto" and which:  # opened only if the dispatcher puts a node there
+                    be = VulkanBackend(name=name, opener=lambda: get_device(which))
+                else:
+                    be = VulkanBackend(get_device(which or None))
             elif kind == "cpu":
                 be = CpuBackend(which or None)
             else:
