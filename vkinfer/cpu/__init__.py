@@ -193,7 +193,8 @@ class _Conv:
         return y
 
     def __del__(self):
-        if getattr(self, "handle", None):
+        # At interpreter exit the module's globals may already be gone (`lib` is None): nothing left to free.
+        if getattr(self, "handle", None) and callable(lib):
             lib().vki_conv_destroy(self.handle)
             self.handle = None
 

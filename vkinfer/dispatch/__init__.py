@@ -218,9 +218,11 @@ def describe(profile: Profile) -> str:
     for e in profile.devices:
         who = ", ".join(f"{v}" for k, v in e.identity.items() if k in ("cpu", "variant", "name", "driver_version"))
         lines.append(f"{e.device}" + (f" at {e.threads} thread(s)" if e.kind == "cpu" else "") + f"  [{who}]")
-        lines.append(f"  per segment {_us(e.segment_ns)}; upload {_us(e.upload.fixed_ns)} + "
-                     f"{e.upload.ns_per_byte * 1e3:.2f} us/KB; download {_us(e.download.fixed_ns)} + "
-                     f"{e.download.ns_per_byte * 1e3:.2f} us/KB; tile {e.tile[0]}x{e.tile[1]}; p90/p50 {e.tail:.2f}")
+        def gbs(link) -> str:  # ns per byte -> GB/s
+            return f"{1 / link.ns_per_byte:.1f} GB/s" if link.ns_per_byte > 0 else "no per-byte cost"
+        lines.append(f"  per segment {_us(e.segment_ns)}; upload {_us(e.upload.fixed_ns)} + {gbs(e.upload)}; "
+                     f"download {_us(e.download.fixed_ns)} + {gbs(e.download)}; tile {e.tile[0]}x{e.tile[1]}; "
+                     f"p90/p50 {e.tail:.2f}")
         lines.append(f"  {'class':<12} {'fixed':>9} {'GMAC/s':>8} {'GB/s':>8} {'samples':>8} {'fit error':>10}")
         for c, m in e.classes.items():
             rate = f"{1 / m.ns_per_mac:.1f}" if m.ns_per_mac > 0 else "-"

@@ -91,8 +91,6 @@ class Problem:
         ok = {d for d in self.can.get(node, ()) if d in self.devices}
         return ok or {HOST}
 
-        self._moves: dict[tuple[str, str, str], float] = {}
-
     def nbytes(self, t: str) -> int:
         shape, dt = self.info[t]
         return math.prod(shape) * np.dtype(dt).itemsize

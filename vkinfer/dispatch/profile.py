@@ -294,7 +294,7 @@ def cached_entry(device: str, identity: dict, threads: int) -> DeviceProfile | N
     removed with a RuntimeWarning (never trusted), so the caller recalibrates."""
     path = cache_root() / cache_key(device, identity, threads)
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except FileNotFoundError:
         return None
     except OSError as e:
@@ -302,8 +302,9 @@ def cached_entry(device: str, identity: dict, threads: int) -> DeviceProfile | N
                       stacklevel=2)
         return None
     try:
-        prof = profile_from_json(json.loads(text), f"calibration cache {path}")
-        if prof.to_json()["vkinfer"] != _version() or json.loads(text).get("vkinfer") != _version():
+        raw = json.loads(data.decode())
+        prof = profile_from_json(raw, f"calibration cache {path}")
+        if raw.get("vkinfer") != _version():
             raise ValueError(f"calibration cache {path}: made by another vkinfer version")
         [e] = [e for e in prof.devices if e.device == device and e.threads == threads] or [None]
         if e is None:

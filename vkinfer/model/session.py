@@ -59,7 +59,7 @@ def _auto_devices() -> list[str]:
     except VulkanUnavailableError as e:
         found = []
         warnings.warn(f'device="auto": Vulkan is unavailable ({e}); falling back to the CPU', RuntimeWarning,
-                      stacklevel=4)
+                      stacklevel=3)
     return ["cpu", *(d["device"] for d in auto_candidates(found))]
 
 
