@@ -1,0 +1,194 @@
+"""vkinfer.dispatch.calibrate: the cost-model fit and real quick calibrations of this machine's devices.
+
+- fit_class recovers known coefficients from exact samples (any tile, a class without MACs too), stays close
+  on noisy ones, and refuses what cannot be fitted (too few samples, one size only, non-positive times);
+- the grids give every op class enough shapes on every device kind and mode, and each shape compiles to the
+  class it is listed under;
+- a quick CPU calibration is a valid profile entry with every class, and predicts a shape it never timed within
+  a factor of 2 of a fresh measurement;
+- a quick calibration of the host and of lavapipe are valid entries (no Vulkan device fails the test, naming
+  what to install).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vkinfer.dispatch import calibrate as cal
+from vkinfer.dispatch.costs import CLASSES, Work
+from vkinfer.dispatch.profile import device_from_json
+
+SUITE_CACHE = Path(os.environ["VKINFER_CACHE"]).resolve()
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    """$VKINFER_CACHE in tmp_path, with the suite's SPIR-V and pipeline caches linked in (a test about calibration
+    should not also recompile every shader)."""
+    for sub in ("spirv", "pipelines"):
+        (SUITE_CACHE / sub).mkdir(parents=True, exist_ok=True)
+        (tmp_path / sub).symlink_to(SUITE_CACHE / sub, target_is_directory=True)
+    monkeypatch.setenv("VKINFER_CACHE", str(tmp_path))
+    return tmp_path
+
+
+def _works(op_class: str, n: int, seed: int = 0) -> list[Work]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        rows, m, k = (int(v) for v in rng.integers(1, 400, 3))
+        out.append(Work(op_class, rows, m, k, int(rng.integers(100, 10**6)), rows * m))
+    return out
+
+
+@pytest.mark.parametrize("tile", [(1, 1), (32, 32), (4, 32)])
+def test_fit_recovers_exact_coefficients(tile):
+    fixed, per_mac, per_byte = 800.0, 0.012, 0.35
+    samples = [(w, fixed + per_mac * w.tiled_macs(tile) + per_byte * w.bytes) for w in _works("gemm", 12)]
+    m = cal.fit_class(samples, tile)
+    assert (m.fixed_ns, m.ns_per_mac, m.ns_per_byte) == pytest.approx((fixed, per_mac, per_byte), rel=1e-6)
+    assert m.samples == 12 and m.error < 1e-9
+
+
+def test_fit_of_noisy_samples_predicts_within_the_noise():
+    rng = np.random.default_rng(1)
+    works = _works("conv", 40, seed=2)
+    true = [500.0 + 0.02 * w.macs + 0.1 * w.bytes for w in works]
+    m = cal.fit_class([(w, t * rng.uniform(0.95, 1.05)) for w, t in zip(works, true, strict=True)], (1, 1))
+    pred = np.array([m.ns(w, (1, 1)) for w in works])
+    assert np.max(np.abs(pred / np.array(true) - 1)) < 0.05
+    assert 0 < m.error < 0.05
+
+
+def test_fit_of_a_class_without_macs_uses_bytes():
+    works = [Work("move", bytes=b, out_elems=b) for b in (64, 1_000, 30_000, 400_000)]
+    m = cal.fit_class([(w, 300.0 + 0.05 * w.bytes) for w in works], (1, 1))
+    assert m.ns_per_mac == 0.0
+    assert (m.fixed_ns, m.ns_per_byte) == pytest.approx((300.0, 0.05), rel=1e-6)
+
+
+def test_fit_coefficients_are_never_negative():
+    # Time falling with size is not a cost model: the fit clamps at zero instead of inventing negative rates.
+    works = _works("gemm", 6, seed=3)
+    m = cal.fit_class([(w, 1e6 / (1 + w.macs)) for w in works], (1, 1))
+    assert min(m.fixed_ns, m.ns_per_mac, m.ns_per_byte) >= 0.0
+
+
+def test_fit_refuses_what_it_cannot_fit():
+    w = _works("gemm", 3)
+    with pytest.raises(ValueError, match="at least 3 samples"):
+        cal.fit_class([(w[0], 10.0), (w[1], 20.0)], (1, 1))
+    with pytest.raises(ValueError, match="at least 3 samples"):
+        cal.fit_class([], (1, 1))
+    with pytest.raises(ValueError, match="same MACs and bytes"):
+        cal.fit_class([(w[0], 10.0), (w[0], 11.0), (w[0], 12.0)], (1, 1))
+    with pytest.raises(ValueError, match="positive and finite"):
+        cal.fit_class([(w[0], 10.0), (w[1], 0.0), (w[2], 12.0)], (1, 1))
+    with pytest.raises(ValueError, match="positive and finite"):
+        cal.fit_class([(w[0], 10.0), (w[1], float("nan")), (w[2], 12.0)], (1, 1))
+
+
+def test_every_grid_fits_every_class():
+    for kind in ("cpu", "vulkan", "host"):
+        for mode in cal.MODES:
+            shapes = cal.grid(kind, mode)
+            for c in CLASSES:
+                n = sum(1 for s in shapes if s.op_class == c)
+                assert n >= cal.MIN_SAMPLES, (kind, mode, c, n)
+                assert n <= 15, (kind, mode, c, n)
+    assert len({s.label for s in cal.GRID}) == len(cal.GRID)
+    with pytest.raises(ValueError, match="mode"):
+        cal.grid("cpu", "slow")
+
+
+def test_calibrate_device_refuses_bad_arguments():
+    with pytest.raises(ValueError, match="cannot calibrate device"):
+        cal.calibrate_device("gpu")
+    with pytest.raises(ValueError, match="cannot calibrate device"):
+        cal.calibrate_device("cpu:avx2")
+    with pytest.raises(ValueError, match="mode"):
+        cal.calibrate_device("cpu", mode="slow")
+    with pytest.raises(ValueError, match="threads"):
+        cal.calibrate_device("cpu", threads=0)
+
+
+def test_op_split_tells_the_node_from_the_edge_conversions():
+    # A channel shuffle: its reshapes are aliases, the Transpose is one native transpose between the edges'.
+    shuffle = next(s for s in cal.GRID if s.label == "shuffle 28x28x116 g2")
+    plan, _, _ = cal._cpu_plan(shuffle)
+    runner = plan.segments[0].runner
+    n_in, counts, n_out = cal._op_split(runner)
+    assert [n.split(":")[0] for n in runner.ops()] == ["transpose"] * 3
+    assert (n_in, counts, n_out) == (1, [0, 1, 0], 1)
+
+
+def test_quick_cpu_calibration(fresh_cache):
+    lines = []
+    entry = cal.calibrate_device("cpu", threads=1, mode="quick", log=lines.append)
+    assert device_from_json(entry.to_json()) == entry
+    assert (entry.device, entry.kind, entry.threads) == ("cpu", "cpu", 1)
+    assert set(entry.classes) == set(CLASSES)
+    assert entry.classes["gemm"].ns_per_mac > 0
+    assert entry.tile in cal.CPU_TILES and entry.tail >= 1.0
+    assert 0 < entry.segment_ns < 1e6 and entry.upload.ns_per_byte > 0
+    assert any("calibrated in" in line for line in lines)
+    # Shapes no quick grid times (a 1x1 convolution, a depthwise and a 3x3 one), measured now: the predictions
+    # are within a factor of 2.
+    held_out = [cal.Shape("gemm", "held-out pw 20x20 40->120", cal.g_conv, (40, (20, 20), 120)),
+                cal.Shape("depthwise", "held-out dw 20x20x64", cal.g_conv, (64, (20, 20), 64, 3, 1, 64)),
+                cal.Shape("conv", "held-out 3x3 12x12 24->48", cal.g_conv, (24, (12, 12), 48, 3))]
+    quick = {s.args for s in cal.grid("cpu", "quick")}
+    assert not any(s.args in quick for s in held_out)
+    samples, _ = cal._measure_cpu(held_out, 1, "quick")
+    for s in samples:
+        assert s.work.op_class == s.shape.op_class
+        ratio = entry.node_ns(s.work) / s.ns
+        assert 0.5 < ratio < 2.0, (s.shape.label, entry.node_ns(s.work), s.ns)
+
+
+def test_quick_host_calibration(fresh_cache):
+    entry = cal.calibrate_device("host", mode="quick")
+    assert device_from_json(entry.to_json()) == entry
+    assert (entry.device, entry.kind, entry.threads, entry.segment_ns) == ("host", "host", 1, 0.0)
+    assert entry.upload.ns(10**6) == 0 and entry.download.ns(10**6) == 0
+    assert set(entry.classes) == set(CLASSES)
+
+
+def _lavapipe() -> int:
+    from vkinfer import _vk
+    from vkinfer.errors import VulkanUnavailableError
+
+    try:
+        infos = _vk.devices()
+    except VulkanUnavailableError as e:
+        pytest.fail(f"Vulkan is unavailable ({e}): install mesa-vulkan-drivers (lavapipe) and libvulkan1",
+                    pytrace=False)
+    found = [d.index for d in infos if "llvmpipe" in d.name.lower()]
+    if not found:
+        pytest.fail(f"no lavapipe among the Vulkan devices {[d.name for d in infos]}: install mesa-vulkan-drivers",
+                    pytrace=False)
+    return found[0]
+
+
+def test_quick_vulkan_calibration_of_lavapipe(fresh_cache):
+    index = _lavapipe()
+    shapes = [s for s in cal.grid("vulkan", "quick") if s.op_class == "elementwise"]
+    from vkinfer import _vk
+
+    dev = _vk.get_device(index)
+    samples, segment = cal._measure_vulkan(dev, shapes, "quick")
+    assert [s.shape for s in samples] == shapes and all(s.ns > 0 and s.tail >= 1.0 for s in samples)
+    model = cal.fit_class([(s.work, s.ns) for s in samples], cal.VULKAN_TILE)
+    assert model.fixed_ns + model.ns_per_mac + model.ns_per_byte > 0
+    assert segment > 0
+    # The whole quick calibration: a valid entry with every class.
+    entry = cal.calibrate_device(f"vulkan:{index}", mode="quick")
+    assert device_from_json(entry.to_json()) == entry
+    assert (entry.device, entry.kind, entry.threads, entry.tile) == (f"vulkan:{index}", "vulkan", 1, (32, 32))
+    assert set(entry.classes) == set(CLASSES)
+    assert entry.identity["name"] == dev.info.name
+    assert entry.upload.ns_per_byte > 0 and entry.download.ns_per_byte > 0
