@@ -20,9 +20,11 @@ lavapipe), Vulkan full 9-14, host quick 3-4. Each graph is compiled through the 
   The conversions the segment adds at its edges (8-bit host NCHW arrays into the NHWC arena and back, int8
   XOR 0x80) are the `upload`/`download` links, fitted on every sample's edge operators; `segment_ns` is what
   remains of the wall time of `run_arrays` (Python, ctypes, argument checks, output allocation: 3-8 us here).
-  The tile is picked among CPU_TILES by the fit (`pick_tile`; 4x32 here, avx512vnni's microkernel tile).
-- vulkan: device time from timestamps, less the same segment's copies alone (`_measure_vulkan`); `segment_ns`
-  the wall time of submit-and-wait of a near-empty sequence; `upload`/`download` the wall time of
+  The tile is picked among CPU_TILES by the fit (`pick_tile`; 4x32 or 1x32 here: avx512vnni's
+  microkernel computes 4 rows x 32 channels).
+- vulkan: the device time (timestamps) of the one-node segment's commands with the node dispatched CHAIN
+  times, less the same with it dispatched once, over CHAIN - 1 (`_measure_vulkan`); `segment_ns` the wall
+  time of submit-and-wait of the one-dispatch sequence less the node; `upload`/`download` the wall time of
   Buffer.write_nchw/read_nchw (plus the recorded copy where the device is not zero-copy) over several sizes.
   The tile is qlinear_gemm's workgroup tile, 32 rows x 32 output channels (shaders/qlinear_gemm.comp TM, TN).
 - host (the numpy interpreter, for nodes no device runs): the wall time of a HostSegment running the node
@@ -36,13 +38,16 @@ budget), after warm-ups; `tail` is the median over shapes of p90/p50. The CPU ru
 squares on the relative error (rows divided by the measured time, then reweighted towards the log-ratio, see
 `_nnls_relative`), so small and large layers weigh alike.
 
-**Limits measured here (CPU, avx512vnni).** The three terms cannot follow everything the kernels do: a 1x1
-convolution whose output channels are not a multiple of 32 costs about 7 ns more per output row than the tile
-explains (56x56, K=8: 20.6 us to 8 channels, 13.1 us to 32), depthwise channels past a multiple of 16 take a
-slow tail path (48x48x8: 71 ns per pixel, 16 channels: 15 ns), grouped convolutions round each group's
-channels to the tile (Work sees all of them at once), and reshapes that are aliases cost nothing. Per-class
-median errors on the field and zoo models' nodes: 7-20% (gemm, gemv, depthwise, elementwise), about 30%
-(conv, pool, move).
+**Limits measured here (CPU, avx512vnni, 2-core EPYC VM).** The three terms cannot follow everything the
+kernels do: a 1x1 convolution whose output channels are not a multiple of 32 costs about 7 ns more per output
+row than the tile explains (56x56, K=8: 20.6 us to 8 channels, 13.1 us to 32), depthwise channels past a
+multiple of 16 take a slow tail path (48x48x8: 71 ns per pixel, 16 channels: 15 ns), grouped convolutions
+round each group's channels to the tile (Work sees all of them at once), and reshapes that are aliases cost
+nothing. Median errors of quick-calibrated predictions against the nodes of the field and zoo models (1 thread):
+gemv 7%, depthwise 10%, elementwise 11%, gemm 12%, pool 13%, conv 30%, move 36%; whole models within 10% for
+MobileNetV2 1.0 and 0.35, DS-CNN, ResNet-8 and the MLP, 14-27% low for the others, 47% low for the visual wake
+words model (its 48x48x8 depthwise layer is half of its time). This machine's speed also drifts by up to 40%
+between minutes, so a profile is only as good as the minute it was measured in.
 """
 
 from __future__ import annotations
@@ -74,6 +79,8 @@ _REPEATS = {"quick": (7, 40, 60_000_000, 2), "full": (21, 400, 2_000_000_000, 3)
 
 
 # --- single-node graphs ---------------------------------------------------------------------------------------
+
+Built = tuple[Graph, dict[str, np.ndarray], str]  # a graph, its feed, the name of the node to time
 
 class _B:
     """Builds one small graph: constants, quantization parameters and nodes; the last node's output is "y"."""
@@ -115,7 +122,7 @@ class _B:
         self.nodes.append(Node(op, f"n{len(self.nodes)}_{op.split(':')[-1]}", ins, [out], attrs))
         return out
 
-    def done(self, target: int = -1) -> tuple[Graph, dict[str, np.ndarray], str]:
+    def done(self, target: int = -1) -> Built:
         last = self.nodes[-1]
         last.outputs = ["y"]
         for n in self.nodes:
@@ -138,7 +145,7 @@ def _conv(b: _B, x: str, xq: list[str], c: int, m: int, k, stride: int, group: i
 
 
 def g_conv(c: int, hw: tuple[int, int], m: int, k=1, stride: int = 1, group: int = 1, dil: int = 1, pads=None,
-           dtype=np.uint8, seed: int = 0):
+           dtype=np.uint8, seed: int = 0) -> Built:
     """One QLinearConv on a (1, c, h, w) input: 1x1 (gemm/gemv), kxk, grouped, dilated or depthwise."""
     b = _B(seed)
     x = b.input((1, c, *hw), dtype)
@@ -146,7 +153,7 @@ def g_conv(c: int, hw: tuple[int, int], m: int, k=1, stride: int = 1, group: int
     return b.done()
 
 
-def g_qgemm(k: int, m: int, rows: int = 1, dtype=np.uint8, seed: int = 0):
+def g_qgemm(k: int, m: int, rows: int = 1, dtype=np.uint8, seed: int = 0) -> Built:
     """com.microsoft:QGemm (a fully connected layer): A (rows, k) times constant B (m, k) transposed."""
     b = _B(seed)
     a = b.input((rows, k), dtype)
@@ -157,7 +164,7 @@ def g_qgemm(k: int, m: int, rows: int = 1, dtype=np.uint8, seed: int = 0):
     return b.done()
 
 
-def g_matmul(k: int, m: int, rows: int = 1, dtype=np.uint8, seed: int = 0):
+def g_matmul(k: int, m: int, rows: int = 1, dtype=np.uint8, seed: int = 0) -> Built:
     """QLinearMatMul: A (rows, k) times constant B (k, m) (the zoo MLP's hidden layer)."""
     b = _B(seed)
     a = b.input((rows, k), dtype)
@@ -167,7 +174,7 @@ def g_matmul(k: int, m: int, rows: int = 1, dtype=np.uint8, seed: int = 0):
     return b.done()
 
 
-def g_binary(op: str, c: int, hw: tuple[int, int], dtype=np.uint8, seed: int = 0):
+def g_binary(op: str, c: int, hw: tuple[int, int], dtype=np.uint8, seed: int = 0) -> Built:
     """com.microsoft:QLinearAdd or vkinfer:TFLiteAdd of two equal-shape activations (a residual add)."""
     b = _B(seed)
     x0, x1 = b.input((1, c, *hw), dtype), b.input((1, c, *hw), dtype)
@@ -175,7 +182,7 @@ def g_binary(op: str, c: int, hw: tuple[int, int], dtype=np.uint8, seed: int = 0
     return b.done()
 
 
-def g_unary(op: str, c: int, hw: tuple[int, int], dtype=np.uint8, seed: int = 0):
+def g_unary(op: str, c: int, hw: tuple[int, int], dtype=np.uint8, seed: int = 0) -> Built:
     """A table op: com.microsoft:QLinearLeakyRelu or QLinearSigmoid."""
     b = _B(seed)
     x = b.input((1, c, *hw), dtype)
@@ -184,7 +191,7 @@ def g_unary(op: str, c: int, hw: tuple[int, int], dtype=np.uint8, seed: int = 0)
     return b.done()
 
 
-def g_quantize(shape: tuple[int, ...], seed: int = 0):
+def g_quantize(shape: tuple[int, ...], seed: int = 0) -> Built:
     """QuantizeLinear of a float tensor (a model's input) to uint8."""
     b = _B(seed)
     x = b.input(shape, np.float32)
@@ -192,7 +199,7 @@ def g_quantize(shape: tuple[int, ...], seed: int = 0):
     return b.done()
 
 
-def g_dequantize(shape: tuple[int, ...], seed: int = 0):
+def g_dequantize(shape: tuple[int, ...], seed: int = 0) -> Built:
     """DequantizeLinear of a uint8 tensor (a model's logits) to float."""
     b = _B(seed)
     x = b.input(shape, np.uint8)
@@ -200,7 +207,7 @@ def g_dequantize(shape: tuple[int, ...], seed: int = 0):
     return b.done()
 
 
-def g_softmax(rows: int, cols: int, seed: int = 0):
+def g_softmax(rows: int, cols: int, seed: int = 0) -> Built:
     """vkinfer:TFLiteSoftmax over the last axis of an int8 (rows, cols) tensor."""
     b = _B(seed)
     x = b.input((rows, cols), np.int8)
@@ -210,7 +217,7 @@ def g_softmax(rows: int, cols: int, seed: int = 0):
 
 
 def g_pool(op: str, c: int, hw: tuple[int, int], k: int | tuple[int, int] = 2, stride: int = 2, pad: int = 0,
-           dtype=np.uint8, seed: int = 0):
+           dtype=np.uint8, seed: int = 0) -> Built:
     """MaxPool, com.microsoft:QLinearAveragePool, vkinfer:TFLiteAveragePool (k x k / stride) or
     com.microsoft:QLinearGlobalAveragePool on a (1, c, h, w) input."""
     b = _B(seed)
@@ -229,7 +236,8 @@ def g_pool(op: str, c: int, hw: tuple[int, int], k: int | tuple[int, int] = 2, s
     return b.done()
 
 
-def g_concat(widths: tuple[int, ...], hw: tuple[int, int], requant: bool = False, dtype=np.uint8, seed: int = 0):
+def g_concat(widths: tuple[int, ...], hw: tuple[int, int], requant: bool = False, dtype=np.uint8,
+             seed: int = 0) -> Built:
     """Concat (or com.microsoft:QLinearConcat with requantization) of activations along channels."""
     b = _B(seed)
     xs = [b.input((1, w, *hw), dtype) for w in widths]
@@ -243,7 +251,7 @@ def g_concat(widths: tuple[int, ...], hw: tuple[int, int], requant: bool = False
     return b.done()
 
 
-def g_shuffle(c: int, hw: tuple[int, int], groups: int = 2, dtype=np.uint8, seed: int = 0):
+def g_shuffle(c: int, hw: tuple[int, int], groups: int = 2, dtype=np.uint8, seed: int = 0) -> Built:
     """ShuffleNet's channel shuffle: Reshape (1, g, c/g, h, w), Transpose (0, 2, 1, 3, 4), Reshape back; the
     reshapes are aliases, the Transpose (the timed node) moves the bytes."""
     b = _B(seed)
@@ -254,7 +262,7 @@ def g_shuffle(c: int, hw: tuple[int, int], groups: int = 2, dtype=np.uint8, seed
     return b.done(target=1)
 
 
-def g_pad(c: int, hw: tuple[int, int], p: int = 1, dtype=np.uint8, seed: int = 0):
+def g_pad(c: int, hw: tuple[int, int], p: int = 1, dtype=np.uint8, seed: int = 0) -> Built:
     """Pad (constant, the zero point) of the spatial axes by `p` on each side."""
     b = _B(seed)
     x = b.input((1, c, *hw), dtype)
@@ -277,7 +285,8 @@ class Shape:
     kw: tuple = ()
     grids: str = "f"
 
-    def graph(self) -> tuple[Graph, dict[str, np.ndarray], str]:
+    def graph(self) -> Built:
+        """(a fresh graph, its feed, the timed node's name)."""
         return self.build(*self.args, **dict(self.kw))
 
 
@@ -322,12 +331,12 @@ GRID: list[Shape] = [
     # conv: kxk, strided, grouped, dilated (not depthwise).
     Shape("conv", "resnet8 stem 32x32 3->16", g_conv, (3, (32, 32), 16, 3), I8, "qfvVh"),
     Shape("conv", "resnet8 3x3 32x32 16->16", g_conv, (16, (32, 32), 16, 3), I8, "qfvVh"),
-    Shape("conv", "resnet8 3x3 8x8 64->64", g_conv, (64, (8, 8), 64, 3), I8, "fvVh"),
+    Shape("conv", "resnet8 3x3 8x8 64->64", g_conv, (64, (8, 8), 64, 3), I8, "qfvVh"),
     Shape("conv", "mnv2 stem 224 3->32 /2", g_conv, (3, (224, 224), 32, 3, 2), (), "fV"),
     Shape("conv", "vww stem 96x96 3->8 /2", g_conv, (3, (96, 96), 8, 3, 2), I8, "fV"),
     Shape("conv", "mnv2-0.35 stem 224 3->16 /2", g_conv, (3, (224, 224), 16, 3, 2), (), "qf"),
     Shape("conv", "ds-cnn stem 49x10 10x4 /2 1->64", g_conv, (1, (49, 10), 64, (10, 4), 2),
-          (("pads", (4, 1, 5, 1)), ("dtype", np.int8)), "qfV"),
+          (("pads", (4, 1, 5, 1)), ("dtype", np.int8)), "fV"),
     Shape("conv", "resnet8 3x3 32x32 16->32 /2", g_conv, (16, (32, 32), 32, 3, 2), I8, "fV"),
     Shape("conv", "resnet8 3x3 16x16 32->32", g_conv, (32, (16, 16), 32, 3), I8, "fV"),
     Shape("conv", "resnext 3x3 32x32 32->32 g4", g_conv, (32, (32, 32), 32, 3, 1, 4), (), "fV"),
@@ -580,7 +589,8 @@ def _op_split(runner) -> tuple[int, list[int], int]:
             continue
         rec = _Recorder()
         refs = [Ref(0, 0, 1) for _ in lay.acts]
-        lay.impl(rec, refs, Ref(0, 0, 1), Ref(0, 0, lay.scratch) if lay.scratch else None)
+        # (A quantize whose output a move took over emits its `plain` form instead: one operator as well.)
+        lay.build()(rec, refs, Ref(0, 0, 1), Ref(0, 0, lay.scratch) if lay.scratch else None)
         counts.append(len(rec.names))
     body = sum(counts)
     edges = len(names) - body
@@ -673,15 +683,49 @@ def _measure_cpu(shapes: list[Shape], threads: int, mode: str) -> tuple[list[Sam
 
 # --- Vulkan ---------------------------------------------------------------------------------------------------
 
+CHAIN = 3  # dispatches of the node in the long sequence (_measure_vulkan)
+
+
+def _vk_sequence(dev, runner, repeats: int):
+    """The one-node segment's commands as VulkanSegment records them (barrier, uploads, barrier + dispatch per
+    program, barrier, downloads, barrier), with the node's dispatches `repeats` times, each after a barrier."""
+    from ..model.lowering import alias_roots
+    from ..vulkan.segment import _bind
+
+    root = alias_roots(runner.layers)
+    bufs = dict(runner.const_bufs)
+    bufs.update({root.get(t, t): b for t, b in runner.ups})
+    bufs.update({root.get(t, t): b for t, b, *_ in runner.downs})
+    [lay] = [lay for lay in runner.layers if not lay.alias]
+    progs = _bind(lay.build(), [bufs.get(a) or bufs[root.get(a, a)] for a in lay.acts], bufs[root.get(lay.out,
+                                                                                                     lay.out)])
+    seq = dev.sequence()
+    seq.barrier()
+    ups = list(dict.fromkeys(b for _, b in runner.ups))
+    if ups:
+        seq.upload(*ups)
+    for _ in range(repeats):
+        for prog in progs:
+            seq.barrier()
+            seq.dispatch(prog)
+    seq.barrier()
+    seq.download(*dict.fromkeys(b for _, b, *_ in runner.downs))
+    seq.barrier()
+    return seq
+
+
 def _measure_vulkan(dev, shapes: list[Shape], mode: str) -> tuple[list[Sample], float]:
     """(samples, segment_ns) on a Vulkan device.
 
-    A node's time is the device time (timestamps before the first and after the last command) of its one-node
-    segment's sequence less that of the same segment's copies alone (barrier, uploads, barrier, downloads,
-    barrier), which on lavapipe is itself about 70 us: its queue thread's submit and barrier handling, not the
-    node. segment_ns is the wall time of submit-and-wait of those copy-only sequences (the fixed cost of one
-    segment's submit: 67-71 us on lavapipe here, while a sequence holding one barrier only returns in 0.5 us).
-    Without timestamps, the submit's wall time stands in for the device time."""
+    A node's time is the difference between the device times (timestamps before the first and after the last
+    command) of two sequences of its one-node segment, one dispatching it CHAIN times and one once, measured
+    back to back in each round, divided by CHAIN - 1: a dispatch and the barrier before it, as inside a longer
+    segment, without the submit's own cost. That cost is not small and not steady on lavapipe: the device time
+    of a sequence without any dispatch was 0-70 us from one round to the next (its queue thread's wake-ups),
+    which made a one-dispatch measurement less a copy-only one swing between 0 and 100 us for the same 10 us
+    node. segment_ns is the wall time of submit-and-wait of the one-dispatch sequence less that node time (the
+    fixed cost of one segment: 65-71 us on lavapipe here). Without timestamps, wall times stand in for device
+    times."""
     from ..model.plan import Plan, VulkanBackend
 
     be = VulkanBackend(dev)
@@ -692,60 +736,39 @@ def _measure_vulkan(dev, shapes: list[Shape], mode: str) -> tuple[list[Sample], 
         segs = [seg for seg in plan.segments if seg.device.startswith("vulkan")]
         if len(segs) != 1 or plan.placement.get(name, "").partition(":")[0] != "vulkan":
             raise RuntimeError(f"calibration shape {s.label!r} does not run on {be.name}: {plan.why_host}")
-        built.append((s, plan, segs[0].runner, feed, name))
+        runner = segs[0].runner
+        runner.run(dict(feed))  # the inputs into their buffers
+        built.append((s, plan, name, _vk_sequence(dev, runner, 1), _vk_sequence(dev, runner, CHAIN)))
     dev.wait_pipelines()
     timed = dev.timestamps
-    probes, bases, walls = [], [], []
-    for _, _, runner, feed, _ in built:
-        values = dict(feed)
-        copies = dev.sequence()
-        copies.barrier()
-        ups = list(dict.fromkeys(b for _, b in runner.ups))
-        downs = list(dict.fromkeys(b for _, b, *_ in runner.downs))
-        if ups:
-            copies.upload(*ups)
-        copies.barrier()
-        if downs:
-            copies.download(*downs)
-        copies.barrier()
-        runner.timed = timed
 
-        def once(runner=runner, values=values) -> float:
-            if timed:
-                runner.run(values)
-                return float(runner.last_device_ns)
-            t0 = time.perf_counter_ns()
-            runner.seq.run()
-            return float(time.perf_counter_ns() - t0)
+    def run(seq) -> tuple[float, float]:
+        """(device ns, wall ns) of one submit-and-wait."""
+        t0 = time.perf_counter_ns()
+        with dev.lock:  # as VulkanSegment.run holds it
+            ns = seq.run(timed=timed)
+        wall = float(time.perf_counter_ns() - t0)
+        return (float(ns) if timed else wall), wall
 
-        def copy_once(copies=copies) -> float:
-            if timed:
-                return float(copies.run(timed=True))
-            t0 = time.perf_counter_ns()
-            copies.run()
-            return float(time.perf_counter_ns() - t0)
+    probes, walls = [], []
+    for _, _, _, one, chain in built:
+        mine: list[tuple[float, float]] = []
+        walls.append(mine)
 
-        def copy_wall(copies=copies) -> float:
-            t0 = time.perf_counter_ns()
-            with dev.lock:  # as VulkanSegment.run holds it
-                copies.run()
-            return float(time.perf_counter_ns() - t0)
+        def once(one=one, chain=chain, mine=mine) -> float:
+            t1, w1 = run(one)
+            tk, _ = run(chain)
+            node = max((tk - t1) / (CHAIN - 1), 1.0)
+            mine.append((node, w1))
+            return node
         probes.append(once)
-        bases.append(copy_once)
-        walls.append(copy_wall)
-    try:
-        times = _rounds(probes, mode)
-        base = [float(np.median(ts)) for ts in _rounds(bases, "quick")]
-        segment = float(np.median([np.median(ts) for ts in _rounds(walls, "quick")]))
-    finally:
-        for _, _, runner, _, _ in built:
-            runner.timed = False
-    out = []
-    for (s, plan, _, _, name), ts, b0 in zip(built, times, base, strict=True):
-        node_ns = [max(t - b0, 1.0) for t in ts]
+    times = _rounds(probes, mode, burst=1)
+    out, segment = [], []
+    for (s, plan, name, _, _), ts, mine in zip(built, times, walls, strict=True):
         node = next(n for n in plan.g.nodes if n.name == name)
-        out.append(Sample(s, node_work(plan.g, plan.info, node), float(np.median(node_ns)), _tail(node_ns)))
-    return out, segment
+        out.append(Sample(s, node_work(plan.g, plan.info, node), float(np.median(ts)), _tail(ts)))
+        segment.append(float(np.median([w - t for t, w in mine[-len(ts):]])))
+    return out, max(0.0, float(np.median(segment)))
 
 
 def _vulkan_links(dev, mode: str) -> tuple[Link, Link]:
