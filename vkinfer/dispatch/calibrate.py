@@ -688,7 +688,8 @@ CHAIN = 3  # dispatches of the node in the long sequence (_measure_vulkan)
 
 def _vk_sequence(dev, runner, repeats: int):
     """The one-node segment's commands as VulkanSegment records them (barrier, uploads, barrier + dispatch per
-    program, barrier, downloads, barrier), with the node's dispatches `repeats` times, each after a barrier."""
+    program, barrier, downloads, barrier), with the node's dispatches `repeats` times (0: none), each after a
+    barrier."""
     from ..model.lowering import alias_roots
     from ..vulkan.segment import _bind
 
@@ -723,9 +724,10 @@ def _measure_vulkan(dev, shapes: list[Shape], mode: str) -> tuple[list[Sample], 
     segment, without the submit's own cost. That cost is not small and not steady on lavapipe: the device time
     of a sequence without any dispatch was 0-70 us from one round to the next (its queue thread's wake-ups),
     which made a one-dispatch measurement less a copy-only one swing between 0 and 100 us for the same 10 us
-    node. segment_ns is the wall time of submit-and-wait of the one-dispatch sequence less that node time (the
-    fixed cost of one segment: 65-71 us on lavapipe here). Without timestamps, wall times stand in for device
-    times."""
+    node. segment_ns is the wall time of submit-and-wait of the same sequence without the dispatch, run as a
+    session runs it (no timestamps): the fixed cost of one segment, 17-87 us on lavapipe here from one
+    calibration to the next (the wall time of the one-dispatch sequence less the chained node time came out 2-4x
+    higher: repeated dispatches find warm caches). Without timestamps, wall times stand in for device times."""
     from ..model.plan import Plan, VulkanBackend
 
     be = VulkanBackend(dev)
@@ -738,36 +740,35 @@ def _measure_vulkan(dev, shapes: list[Shape], mode: str) -> tuple[list[Sample], 
             raise RuntimeError(f"calibration shape {s.label!r} does not run on {be.name}: {plan.why_host}")
         runner = segs[0].runner
         runner.run(dict(feed))  # the inputs into their buffers
-        built.append((s, plan, name, _vk_sequence(dev, runner, 1), _vk_sequence(dev, runner, CHAIN)))
+        built.append((s, plan, name, [_vk_sequence(dev, runner, k) for k in (0, 1, CHAIN)]))
     dev.wait_pipelines()
     timed = dev.timestamps
 
-    def run(seq) -> tuple[float, float]:
+    def run(seq, with_timestamps: bool = timed) -> tuple[float, float]:
         """(device ns, wall ns) of one submit-and-wait."""
         t0 = time.perf_counter_ns()
         with dev.lock:  # as VulkanSegment.run holds it
-            ns = seq.run(timed=timed)
+            ns = seq.run(timed=with_timestamps)
         wall = float(time.perf_counter_ns() - t0)
-        return (float(ns) if timed else wall), wall
+        return (float(ns) if with_timestamps else wall), wall
 
     probes, walls = [], []
-    for _, _, _, one, chain in built:
-        mine: list[tuple[float, float]] = []
+    for _, _, _, (zero, one, chain) in built:
+        mine: list[float] = []
         walls.append(mine)
 
-        def once(one=one, chain=chain, mine=mine) -> float:
-            t1, w1 = run(one)
+        def once(zero=zero, one=one, chain=chain, mine=mine) -> float:
+            mine.append(run(zero, False)[1])  # as a session runs it: no timestamps
+            t1, _ = run(one)
             tk, _ = run(chain)
-            node = max((tk - t1) / (CHAIN - 1), 1.0)
-            mine.append((node, w1))
-            return node
+            return max((tk - t1) / (CHAIN - 1), 1.0)
         probes.append(once)
     times = _rounds(probes, mode, burst=1)
-    out, segment = [], []
-    for (s, plan, name, _, _), ts, mine in zip(built, times, walls, strict=True):
+    out = []
+    for (s, plan, name, _), ts in zip(built, times, strict=True):
         node = next(n for n in plan.g.nodes if n.name == name)
         out.append(Sample(s, node_work(plan.g, plan.info, node), float(np.median(ts)), _tail(ts)))
-        segment.append(float(np.median([w - t for t, w in mine[-len(ts):]])))
+    segment = [float(np.median(w[-len(ts):])) for w, ts in zip(walls, times, strict=True)]
     return out, max(0.0, float(np.median(segment)))
 
 
