@@ -99,11 +99,20 @@ class Dispatcher:
 
     def place(self, g: Graph, info: dict, can: Callable[[str, str], bool],
               fixed: dict[str, str] | None = None) -> Dispatch:
-        """The placement of `g` (traced shapes `info`); `can(node, device)` says whether a device runs a node;
-        `fixed` nodes (by hand) stay where they are."""
+        """The placement of `g` (traced shapes `info`); `can(node, device)` gives the device's Layer for a node
+        (vkinfer/model/lowering.py), or None when it does not run it; `fixed` nodes (by hand) stay put."""
         works = graph_work(g, info)
-        caps = {n.name: {d for d in self.devices if can(n.name, d)} for n in g.nodes}
-        p = Problem(g, info, works, self.devices, self.entries, caps, dict(fixed or {}), self.objective)
+        caps: dict[str, set[str]] = {}
+        aliases: set[tuple[str, str]] = set()
+        for n in g.nodes:
+            caps[n.name] = set()
+            for d in self.devices:
+                layer = can(n.name, d)
+                if layer:
+                    caps[n.name].add(d)
+                    if getattr(layer, "alias", False):  # a reshape that keeps the bytes: free there
+                        aliases.add((n.name, d))
+        p = Problem(g, info, works, self.devices, self.entries, caps, dict(fixed or {}), self.objective, aliases)
         chosen = solve(p)
         pred = predict(p, chosen)
         singles = {d: predict(p, single(p, d)).total_ns for d in self.devices}
@@ -203,11 +212,11 @@ def simulate(g: Graph, feed: dict, profile: Profile, threads: int = 1, objective
                                                                                           name=d, dev=None)
                 for d in devices}
     by_name = {n.name: n for n in g.nodes}
-    memo: dict[tuple[str, str], bool] = {}
+    memo: dict[tuple[str, str], object] = {}
 
-    def can(name: str, dev: str) -> bool:
+    def can(name: str, dev: str):
         if (name, dev) not in memo:
-            memo[name, dev] = Plan._lower(ctx, by_name[name], backends[dev])[0] is not None
+            memo[name, dev] = Plan._lower(ctx, by_name[name], backends[dev])[0]
         return memo[name, dev]
     return Dispatcher(devices, profile, threads, objective).place(g, info, can)
 

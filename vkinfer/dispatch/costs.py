@@ -16,6 +16,8 @@ exist; the CPU's tile is 1x1). Op classes, chosen because their MAC rates differ
 - elementwise: adds, muls, tables, (de)quantize, softmax: per element;
 - pool:        max/average/global-average pooling: per window element;
 - move:        concat, channel shuffle/transpose, pad, reshape: bytes only.
+A reshape that a device's lowering makes an alias (the bytes stay where they are) costs nothing there (the
+planner asks the lowering: vkinfer/dispatch/placement.py).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class Work:
     bytes: int = 0
     out_elems: int = 0
     window: int = 1  # pool: elements per output element
+    groups: int = 1  # conv: output channels are tiled per group
 
     @property
     def macs(self) -> int:
@@ -65,7 +68,8 @@ class Work:
         """MACs over the device's tile grid: rows and output channels rounded up to (tile rows, tile channels)."""
         tr, tc = tile
         if self.op_class in ("gemm", "gemv", "conv", "depthwise") and (tr > 1 or tc > 1):
-            return -(-self.rows // tr) * tr * (-(-self.m // tc) * tc) * self.k
+            g = self.groups if self.op_class == "conv" else 1
+            return -(-self.rows // tr) * tr * (g * -(-(self.m // g) // tc) * tc) * self.k
         return self.macs
 
 
@@ -96,7 +100,7 @@ def node_work(g: Graph, info: dict, node: Node) -> Work:
                 return Work("depthwise", rows, m, kh * kw, nbytes, out_elems)
             if kh == kw == 1 and group == 1:
                 return Work("gemm" if rows >= GEMV_ROWS else "gemv", rows, m, cg, nbytes, out_elems)
-            return Work("conv", rows, m, cg * kh * kw, nbytes, out_elems)
+            return Work("conv", rows, m, cg * kh * kw, nbytes, out_elems, groups=group)
     if op in GEMM_OPS and outs:
         a_shape = info[node.inputs[0]][0] if node.inputs[0] in info else ()
         if len(a_shape) >= 2:

@@ -58,6 +58,7 @@ class Problem:
     can: dict[str, set[str]]
     fixed: dict[str, str] = dataclasses.field(default_factory=dict)
     objective: str = "median"
+    aliases: set[tuple[str, str]] = dataclasses.field(default_factory=set)  # (node, device): bytes stay put
 
     def __post_init__(self):
         if self.objective not in OBJECTIVES:
@@ -68,7 +69,8 @@ class Problem:
         self.cost: dict[str, dict[str, float]] = {}
         for n in self.g.nodes:
             allowed = self.allowed(n.name)
-            self.cost[n.name] = {d: self.entries[d].node_ns(self.works[n.name]) * self._scale[d] if d in allowed
+            self.cost[n.name] = {d: (0.0 if (n.name, d) in self.aliases else
+                                     self.entries[d].node_ns(self.works[n.name]) * self._scale[d]) if d in allowed
                                  else INF for d in (*self.devices, HOST) if d in self.entries}
         # Activation tensors: producer node (None: a model input) and reader nodes, in order.
         consts = self.g.consts

@@ -12,7 +12,8 @@ every useful thread count, since small layers often run faster on one thread), w
         "segment_ns": 2100,       # per segment and run: one native call (cpu); submit + wait (vulkan)
         "upload":   {"fixed_ns": 300, "ns_per_byte": 0.05},   # a host array into the device's form, per tensor
         "download": {"fixed_ns": 300, "ns_per_byte": 0.05},   # and back
-        "tile": [1, 1],           # rows x output channels a GEMM-like kernel computes at once (GPU grids)
+        "tile": [1, 1],           # rows x output channels a GEMM-like kernel computes at once (GPU grids,
+                                  # CPU register tiles); a class may give its own "tile"
         "tail": 1.08,             # p90 / p50 of the calibration runs: objective="p90" scales by it
         "classes": {              # one linear model per op class (vkinfer/dispatch/costs.py), every class
           "gemm": {"fixed_ns": 900, "ns_per_mac": 0.004, "ns_per_byte": 0.02, "samples": 6, "error": 0.05},
@@ -62,9 +63,17 @@ class ClassModel:
     ns_per_byte: float
     samples: int = 0
     error: float = 0.0
+    tile: tuple[int, int] | None = None  # this class's own tile, else the device's
 
     def ns(self, work: Work, tile: tuple[int, int]) -> float:
-        return self.fixed_ns + self.ns_per_mac * work.tiled_macs(tile) + self.ns_per_byte * work.bytes
+        return self.fixed_ns + self.ns_per_mac * work.tiled_macs(self.tile or tile) + self.ns_per_byte * work.bytes
+
+    def to_json(self) -> dict:
+        d = {"fixed_ns": self.fixed_ns, "ns_per_mac": self.ns_per_mac, "ns_per_byte": self.ns_per_byte,
+             "samples": self.samples, "error": self.error}
+        if self.tile is not None:
+            d["tile"] = list(self.tile)
+        return d
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,7 +110,7 @@ class DeviceProfile:
         return {"device": self.device, "kind": self.kind, "threads": self.threads, "identity": self.identity,
                 "segment_ns": self.segment_ns, "upload": dataclasses.asdict(self.upload),
                 "download": dataclasses.asdict(self.download), "tile": list(self.tile), "tail": self.tail,
-                "classes": {c: dataclasses.asdict(m) for c, m in self.classes.items()}}
+                "classes": {c: m.to_json() for c, m in self.classes.items()}}
 
 
 def _num(where: str, v, *, lo: float = 0.0) -> float:
@@ -119,6 +128,13 @@ def _obj(where: str, v, keys: tuple[str, ...]) -> dict:
     if missing:
         raise ValueError(f"{where}: missing field {missing[0]!r}")
     return v
+
+
+def _tile(where: str, tile) -> tuple[int, int]:
+    if not (isinstance(tile, list | tuple) and len(tile) == 2 and all(
+            isinstance(t, int) and not isinstance(t, bool) and t >= 1 for t in tile)):
+        raise ValueError(f"{where}: expected [rows, channels] of positive integers, got {tile!r}")
+    return int(tile[0]), int(tile[1])
 
 
 def device_from_json(d, where: str = "device") -> DeviceProfile:
@@ -143,10 +159,7 @@ def device_from_json(d, where: str = "device") -> DeviceProfile:
         o = _obj(f"{where}.{name}", d[name], ("fixed_ns", "ns_per_byte"))
         links[name] = Link(_num(f"{where}.{name}.fixed_ns", o["fixed_ns"]),
                            _num(f"{where}.{name}.ns_per_byte", o["ns_per_byte"]))
-    tile = d["tile"]
-    if not (isinstance(tile, list | tuple) and len(tile) == 2 and all(
-            isinstance(t, int) and not isinstance(t, bool) and t >= 1 for t in tile)):
-        raise ValueError(f"{where}.tile: expected [rows, channels] of positive integers, got {tile!r}")
+    tile = _tile(f"{where}.tile", d["tile"])
     classes = _obj(f"{where}.classes", d["classes"], CLASSES)
     unknown = [c for c in classes if c not in CLASSES]
     if unknown:
@@ -157,9 +170,10 @@ def device_from_json(d, where: str = "device") -> DeviceProfile:
         o = _obj(w, classes[c], ("fixed_ns", "ns_per_mac", "ns_per_byte"))
         models[c] = ClassModel(_num(f"{w}.fixed_ns", o["fixed_ns"]), _num(f"{w}.ns_per_mac", o["ns_per_mac"]),
                                _num(f"{w}.ns_per_byte", o["ns_per_byte"]), int(o.get("samples", 0) or 0),
-                               _num(f"{w}.error", o.get("error", 0.0)))
+                               _num(f"{w}.error", o.get("error", 0.0)),
+                               _tile(f"{w}.tile", o["tile"]) if o.get("tile") is not None else None)
     return DeviceProfile(dev, kind, threads, dict(d["identity"]), _num(f"{where}.segment_ns", d["segment_ns"]),
-                         links["upload"], links["download"], (int(tile[0]), int(tile[1])),
+                         links["upload"], links["download"], tile,
                          _num(f"{where}.tail", d["tail"], lo=1.0), models)
 
 

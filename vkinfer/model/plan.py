@@ -195,8 +195,8 @@ class Plan:
         if dispatch is not None:
             by_name = {n.name: n for n in g.nodes}
 
-            def can(name: str, dev: str) -> bool:
-                return lower_on(by_name[name], resolve(dev))[0] is not None
+            def can(name: str, dev: str) -> Layer | None:
+                return lower_on(by_name[name], resolve(dev))[0]
             self.dispatch = dispatch(g, self.info, can, self.given)
             chosen = self.dispatch.placement
         # What the session's device does not run goes to the native CPU graph when that can run it (a Vulkan
