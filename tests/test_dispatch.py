@@ -520,7 +520,7 @@ def test_solve_is_never_worse_than_the_best_single_device():
     for case in range(40):
         devices = ["cpu", "vulkan:0"] + (["vulkan:1"] if case % 2 else [])
         p = random_problem(rng, int(rng.integers(2, 25)), int(rng.integers(0, 10)), devices, integer=False)
-        chosen = solve(p)
+        chosen = solve(p)[0]
         _valid(p, chosen)
         got = predict(p, chosen).total_ns
         for d in devices:
@@ -542,7 +542,7 @@ def test_solve_reaches_the_optimum_of_predict_on_small_graphs():
         p = random_problem(rng, int(rng.integers(2, 11)), int(rng.integers(0, 5)), ["cpu", "vulkan:0"],
                            integer=False)
         _, best = brute_force(p, "cpu", "vulkan:0", objective=predict)
-        got = predict(p, solve(p)).total_ns
+        got = predict(p, solve(p)[0]).total_ns
         assert got >= best * (1 - 1e-12)
         assert got <= best * 1.25, f"case {case}"
         hits += got <= best * (1 + 1e-9)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from ..model.graph import Graph
 from .costs import CLASSES, Work, graph_work, node_work
-from .placement import HOST, OBJECTIVES, Prediction, Problem, predict, single, solve
+from .placement import HOST, OBJECTIVES, Prediction, Problem, predict, solve
 from .profile import DeviceProfile, Profile, load_profile
 
 GPU_KINDS = ("vulkan",)
@@ -45,15 +45,24 @@ class Decision:
 
 @dataclasses.dataclass
 class Dispatch:
-    """The dispatcher's answer for one compiled graph."""
+    """The dispatcher's answer for one compiled graph. `decisions` (the reasons) are worked out when first
+    read: planning itself does not pay for them."""
 
     placement: dict[str, str]
-    decisions: list[Decision]
     predicted: Prediction
     single: dict[str, float]  # device -> predicted total with every node it can run on it
     objective: str
     threads: int
     devices: list[str]
+    explain: Callable[[], list[Decision]] = dataclasses.field(repr=False, default=list)
+    _decisions: list[Decision] | None = dataclasses.field(default=None, repr=False)
+
+    @property
+    def decisions(self) -> list[Decision]:
+        """Per node, in graph order: the device, predicted time on each candidate, and the reason."""
+        if self._decisions is None:
+            self._decisions = self.explain()
+        return self._decisions
 
     def table(self) -> str:
         """Per node: the chosen device, predicted time on each candidate, the reason; then the totals."""
@@ -113,11 +122,9 @@ class Dispatcher:
                     if getattr(layer, "alias", False):  # a reshape that keeps the bytes: free there
                         aliases.add((n.name, d))
         p = Problem(g, info, works, self.devices, self.entries, caps, dict(fixed or {}), self.objective, aliases)
-        chosen = solve(p)
-        pred = predict(p, chosen)
-        singles = {d: predict(p, single(p, d)).total_ns for d in self.devices}
-        decisions = [self._why(p, n, chosen, pred.total_ns) for n in g.nodes]
-        return Dispatch(chosen, decisions, pred, singles, self.objective, self.threads, self.devices)
+        chosen, pred, singles = solve(p)
+        return Dispatch(chosen, pred, singles, self.objective, self.threads, self.devices,
+                        lambda: [self._why(p, n, chosen, pred.total_ns) for n in g.nodes])
 
     def _why(self, p: Problem, node, chosen: dict[str, str], total: float) -> Decision:
         name, d = node.name, chosen[node.name]

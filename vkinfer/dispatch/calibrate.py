@@ -898,10 +898,60 @@ def calibrate_device(device: str, threads: int = 1, mode: str = "quick",
     return entry
 
 
+# Whole small models timed operator by operator (their native graph's timers): each node inside a model is a
+# sample measured in the conditions a prediction is for, its inputs just written by the node before it and
+# every other node's code and data competing for the caches. Isolated microbenchmarks alone predicted the
+# nodes of real models 25-50% low (a 13 us tiny_cnn run predicted at 9 us; MobileNetV1 0.25/32 41 us at 31
+# us). The field models are built offline in well under a second each (vkinfer.models.field_zoo).
+MODEL_SAMPLES = {"quick": ("ds_cnn_kws", "mobilenet_v2_kws", "resnet8", "mobilenet_v1_vww"),
+                 "full": ("ds_cnn_kws", "mobilenet_v2_kws", "resnet8", "mobilenet_v1_vww", "tiny_conv")}
+
+
+def _model_samples(threads: int, mode: str) -> list[Sample]:
+    """Per-node samples from whole field models on the CPU (MODEL_SAMPLES), int8 and uint8."""
+    from ..model.session import InferenceSession
+    from ..models import field_zoo
+
+    out: list[Sample] = []
+    runs = {"quick": 30, "full": 100}[mode]
+    for name in MODEL_SAMPLES[mode]:
+        for dtype in ("int8", "uint8") if mode == "full" else ("int8",):
+            build = field_zoo.FIELD_MODELS.get(name) or getattr(field_zoo, name)
+            sess = InferenceSession(build(0, dtype), device="cpu", threads=threads)
+            if sess._fast is None or sess._fast[3] is None:
+                continue  # not one native call: nothing to attribute
+            plan, ins = sess._fast[0], sess._fast[1]
+            runner = sess._fast[3]
+            feed = field_zoo.field_inputs(name, 0, dtype)
+            arrays = [feed[t] for t, _, _ in ins]
+            n_in, counts, _ = _op_split(runner)
+            for _ in range(5):
+                runner.run_arrays(arrays, threads)
+            per_run: list[list[float]] = []
+            for _ in range(runs):
+                runner.graph.profile(True)
+                runner.run_arrays(arrays, threads)
+                ns, loop = runner.graph.times_ns()
+                share = loop / max(len(ns), 1)
+                at, row = n_in, []
+                for k in counts:
+                    row.append(sum(ns[at:at + k]) + share * k)
+                    at += k
+                per_run.append(row)
+            runner.graph.profile(False)
+            for i, lay in enumerate(runner.layers):
+                if lay.alias or not counts[i]:
+                    continue
+                ts = [r[i] for r in per_run]
+                out.append(Sample(None, node_work(plan.g, plan.info, lay.node), float(np.median(ts)), _tail(ts)))
+    return out
+
+
 def _calibrate_cpu(threads: int, mode: str, log) -> DeviceProfile:
     samples, edges = _measure_cpu(grid("cpu", mode), threads, mode)
     _log_samples(samples, log)
     _check_classes(samples, "cpu")
+    samples = samples + _model_samples(threads, mode)
     tile = pick_tile(samples, CPU_TILES)
     if log:
         log(f"  cpu tile {tile[0]}x{tile[1]}")

@@ -23,8 +23,7 @@ planner asks the lowering: vkinfer/dispatch/placement.py).
 from __future__ import annotations
 
 import dataclasses
-
-import numpy as np
+import math
 
 from ..model.graph import Graph, Node
 
@@ -75,14 +74,14 @@ class Work:
 
 def _nbytes(info: dict, name: str) -> int:
     shape, dt = info[name]
-    return int(np.prod(shape, dtype=np.int64)) * np.dtype(dt).itemsize
+    return math.prod(shape) * dt.itemsize
 
 
 def node_work(g: Graph, info: dict, node: Node) -> Work:
     """The cost features of `node` from the traced shapes `info` (name -> (shape, dtype))."""
     op = node.op
     outs = [o for o in node.outputs if o and o in info]
-    out_elems = sum(int(np.prod(info[o][0], dtype=np.int64)) for o in outs)
+    out_elems = sum(math.prod(info[o][0]) for o in outs)
     acts = [t for t in node.inputs if t and t not in g.consts and t in info]
     consts = [t for t in node.inputs if t and t in g.consts]
     nbytes = sum(_nbytes(info, t) for t in acts) + sum(_nbytes(info, o) for o in outs) + sum(
@@ -112,9 +111,9 @@ def node_work(g: Graph, info: dict, node: Node) -> Work:
             return Work("gemm" if rows >= GEMV_ROWS else "gemv", rows, m, k, nbytes, out_elems)
     if op in POOL_OPS:
         x = node.inputs[0]
-        in_elems = int(np.prod(info[x][0], dtype=np.int64)) if x in info else out_elems
-        window = max(1, in_elems // max(out_elems, 1)) if "Global" in op else int(
-            np.prod(node.attrs.get("kernel_shape") or [1]))
+        in_elems = math.prod(info[x][0]) if x in info else out_elems
+        window = max(1, in_elems // max(out_elems, 1)) if "Global" in op else math.prod(
+            int(v) for v in node.attrs.get("kernel_shape") or [1])
         return Work("pool", bytes=nbytes, out_elems=out_elems, window=window)
     if op in MOVE_OPS:
         return Work("move", bytes=nbytes, out_elems=out_elems)

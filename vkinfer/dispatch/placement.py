@@ -64,6 +64,7 @@ class Problem:
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {', '.join(map(repr, OBJECTIVES))}, got {self.objective!r}")
         self.order = [n.name for n in self.g.nodes]
+        self._allowed: dict[str, set[str]] = {}
         self._scale = {d: (e.tail if self.objective == "p90" else 1.0) for d, e in self.entries.items()}
         # Node costs per device (INF where the device cannot run the node).
         self.cost: dict[str, dict[str, float]] = {}
@@ -88,10 +89,14 @@ class Problem:
     def allowed(self, node: str) -> set[str]:
         """Devices node may go to: the hand-given one, else those that can run it among the candidates; {host}
         when none can."""
-        if node in self.fixed:
-            return {self.fixed[node]}
-        ok = {d for d in self.can.get(node, ()) if d in self.devices}
-        return ok or {HOST}
+        ok = self._allowed.get(node)
+        if ok is None:
+            if node in self.fixed:
+                ok = {self.fixed[node]}
+            else:
+                ok = {d for d in self.can.get(node, ()) if d in self.devices} or {HOST}
+            self._allowed[node] = ok
+        return ok
 
     def nbytes(self, t: str) -> int:
         shape, dt = self.info[t]
@@ -311,13 +316,28 @@ def single(p: Problem, d: str) -> dict[str, str]:
     return out
 
 
-def solve(p: Problem) -> dict[str, str]:
-    """The placement of least predicted latency found (module docstring)."""
+def solve(p: Problem) -> tuple[dict[str, str], Prediction, dict[str, float]]:
+    """The placement of least predicted latency found (module docstring), its prediction, and each single
+    device's predicted total. When the whole model on the CPU takes less than one submit on every other device,
+    no placement using them can be faster (each would pay at least that submit): the cut is skipped."""
     cpu = p.devices[0]
-    options = [single(p, d) for d in p.devices]
+    options = {d: single(p, d) for d in p.devices}
+    preds = {d: predict(p, pl) for d, pl in options.items()}
+    singles = {d: pr.total_ns for d, pr in preds.items()}
+    best_pl, best = options[cpu], preds[cpu]
+    for d in p.devices[1:]:
+        if preds[d].total_ns < best.total_ns:
+            best_pl, best = options[d], preds[d]
     for gpu in p.devices[1:]:
-        options.append(refine(p, min_cut(p, cpu, gpu)))
-    return min(options, key=lambda pl: predict(p, pl).total_ns)
+        if singles[cpu] <= p.seg(gpu):
+            continue
+        cut = min_cut(p, cpu, gpu)
+        if len({cut[n] for n in p.order} - {HOST}) > 1:  # mixed: the refinement may merge segments
+            cut = refine(p, cut)
+        pr = predict(p, cut)
+        if pr.total_ns < best.total_ns:
+            best_pl, best = cut, pr
+    return best_pl, best, singles
 
 
 def brute_force(p: Problem, a: str, b: str, objective=cut_cost) -> tuple[dict[str, str], float]:
