@@ -164,6 +164,21 @@ def pool_qparams(ctx: Ctx, node: Node) -> tuple:
     return xs, xz, ys, yz
 
 
+def _once(ctx: Ctx, key: tuple, make: Callable[[], object]):
+    """`make()` once per Ctx and key (a spec both devices' lowerings ask for when the dispatcher weighs them; 0.3
+    ms per convolution), its ValueError (a refusal) remembered as well."""
+    memo = ctx.__dict__.setdefault("_once", {})
+    if key not in memo:
+        try:
+            memo[key] = (make(), None)
+        except ValueError as e:
+            memo[key] = (None, e)
+    value, error = memo[key]
+    if error is not None:
+        raise error
+    return value
+
+
 def conv_spec_of(ctx: Ctx, node: Node):
     """The ConvSpec of a QLinearConv(Clamp) node with constant weights on a quantized 4-D input, else None (a
     ValueError from the spec is a refusal with its reason)."""
@@ -172,7 +187,7 @@ def conv_spec_of(ctx: Ctx, node: Node):
     x = node.inputs[0]
     if not (static(ctx, node, 1) and ctx.quantized(x)) or len(ctx.shape(x)) != 4:
         return None
-    return conv_node_spec(node, ctx.args(node), node.attrs.get("activation"))
+    return _once(ctx, ("conv", node.name), lambda: conv_node_spec(node, ctx.args(node), node.attrs.get("activation")))
 
 
 def qgemm_spec_of(ctx: Ctx, node: Node):
@@ -183,7 +198,8 @@ def qgemm_spec_of(ctx: Ctx, node: Node):
     x = node.inputs[0]
     if not (static(ctx, node, 1) and ctx.quantized(x)) or node.attrs.get("transA", 0) or len(ctx.shape(x)) != 2:
         return None
-    return qgemm_node_spec(node, ctx.args(node), node.attrs.get("activation"))
+    return _once(ctx, ("qgemm", node.name),
+                 lambda: qgemm_node_spec(node, ctx.args(node), node.attrs.get("activation")))
 
 
 def channel_concat(ctx: Ctx, node: Node) -> tuple[list[str], list[np.ndarray | None]] | None:
