@@ -123,11 +123,10 @@ static inline __m512i v5_pairs8(__m128i bytes8, __m128i vxzp)
         if (nc == V5_NR) {                                                                             \
             _mm_storeu_si128((__m128i*)(void*)row_, v0_);                                              \
             _mm_storeu_si128((__m128i*)(void*)(row_ + 16), v1_);                                       \
-        } else {                                                                                       \
-            uint8_t buf_[32];                                                                          \
-            _mm_storeu_si128((__m128i*)(void*)buf_, v0_);                                              \
-            _mm_storeu_si128((__m128i*)(void*)(buf_ + 16), v1_);                                       \
-            memcpy(row_, buf_, nc);                                                                    \
+        } else { /* masked byte stores: a memcpy call per row cost ~7 ns (8 channels at 56x56: 1.6x) */ \
+            const uint32_t m_ = (uint32_t)((1ull << nc) - 1u);                                         \
+            _mm_mask_storeu_epi8(row_, (__mmask16)(m_ & 0xffffu), v0_);                                \
+            _mm_mask_storeu_epi8(row_ + 16, (__mmask16)(m_ >> 16), v1_);                               \
         }                                                                                              \
     } while (0)
 
@@ -248,20 +247,19 @@ static inline __attribute__((always_inline)) void v5_dw(size_t channels, size_t 
             for (size_t t = 0; t < ks; t++)
                 acc = _mm512_dpwssd_epi32(acc, v5_dw_x16(a[t] + ch, vxzp), v5_dw_w16(wt + t * cp + ch));
         } else {
-            uint8_t buf[16] = {0};
+            /* Masked loads (fault-suppressing: never touch bytes past the row), not a memcpy per tap: an
+             * 8-channel 48x48 layer took 71 ns per pixel that way against 15 ns for 16 channels. */
+            const __mmask16 m = (__mmask16)((1u << n) - 1u);
             for (size_t t = 0; t < ks; t++) {
-                memcpy(buf, a[t] + ch, n);
-                acc = _mm512_dpwssd_epi32(acc, v5_dw_x16(buf, vxzp), v5_dw_w16(wt + t * cp + ch));
+                const __m512i x = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, a[t] + ch)), vxzp);
+                acc = _mm512_dpwssd_epi32(acc, x, v5_dw_w16(wt + t * cp + ch));
             }
         }
         const __m128i v = v5_pack16(v5_requant(acc, _mm512_loadu_ps(scale + ch), vfmin, vfmax, vyzp));
-        if (n == 16) {
+        if (n == 16)
             _mm_storeu_si128((__m128i*)(void*)(y + ch), v);
-        } else {
-            uint8_t out[16];
-            _mm_storeu_si128((__m128i*)(void*)out, v);
-            memcpy(y + ch, out, n);
-        }
+        else
+            _mm_mask_storeu_epi8(y + ch, (__mmask16)((1u << n) - 1u), v);
     }
 }
 
