@@ -243,7 +243,8 @@ def describe(profile: Profile) -> str:
         for c, m in e.classes.items():
             rate = f"{1 / m.ns_per_mac:.1f}" if m.ns_per_mac > 0 else "-"
             bw = f"{1 / m.ns_per_byte:.1f}" if m.ns_per_byte > 0 else "-"
-            lines.append(f"  {c:<12} {_us(m.fixed_ns):>9} {rate:>8} {bw:>8} {m.samples:>8} {m.error:>9.0%}")
+            own = f"  tile {m.tile[0]}x{m.tile[1]}" if m.tile else ""
+            lines.append(f"  {c:<12} {_us(m.fixed_ns):>9} {rate:>8} {bw:>8} {m.samples:>8} {m.error:>9.0%}{own}")
     return "\n".join(lines)
 
 

@@ -907,12 +907,15 @@ MODEL_SAMPLES = {"quick": ("ds_cnn_kws", "mobilenet_v2_kws", "resnet8", "mobilen
                  "full": ("ds_cnn_kws", "mobilenet_v2_kws", "resnet8", "mobilenet_v1_vww", "tiny_conv")}
 
 
-def _model_samples(threads: int, mode: str) -> list[Sample]:
-    """Per-node samples from whole field models on the CPU (MODEL_SAMPLES), int8 and uint8."""
+def _model_samples(threads: int, mode: str) -> tuple[list[Sample], list[float]]:
+    """Per-node samples from whole field models on the CPU (MODEL_SAMPLES; full: int8 and uint8), and per model
+    the per-run cost outside the native operators when run through InferenceSession.run (the public path: its
+    input checks and output list cost 1-2 us more than the runner's own call, a fifth of a 7 us MLP run)."""
     from ..model.session import InferenceSession
     from ..models import field_zoo
 
     out: list[Sample] = []
+    overheads: list[float] = []
     runs = {"quick": 30, "full": 100}[mode]
     for name in MODEL_SAMPLES[mode]:
         for dtype in ("int8", "uint8") if mode == "full" else ("int8",):
@@ -939,19 +942,31 @@ def _model_samples(threads: int, mode: str) -> list[Sample]:
                     at += k
                 per_run.append(row)
             runner.graph.profile(False)
+            walls = []
+            for _ in range(runs):
+                t0 = time.perf_counter_ns()
+                sess.run(None, feed)
+                walls.append(time.perf_counter_ns() - t0)
+            runner.graph.profile(True)
+            for _ in range(runs):
+                runner.run_arrays(arrays, threads)
+            ns, loop = runner.graph.times_ns()
+            runner.graph.profile(False)
+            overheads.append(float(np.median(walls)) - (sum(ns) + loop) / runs)
             for i, lay in enumerate(runner.layers):
                 if lay.alias or not counts[i]:
                     continue
                 ts = [r[i] for r in per_run]
                 out.append(Sample(None, node_work(plan.g, plan.info, lay.node), float(np.median(ts)), _tail(ts)))
-    return out
+    return out, overheads
 
 
 def _calibrate_cpu(threads: int, mode: str, log) -> DeviceProfile:
     samples, edges = _measure_cpu(grid("cpu", mode), threads, mode)
     _log_samples(samples, log)
     _check_classes(samples, "cpu")
-    samples = samples + _model_samples(threads, mode)
+    in_models, overheads = _model_samples(threads, mode)
+    samples = samples + in_models
     tile = pick_tile(samples, CPU_TILES)
     if log:
         log(f"  cpu tile {tile[0]}x{tile[1]}")
@@ -968,8 +983,11 @@ def _calibrate_cpu(threads: int, mode: str, log) -> DeviceProfile:
                 classes[c] = replace(m, tile=own)
                 if log:
                     log(f"  cpu {c} tile {own[0]}x{own[1]}: error {100 * m.error:.1f}%")
-    return DeviceProfile("cpu", "cpu", threads, cpu_identity(), max(0.0, float(np.median(edges["overhead"]))),
-                         _fit_link(edges.get("upload", [])), _fit_link(edges.get("download", [])), tile,
+    # Per segment: the public run's cost outside the operators where whole models gave it, else the runner's.
+    segment = float(np.median(overheads)) if overheads else float(np.median(edges["overhead"]))
+    upload = _fit_link(edges.get("upload", []))
+    return DeviceProfile("cpu", "cpu", threads, cpu_identity(), max(0.0, segment),
+                         upload, _fit_link(edges.get("download", [])), tile,
                          float(np.median([s.tail for s in samples])), classes)
 
 
