@@ -6,8 +6,8 @@ measured latency, session creation and planning cost.
 
 Models: bench/models.py's cases (the zoo in QOperator and QDQ form, the TFLite zoo, the field models). For each,
 three sessions of the public API on the same input: device="cpu", device="vulkan" (the default Vulkan device)
-and device="auto" (the dispatcher, from this machine's calibration: run `vkinfer calibrate` first or let the
-first auto session do its quick one). They are timed round-robin (cpu, vulkan, auto, then rotated), after
+and device="auto" (the dispatcher, from a calibration made by this process first, pinned as the timed runs
+are; --full for a full one, --cached to use the cache as it is). They are timed round-robin (cpu, vulkan, auto, then rotated), after
 warm-up; the process is pinned to one CPU when T is 1. Printed per model: the measured medians, auto over the
 best single device, the dispatcher's predicted latency of each (the auto session's plan knows all three:
 `plan.dispatch.single` and `.predicted`) and the prediction error, then the targets:
@@ -119,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-vulkan", action="store_true")
     ap.add_argument("--quick", action="store_true", help="the small models only")
     ap.add_argument("--calibration", action="store_true", help="also time quick and full calibration, cold")
+    ap.add_argument("--full", action="store_true", help="predict from a full calibration (default: quick)")
+    ap.add_argument("--cached", action="store_true", help="predict from the cached calibration instead of one "
+                                                          "made in this process (pinned as the runs are)")
     args = ap.parse_args(argv)
     os.environ["VKINFER_CPU_THREADS"] = str(args.threads)
     if args.threads == 1:
@@ -153,8 +156,10 @@ def main(argv: list[str] | None = None) -> int:
     vk = [] if args.no_vulkan else auto_candidates(vulkan_devices())
     vk_name = vk[0]["device"] if vk else None
     cpu_only_vulkan = bool(vk) and all(d["type"] == "cpu" for d in vk)
-    ensure_profile(["cpu", *([vk_name] if vk_name else [])], [args.threads],
-                   announce="calibrating {devices} (quick) before the benchmark")
+    # Calibrated here, pinned as the timed runs are: lavapipe's threads inherit the process's CPU set, so a
+    # profile measured on both cores predicted its pinned runs 45% low.
+    ensure_profile(["cpu", *([vk_name] if vk_name else [])], [args.threads], "full" if args.full else "quick",
+                   force=not args.cached, announce="calibrating {devices} before the benchmark, pinned as it runs")
 
     # Planning cost alone: a 500-node graph, every node runnable on both devices.
     g, info = planning_graph()

@@ -24,6 +24,8 @@ from .placement import HOST, OBJECTIVES, Prediction, Problem, predict, solve
 from .profile import DeviceProfile, Profile, load_profile
 
 GPU_KINDS = ("vulkan",)
+# A split across devices must be predicted this much faster than the best single device (placement.py says why).
+SPLIT_MARGIN = 0.05
 
 
 def _us(ns: float) -> str:
@@ -83,14 +85,17 @@ class Dispatch:
 
 class Dispatcher:
     """Places nodes on `devices` (the CPU first, then Vulkan devices) from `profile`'s entries at `threads` CPU
-    threads, minimising the `objective` ("median" or "p90")."""
+    threads, minimising the `objective` ("median" or "p90"); a split across devices must be predicted
+    `split_margin` faster than the best single device."""
 
-    def __init__(self, devices: list[str], profile: Profile, threads: int = 1, objective: str = "median"):
+    def __init__(self, devices: list[str], profile: Profile, threads: int = 1, objective: str = "median",
+                 split_margin: float = SPLIT_MARGIN):
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {', '.join(map(repr, OBJECTIVES))}, got {objective!r}")
         if not devices or devices[0].partition(":")[0] != "cpu":
             raise ValueError(f"the dispatcher's devices start with the CPU, got {devices!r}")
         self.devices, self.profile, self.threads, self.objective = list(devices), profile, threads, objective
+        self.split_margin = split_margin
         self.entries: dict[str, DeviceProfile] = {}
         for d in (*devices, HOST):
             e = profile.entry("cpu" if d.startswith("cpu") else d, threads)
@@ -121,7 +126,8 @@ class Dispatcher:
                     caps[n.name].add(d)
                     if getattr(layer, "alias", False):  # a reshape that keeps the bytes: free there
                         aliases.add((n.name, d))
-        p = Problem(g, info, works, self.devices, self.entries, caps, dict(fixed or {}), self.objective, aliases)
+        p = Problem(g, info, works, self.devices, self.entries, caps, dict(fixed or {}), self.objective, aliases,
+                    self.split_margin)
         chosen, pred, singles = solve(p)
         return Dispatch(chosen, pred, singles, self.objective, self.threads, self.devices,
                         lambda: [self._why(p, n, chosen, pred.total_ns) for n in g.nodes])
@@ -153,6 +159,9 @@ class Dispatcher:
         moved = dict(chosen)
         moved[name] = o
         extra = predict(p, moved).total_ns - total
+        if extra < 0:
+            return Decision(name, node.op, d, costs, f"kept on {d}: moving it to {o} would gain {_us(-extra)} "
+                            f"({-extra / max(total, 1e-9):.1%}), under the {self.split_margin:.0%} a split must win by")
         crossing = sum(p.nbytes(t) for t in (*node.inputs, *node.outputs)
                        if t and t in p.info and t not in p.g.consts)
         return Decision(name, node.op, d, costs, f"stays with its neighbours: on {o} it would save "
