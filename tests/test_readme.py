@@ -86,6 +86,11 @@ def _vkinfer_line(line: str, cwd: Path) -> None:
             assert "ISA variants: scalar" in r.stdout, r.stdout
         elif args[0] == "info":
             assert "MACs" in r.stdout, r.stdout
+            if "auto" in args:  # the dispatcher's table, when it had a choice to make
+                assert "predicted (" in r.stdout and "against: all-cpu" in r.stdout or \
+                    "no dispatcher" in r.stdout, r.stdout[-3000:]
+        elif args[0] == "calibrate":
+            assert "cpu at 1 thread(s)" in r.stdout and "gemm" in r.stdout, r.stdout[-3000:]
         elif args[0] == "run":
             assert ("--input" in args) != ("notice: no --input given" in r.stderr), r.stderr
             if "--output" in args:
