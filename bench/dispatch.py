@@ -2,15 +2,16 @@
 measured latency, session creation and planning cost.
 
     .venv/bin/python bench/dispatch.py [--repeat N] [--vulkan-repeat N] [--threads T] [--only NAME[/FORMAT]]...
-                                       [--no-vulkan] [--calibration] [--quick]
+                                       [--no-vulkan] [--calibration] [--quick] [--full] [--cached]
 
 Models: bench/models.py's cases (the zoo in QOperator and QDQ form, the TFLite zoo, the field models). For each,
 three sessions of the public API on the same input: device="cpu", device="vulkan" (the default Vulkan device)
 and device="auto" (the dispatcher, from a calibration made by this process first, pinned as the timed runs
-are; --full for a full one, --cached to use the cache as it is). They are timed round-robin (cpu, vulkan, auto, then rotated), after
-warm-up; the process is pinned to one CPU when T is 1. Printed per model: the measured medians, auto over the
-best single device, the dispatcher's predicted latency of each (the auto session's plan knows all three:
-`plan.dispatch.single` and `.predicted`) and the prediction error, then the targets:
+are; --full for a full one, --cached to use the cache as it is). They are timed round-robin (cpu, vulkan,
+auto, then rotated), after warm-up; the process is pinned to one CPU when T is 1. Printed per model: the
+measured medians, auto over the best single device, the dispatcher's predicted latency of each (the auto
+session's plan knows all three: `plan.dispatch.single` and `.predicted`) and the prediction error, then the
+targets:
 - auto over the best single device: geometric mean <= 1.00, worst <= 1.05;
 - predicted within +-10% of measured for >= 90% of (model, device) pairs;
 - on a machine whose only Vulkan device is a CPU implementation: auto places every node on the CPU (or the host)
