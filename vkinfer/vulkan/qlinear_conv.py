@@ -144,17 +144,18 @@ def _upload_const(dev: Device, a: np.ndarray) -> Buffer:
 from ..model.lowering import Layer, conv_spec_of, lower, qgemm_spec_of  # noqa: E402
 
 
-@lower("vulkan", "QLinearConv", "vkinfer:QLinearConvClamp")
-def lower_conv(ctx, node, backend):
-    spec = conv_spec_of(ctx, node)
+def _layer(node, spec, backend):
+    """The convolution layer of a spec (None: not this device's), built when first used."""
     if spec is None:
         return None
     return Layer(node, [node.inputs[0]], node.outputs[0], make=lambda: QLinearConv(spec, backend.dev))
+
+
+@lower("vulkan", "QLinearConv", "vkinfer:QLinearConvClamp")
+def lower_conv(ctx, node, backend):
+    return _layer(node, conv_spec_of(ctx, node), backend)
 
 
 @lower("vulkan", "com.microsoft:QGemm", "vkinfer:QGemmClamp")
 def lower_qgemm(ctx, node, backend):
-    spec = qgemm_spec_of(ctx, node)
-    if spec is None:
-        return None
-    return Layer(node, [node.inputs[0]], node.outputs[0], make=lambda: QLinearConv(spec, backend.dev))
+    return _layer(node, qgemm_spec_of(ctx, node), backend)
