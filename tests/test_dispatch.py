@@ -1055,3 +1055,27 @@ def test_calibrate_writes_a_profile_load_profile_accepts(fresh_cache, tmp_path, 
     assert "gemm" in captured.out and "per segment" in captured.out  # describe()'s listing
     # the same entries went to the cache: an auto session with only the CPU there would not calibrate again
     assert cached_entry("cpu", cpu_identity(), 1).to_json() == prof.entry("cpu", 1).to_json()
+
+
+def test_a_device_failing_calibration_leaves_auto_on_the_cpu_with_a_warning(fresh_cache, monkeypatch):
+    """A driver that fails mid-calibration is not a reason to refuse the model: a RuntimeWarning says which device
+    and why, every node runs on the CPU with the reference's bits, and nothing is cached for the failed run."""
+    fake = FakeCalibration()
+
+    def failing(device, threads=1, mode="quick", log=None):
+        if device.startswith("vulkan"):
+            raise RuntimeError(f"calibration of {device}: the driver lost the device")
+        return fake(device, threads, mode, log)
+    monkeypatch.setattr(calibrate_mod, "calibrate_device", failing)
+    blob = tflite_zoo.tiny_cnn(0)
+    with pytest.warns(RuntimeWarning, match=r"calibrating vulkan:\d+ failed \(calibration of vulkan:\d+: the driver "
+                                            r"lost the device\); running on the CPU") as record:
+        sess = vkinfer.InferenceSession(blob, device="auto")
+    assert record[0].filename == __file__
+    assert set(sess.placement.values()) <= {"cpu", "host"} and "cpu" in sess.placement.values()
+    assert sess.auto_devices == ["cpu"] and "no dispatcher" in sess.explain()
+    ref = vkinfer.InferenceSession(blob, device="reference")
+    feed = {t.name: np.random.default_rng(1).uniform(-1, 1, t.shape).astype(t.dtype) for t in sess.graph.inputs}
+    for got, want in zip(sess.run(None, feed), ref.run(None, feed), strict=True):
+        np.testing.assert_array_equal(got, want)
+    assert not list(fresh_cache.glob("cpu-*.json")), "a failed calibration stored entries"

@@ -119,7 +119,16 @@ class InferenceSession:
         if kind == "auto":
             self.auto_devices = _auto_devices()
             if len(self.auto_devices) > 1 and self._compile:
-                self._dispatcher = self._make_dispatcher(objective, profile)
+                try:
+                    self._dispatcher = self._make_dispatcher(objective, profile)
+                except RuntimeError as e:  # VkInferError included
+                    if profile is not None:
+                        raise
+                    # A device that cannot be measured (a driver failing mid-calibration) is not a reason to
+                    # refuse the model: the CPU runs it, and the warning says why auto chose nothing else.
+                    warnings.warn(f'device="auto": calibrating {", ".join(self.auto_devices[1:])} failed ({e}); '
+                                  f"running on the CPU", RuntimeWarning, stacklevel=2)
+                    self.auto_devices = ["cpu"]
         if self._given and not self._compile:
             raise ValueError(f"placement needs a compiled plan: device {self.device!r} with $VKINFER_PLAN="
                              f"{os.environ.get('VKINFER_PLAN', '1')!r} interprets every node")
