@@ -250,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--out", help="also write the profile to this JSON file")
     sub.add_parser("devices", help="Vulkan devices and CPU variants")
     args = ap.parse_args(argv)
+    from .errors import VkInferError
+
     try:
         if args.cmd == "devices":
             return _devices()
@@ -258,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "calibrate":
             return _calibrate(args.mode or "quick", args.device, args.threads, args.out)
         return _run(args.model, args.device, args.input, args.output, args.placement)
-    except (ValueError, TypeError, FileNotFoundError) as e:
+    except (ValueError, TypeError, FileNotFoundError, VkInferError) as e:
         print(f"vkinfer: error: {e}", file=sys.stderr)
         return 2
 

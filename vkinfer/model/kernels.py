@@ -38,6 +38,39 @@ def _op(*names: str):
     return register
 
 
+# Inputs every op's kernel needs: (at least this many inputs, the indices that must not be empty). The
+# importers check each node against it (passes.check_graph), so a malformed model fails at import naming the
+# node and the input, not inside the kernel.
+_QUNARY = (5, (0, 1, 3))
+REQUIRED_INPUTS: dict[str, tuple[int, tuple[int, ...]]] = {
+    "QLinearConv": (8, (0, 1, 3, 4, 6)), "vkinfer:QLinearConvClamp": (8, (0, 1, 3, 4, 6)),
+    "QLinearMatMul": (8, (0, 1, 3, 4, 6)),
+    "com.microsoft:QGemm": (6, (0, 1, 3, 4)), "vkinfer:QGemmClamp": (6, (0, 1, 3, 4)),
+    "QuantizeLinear": (2, (0, 1)), "DequantizeLinear": (2, (0, 1)),
+    "com.microsoft:QLinearAdd": (8, (0, 1, 3, 4, 6)), "com.microsoft:QLinearMul": (8, (0, 1, 3, 4, 6)),
+    "com.microsoft:QLinearGlobalAveragePool": _QUNARY, "com.microsoft:QLinearAveragePool": _QUNARY,
+    "com.microsoft:QLinearLeakyRelu": _QUNARY, "com.microsoft:QLinearSigmoid": _QUNARY,
+    "com.microsoft:QLinearConcat": (5, (0, 1, 2, 3)),
+    "MaxPool": (1, (0,)), "Identity": (1, (0,)), "Reshape": (2, (0, 1)), "Flatten": (1, (0,)),
+    "Transpose": (1, (0,)), "Squeeze": (1, (0,)), "Unsqueeze": (1, (0,)), "Concat": (1, (0,)),
+    "Softmax": (1, (0,)), "Pad": (1, (0,)), "ConvInteger": (2, (0, 1)), "MatMulInteger": (2, (0, 1)),
+    "DynamicQuantizeLinear": (1, (0,)), "Cast": (1, (0,)), "Mul": (2, (0, 1)), "Add": (2, (0, 1)),
+    "Relu": (1, (0,)), "Clip": (1, (0,)), "GlobalAveragePool": (1, (0,)),
+    "vkinfer:TFLiteQuantize": (3, (0, 1)), "vkinfer:TFLiteAveragePool": (1, (0,)),
+    "vkinfer:TFLiteSoftmax": (4, (0, 1, 2)), "vkinfer:TFLiteAdd": (8, (0, 1, 3, 4, 6)),
+    # Float ops QDQ folding turns into the quantized ones.
+    "Conv": (2, (0, 1)), "MatMul": (2, (0, 1)), "Gemm": (2, (0, 1)), "AveragePool": (1, (0,)),
+    "Sigmoid": (1, (0,)),
+}
+
+
+def _attr(node: Node, key: str):
+    """A required attribute: ValueError naming it when the node lacks it."""
+    if key not in node.attrs:
+        raise ValueError(f"missing attribute {key!r}")
+    return node.attrs[key]
+
+
 def _ints(v, n: int, default: int) -> tuple[int, ...]:
     return tuple(int(i) for i in v) if v is not None else (default,) * n
 
@@ -105,13 +138,13 @@ def _qlinear_matmul(node, x, device):
 def _qlinear_conv_clamp(node, x, device):
     """QLinearConv with a fused activation (attribute `activation`: "relu", "relu6" or ("clip", lo, hi)) applied
     by narrowing the output clamp; the TFLite importer emits it for fused RELU/RELU6/RELU_N1_TO_1."""
-    return _qlinear_conv(node, x, device, node.attrs["activation"])
+    return _qlinear_conv(node, x, device, _attr(node, "activation"))
 
 
 @_op("vkinfer:QGemmClamp")
 def _qgemm_clamp(node, x, device):
     """com.microsoft:QGemm with a fused activation, as vkinfer:QLinearConvClamp."""
-    return _qgemm(node, x, device, node.attrs["activation"])
+    return _qgemm(node, x, device, _attr(node, "activation"))
 
 
 def qgemm_node_spec(node: Node, x: list, activation=None):
@@ -177,15 +210,19 @@ def _qavgpool(node, x, device):
     a = node.attrs
     if a.get("channels_last", 0):
         raise ValueError("QLinearAveragePool with channels_last=1 is not supported")
-    return [qlinear_average_pool(*x[:5], kernel_shape=list(a["kernel_shape"]), strides=a.get("strides"),
+    return [qlinear_average_pool(*x[:5], kernel_shape=list(_attr(node, "kernel_shape")), strides=a.get("strides"),
                                  pads=a.get("pads"), count_include_pad=int(a.get("count_include_pad", 0)),
                                  ceil_mode=int(a.get("ceil_mode", 0)))]
 
 
 @_op("com.microsoft:QLinearConcat")
 def _qconcat(node, x, device):
+    if (len(x) - 2) % 3 or any(x[i] is None for i in range(2, len(x), 3)) or any(
+            x[i] is None for i in range(3, len(x), 3)):
+        raise ValueError(f"inputs must be y_scale, y_zero_point, then (x, x_scale, x_zero_point) triples, got "
+                         f"{len(x)} inputs")
     triples = [tuple(x[i:i + 3]) for i in range(2, len(x), 3)]
-    return [qlinear_concat(x[0], x[1], triples, axis=int(node.attrs["axis"]))]
+    return [qlinear_concat(x[0], x[1], triples, axis=int(_attr(node, "axis")))]
 
 
 @_op("com.microsoft:QLinearLeakyRelu")
@@ -206,7 +243,7 @@ def _maxpool(node, x, device):
         raise ValueError("MaxPool on float tensors is not supported (vkinfer runs quantized graphs)")
     if a.get("storage_order", 0):
         raise ValueError("MaxPool with storage_order=1 is not supported")
-    return [max_pool(x[0], list(a["kernel_shape"]), a.get("strides"), a.get("pads"), a.get("dilations"),
+    return [max_pool(x[0], list(_attr(node, "kernel_shape")), a.get("strides"), a.get("pads"), a.get("dilations"),
                      int(a.get("ceil_mode", 0)))]
 
 
@@ -243,13 +280,15 @@ def _squeeze(node, x, device):
 
 @_op("Unsqueeze")
 def _unsqueeze(node, x, device):
-    axes = x[1] if len(x) > 1 and x[1] is not None else node.attrs["axes"]
+    axes = x[1] if len(x) > 1 and x[1] is not None else _attr(node, "axes")
     return [np.expand_dims(x[0], tuple(int(a) for a in axes))]
 
 
 @_op("Concat")
 def _concat(node, x, device):
-    return [np.concatenate(x, axis=int(node.attrs["axis"]))]
+    if any(v is None for v in x):
+        raise ValueError("an input is empty")
+    return [np.concatenate(x, axis=int(_attr(node, "axis")))]
 
 
 @_op("Softmax")
@@ -269,7 +308,7 @@ def _pad(node, x, device):
         pads, value = x[1], x[2] if len(x) > 2 else None
         axes = x[3] if len(x) > 3 else None
     else:  # opset 2: pads and a float value as attributes
-        pads, value, axes = a["pads"], a.get("value", 0.0), None
+        pads, value, axes = _attr(node, "pads"), a.get("value", 0.0), None
     if value is not None and np.asarray(value).dtype != x[0].dtype:
         v = np.asarray(value).reshape(-1)
         if v.size != 1 or v[0] != np.asarray(v[0]).astype(x[0].dtype):
@@ -314,7 +353,7 @@ def _same_type(node, x) -> None:
 
 @_op("Cast")
 def _cast(node, x, device):
-    to = int(node.attrs["to"])
+    to = int(_attr(node, "to"))
     if to not in _CAST:
         raise ValueError(f"Cast to ONNX type {to} is not supported")
     dt = np.dtype(_CAST[to])
@@ -402,7 +441,7 @@ def _tflite_average_pool(node, x, device):
     from ..reference.tflite_average_pool import tflite_average_pool
 
     a = node.attrs
-    return [tflite_average_pool(x[0], list(a["kernel_shape"]), a.get("strides"), a.get("pads"),
+    return [tflite_average_pool(x[0], list(_attr(node, "kernel_shape")), a.get("strides"), a.get("pads"),
                                 a.get("activation_min"), a.get("activation_max"))]
 
 

@@ -49,7 +49,18 @@ def _info(vi: onnx.ValueInfoProto) -> TensorInfo:
     shape = None
     if t.HasField("shape"):
         shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in t.shape.dim)
+    if shape is not None and np.prod([d for d in shape if isinstance(d, int) and d > 0], dtype=np.float64) >= 2 ** 31:
+        raise ValueError(f"graph input/output {vi.name!r} has shape {list(shape)}: over {2 ** 31 - 1} elements")
     return TensorInfo(vi.name, shape, np.dtype(_ELEM[t.elem_type]))
+
+
+def _array(t: onnx.TensorProto, what: str) -> np.ndarray:
+    """An initializer's or a Constant's tensor as numpy; ValueError naming it when its type or data is bad."""
+    try:
+        return numpy_helper.to_array(t)
+    except Exception as e:  # an unknown data_type (KeyError in onnx.helper), data not matching the dims, ...
+        raise ValueError(f"{what}: unreadable tensor (data_type {t.data_type}, dims {list(t.dims)}): "
+                         f"{type(e).__name__}: {e}") from e
 
 
 def import_onnx(model, supported: dict[str, str | None]) -> Graph:
@@ -57,19 +68,30 @@ def import_onnx(model, supported: dict[str, str | None]) -> Graph:
     domains) to None, or to a reason string for ops recognised but not supported."""
     m = _load(model)
     g = m.graph
-    consts = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    consts = {t.name: _array(t, f"initializer {t.name!r}") for t in g.initializer}
     nodes, problems = [], []
     for i, n in enumerate(g.node):
         domain = n.domain if n.domain not in ("", "ai.onnx") else ""
         op = f"{domain}:{n.op_type}" if domain else n.op_type
         name = n.name or f"{n.op_type}_{i}"
-        attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
+        attrs = {}
+        for a in n.attribute:
+            try:
+                attrs[a.name] = helper.get_attribute_value(a)
+            except Exception as e:  # an attribute type onnx does not know
+                raise ValueError(f"node {name!r} ({n.op_type}): unreadable attribute {a.name!r} "
+                                 f"(type {a.type}): {e}") from e
         if op == "Constant":
             value = attrs.get("value")
             if value is None:
                 problems.append(f"{name} (Constant): only the 'value' attribute is supported")
                 continue
-            consts[n.output[0]] = numpy_helper.to_array(value)
+            if not isinstance(value, onnx.TensorProto):
+                raise ValueError(f"node {name!r} (Constant): attribute 'value' must be a tensor, got "
+                                 f"{type(value).__name__}")
+            if len(n.output) != 1 or not n.output[0]:
+                raise ValueError(f"node {name!r} (Constant) must have one output, has {list(n.output)}")
+            consts[n.output[0]] = _array(value, f"node {name!r} (Constant) attribute 'value'")
             continue
         nodes.append(Node(op, name, list(n.input), list(n.output), attrs))
     inputs = [_info(vi) for vi in g.input if vi.name not in consts]
@@ -82,6 +104,8 @@ def import_onnx(model, supported: dict[str, str | None]) -> Graph:
             problems.append(f"{n.name} ({n.op}): {why}")
         elif supported[n.op] is not None:
             problems.append(f"{n.name} ({n.op}): {supported[n.op]}")
+    problems += [f"graph output {t.name!r}: a constant (it depends on no graph input), which vkinfer does not "
+                 f"support as an output" for t in graph.outputs if t.name in graph.consts]
     if problems:
         raise UnsupportedModelError("the model has nodes vkinfer cannot run:\n  " + "\n  ".join(problems))
     quant_ops = ("QuantizeLinear", "DequantizeLinear", "com.microsoft:QGemm", "ConvInteger", "MatMulInteger")

@@ -23,6 +23,41 @@ from .graph import Graph, Node
 MOVE_OPS = {"Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "MaxPool"}
 
 
+def check_graph(g: Graph) -> None:
+    """ValueError naming the node and tensor when `g` is not a well-formed graph: a node with no output, one
+    reading a tensor that no initializer, graph input or earlier node produces (the nodes must be in
+    topological order), one writing a tensor something else already produces, one missing an input its op
+    needs (kernels.REQUIRED_INPUTS), a graph output nothing produces."""
+    from .kernels import REQUIRED_INPUTS
+
+    known = set(g.consts) | {t.name for t in g.inputs}
+    for n in g.nodes:
+        where = f"node {n.name!r} ({n.op})"
+        if not n.outputs or not n.outputs[0]:
+            raise ValueError(f"{where} has no output")
+        need = REQUIRED_INPUTS.get(n.op)
+        if need is not None:
+            count, required = need
+            if len(n.inputs) < count:
+                raise ValueError(f"{where} has {len(n.inputs)} inputs, needs at least {count}")
+            for i in required:
+                if not n.inputs[i]:
+                    raise ValueError(f"{where}: input {i} is empty, but the op needs it")
+        for i in n.inputs:
+            if i and i not in known:
+                raise ValueError(f"{where} reads tensor {i!r}, which no initializer, graph input or earlier "
+                                 f"node produces")
+        for o in n.outputs:
+            if o in known:
+                raise ValueError(f"{where} writes tensor {o!r}, which an initializer, a graph input or an "
+                                 f"earlier node already produces")
+            if o:
+                known.add(o)
+    for t in g.outputs:
+        if t.name not in known:
+            raise ValueError(f"graph output {t.name!r} is produced by no node, initializer or graph input")
+
+
 def _maps(g: Graph) -> tuple[dict[str, Node], dict[str, list[Node]]]:
     producer, consumers = {}, {}
     for n in g.nodes:
@@ -40,14 +75,14 @@ def fold_qdq(g: Graph) -> Graph:
     def dq(name: str) -> Node | None:
         """The DequantizeLinear producing `name`, when its scale and zero point are constants."""
         n = producer.get(name)
-        if n is None or n.op != "DequantizeLinear":
+        if n is None or n.op != "DequantizeLinear" or len(n.inputs) < 2:
             return None
         return n if all(not i or i in g.consts for i in n.inputs[1:]) else None
 
     def single_q(name: str) -> Node | None:
         """The only consumer of `name`, when it is a QuantizeLinear with constant parameters."""
         users = consumers.get(name, [])
-        if name in outputs or len(users) != 1 or users[0].op != "QuantizeLinear":
+        if name in outputs or len(users) != 1 or users[0].op != "QuantizeLinear" or len(users[0].inputs) < 2:
             return None
         q = users[0]
         return q if all(not i or i in g.consts for i in q.inputs[1:]) else None
@@ -91,7 +126,7 @@ def fold_qdq(g: Graph) -> Graph:
             x = ins[0]
             new = Node("com.microsoft:QLinearGlobalAveragePool", n.name,
                        [x.inputs[0], x.inputs[1], zp(x), q.inputs[1], zp(q)], [q.outputs[0]], {"channels_last": 0})
-        elif n.op == "Concat" and all(ins):
+        elif n.op == "Concat" and ins and all(ins) and "axis" in n.attrs:
             args = [q.inputs[1], zp(q)]
             for x in ins:
                 args += [x.inputs[0], x.inputs[1], zp(x)]
@@ -151,6 +186,8 @@ def _fold_pad(g: Graph, n: Node, x: Node, q: Node, dq) -> Node | None:
             c = dequantize_linear(g.consts[cdq.inputs[0]], *(g.consts[i] for i in cdq.inputs[1:] if i))
         else:
             return None
+    elif "pads" not in n.attrs:
+        return None
     else:  # opset 2: attributes
         pads = f"{n.name}__pads"
         g.consts[pads] = np.asarray(n.attrs["pads"], np.int64)
@@ -460,7 +497,9 @@ def fold_constants(g: Graph, keep: frozenset[str] = frozenset()) -> Graph:
 
 def optimize(g: Graph) -> Graph:
     """The import pipeline: constant folding (DequantizeLinear kept for the QDQ patterns), ORT's
-    redundant-activation removal, QDQ folding, activation fusion, constant folding of what is left."""
+    redundant-activation removal, QDQ folding, activation fusion, constant folding of what is left. A
+    malformed graph raises ValueError (check_graph) before any pass."""
+    check_graph(g)
     g = fold_constants(g, keep=frozenset({"DequantizeLinear"}))
     g = drop_redundant_activations(g)
     g, taken = _detach_float_activations(g)

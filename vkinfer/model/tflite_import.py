@@ -72,6 +72,7 @@ from ..reference.tflite_add import xnnpack_adds
 from ..reference.tflite_quantize import xnnpack_requantizes
 from .graph import Graph, Node, TensorInfo
 from .onnx_import import UnsupportedModelError
+from .passes import check_graph
 
 _DTYPES = {0: np.float32, 2: np.int32, 3: np.uint8, 4: np.int64, 9: np.int8}
 _QTYPES = (np.dtype(np.uint8), np.dtype(np.int8))
@@ -593,6 +594,69 @@ def _check(code, ins, outs, opts, tensors) -> str | None:
     return None
 
 
+_MAX_ELEMENTS = 2 ** 31 - 1  # the native kernels index with 32-bit integers
+
+
+def _validate(tensors, ops, ins, outs, names) -> None:
+    """ValueError naming the op and field when the flatbuffer's structure is inconsistent: tensor indices out of
+    range (a negative one other than -1, "no tensor", is never read from the end), an op without the inputs or
+    outputs its kind needs, builtin options of another op's type, non-positive strides, filters or dilations."""
+    import tflite
+
+    B = tflite.BuiltinOperator
+    n = len(tensors)
+    for what, idx in (("input", ins), ("output", outs)):
+        for i in idx:
+            if not 0 <= i < n:
+                raise ValueError(f"subgraph {what} {i} is not a tensor index (the model has {n} tensors)")
+    if not outs:
+        raise ValueError("the subgraph has no outputs")
+    for t in tensors:
+        if int(np.prod([max(d, 1) for d in t.shape], dtype=np.float64)) > _MAX_ELEMENTS:
+            raise ValueError(f"tensor {t.name!r} has shape {list(t.shape)}: over {_MAX_ELEMENTS} elements")
+    options_type = {v: k for k, v in vars(tflite.BuiltinOptions).items() if not k.startswith("_")}
+    for k, (code, op_in, op_out, otype, table) in enumerate(ops):
+        where = f"op {k} ({names.get(code, f'builtin {code}')})"
+        for i in op_in:
+            if not -1 <= i < n:
+                raise ValueError(f"{where}: input tensor index {i} is out of range (the model has {n} tensors)")
+        if not op_out:
+            raise ValueError(f"{where} has no outputs")
+        for i in op_out:
+            if not 0 <= i < n:
+                raise ValueError(f"{where}: output tensor index {i} is out of range (the model has {n} tensors)")
+        if code not in _SUPPORTED:
+            continue  # reported as unsupported
+        need = _MIN_INPUTS.get(code, 1)
+        if len(op_in) < need or any(i < 0 for i in op_in[:need]):
+            raise ValueError(f"{where} needs {need} input tensors, has {op_in}")
+        kind = _SUPPORTED[code]
+        if kind is None:
+            continue
+        expected = getattr(tflite.BuiltinOptions, kind.__name__, None)
+        if table is not None and otype != expected:
+            raise ValueError(f"{where}: builtin options of type {options_type.get(otype, otype)}, expected "
+                             f"{kind.__name__}")
+        if code in (B.CONV_2D, B.DEPTHWISE_CONV_2D, B.AVERAGE_POOL_2D, B.MAX_POOL_2D):
+            if table is None:
+                raise ValueError(f"{where} has no {kind.__name__}")
+            o = _options(kind, table)
+            fields = ["StrideH", "StrideW"] + (["DilationHFactor", "DilationWFactor"] if code in (
+                B.CONV_2D, B.DEPTHWISE_CONV_2D) else ["FilterHeight", "FilterWidth"])
+            for f in fields:
+                if getattr(o, f)() < 1:
+                    raise ValueError(f"{where}: {kind.__name__}.{f} is {getattr(o, f)()}, must be positive")
+            if o.Padding() not in (0, 1):
+                raise ValueError(f"{where}: {kind.__name__}.Padding is {o.Padding()} (SAME=0 or VALID=1)")
+
+
+def _min_inputs() -> dict:
+    import tflite
+
+    B = tflite.BuiltinOperator
+    return {B.CONV_2D: 2, B.DEPTHWISE_CONV_2D: 2, B.FULLY_CONNECTED: 2, B.ADD: 2, B.MUL: 2, B.MEAN: 2, B.PAD: 2}
+
+
 def _supported_codes() -> dict:
     import tflite
 
@@ -623,6 +687,36 @@ def _needs() -> dict:
 
 _SUPPORTED: dict = {}
 _NEEDS: dict = {}
+_MIN_INPUTS: dict = {}
+
+
+def _build(imp, B, code, op_in, op_out, opts) -> None:
+    """Adds the nodes of one TFLite op (already checked) to `imp`."""
+    if code in (B.CONV_2D, B.DEPTHWISE_CONV_2D):
+        imp.conv(op_in, op_out, opts, depthwise=code == B.DEPTHWISE_CONV_2D)
+    elif code == B.FULLY_CONNECTED:
+        imp.fully_connected(op_in, op_out, opts)
+    elif code in (B.ADD, B.MUL):
+        imp.binary("com.microsoft:QLinearAdd" if code == B.ADD else "com.microsoft:QLinearMul", op_in, op_out,
+                   opts)
+    elif code == B.MEAN:
+        imp.mean(op_in, op_out, bool(opts.KeepDims()) if opts is not None else False)
+    elif code in (B.AVERAGE_POOL_2D, B.MAX_POOL_2D):
+        imp.pool(op_in, op_out, opts, "average" if code == B.AVERAGE_POOL_2D else "max")
+    elif code == B.RESHAPE:
+        imp.reshape(op_in, op_out)
+    elif code == B.CONCATENATION:
+        imp.concatenation(op_in, op_out, opts)
+    elif code == B.PAD:
+        imp.pad(op_in, op_out)
+    elif code == B.LOGISTIC:
+        imp.logistic(op_in, op_out)
+    elif code == B.SOFTMAX:
+        imp.softmax(op_in, op_out, opts)
+    elif code == B.QUANTIZE:
+        imp.quantize(op_in, op_out)
+    else:
+        imp.dequantize(op_in[0], imp.put(op_out[0]))
 
 
 def import_tflite(model: str | os.PathLike | bytes, supported: dict[str, str | None]) -> Graph:
@@ -634,6 +728,7 @@ def import_tflite(model: str | os.PathLike | bytes, supported: dict[str, str | N
     if not _SUPPORTED:
         _SUPPORTED.update(_supported_codes())
         _NEEDS.update(_needs())
+        _MIN_INPUTS.update(_min_inputs())
     if isinstance(model, bytes | bytearray | memoryview):
         blob = bytes(model)
     else:
@@ -641,6 +736,12 @@ def import_tflite(model: str | os.PathLike | bytes, supported: dict[str, str | N
             blob = f.read()
     tensors, ops, ins, outs = _parse(blob)
     names = _builtin_names()
+    try:
+        _validate(tensors, ops, ins, outs, names)
+    except ValueError:
+        raise
+    except Exception as e:  # options tables pointing outside the file
+        raise ValueError(f"not a readable TFLite model ({type(e).__name__}: {e})") from None
     problems, parsed = [], []
     for i, (code, op_in, op_out, _, table) in enumerate(ops):
         name = names.get(code, f"builtin {code}")
@@ -665,32 +766,13 @@ def import_tflite(model: str | os.PathLike | bytes, supported: dict[str, str | N
     imp = _Importer(tensors)
     for i in ins:
         imp.put(i)
-    for code, op_in, op_out, opts in parsed:
-        if code in (B.CONV_2D, B.DEPTHWISE_CONV_2D):
-            imp.conv(op_in, op_out, opts, depthwise=code == B.DEPTHWISE_CONV_2D)
-        elif code == B.FULLY_CONNECTED:
-            imp.fully_connected(op_in, op_out, opts)
-        elif code in (B.ADD, B.MUL):
-            imp.binary("com.microsoft:QLinearAdd" if code == B.ADD else "com.microsoft:QLinearMul", op_in, op_out,
-                       opts)
-        elif code == B.MEAN:
-            imp.mean(op_in, op_out, bool(opts.KeepDims()) if opts is not None else False)
-        elif code in (B.AVERAGE_POOL_2D, B.MAX_POOL_2D):
-            imp.pool(op_in, op_out, opts, "average" if code == B.AVERAGE_POOL_2D else "max")
-        elif code == B.RESHAPE:
-            imp.reshape(op_in, op_out)
-        elif code == B.CONCATENATION:
-            imp.concatenation(op_in, op_out, opts)
-        elif code == B.PAD:
-            imp.pad(op_in, op_out)
-        elif code == B.LOGISTIC:
-            imp.logistic(op_in, op_out)
-        elif code == B.SOFTMAX:
-            imp.softmax(op_in, op_out, opts)
-        elif code == B.QUANTIZE:
-            imp.quantize(op_in, op_out)
-        else:
-            imp.dequantize(op_in[0], imp.put(op_out[0]))
+    for k, (code, op_in, op_out, opts) in enumerate(parsed):
+        try:
+            _build(imp, B, code, op_in, op_out, opts)
+        except (ValueError, TypeError) as e:
+            raise type(e)(f"op {k} ({names.get(code, code)}): {e}") from e
+        except Exception as e:  # options fields are read lazily: a corrupt table fails here
+            raise ValueError(f"op {k} ({names.get(code, code)}): unreadable ({type(e).__name__}: {e})") from e
     out_names = [imp.get(o) for o in outs]
 
     def info(i: int, name: str) -> TensorInfo:
@@ -699,5 +781,7 @@ def import_tflite(model: str | os.PathLike | bytes, supported: dict[str, str | N
             raise UnsupportedModelError(f"graph input/output {t.name!r} has unsupported TFLite type {t.dtype}")
         return TensorInfo(name, t.shape, np.dtype(_DTYPES[t.dtype]))
 
-    return Graph(imp.nodes, [info(i, imp.names[i]) for i in ins],
-                 [info(i, n) for i, n in zip(outs, out_names, strict=True)], imp.consts)
+    graph = Graph(imp.nodes, [info(i, imp.names[i]) for i in ins],
+                  [info(i, n) for i, n in zip(outs, out_names, strict=True)], imp.consts)
+    check_graph(graph)  # ops writing a subgraph input or one another's outputs, reading what nothing writes
+    return graph
