@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -58,10 +59,10 @@ _ATTR_VALUES = [0, -1, 1, 2, 7, -(2 ** 31), 2 ** 40, 0.5, "x", b"", [0], (), [-3
 
 
 def _attribute(name: str, value):
-    """An AttributeProto; `()` makes an empty INTS (which onnx.helper cannot infer)."""
+    """An AttributeProto; an empty list makes an empty INTS (whose type onnx.helper cannot infer)."""
     from onnx import helper
 
-    if value == ():
+    if isinstance(value, list | tuple) and not value:
         a = helper.make_attribute(name, [0])
         del a.ints[:]
         return a
@@ -550,6 +551,64 @@ def test_cli_info_on_a_bad_graph_says_error(tmp_path, capsys):
     assert cli.main(["info", str(path), "--device", "cpu"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("vkinfer: error: ") and "nowhere" in err and "Traceback" not in err
+
+
+def _tiny_onnx():
+    from vkinfer.models import field_zoo
+
+    return field_zoo.tiny_conv_onnx(0)
+
+
+@pytest.mark.parametrize("edit, culprit", [
+    ("init_dtype", "initializer 'w'"),
+    ("constant_no_output", "(Constant) must have one output"),
+    ("constant_float", "attribute 'value' must be a tensor"),
+    ("dangling_input", "'nowhere'"),
+    ("no_output", "has no output"),
+    ("missing_input", "input 3 is empty"),
+    ("graph_output", "graph output 'nowhere'"),
+])
+def test_malformed_onnx_names_the_culprit(edit, culprit):
+    from onnx import TensorProto, helper
+
+    import vkinfer
+
+    m = _tiny_onnx()
+    g = m.graph
+    conv = next(n for n in g.node if n.op_type == "QLinearConv")
+    if edit == "init_dtype":
+        next(t for t in g.initializer if t.name == "w").data_type = 99
+    elif edit == "constant_no_output":
+        g.node.insert(0, helper.make_node("Constant", [], [], value=helper.make_tensor("v", TensorProto.FLOAT, [1],
+                                                                                       [1.0])))
+    elif edit == "constant_float":
+        c = helper.make_node("Constant", [], ["c"])
+        c.attribute.append(helper.make_attribute("value", 1.5))
+        g.node.insert(0, c)
+    elif edit == "dangling_input":
+        conv.input[0] = "nowhere"
+    elif edit == "no_output":
+        del conv.output[:]
+    elif edit == "missing_input":
+        conv.input[3] = ""
+    else:
+        g.output[0].name = "nowhere"
+    with pytest.raises(ValueError, match=re.escape(culprit)):
+        vkinfer.InferenceSession(m.SerializeToString(), device="cpu")
+
+
+def test_malformed_tflite_names_the_field():
+    import tflite
+
+    import vkinfer
+    from vkinfer.models import tflite_zoo
+
+    blob = bytearray(tflite_zoo.tiny_cnn(0))
+    sg = tflite.Model.GetRootAsModel(bytes(blob), 0).Subgraphs(0)
+    start, n = _vec(sg.Operators(1)._tab, 1)
+    blob[start:start + 4] = np.array([-5], "<i4").tobytes()
+    with pytest.raises(ValueError, match=r"op 1 \(\w+\): input tensor index -5 is out of range"):
+        vkinfer.InferenceSession(bytes(blob), device="cpu")
 
 
 if __name__ == "__main__":

@@ -154,6 +154,8 @@ def qgemm_node_spec(node: Node, x: list, activation=None):
         raise ValueError("QGemm with alpha != 1 is not supported")
     if len(x) < 9 or x[7] is None:
         raise ValueError("QGemm without y_scale (float output) is not supported")
+    if np.ndim(x[3]) != 2:
+        raise ValueError(f"B must be 2-D, got shape {list(np.shape(x[3]))}")
     A = x[0].T if a.get("transA", 0) else x[0]
     m, k = A.shape
     B = x[3] if a.get("transB", 0) else x[3].T  # (N, K)
@@ -165,6 +167,8 @@ def qgemm_node_spec(node: Node, x: list, activation=None):
 
 @_op("com.microsoft:QGemm")
 def _qgemm(node, x, device, activation=None):
+    if np.ndim(x[0]) != 2:
+        raise ValueError(f"A must be 2-D, got shape {list(np.shape(x[0]))}")
     A = x[0].T if node.attrs.get("transA", 0) else x[0]
     m, k = A.shape
     run = _prepared(node, (A.shape, A.dtype.str), device, lambda: qgemm_node_spec(node, x, activation),

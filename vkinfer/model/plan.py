@@ -46,6 +46,9 @@ def interpret(g: Graph, values: dict[str, np.ndarray], device: str, nodes: list[
             outs = OPS[node.op](node, args, device)
         except (ValueError, TypeError) as e:
             raise type(e)(f"node {node.name} ({node.op}): {e}") from e
+        except (KeyError, IndexError, AttributeError, ZeroDivisionError) as e:
+            # A malformed model the importer's checks did not catch (a bug there): still the node's ValueError.
+            raise ValueError(f"node {node.name} ({node.op}): malformed node ({type(e).__name__}: {e})") from e
         for name, v in zip(node.outputs, outs, strict=False):
             if name:
                 values[name] = v
