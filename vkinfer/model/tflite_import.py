@@ -296,6 +296,23 @@ class _Importer:
         """Name an op writes tensor i under; with a fused activation, a fresh name that `finish` clamps into i."""
         return self.put(i, layout) if act is None else self.fresh(f"{self.names[i]}_unclamped")
 
+    def expect_hw(self, x: int, y: int, k: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int],
+                  same: bool) -> None:
+        """ValueError naming output tensor y unless its declared H, W are what TFLite computes from input x."""
+        want = []
+        for axis, size, kk, ss, dd in zip("HW", self.t[x].shape[1:3], k, stride, dilation, strict=True):
+            eff = (kk - 1) * dd + 1
+            if same and max(_same(size, kk, ss, dd)) > size + 8:
+                # Legal arithmetic, but only padding: a window this large is a corrupt filter size or dilation.
+                raise ValueError(f"a {eff}-wide window along {axis} (filter {kk}, dilation {dd}) over input "
+                                 f"{self.t[x].name!r} of size {size} pads it by {max(_same(size, kk, ss, dd))}")
+            want.append(-(-size // ss) if same else -(-(size - eff + 1) // ss))
+        got = self.t[y].shape
+        if len(got) != 4 or list(got[1:3]) != want or min(want) < 1:
+            raise ValueError(f"output tensor {self.t[y].name!r} has shape {list(got)}, but a {k[0]}x{k[1]} window "
+                             f"at strides {list(stride)} over input {self.t[x].name!r} of shape "
+                             f"{list(self.t[x].shape)} gives H, W = {want}")
+
     # ---- ops ----
     def conv(self, ins, outs, opts, depthwise: bool) -> None:
         x, w, b = ins[0], ins[1], ins[2] if len(ins) > 2 and ins[2] >= 0 else -1
@@ -310,6 +327,7 @@ class _Importer:
         kh, kw = weights.shape[2:]
         sh, sw = opts.StrideH(), opts.StrideW()
         dh, dw = opts.DilationHFactor(), opts.DilationWFactor()
+        self.expect_hw(x, outs[0], (kh, kw), (sh, sw), (dh, dw), opts.Padding() == 0)
         if opts.Padding() == 0:  # SAME
             pt, pb = _same(h, kh, sh, dh)
             pl, pr = _same(wd, kw, sw, dw)
@@ -394,6 +412,7 @@ class _Importer:
         x = ins[0]
         _, h, w, _ = self.t[x].shape
         kh, kw, sh, sw = opts.FilterHeight(), opts.FilterWidth(), opts.StrideH(), opts.StrideW()
+        self.expect_hw(x, outs[0], (kh, kw), (sh, sw), (1, 1), opts.Padding() == 0)
         if opts.Padding() == 0:
             pt, pb = _same(h, kh, sh, 1)
             pl, pr = _same(w, kw, sw, 1)
@@ -438,6 +457,11 @@ class _Importer:
         x = ins[0]
         layout = self.layout_of([x], outs)
         p = self.array(ins[1]).astype(np.int64).reshape(-1, 2)
+        want = [int(d + a + b) for d, (a, b) in zip(self.t[x].shape, p, strict=True)]
+        if list(self.t[outs[0]].shape) != want:
+            raise ValueError(f"output tensor {self.t[outs[0]].name!r} has shape {list(self.t[outs[0]].shape)}, but "
+                             f"padding {self.t[x].name!r} of shape {list(self.t[x].shape)} by {p.tolist()} gives "
+                             f"{want}")
         if layout == "NCHW":
             p = p[[0, 3, 1, 2]]
         t = self.t[x]
@@ -783,5 +807,9 @@ def import_tflite(model: str | os.PathLike | bytes, supported: dict[str, str | N
 
     graph = Graph(imp.nodes, [info(i, imp.names[i]) for i in ins],
                   [info(i, n) for i, n in zip(outs, out_names, strict=True)], imp.consts)
+    consts = [t.name for t in graph.outputs if t.name in graph.consts]
+    if consts:
+        raise UnsupportedModelError(f"graph outputs {consts} are constants (they depend on no graph input), which "
+                                    "vkinfer does not support as outputs")
     check_graph(graph)  # ops writing a subgraph input or one another's outputs, reading what nothing writes
     return graph
