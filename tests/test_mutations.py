@@ -44,13 +44,16 @@ def _onnx_bases():
         "mobilenet_v1_qdq": zoo.quantize(zoo.mobilenet_v1(), fmt="qdq"),
         "mlp_qdq": zoo.quantize(zoo.mlp(), fmt="qdq"),
         "tiny_conv_onnx": field_zoo.tiny_conv_onnx(0),
+        "shufflenet_qdq": zoo.quantize(zoo.shufflenet_like(), fmt="qdq"),
     }
 
 
 def _tflite_bases():
     from vkinfer.models import field_zoo, tflite_zoo
 
-    return {"tiny_cnn": tflite_zoo.tiny_cnn(0), "ds_cnn_kws": field_zoo.ds_cnn_kws(0)}
+    return {"tiny_cnn": tflite_zoo.tiny_cnn(0), "ds_cnn_kws": field_zoo.ds_cnn_kws(0), "ops_net": tflite_zoo.ops_net(0),
+            "tiny_cnn_uint8": tflite_zoo.tiny_cnn(0, dtype="uint8", pool="average_pool", head="dequantize"),
+            **{f"op_{op}": tflite_zoo.op_model(op) for op in ("pad", "concat", "softmax", "max_pool")}}
 
 
 # ------------------------------------------------------------------------------------------------- ONNX mutations
@@ -516,7 +519,8 @@ def test_mutated_models_raise_value_errors(batch):
 def test_tflite_struct_mutations_hit_their_fields():
     """The structural edits find their fields (they are not all no-ops on absent fields)."""
     bases = _tflite_bases()
-    changed = sum(_tflite_struct_case(bases, s)[1] != bases[sorted(bases)[s % 2]] for s in range(40))
+    names = sorted(bases)
+    changed = sum(_tflite_struct_case(bases, s)[1] != bases[names[s % len(names)]] for s in range(40))
     assert changed >= 25
 
 

@@ -297,8 +297,9 @@ class _Importer:
         return self.put(i, layout) if act is None else self.fresh(f"{self.names[i]}_unclamped")
 
     def expect_hw(self, x: int, y: int, k: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int],
-                  same: bool) -> None:
-        """ValueError naming output tensor y unless its declared H, W are what TFLite computes from input x."""
+                  same: bool, channels: int) -> None:
+        """ValueError naming output tensor y unless its declared shape (N, H, W, `channels`) is what TFLite
+        computes from input x."""
         want = []
         for axis, size, kk, ss, dd in zip("HW", self.t[x].shape[1:3], k, stride, dilation, strict=True):
             eff = (kk - 1) * dd + 1
@@ -308,10 +309,11 @@ class _Importer:
                                  f"{self.t[x].name!r} of size {size} pads it by {max(_same(size, kk, ss, dd))}")
             want.append(-(-size // ss) if same else -(-(size - eff + 1) // ss))
         got = self.t[y].shape
-        if len(got) != 4 or list(got[1:3]) != want or min(want) < 1:
+        want = [self.t[x].shape[0], *want, int(channels)]
+        if list(got) != want or min(want) < 1:
             raise ValueError(f"output tensor {self.t[y].name!r} has shape {list(got)}, but a {k[0]}x{k[1]} window "
                              f"at strides {list(stride)} over input {self.t[x].name!r} of shape "
-                             f"{list(self.t[x].shape)} gives H, W = {want}")
+                             f"{list(self.t[x].shape)} gives {want}")
 
     # ---- ops ----
     def conv(self, ins, outs, opts, depthwise: bool) -> None:
@@ -327,7 +329,7 @@ class _Importer:
         kh, kw = weights.shape[2:]
         sh, sw = opts.StrideH(), opts.StrideW()
         dh, dw = opts.DilationHFactor(), opts.DilationWFactor()
-        self.expect_hw(x, outs[0], (kh, kw), (sh, sw), (dh, dw), opts.Padding() == 0)
+        self.expect_hw(x, outs[0], (kh, kw), (sh, sw), (dh, dw), opts.Padding() == 0, weights.shape[0])
         if opts.Padding() == 0:  # SAME
             pt, pb = _same(h, kh, sh, dh)
             pl, pr = _same(wd, kw, sw, dw)
@@ -412,7 +414,7 @@ class _Importer:
         x = ins[0]
         _, h, w, _ = self.t[x].shape
         kh, kw, sh, sw = opts.FilterHeight(), opts.FilterWidth(), opts.StrideH(), opts.StrideW()
-        self.expect_hw(x, outs[0], (kh, kw), (sh, sw), (1, 1), opts.Padding() == 0)
+        self.expect_hw(x, outs[0], (kh, kw), (sh, sw), (1, 1), opts.Padding() == 0, self.t[x].shape[3])
         if opts.Padding() == 0:
             pt, pb = _same(h, kh, sh, 1)
             pl, pr = _same(w, kw, sw, 1)
@@ -654,6 +656,19 @@ def _validate(tensors, ops, ins, outs, names) -> None:
         need = _MIN_INPUTS.get(code, 1)
         if len(op_in) < need or any(i < 0 for i in op_in[:need]):
             raise ValueError(f"{where} needs {need} input tensors, has {op_in}")
+        shapes = [tensors[i].shape for i in op_in[:need]]
+        out_shape = tensors[op_out[0]].shape
+        want = None
+        if code in (B.SOFTMAX, B.LOGISTIC, B.QUANTIZE, B.DEQUANTIZE):
+            want = shapes[0]
+        elif code in (B.ADD, B.MUL):
+            try:
+                want = tuple(np.broadcast_shapes(*shapes))
+            except ValueError:
+                raise ValueError(f"{where}: input shapes {[list(s) for s in shapes]} do not broadcast") from None
+        if want is not None and tuple(out_shape) != tuple(want):
+            raise ValueError(f"{where}: output tensor {tensors[op_out[0]].name!r} has shape {list(out_shape)}, "
+                             f"the inputs give {list(want)}")
         kind = _SUPPORTED[code]
         if kind is None:
             continue
