@@ -22,7 +22,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CASE_BUDGET_S = 10  # one case: session creation and one run
-BATCH_TIMEOUT_S = 240
+BATCH_TIMEOUT_S = 120
 MAX_FEED = 2 ** 22  # elements of one input the run feeds
 
 # (batch name, cases): the seeds of every batch are range(cases).
