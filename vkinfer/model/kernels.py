@@ -8,6 +8,7 @@ with ONNX Runtime's exact CPU numerics (vkinfer/reference/). Importers may only 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -266,8 +267,13 @@ def _reshape(node, x, device):
 
 @_op("Flatten")
 def _flatten(node, x, device):
-    axis = int(node.attrs.get("axis", 1)) % max(x[0].ndim, 1)
-    return [x[0].reshape(int(np.prod(x[0].shape[:axis], dtype=np.int64)), -1)]
+    """ONNX Flatten: (prod(shape[:axis]), prod(shape[axis:])), axis in [-rank, rank] (rank gives (N, 1))."""
+    a, r = x[0], x[0].ndim
+    axis = int(node.attrs.get("axis", 1))
+    if not -r <= axis <= r:
+        raise ValueError(f"Flatten axis {axis} is outside [-{r}, {r}] for a rank-{r} input")
+    axis += r if axis < 0 else 0
+    return [a.reshape(math.prod(a.shape[:axis]), math.prod(a.shape[axis:]))]
 
 
 @_op("Transpose")
@@ -297,9 +303,22 @@ def _concat(node, x, device):
 
 @_op("Softmax")
 def _softmax(node, x, device):
-    axis = int(node.attrs.get("axis", -1))
-    e = np.exp(x[0] - x[0].max(axis=axis, keepdims=True))
-    return [(e / e.sum(axis=axis, keepdims=True)).astype(np.float32)]
+    """ONNX Softmax in float32. Opset 13+: over `axis` (default -1). Before opset 13 (`_coerce_2d`, set by the
+    importer): the input is read as 2-D, (prod(shape[:axis]), prod(shape[axis:])), axis default 1, and the
+    softmax runs over each row, i.e. over all of the trailing axes together."""
+    a = x[0]
+    if a.dtype != np.float32:
+        raise TypeError(f"Softmax input must be float32, got {a.dtype}")
+    legacy = bool(node.attrs.get("_coerce_2d", False))
+    r = a.ndim
+    axis = int(node.attrs.get("axis", 1 if legacy else -1))
+    if not (-r <= axis <= (r if legacy else r - 1)) or r == 0:
+        raise ValueError(f"Softmax axis {axis} is out of range for a rank-{r} input")
+    axis += r if axis < 0 else 0
+    v = a.reshape(math.prod(a.shape[:axis]), math.prod(a.shape[axis:])) if legacy else a
+    over = 1 if legacy else axis
+    e = np.exp(v - v.max(axis=over, keepdims=True))
+    return [(e / e.sum(axis=over, keepdims=True)).astype(np.float32).reshape(a.shape)]
 
 
 @_op("Pad")

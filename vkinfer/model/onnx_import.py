@@ -70,6 +70,7 @@ def import_onnx(model, supported: dict[str, str | None]) -> Graph:
     g = m.graph
     consts = {t.name: _array(t, f"initializer {t.name!r}") for t in g.initializer}
     nodes, problems = [], []
+    opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), None)
     for i, n in enumerate(g.node):
         domain = n.domain if n.domain not in ("", "ai.onnx") else ""
         op = f"{domain}:{n.op_type}" if domain else n.op_type
@@ -93,6 +94,8 @@ def import_onnx(model, supported: dict[str, str | None]) -> Graph:
                 raise ValueError(f"node {name!r} (Constant) must have one output, has {list(n.output)}")
             consts[n.output[0]] = _array(value, f"node {name!r} (Constant) attribute 'value'")
             continue
+        if op == "Softmax" and opset is not None and opset < 13:
+            attrs["_coerce_2d"] = True  # Softmax-1/11: over all axes from `axis` on, default axis 1
         nodes.append(Node(op, name, list(n.input), list(n.output), attrs))
     inputs = [_info(vi) for vi in g.input if vi.name not in consts]
     graph = optimize(Graph(nodes, inputs, [_info(vi) for vi in g.output], consts))
