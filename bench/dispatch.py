@@ -159,13 +159,12 @@ def main(argv: list[str] | None = None) -> int:
     cpu_only_vulkan = bool(vk) and all(d["type"] == "cpu" for d in vk)
     # Calibrated here, pinned as the timed runs are: lavapipe's threads inherit the process's CPU set, so a
     # profile measured on both cores predicted its pinned runs 45% low.
-    ensure_profile(["cpu", *([vk_name] if vk_name else [])], [args.threads], "full" if args.full else "quick",
-                   force=not args.cached, announce="calibrating {devices} before the benchmark, pinned as it runs")
+    devices = ["cpu", *([vk_name] if vk_name else [])]
+    prof = ensure_profile(devices, [args.threads], "full" if args.full else "quick", force=not args.cached,
+                          announce="calibrating {devices} before the benchmark, pinned as it runs")
 
     # Planning cost alone: a 500-node graph, every node runnable on both devices.
     g, info = planning_graph()
-    devices = ["cpu", *([vk_name] if vk_name else [])]
-    prof = ensure_profile(devices, [args.threads])
     disp = Dispatcher(devices, prof, args.threads)
     plan_t = []
     for _ in range(7):

@@ -23,7 +23,6 @@ from .costs import CLASSES, Work, graph_work, node_work
 from .placement import HOST, OBJECTIVES, Prediction, Problem, predict, solve
 from .profile import DeviceProfile, Profile, load_profile
 
-GPU_KINDS = ("vulkan",)
 # A split across devices must be predicted this much faster than the best single device (placement.py says why).
 SPLIT_MARGIN = 0.05
 
