@@ -488,3 +488,7 @@ def _tflite_add(node, x, device):
     return [tflite_add(*x[:8], a.get("activation_min"), a.get("activation_max"))]
 
 
+
+
+# Op families that register their kernels (and REQUIRED_INPUTS) from their own modules, imported last because
+# they use `_op` and `OPS` from here. One line per module.
