@@ -55,3 +55,36 @@ def lower_tflite_requantize(ctx, node, backend):
     p = [ctx.g.consts[n] for n in node.inputs[1:]]
     raw = unary_table(ctx.dtype(x), lambda v: tflite_quantize_op(v, *p))
     return _lut1(node, x, ctx.dtype(x), ctx.dtype(y), raw, int(np.prod(ctx.shape(x))))
+
+
+@lower("cpu", "vkinfer:Table")
+def lower_table(ctx, node, backend):
+    """A folded float chain (vkinfer/model/tables.py): its 256-byte table, re-indexed for canonical bytes."""
+    x, y = node.inputs[0], node.outputs[0]
+    if not (ctx.quantized(x, y) and ctx.const(node.inputs[1])):
+        return None
+    raw = np.asarray(ctx.g.consts[node.inputs[1]])
+    return _lut1(node, x, ctx.dtype(x), ctx.dtype(y), raw, int(np.prod(ctx.shape(x))))
+
+
+@lower("cpu", "vkinfer:Table2")
+def lower_table2(ctx, node, backend):
+    from ..model.tables import swapped_table2, table2_operands
+
+    a, b, y = node.inputs[0], node.inputs[1], node.outputs[0]
+    if not (ctx.quantized(a, b, y) and ctx.const(node.inputs[2])) or ctx.dtype(a) != ctx.dtype(b):
+        return None
+    how = table2_operands(ctx.shape(a), ctx.shape(b), ctx.shape(y))
+    if how is None or (how[0] == "row" and len(ctx.shape(y)) == 5):
+        return None
+    mode, swap = how
+    raw = np.asarray(ctx.g.consts[node.inputs[2]])
+    if swap:
+        a, b, raw = b, a, swapped_table2(raw)
+    t = table2(raw, ctx.dtype(a), ctx.dtype(y))
+    n = int(np.prod(ctx.shape(y)))
+    period = 0 if mode == "equal" else int(np.prod(ctx.shape(b)))
+
+    def emit(g, refs, out, scratch):
+        g.add("lut2", n, period, t, refs[0], refs[1], out)
+    return Layer(node, [a, b], y, emit)

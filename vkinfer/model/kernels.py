@@ -492,3 +492,4 @@ def _tflite_add(node, x, device):
 
 # Op families that register their kernels (and REQUIRED_INPUTS) from their own modules, imported last because
 # they use `_op` and `OPS` from here. One line per module.
+from . import tables  # noqa: E402,F401

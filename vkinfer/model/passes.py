@@ -497,8 +497,11 @@ def fold_constants(g: Graph, keep: frozenset[str] = frozenset()) -> Graph:
 
 def optimize(g: Graph) -> Graph:
     """The import pipeline: constant folding (DequantizeLinear kept for the QDQ patterns), ORT's
-    redundant-activation removal, QDQ folding, activation fusion, constant folding of what is left. A
-    malformed graph raises ValueError (check_graph) before any pass."""
+    redundant-activation removal, QDQ folding, activation fusion, constant folding, float elementwise chains
+    between 8-bit tensors into tables (vkinfer/model/tables.py), constant folding of what is left. A malformed
+    graph raises ValueError (check_graph) before any pass."""
+    from .tables import fold_tables
+
     check_graph(g)
     g = fold_constants(g, keep=frozenset({"DequantizeLinear"}))
     g = drop_redundant_activations(g)
@@ -506,4 +509,5 @@ def optimize(g: Graph) -> Graph:
     g = fold_qdq(g)
     g = _reattach(g, taken)
     g = fuse_activations(g)
+    g = fold_tables(fold_constants(g))
     return fold_constants(g)

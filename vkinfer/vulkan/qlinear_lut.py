@@ -76,3 +76,30 @@ def lower_unary(ctx, node, backend):
         return None
     table = unary_table(ctx.dtype(x), unary_fn(node, ctx.g.consts))
     return Layer(node, [x], node.outputs[0], make=lambda: QLinearLut(table, ctx.shape(x), backend.dev))
+
+
+@lower("vulkan", "vkinfer:Table")
+def lower_table(ctx, node, backend):
+    """A folded float chain (vkinfer/model/tables.py): its 256-byte table as it is (raw bytes on both sides)."""
+    x, y = node.inputs[0], node.outputs[0]
+    if not (ctx.quantized(x, y) and ctx.const(node.inputs[1])):
+        return None
+    table = np.asarray(ctx.g.consts[node.inputs[1]])
+    return Layer(node, [x], y, make=lambda: QLinearLut(table, ctx.shape(x), backend.dev))
+
+
+@lower("vulkan", "vkinfer:Table2")
+def lower_table2(ctx, node, backend):
+    from ..model.tables import swapped_table2, table2_operands
+
+    a, b, y = node.inputs[0], node.inputs[1], node.outputs[0]
+    if not (ctx.quantized(a, b, y) and ctx.const(node.inputs[2])) or ctx.dtype(a) != ctx.dtype(b):
+        return None
+    how = table2_operands(ctx.shape(a), ctx.shape(b), ctx.shape(y))
+    if how is None:
+        return None
+    mode, swap = how
+    table = np.asarray(ctx.g.consts[node.inputs[2]])
+    if swap:
+        a, b, table = b, a, swapped_table2(table)
+    return Layer(node, [a, b], y, make=lambda: QLinearLut(table, ctx.shape(y), backend.dev, mode == "row"))

@@ -1,0 +1,159 @@
+"""Float elementwise chains between 8-bit tensors become lookup tables (vkinfer/model/tables.py).
+
+Each model is DequantizeLinear -> a float chain as onnxruntime.quantization leaves it -> QuantizeLinear, with an
+input holding every one of the 256 byte values, so the comparison covers the whole table. The oracle is ONNX
+Runtime running the float chain itself (its float kernels; int8 models with `session.qdqisint8allowed=1`); every
+device (reference, cpu, vulkan) must equal it, with the chain folded into one table node that runs on the device.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import vkinfer
+from vkinfer.model.kernels import OPS
+from vkinfer.model.tables import TABLE, TABLE2, swapped_table2, table2_operands
+from vkinfer.models.zoo import ort_run
+
+_T = {"uint8": TensorProto.UINT8, "int8": TensorProto.INT8}
+DEVICES = ["reference", "cpu", "vulkan"]
+
+
+def _c(name, v, dtype=np.float32):
+    return numpy_helper.from_array(np.asarray(v, dtype), name)
+
+
+# Each chain: (name, nodes from "x" (float, dequantized) to "f" (float), constants, opset). Two-source chains
+# read "x" and "z" (the second input's dequantized value).
+def _chains():
+    mk = helper.make_node
+    return {
+        "hardswish_mul": ([mk("HardSigmoid", ["x"], ["h"], alpha=1 / 6, beta=0.5), mk("Mul", ["x", "h"], ["f"])],
+                          {}, 13),
+        "hardswish_op": ([mk("HardSwish", ["x"], ["f"])], {}, 14),
+        "silu": ([mk("Sigmoid", ["x"], ["s"]), mk("Mul", ["x", "s"], ["f"])], {}, 13),
+        "gelu_erf": ([mk("Div", ["x", "sqrt2"], ["d"]), mk("Erf", ["d"], ["e"]), mk("Add", ["e", "one"], ["p"]),
+                      mk("Mul", ["x", "p"], ["m"]), mk("Mul", ["m", "half"], ["f"])],
+                     {"sqrt2": np.float32(1.4142135), "one": np.float32(1), "half": np.float32(0.5)}, 13),
+        "relu6_div": ([mk("Clip", ["x", "lo", "hi"], ["c"]), mk("Div", ["c", "six"], ["f"])],
+                      {"lo": np.float32(0), "hi": np.float32(6), "six": np.float32(6)}, 13),
+        "tanh": ([mk("Tanh", ["x"], ["f"])], {}, 13),
+        "leaky_sub": ([mk("LeakyRelu", ["x"], ["l"], alpha=0.1), mk("Sub", ["l", "k"], ["f"])],
+                      {"k": np.full((1, 1, 1, 1), 0.25, np.float32)}, 13),
+        "sigmoid": ([mk("Sigmoid", ["x"], ["f"])], {}, 13),
+    }
+
+
+def _model(nodes, consts, opset, dtype, scales, two: str | None = None) -> onnx.ModelProto:
+    """x_q (1, 4, 8, 8) -> DQ -> nodes -> Q -> y; with `two` ("equal" or "row"), a second input z_q, DQ'd to z."""
+    (xs, xz), (ys, yz), (zs, zz) = scales
+    inits = [_c("xs", xs), _c("xz", xz, dtype), _c("ys", ys), _c("yz", yz, dtype)]
+    inits += [_c(k, v) for k, v in consts.items()]
+    head = [helper.make_node("DequantizeLinear", ["x_q", "xs", "xz"], ["x"])]
+    ins = [helper.make_tensor_value_info("x_q", _T[dtype], [1, 4, 8, 8])]
+    if two:
+        inits += [_c("zs", zs), _c("zz", zz, dtype)]
+        head.append(helper.make_node("DequantizeLinear", ["z_q", "zs", "zz"], ["z"]))
+        ins.append(helper.make_tensor_value_info("z_q", _T[dtype], [1, 4, 8, 8] if two == "equal" else [1, 4, 1, 1]))
+    tail = [helper.make_node("QuantizeLinear", ["f", "ys", "yz"], ["y"])]
+    graph = helper.make_graph(head + nodes + tail, "chain", ins, [helper.make_tensor_value_info("y", _T[dtype], None)],
+                              initializer=inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m
+
+
+def _scales(rng, dtype):
+    lo, hi = (0, 255) if dtype == "uint8" else (-128, 127)
+    return [(np.float32(rng.uniform(0.01, 0.08)), int(rng.integers(lo + 40, hi - 40))) for _ in range(3)]
+
+
+def _every_byte(dtype, rng) -> np.ndarray:
+    return rng.permutation(np.arange(256, dtype=np.uint8)).view(dtype).reshape(1, 4, 8, 8)
+
+
+def _oracle(model, feed, dtype):
+    cfg = {"session.qdqisint8allowed": "1"} if dtype == "int8" else None
+    return ort_run(model, feed, config=cfg)[0]
+
+
+def _check(model, feed, dtype, op):
+    want = _oracle(model, feed, dtype)
+    blob = model.SerializeToString()
+    for device in DEVICES:
+        sess = vkinfer.InferenceSession(blob, device=device)
+        ops = [n.op for n in sess.graph.nodes]
+        assert ops == [op], f"the chain did not fold into one {op} node: {ops}"
+        got = sess.run(None, feed)[0]
+        np.testing.assert_array_equal(got, want, err_msg=f"{device}")
+        if device != "reference":
+            assert all(d.startswith(device) for d in sess.placement.values()), sess.placement
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("chain", sorted(_chains()))
+def test_unary_chain_folds_to_a_table_equal_to_ort(chain, dtype):
+    rng = np.random.default_rng(abs(hash((chain, dtype))) % 2**32)
+    nodes, consts, opset = _chains()[chain]
+    model = _model(nodes, consts, opset, dtype, _scales(rng, dtype))
+    _check(model, {"x_q": _every_byte(dtype, rng)}, dtype, TABLE)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("mode", ["equal", "row"])
+def test_two_input_chain_folds_to_a_65536_table(mode, dtype):
+    """Mul(x, Sigmoid(z)) (a gate; with z one value per channel: squeeze-excite's broadcast), and the operands
+    the other way round, which the devices run with the table transposed."""
+    rng = np.random.default_rng(7 if mode == "equal" else 8)
+    mk = helper.make_node
+    for order in (["x", "s"], ["s", "x"]):
+        nodes = [mk("Sigmoid", ["z"], ["s"]), mk("Mul", order, ["f"])]
+        model = _model(nodes, {}, 13, dtype, _scales(rng, dtype), two=mode)
+        z = rng.integers(0, 256, (1, 4, 8, 8) if mode == "equal" else (1, 4, 1, 1), dtype=np.uint8).view(dtype)
+        _check(model, {"x_q": _every_byte(dtype, rng), "z_q": z}, dtype, TABLE2)
+
+
+def test_chain_with_a_per_channel_constant_is_not_a_table():
+    """Mul by a per-channel vector makes the result depend on the channel, not only the byte: no table; the
+    chain runs in float on the host, still equal to ORT."""
+    rng = np.random.default_rng(3)
+    mk = helper.make_node
+    nodes = [mk("Mul", ["x", "w"], ["f"])]
+    model = _model(nodes, {"w": rng.uniform(0.5, 2, (1, 4, 1, 1)).astype(np.float32)}, 13, "uint8",
+                   _scales(rng, "uint8"))
+    feed = {"x_q": _every_byte("uint8", rng)}
+    sess = vkinfer.InferenceSession(model.SerializeToString(), device="cpu")
+    assert TABLE not in [n.op for n in sess.graph.nodes]
+    np.testing.assert_array_equal(sess.run(None, feed)[0], _oracle(model, feed, "uint8"))
+
+
+def test_table2_operand_modes():
+    assert table2_operands((1, 4, 8, 8), (1, 4, 8, 8), (1, 4, 8, 8)) == ("equal", False)
+    assert table2_operands((1, 4, 8, 8), (1, 4, 1, 1), (1, 4, 8, 8)) == ("row", False)
+    assert table2_operands((1, 4, 1, 1), (1, 4, 8, 8), (1, 4, 8, 8)) == ("row", True)
+    assert table2_operands((2, 6), (6,), (2, 6)) == ("row", False)
+    assert table2_operands((1, 4, 8, 8), (1, 1, 8, 8), (1, 4, 8, 8)) is None
+    t = np.arange(65536, dtype=np.uint32).astype(np.uint8)
+    t[257] = 99
+    s = swapped_table2(t)
+    assert s[1 * 256 + 1] == 99 and s[3 * 256 + 5] == t[5 * 256 + 3]
+
+
+def test_bad_table_nodes_raise_value_errors():
+    from vkinfer.model.graph import Node
+
+    x = np.zeros((2, 3), np.uint8)
+    node = Node(TABLE, "t", ["x", "t"], ["y"], {"dtype": "int8"})
+    with pytest.raises(ValueError, match="uint8\\[256\\]"):
+        OPS[TABLE](node, [x, np.zeros(255, np.uint8)], "reference")
+    with pytest.raises(TypeError, match="input x"):
+        OPS[TABLE](node, [x.astype(np.float32), np.zeros(256, np.uint8)], "reference")
+    with pytest.raises(ValueError, match="dtype"):
+        OPS[TABLE](Node(TABLE, "t", ["x", "t"], ["y"], {"dtype": "float32"}), [x, np.zeros(256, np.uint8)],
+                   "reference")
+    node2 = Node(TABLE2, "t2", ["a", "b", "t"], ["y"], {"dtype": "uint8"})
+    with pytest.raises(ValueError, match="broadcast"):
+        OPS[TABLE2](node2, [x, np.zeros((4,), np.uint8), np.zeros(65536, np.uint8)], "reference")
