@@ -493,3 +493,4 @@ def _tflite_add(node, x, device):
 # Op families that register their kernels (and REQUIRED_INPUTS) from their own modules, imported last because
 # they use `_op` and `OPS` from here. One line per module.
 from . import tables  # noqa: E402,F401
+from . import conv_transpose  # noqa: E402,F401

@@ -135,6 +135,10 @@ def fold_qdq(g: Graph) -> Graph:
             new = Node(n.op, n.name, [ins[0].inputs[0]] + n.inputs[1:], [q.outputs[0]], dict(n.attrs))
         elif n.op == "Pad" and ins[0] and _same_qparams(g, ins[0], q) and _exact_roundtrip(g, q):
             new = _fold_pad(g, n, ins[0], q, dq)
+        elif n.op == "ConvTranspose":
+            from .conv_transpose import fold_conv_transpose
+
+            new = fold_conv_transpose(g, n, ins, q)
         if new is not None:
             replaced[id(n)] = new
             dropped.add(id(q))
@@ -500,6 +504,7 @@ def optimize(g: Graph) -> Graph:
     redundant-activation removal, QDQ folding, activation fusion, constant folding, float elementwise chains
     between 8-bit tensors into tables (vkinfer/model/tables.py), constant folding of what is left. A malformed
     graph raises ValueError (check_graph) before any pass."""
+    from .conv_transpose import expand_conv_transpose
     from .tables import fold_tables
 
     check_graph(g)
@@ -507,6 +512,7 @@ def optimize(g: Graph) -> Graph:
     g = drop_redundant_activations(g)
     g, taken = _detach_float_activations(g)
     g = fold_qdq(g)
+    g = expand_conv_transpose(g)
     g = _reattach(g, taken)
     g = fuse_activations(g)
     g = fold_tables(fold_constants(g))
