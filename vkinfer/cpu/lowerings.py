@@ -16,4 +16,5 @@ from . import (  # noqa: F401
     reshape,
     tflite_add,
     tflite_softmax,
+    zero_insert,
 )
