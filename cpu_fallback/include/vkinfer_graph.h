@@ -76,6 +76,12 @@ vki_status vki_graph_add_pad(vki_graph* g, uint32_t rank, const uint32_t* shape,
 vki_status vki_graph_add_concat(vki_graph* g, uint32_t n_in, uint64_t rows, const uint32_t* widths,
                                 const uint8_t* const* tables, const vki_ref* xs, vki_ref y);
 
+/* Byte gather (cpu_fallback/src/gather.c): y is n_rows rows of row_len bytes; row r (rows[5r..5r+4] = input,
+ * lo, hi, start, stride; copied) takes bytes [lo, hi) from input `input` at start, start + stride, ... and
+ * `fill` elsewhere (input == n_in: a row of fill). xs[i] is in_bytes[i] bytes; every run is range-checked. */
+vki_status vki_graph_add_gather(vki_graph* g, uint32_t n_in, const uint64_t* in_bytes, uint64_t row_len,
+                                uint64_t n_rows, const int64_t* rows, uint32_t fill, const vki_ref* xs, vki_ref y);
+
 /* y[i] = table[x[i]] (256 bytes, copied), n elements. */
 vki_status vki_graph_add_lut1(vki_graph* g, uint64_t n, const uint8_t* table, vki_ref x, vki_ref y);
 /* y[i] = table[a[i] * 256 + b[i % b_period or i]] (65536 bytes, copied). b: n bytes, or b_period bytes. */

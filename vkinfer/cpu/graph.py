@@ -45,6 +45,7 @@ SIGNATURES: dict[str, list] = {
     "transpose": [_u32, _vp, _vp, _u32, _u32, _REF, _REF],
     "pad": [_u32, _vp, _vp, _vp, _u32, _REF, _REF],
     "concat": [_u32, _u64, _vp, _vp, _vp, _REF],
+    "gather": [_u32, _vp, _u64, _u64, _vp, _u32, _vp, _REF],
     "lut1": [_u64, _vp, _REF, _REF],
     "lut2": [_u64, _u64, _vp, _REF, _REF, _REF],
     "qadd": [_u64, _i32, _f32, _f32, _f32, _i32, _i32, _REF, _REF, _REF],

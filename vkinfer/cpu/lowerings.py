@@ -4,6 +4,7 @@ shuffle is tried before the general reshape of a Transpose."""
 
 from . import (  # noqa: F401
     average_pool,
+    byte_gather,  # the general form of the moves: registered as a fallback, tried after the specialised ones
     max_pool,
     pad,
     qadd,  # (not qlinear_add.py: the package's op-level function vkinfer.cpu.qlinear_add has that name)

@@ -494,3 +494,4 @@ def _tflite_add(node, x, device):
 # they use `_op` and `OPS` from here. One line per module.
 from . import tables  # noqa: E402,F401
 from . import conv_transpose  # noqa: E402,F401
+from . import moves  # noqa: E402,F401

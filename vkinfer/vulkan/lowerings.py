@@ -2,6 +2,7 @@
 lower one op type: the channel shuffle is tried before the general reshape of a Transpose."""
 
 from . import (  # noqa: F401
+    byte_gather,  # the general form of the moves: registered as a fallback, tried after the specialised ones
     channel_gather,
     max_pool,
     qlinear_concat,

@@ -1,0 +1,106 @@
+/* The byte gather (vkinfer/model/moves.py): every data-movement op on 8-bit tensors (Slice, Split, Concat on
+ * any axis, Transpose, Pad in every mode, Gather, DepthToSpace, SpaceToDepth, Tile, Expand, nearest Resize) as
+ * one table computed at lowering time. The output is `n_rows` rows of `row_len` bytes; row r copies input
+ * rows[5r] from byte rows[5r+3] with stride rows[5r+4] into its bytes [rows[5r+1], rows[5r+2]) and writes the
+ * fill byte elsewhere (input == n_in: the whole row is fill). Every row's first and last source byte are
+ * checked against its input's size here, so a run never reads outside its operands. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph_internal.h"
+
+#define FAIL(code, ...) do { vki_set_error(__VA_ARGS__); return code; } while (0)
+
+typedef struct {
+    uint32_t n_in;
+    uint8_t fill;
+    uint64_t row_len, n_rows;
+    int64_t* rows; /* n_rows x 5: input, lo, hi, start, stride */
+} gather_t;
+
+static void gather_free(void* p)
+{
+    gather_t* t = p;
+    if (t) free(t->rows);
+    free(t);
+}
+
+static vki_status gather_run(void* p, uint8_t* const* ptr, uint32_t threads)
+{
+    const gather_t* t = p;
+    uint8_t* y = ptr[t->n_in];
+    const uint64_t L = t->row_len;
+    for (uint64_t r = 0; r < t->n_rows; r++) {
+        const int64_t* d = t->rows + 5 * r;
+        uint8_t* dst = y + r * L;
+        uint64_t lo = (uint64_t)d[1], hi = (uint64_t)d[2];
+        if (lo) memset(dst, t->fill, lo);
+        if (hi < L) memset(dst + hi, t->fill, L - hi);
+        if (hi <= lo) continue;
+        const uint8_t* src = ptr[d[0]] + d[3];
+        int64_t st = d[4];
+        uint64_t m = hi - lo;
+        if (st == 1) {
+            memcpy(dst + lo, src, m);
+        } else {
+            for (uint64_t j = 0; j < m; j++) dst[lo + j] = src[(int64_t)j * st];
+        }
+    }
+    return VKI_OK;
+}
+
+vki_status vki_graph_add_gather(vki_graph* g, uint32_t n_in, const uint64_t* in_bytes, uint64_t row_len,
+                                uint64_t n_rows, const int64_t* rows, uint32_t fill, const vki_ref* xs, vki_ref y)
+{
+    if (n_in < 1 || n_in + 1 > VKI_GRAPH_MAX_REFS || !in_bytes || !xs || (n_rows && !rows))
+        FAIL(VKI_EINVAL, "gather: 1 to %d inputs", VKI_GRAPH_MAX_REFS - 1);
+    if (fill > 255) FAIL(VKI_EINVAL, "gather: fill must be a byte");
+    uint64_t out = vki_mul2(row_len, n_rows);
+    if (!row_len || !n_rows || !out) FAIL(VKI_EINVAL, "gather: empty or too large output");
+    for (uint64_t r = 0; r < n_rows; r++) {
+        const int64_t* d = rows + 5 * r;
+        int64_t k = d[0], lo = d[1], hi = d[2], start = d[3], st = d[4];
+        if (k < 0 || k > (int64_t)n_in || lo < 0 || hi < lo || (uint64_t)hi > row_len)
+            FAIL(VKI_EINVAL, "gather: row %llu has input %lld, range [%lld, %lld) of %llu", (unsigned long long)r,
+                 (long long)k, (long long)lo, (long long)hi, (unsigned long long)row_len);
+        if (hi == lo) continue;
+        if (k == (int64_t)n_in) FAIL(VKI_EINVAL, "gather: fill row %llu copies bytes", (unsigned long long)r);
+        int64_t m = hi - lo;
+        int64_t size = (int64_t)in_bytes[k];
+        if (in_bytes[k] > (UINT64_C(1) << 40) || st > size || st < -size || start < 0 || start >= size)
+            FAIL(VKI_EINVAL, "gather: row %llu starts at %lld (stride %lld) of a %llu-byte input",
+                 (unsigned long long)r, (long long)start, (long long)st, (unsigned long long)in_bytes[k]);
+        int64_t ast = st < 0 ? -st : st;  /* |st| <= size <= 2^40: the product below cannot overflow */
+        if (ast && m - 1 > (INT64_C(1) << 62) / ast)
+            FAIL(VKI_EINVAL, "gather: row %llu runs past its input", (unsigned long long)r);
+        int64_t last = start + (m - 1) * st;
+        if (last < 0 || last >= size)
+            FAIL(VKI_EINVAL, "gather: row %llu reads byte %lld of a %llu-byte input", (unsigned long long)r,
+                 (long long)last, (unsigned long long)in_bytes[k]);
+    }
+    gather_t* t = calloc(1, sizeof *t);
+    if (!t) FAIL(VKI_ENOMEM, "gather: out of memory");
+    t->rows = malloc(vki_mul2(n_rows, 5 * sizeof(int64_t)));
+    if (!t->rows) {
+        free(t);
+        FAIL(VKI_ENOMEM, "gather: out of memory");
+    }
+    memcpy(t->rows, rows, n_rows * 5 * sizeof(int64_t));
+    t->n_in = n_in;
+    t->fill = (uint8_t)fill;
+    t->row_len = row_len;
+    t->n_rows = n_rows;
+    vki_ref refs[VKI_GRAPH_MAX_REFS];
+    uint64_t need[VKI_GRAPH_MAX_REFS];
+    for (uint32_t i = 0; i < n_in; i++) {
+        refs[i] = xs[i];
+        need[i] = in_bytes[i];
+        if (vki_refs_overlap(xs[i], y)) {
+            gather_free(t);
+            FAIL(VKI_EINVAL, "gather: input %u overlaps the output", i);
+        }
+    }
+    refs[n_in] = y;
+    need[n_in] = out;
+    return vki_graph_push(g, "gather", gather_run, gather_free, t, n_in + 1, refs, need);
+}
