@@ -400,11 +400,6 @@ def _add(node, x, device):
     return [np.asarray(np.add(x[0], x[1]), x[0].dtype)]
 
 
-@_op("Relu")
-def _relu(node, x, device):
-    return [np.maximum(x[0], x[0].dtype.type(0))]
-
-
 @_op("Clip")
 def _clip(node, x, device):
     """min(max(x, lo), hi) (opset 11+ inputs, or opset 6 float attributes), any numeric type."""
@@ -493,5 +488,6 @@ def _tflite_add(node, x, device):
 # Op families that register their kernels (and REQUIRED_INPUTS) from their own modules, imported last because
 # they use `_op` and `OPS` from here. One line per module.
 from . import tables  # noqa: E402,F401
+from . import host_float  # noqa: E402,F401
 from . import conv_transpose  # noqa: E402,F401
 from . import moves  # noqa: E402,F401

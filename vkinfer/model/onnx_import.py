@@ -19,8 +19,6 @@ from ..errors import VkInferError
 from .graph import Graph, Node, TensorInfo
 from .passes import optimize
 
-FLOAT_OPS = {"Conv", "MatMul", "Gemm", "Add", "Mul", "GlobalAveragePool", "AveragePool", "Relu", "Clip", "Sigmoid"}
-
 _ELEM = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.UINT8: np.uint8, onnx.TensorProto.INT8: np.int8,
          onnx.TensorProto.INT32: np.int32, onnx.TensorProto.INT64: np.int64}
 
@@ -94,6 +92,10 @@ def import_onnx(model, supported: dict[str, str | None]) -> Graph:
                 raise ValueError(f"node {name!r} (Constant) must have one output, has {list(n.output)}")
             consts[n.output[0]] = _array(value, f"node {name!r} (Constant) attribute 'value'")
             continue
+        # The op's version (onnx.reference's generic host kernels run the op as of this opset) and the node
+        # itself (their attributes, with the types the model gave them).
+        attrs["_opset"] = opset if not domain else None
+        attrs["_proto"] = n
         if op == "Softmax" and opset is not None and opset < 13:
             attrs["_coerce_2d"] = True  # Softmax-1/11: over all axes from `axis` on, default axis 1
         nodes.append(Node(op, name, list(n.input), list(n.output), attrs))
@@ -102,9 +104,7 @@ def import_onnx(model, supported: dict[str, str | None]) -> Graph:
     nodes = graph.nodes
     for n in nodes:
         if n.op not in supported:
-            why = ("a float op left over by QDQ folding (its inputs are not all DequantizeLinear outputs, or its "
-                   "output is not only quantized)") if n.op in FLOAT_OPS else "op not supported"
-            problems.append(f"{n.name} ({n.op}): {why}")
+            problems.append(f"{n.name} ({n.op}): op not supported")
         elif supported[n.op] is not None:
             problems.append(f"{n.name} ({n.op}): {supported[n.op]}")
     problems += [f"graph output {t.name!r}: a constant (it depends on no graph input), which vkinfer does not "

@@ -1,0 +1,336 @@
+"""Float (and other non-8-bit) ops on the host: every default-domain ONNX op ORT's quantizer may leave between
+the quantized ones, with ONNX Runtime 1.31's CPU numerics where they can be reproduced.
+
+Two layers:
+
+- **Generic**: any default-domain op that vkinfer has no kernel of its own for, but that `onnx.reference`
+  implements (its op classes, or the op's ONNX function body for function ops such as HardSwish, Gelu,
+  Mish), runs through onnx.reference at the node's opset (`_opset`, recorded by the importer). The op
+  instance is made once per node (and input types) and cached on the node. onnx.reference's numpy is
+  IEEE float32 arithmetic, so ops that are one correctly rounded operation per element (Add, Sub, Mul, Div,
+  Sqrt, Neg, Abs, Floor, Ceil, Round, Reciprocal, Max, Min, Where, Equal, Greater, LeakyRelu, Relu, Clip)
+  and pure data movement (Concat, Split, Slice, Transpose, Gather, Resize nearest, DepthToSpace, ...) give
+  ORT's bits. Ops needing an evaluation ORT does differently are below or bounded.
+- **ORT's kernels reproduced** (exact, tests/test_host_float.py): Sigmoid (MLAS logistic, FMA3 kernel:
+  vkinfer/reference/qlinear_sigmoid.py), Tanh (MLAS's rational tanh: clamp to [-9, 9], odd degree-13 over
+  even degree-6 polynomial, every multiply-add fused as MlasTanhKernelFma3 does), Erf (MLAS's erf: a fused
+  odd polynomial below |x| = 0.921875, 1 - exp(-poly) above with MLAS's own exp, sign copied back),
+  HardSigmoid (unfused alpha * x + beta, then clamped: ORT's Eigen expression, not fused), HardSwish
+  (x * HardSigmoid(x; 1/6, 1/2), unfused, ORT's kernel).
+
+Where bits can differ from ORT (pinned in tests/test_host_float.py):
+- Exp, Log, Sin, Cos, Pow with a non-integer exponent, Softplus: numpy's libm (correctly rounded or within
+  1 ulp) against ORT's Eigen packet approximations: at most 2 ulps (Exp), 4 ulps (Log) on float32.
+- Softmax / LogSoftmax: ORT runs MLAS's softmax (its exp polynomial, a lane-parallel sum whose width follows
+  the CPU: 8 lanes on AVX2, 16 on AVX-512, then a multiply by 1/sum); vkinfer computes exp in numpy and sums
+  by numpy's pairwise sum: a few ulps (bound pinned in the tests).
+- ReduceMean / ReduceSum / ReduceL2 / ReduceSumSquare over more than a few elements: Eigen's vectorised
+  summation order in ORT against numpy's pairwise sum: rounding differences of a few ulps of the sum.
+- MatMul / Gemm / Conv between float tensors: MLAS SGEMM (FMA, its own blocking) against numpy's BLAS: a
+  few ulps of the largest partial sum.
+- BatchNormalization (inference): ORT folds it into x * (scale / sqrt(var + eps)) + (B - mean * that);
+  vkinfer does the same in float32 (exact where both round the same way, pinned in the tests).
+
+ORT's graph optimizer at ORT_ENABLE_ALL fuses float patterns of a *float* model (the Erf GELU chain into
+com.microsoft Gelu, ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add into LayerNormalization, x * Sigmoid(x)
+into QuickGelu), but in the QDQ models onnxruntime.quantization writes, Q/DQ pairs sit inside each of those
+chains and none fuses (tests/test_host_float.py::test_ort_fusions_of_float_patterns): the float pieces left
+between the pairs (Div and Erf; ReduceMean, Sub, Pow, ReduceMean; Sqrt and Div) run in ORT as written, so
+they are exact here wherever the single ops are. A float model fed to vkinfer is refused anyway (8-bit only).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from ..reference._float32 import fma32
+from ..reference.qlinear_sigmoid import mlas_logistic
+from .graph import Node
+from .kernels import OPS, REQUIRED_INPUTS, _op
+
+_F32 = np.dtype(np.float32)
+
+# onnx.reference ops vkinfer does not take: control flow and sequences/optionals (values the session's plan
+# does not carry), strings, and random ops (ORT's generator differs, so no output could match).
+_EXCLUDED = {
+    "If", "Loop", "Scan", "SequenceMap", "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase",
+    "SequenceInsert", "SequenceLength", "SplitToSequence", "ConcatFromSequence", "Optional", "OptionalGetElement",
+    "OptionalHasElement", "StringConcat", "StringNormalizer", "StringSplit", "RegexFullMatch", "TfIdfVectorizer",
+    "ImageDecoder", "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli",
+    "Multinomial", "Constant", "OpRun", "OpFunction",
+}
+
+
+def _reference_op_names() -> list[str]:
+    """Default-domain ops onnx.reference runs: its op classes and the ops defined by an ONNX function."""
+    from onnx.reference.ops import _op_list, load_op
+
+    load_op("", "Abs")  # builds onnx.reference's registry
+    names = set(_op_list._registered_operators or ())
+    names |= {s.name for s in onnx.defs.get_all_schemas() if s.domain == "" and
+              (s.has_function or s.has_context_dependent_function)}
+    return sorted(n for n in names - _EXCLUDED if n[:1].isupper())
+
+
+def _node_proto(node: Node) -> onnx.NodeProto:
+    """The node as an ONNX NodeProto: the importer's original (attrs["_proto"]) or one built from the attrs."""
+    base = node.op.rpartition(":")[2]
+    proto = node.attrs.get("_proto")
+    if isinstance(proto, onnx.NodeProto) and proto.op_type == base:
+        return proto
+    kwargs = {}
+    for k, v in node.attrs.items():
+        if k.startswith("_") or (isinstance(v, list | tuple) and not len(v)):
+            continue
+        kwargs[k] = list(v) if isinstance(v, tuple) else v
+    try:
+        return helper.make_node(base, [i or "" for i in node.inputs], list(node.outputs), name=node.name, **kwargs)
+    except Exception as e:
+        raise ValueError(f"attributes {sorted(kwargs)} do not make an ONNX node: {e}") from e
+
+
+def _elem_type(v) -> int:
+    try:
+        return helper.np_dtype_to_tensor_dtype(np.asarray(v).dtype)
+    except Exception as e:
+        raise TypeError(f"input type {np.asarray(v).dtype} has no ONNX element type") from e
+
+
+def _instance(node: Node, x: list):
+    """onnx.reference's op for `node` at its opset, made once per input type signature and kept on the node."""
+    from onnx.reference import ReferenceEvaluator
+    from onnx.reference.ops import load_op
+
+    key = tuple(None if v is None else np.asarray(v).dtype.str for v in x)
+    cached = node.attrs.get("_ref_op")
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    base = node.op.rpartition(":")[2]
+    opset = int(node.attrs.get("_opset") or onnx.defs.onnx_opset_version())
+    proto = _node_proto(node)
+    types = [helper.make_tensor_type_proto(_elem_type(v), np.shape(v)) for v in x if v is not None]
+    try:
+        cls = load_op("", base, opset, node=proto, input_types=types, evaluator_cls=ReferenceEvaluator)
+        run_params = {"log": lambda *a: None, "opsets": {"": opset}, "new_ops": None, "verbose": 0,
+                      "evaluator_cls": ReferenceEvaluator}
+        inst = cls(proto, run_params)
+    except (ValueError, TypeError):
+        raise
+    except Exception as e:  # onnx's SchemaError, RuntimeError, NotImplementedError, a KeyError on an attribute...
+        raise ValueError(f"onnx.reference cannot make {base} (opset {opset}) of this node: "
+                         f"{type(e).__name__}: {e}") from e
+    node.attrs["_ref_op"] = (key, inst)
+    return inst
+
+
+def reference_kernel(node: Node, x: list, device: str) -> list:
+    """Run `node` with onnx.reference's implementation of its op at its opset (module docstring)."""
+    inst = _instance(node, x)
+    args = list(x)
+    while args and args[-1] is None:
+        args.pop()
+    try:
+        with np.errstate(all="ignore"):
+            outs = inst.run(*args)
+    except (ValueError, TypeError) as e:
+        raise type(e)(f"onnx.reference's {node.op}: {e}") from e
+    except Exception as e:  # IndexError/KeyError/AttributeError/RuntimeError out of the numpy implementation
+        raise ValueError(f"onnx.reference's {node.op} failed on inputs of types "
+                         f"{[None if v is None else str(np.asarray(v).dtype) for v in x]} and shapes "
+                         f"{[None if v is None else list(np.shape(v)) for v in x]}: {type(e).__name__}: {e}") from e
+    if not isinstance(outs, tuple | list):
+        outs = (outs,)
+    return [o if o is None or isinstance(o, np.ndarray) else np.asarray(o) for o in outs]
+
+
+# Every op onnx.reference runs and no other module registered (kernels.py's own kernels take precedence).
+for _name in _reference_op_names():
+    if _name not in OPS:
+        OPS[_name] = reference_kernel
+
+
+def _float32(node: Node, v, what: str = "input") -> np.ndarray:
+    v = np.asarray(v)
+    if v.dtype != _F32:
+        raise TypeError(f"{node.op} {what} must be float32 (vkinfer runs ORT's float32 kernels), got {v.dtype}")
+    return v
+
+
+def _attr_float(node: Node, key: str, default: float) -> np.float32:
+    v = node.attrs.get(key, default)
+    try:
+        return np.float32(float(v))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"attribute {key!r} must be a float, got {v!r}") from e
+
+
+# MLAS's tanh (tanh.cpp's constants, Eigen's rational approximation): the clamp bounds, the odd numerator's
+# coefficients alpha_13 .. alpha_1 and the even denominator's beta_6 .. beta_0.
+_TANH_RANGE = np.float32(9.0)
+_TANH_P = [np.float32(v) for v in (-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11,
+                                   5.12229709037114e-08, 1.48572235717979e-05, 6.37261928875436e-04,
+                                   4.89352455891786e-03)]
+_TANH_Q = [np.float32(v) for v in (1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03,
+                                   4.89352518554385e-03)]
+
+
+def mlas_tanh(x: np.ndarray) -> np.ndarray:
+    """ONNX Runtime's float32 Tanh (MLAS, FMA3 kernel): v = clamp(x, -9, 9), p = v * P(v^2), q = Q(v^2) by
+    fused multiply-adds (Horner), p / q. NaN stays NaN."""
+    x = np.asarray(x, np.float32)
+    v = np.minimum(np.maximum(x, -_TANH_RANGE), _TANH_RANGE)
+    v2 = v * v
+    p = fma32(v2, _TANH_P[0], _TANH_P[1])
+    for c in _TANH_P[2:]:
+        p = fma32(p, v2, c)
+    p = p * v
+    q = fma32(v2, _TANH_Q[0], _TANH_Q[1])
+    for c in _TANH_Q[2:]:
+        q = fma32(q, v2, c)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isnan(x), x, p / q).astype(np.float32)
+
+
+# MLAS's erf (erf.cpp's constants): below the split |x| < 0.921875 an odd polynomial in |x|; above,
+# 1 - exp(-r(|x|)) with MLAS's own exp (range reduction by ln 2 in two parts). |x| is clamped to 3.925: ORT 1.31
+# gives 1.0 from there on (measured; older MLAS clamped at 3.725, which gives 0.9999999 up to 3.9).
+_ERF_UPPER, _ERF_SPLIT = np.float32(3.925), np.float32(0.921875)
+_ERF_SMALL = [np.float32(v) for v in (-5.99104969e-4, 4.99339588e-3, -2.67667342e-2, 1.12818025e-1,
+                                      -3.76124859e-1, 1.28379151e-1)]
+_ERF_BIG = [np.float32(v) for v in (1.72948930e-5, -3.83208680e-4, 3.88393435e-3, -2.42545605e-2,
+                                    1.06777847e-1, 6.34846687e-1, 1.28717512e-1)]
+_EXP_LOWER = np.float32(-88.3762626647949)
+_EXP_LOG2E = np.float32(1.44269504088896341)
+_EXP_LN2_HI, _EXP_LN2_LO = np.float32(-6.93145752e-1), np.float32(-1.42860677e-6)
+_EXP_P = [np.float32(v) for v in (1.38319808e-3, 8.37550033e-3, 4.16689515e-2, 1.66664466e-1, 4.99999851e-1,
+                                  1.0, 1.0)]
+_EXP_C = np.float32(1.25829120e7)
+
+
+def mlas_erf(x: np.ndarray) -> np.ndarray:
+    """ONNX Runtime's float32 Erf (MLAS, FMA3 kernel), every multiply-add fused; sign copied from x."""
+    x = np.asarray(x, np.float32)
+    a = np.minimum(np.abs(x), _ERF_UPPER)
+    s = a * a
+    small = fma32(s, _ERF_SMALL[0], _ERF_SMALL[1])
+    for c in _ERF_SMALL[2:]:
+        small = fma32(small, s, c)
+    small = fma32(small, a, a)
+    big_lane = a >= _ERF_SPLIT
+    ab = np.where(big_lane, a, np.float32(0))
+    r = fma32(ab, _ERF_BIG[0], _ERF_BIG[1])
+    for c in _ERF_BIG[2:]:
+        r = fma32(r, ab, c)
+    r = fma32(r, ab, ab)
+    e = np.maximum(-r, _EXP_LOWER)
+    n = fma32(_EXP_LOG2E, e, _EXP_C) - _EXP_C  # round(e / ln 2) by the 1.5 * 2^23 trick
+    f = fma32(n, _EXP_LN2_HI, e)
+    f = fma32(n, _EXP_LN2_LO, f)
+    y = np.full_like(f, _EXP_P[0])
+    for c in _EXP_P[1:]:
+        y = fma32(y, f, c)
+    scale = ((n.astype(np.int32) + 127) << 23).astype(np.int32).view(np.float32)
+    y = np.float32(1) - y * scale
+    out = np.where(big_lane, y, small)
+    out = np.where(np.signbit(x), -out, out).astype(np.float32)
+    return np.where(np.isnan(x), x, out)
+
+
+@_op("Sigmoid")
+def _sigmoid(node, x, device):
+    """ORT's MLAS logistic (vkinfer/reference/qlinear_sigmoid.py), float32."""
+    v = _float32(node, x[0])
+    with np.errstate(invalid="ignore"):
+        return [np.where(np.isnan(v), v, mlas_logistic(v)).astype(np.float32)]
+
+
+@_op("Tanh")
+def _tanh(node, x, device):
+    """ORT's MLAS tanh (mlas_tanh), float32."""
+    return [mlas_tanh(_float32(node, x[0]))]
+
+
+@_op("Erf")
+def _erf(node, x, device):
+    """ORT's MLAS erf (mlas_erf), float32."""
+    return [mlas_erf(_float32(node, x[0]))]
+
+
+def _hard_sigmoid(v: np.ndarray, alpha: np.float32, beta: np.float32) -> np.ndarray:
+    # ORT: Eigen's (x * alpha + beta).cwiseMin(1).cwiseMax(0), multiply and add rounded separately.
+    return np.maximum(np.minimum(v * alpha + beta, np.float32(1)), np.float32(0))
+
+
+@_op("HardSigmoid")
+def _hardsigmoid(node, x, device):
+    """max(0, min(1, alpha * x + beta)), float32, as ORT rounds it (unfused)."""
+    v = _float32(node, x[0])
+    return [_hard_sigmoid(v, _attr_float(node, "alpha", 0.2), _attr_float(node, "beta", 0.5)).astype(np.float32)]
+
+
+@_op("HardSwish")
+def _hardswish(node, x, device):
+    """x * HardSigmoid(x; alpha 1/6, beta 0.5), float32, as ORT rounds it (unfused)."""
+    v = _float32(node, x[0])
+    return [(v * _hard_sigmoid(v, np.float32(1 / 6), np.float32(0.5))).astype(np.float32)]
+
+
+for _name in ("Sigmoid", "Tanh", "Erf", "HardSigmoid", "HardSwish"):
+    REQUIRED_INPUTS.setdefault(_name, (1, (0,)))
+
+
+@_op("Pow")
+def _pow(node, x, device):
+    """float32 base: ORT squares or cubes for a scalar exponent 2 or 3 (x * x, x * x * x: exact here) and calls
+    powf otherwise (numpy's powf: within 1 ulp of ORT's). Other types: onnx.reference."""
+    base, e = np.asarray(x[0]), np.asarray(x[1])
+    if base.dtype != _F32 or e.size != 1 or e.dtype.kind != "f":
+        return reference_kernel(node, x, device)
+    v = float(e.reshape(()))
+    if v == 2.0:
+        return [base * base]
+    if v == 3.0:
+        return [base * base * base]
+    with np.errstate(all="ignore"):
+        return [np.power(base, np.float32(v)).astype(np.float32)]
+
+
+@_op("BatchNormalization")
+def _batch_norm(node, x, device):
+    """Inference-mode BatchNormalization (inputs X, scale, B, mean, var) as ORT computes it in float32:
+    inv = 1 / sqrt(var + epsilon); s = inv * scale; y = X * s + (B - mean * s), per channel (axis 1).
+    training_mode=1 is not supported (a trained model's inference graph has it 0)."""
+    if int(node.attrs.get("training_mode", 0)):
+        raise ValueError("training_mode=1 is not supported (inference only)")
+    if len(node.outputs) > 1 and any(node.outputs[1:]):
+        raise ValueError("only the output Y is supported (running mean/var outputs are for training)")
+    v = _float32(node, x[0])
+    if v.ndim < 2:
+        raise ValueError(f"X must be (N, C, ...), got shape {list(v.shape)}")
+    c = v.shape[1]
+    params = []
+    for i, what in zip(range(1, 5), ("scale", "B", "input_mean", "input_var"), strict=True):
+        p = _float32(node, x[i], what)
+        if p.shape != (c,):
+            raise ValueError(f"{what} must have shape [{c}] (X's channels), got {list(p.shape)}")
+        params.append(p)
+    scale, bias, mean, var = params
+    eps = _attr_float(node, "epsilon", 1e-5)
+    with np.errstate(all="ignore"):
+        s = (np.float32(1) / np.sqrt(var + eps)) * scale
+        b = bias - mean * s
+    shape = (1, c) + (1,) * (v.ndim - 2)
+    return [(v * s.reshape(shape) + b.reshape(shape)).astype(np.float32)]
+
+
+REQUIRED_INPUTS.setdefault("Pow", (2, (0, 1)))
+REQUIRED_INPUTS.setdefault("BatchNormalization", (5, (0, 1, 2, 3, 4)))
+
+
+@_op("Relu")
+def _relu(node, x, device):
+    """max(x, 0) as ORT computes it: -0 and NaN pass through unchanged (x < 0 ? 0 : x), any numeric type."""
+    v = np.asarray(x[0])
+    return [np.where(v < 0, v.dtype.type(0), v)]
