@@ -181,12 +181,21 @@ def _qgemm(node, x, device, activation=None):
 # Auxiliary ops: numpy references bit-exact with ONNX Runtime's CPU kernels (vkinfer/reference/).
 @_op("QuantizeLinear")
 def _quantize(node, x, device):
-    return [quantize_linear(x[0], x[1], x[2] if len(x) > 2 else None, axis=int(node.attrs.get("axis", 1)))]
+    """Per-tensor, per-axis or blocked (`block_size`, opset 21); `output_dtype` (opset 21) uint8/int8 only
+    (`saturate` concerns float8 outputs only: nothing to do for integers)."""
+    from .quant_ops import q_block_size, q_output_dtype
+
+    return [quantize_linear(x[0], x[1], x[2] if len(x) > 2 else None, axis=int(node.attrs.get("axis", 1)),
+                            dtype=q_output_dtype(node, x), block_size=q_block_size(node))]
 
 
 @_op("DequantizeLinear")
 def _dequantize(node, x, device):
-    return [dequantize_linear(x[0], x[1], x[2] if len(x) > 2 else None, axis=int(node.attrs.get("axis", 1)))]
+    from .quant_ops import dq_check_output_dtype, q_block_size
+
+    dq_check_output_dtype(node)
+    return [dequantize_linear(x[0], x[1], x[2] if len(x) > 2 else None, axis=int(node.attrs.get("axis", 1)),
+                              block_size=q_block_size(node))]
 
 
 @_op("com.microsoft:QLinearAdd")
@@ -213,11 +222,9 @@ def _qgap(node, x, device):
 def _qavgpool(node, x, device):
     _check_auto_pad(node)
     a = node.attrs
-    if a.get("channels_last", 0):
-        raise ValueError("QLinearAveragePool with channels_last=1 is not supported")
     return [qlinear_average_pool(*x[:5], kernel_shape=list(_attr(node, "kernel_shape")), strides=a.get("strides"),
                                  pads=a.get("pads"), count_include_pad=int(a.get("count_include_pad", 0)),
-                                 ceil_mode=int(a.get("ceil_mode", 0)))]
+                                 ceil_mode=int(a.get("ceil_mode", 0)), channels_last=int(a.get("channels_last", 0)))]
 
 
 @_op("com.microsoft:QLinearConcat")
@@ -488,6 +495,7 @@ def _tflite_add(node, x, device):
 # Op families that register their kernels (and REQUIRED_INPUTS) from their own modules, imported last because
 # they use `_op` and `OPS` from here. One line per module.
 from . import tables  # noqa: E402,F401
+from . import quant_ops  # noqa: E402,F401
 from . import host_float  # noqa: E402,F401
 from . import conv_transpose  # noqa: E402,F401
 from . import moves  # noqa: E402,F401

@@ -135,6 +135,10 @@ def fold_qdq(g: Graph) -> Graph:
             new = Node(n.op, n.name, [ins[0].inputs[0]] + n.inputs[1:], [q.outputs[0]], dict(n.attrs))
         elif n.op == "Pad" and ins[0] and _same_qparams(g, ins[0], q) and _exact_roundtrip(g, q):
             new = _fold_pad(g, n, ins[0], q, dq)
+        elif n.op == "Softmax" and ins and ins[0]:  # ORT fuses it into com.microsoft:QLinearSoftmax
+            from .quant_ops import fold_softmax
+
+            new = fold_softmax(g, n, ins[0], q)
         elif n.op == "ConvTranspose":
             from .conv_transpose import fold_conv_transpose
 
@@ -505,6 +509,7 @@ def optimize(g: Graph) -> Graph:
     between 8-bit tensors into tables (vkinfer/model/tables.py), constant folding of what is left. A malformed
     graph raises ValueError (check_graph) before any pass."""
     from .conv_transpose import expand_conv_transpose
+    from .quant_ops import split_transposed_a
     from .tables import fold_tables
 
     check_graph(g)
@@ -515,5 +520,6 @@ def optimize(g: Graph) -> Graph:
     g = expand_conv_transpose(g)
     g = _reattach(g, taken)
     g = fuse_activations(g)
+    g = split_transposed_a(g)  # QGemm transA=1 -> Transpose + QGemm (vkinfer/model/quant_ops.py)
     g = fold_tables(fold_constants(g))
     return fold_constants(g)

@@ -23,8 +23,19 @@ from .qlinear_global_average_pool import qlinear_global_average_pool
 
 
 def qlinear_average_pool(x, x_scale, x_zero_point, y_scale, y_zero_point, kernel_shape, strides=None, pads=None,
-                         count_include_pad: int = 0, ceil_mode: int = 0) -> np.ndarray:
+                         count_include_pad: int = 0, ceil_mode: int = 0, channels_last: int = 0) -> np.ndarray:
+    """x (N, C, *spatial), or with channels_last=1 (N, *spatial, C): the same arithmetic per channel (ORT's NHWC
+    kernel sums each window in the same row-major order)."""
     qc.qtensor("x", x)
+    if channels_last not in (0, 1):
+        raise ValueError(f"channels_last must be 0 or 1, got {channels_last!r}")
+    if channels_last:
+        if x.ndim not in (3, 4, 5):
+            raise ValueError(f"x must be 3-D, 4-D or 5-D (1 to 3 spatial dims), got shape {x.shape}")
+        to_first = (0, x.ndim - 1, *range(1, x.ndim - 1))
+        y = qlinear_average_pool(np.ascontiguousarray(x.transpose(to_first)), x_scale, x_zero_point, y_scale,
+                                 y_zero_point, kernel_shape, strides, pads, count_include_pad, ceil_mode)
+        return np.ascontiguousarray(y.transpose(0, *range(2, x.ndim), 1))
     if x.ndim not in (3, 4, 5):
         raise ValueError(f"x must be 3-D, 4-D or 5-D (1 to 3 spatial dims), got shape {x.shape}")
     if count_include_pad not in (0, 1):
