@@ -252,7 +252,14 @@ class Plan:
             layer = lower_node(be.kind, ctx, node, be)
         except ValueError as e:  # e.g. a device limit
             return None, f"{be.name}: {e}"
-        return layer, "" if layer is not None else f"{be.kind} has no lowering that takes this {node.op} node"
+        if layer is not None:
+            return layer, ""
+        floats = sorted({str(ctx.info[t][1]) for t in node.inputs + node.outputs
+                         if t and t in ctx.info and ctx.info[t][1].kind == "f"})
+        if floats and node.op not in ("QuantizeLinear", "DequantizeLinear"):  # a float op: host_float.py
+            return None, (f"{node.op} on {'/'.join(floats)} tensors: {be.kind} has no kernel for float ops (numpy "
+                          f"on the host, ONNX Runtime's float32 numerics where reproducible: model/host_float.py)")
+        return None, f"{be.kind} has no lowering that takes this {node.op} node"
 
     def _segments(self, layers: dict[str, Layer]) -> list[Segment]:
         g = self.g
