@@ -20,6 +20,7 @@ on a new machine runs a quick calibration and says so on stderr; later ones read
 from __future__ import annotations
 
 import os
+import threading
 import warnings
 from typing import TYPE_CHECKING
 
@@ -104,6 +105,12 @@ class InferenceSession:
         for node in self.graph.nodes:
             # A layer can be prepared once only if everything but its activation is a model constant.
             node.attrs["_static"] = all(not n or n in self.graph.consts for n in node.inputs[1:])
+        # Streaming TFLite models: resource variables carried between runs (tflite_import.StateVariable).
+        self._variables = list(getattr(self.graph, "variables", ()))
+        self._user_outputs = getattr(self.graph, "user_outputs", len(self.graph.outputs))
+        self._state_lock = threading.Lock()
+        self._state: dict[str, np.ndarray] = {}
+        self.reset_state()
         self._given = self._check_placement(placement)
         self._plans: dict[tuple, Plan] = {}
         self._latest: Plan | None = None
@@ -259,13 +266,53 @@ class InferenceSession:
         return threads_for_run()
 
     def get_inputs(self) -> list[NodeArg]:
-        return [NodeArg(t) for t in self.graph.inputs]
+        state = {v.input for v in self._variables}
+        return [NodeArg(t) for t in self.graph.inputs if t.name not in state]
 
     def get_outputs(self) -> list[NodeArg]:
-        return [NodeArg(t) for t in self.graph.outputs]
+        return [NodeArg(t) for t in self.graph.outputs[:self._user_outputs]]
+
+    def reset_state(self) -> None:
+        """Streaming (stateful) models: restore every resource variable to the value the model's CALL_ONCE init
+        subgraph assigns, as before the first run. A no-op for stateless models."""
+        with self._state_lock:
+            self._state = {v.input: v.initial.copy() for v in self._variables}
 
     def run(self, output_names: list[str] | None, input_feed: dict[str, np.ndarray]) -> list[np.ndarray]:
-        """Outputs named by `output_names` (all when None) for the inputs in `input_feed`."""
+        """Outputs named by `output_names` (all when None) for the inputs in `input_feed`.
+
+        A streaming TFLite model's resource variables persist from one `run` to the next of this session (state
+        per session; `reset_state()` restarts them): each run reads their values and stores the ones it assigns.
+        Concurrent `run` calls on one stateful session are serialised by a lock (each sees the state the previous
+        one left, in the order they take the lock); stateless sessions run concurrently as described in
+        `__init__`."""
+        if not self._variables:
+            return self._run_graph(output_names, input_feed)
+        if not isinstance(input_feed, dict):
+            raise TypeError(f"input_feed must be a dict of input name -> array, got {type(input_feed).__name__}")
+        state_names = {v.input for v in self._variables}
+        users = [t.name for t in self.graph.inputs if t.name not in state_names]
+        hidden = [k for k in input_feed if k in state_names]
+        if hidden:
+            raise ValueError(f"unknown input(s) {hidden}; the model's inputs: {users}")
+        outs = [t.name for t in self.graph.outputs[:self._user_outputs]]
+        names = outs if output_names is None else list(output_names)
+        unknown = [n for n in names if n not in outs]
+        if unknown:
+            raise ValueError(f"unknown output(s) {unknown}; the model's outputs: {outs}")
+        carried = [v for v in self._variables if v.output is not None]
+        with self._state_lock:
+            feed = {**input_feed, **self._state}
+            values = self._run_graph(names + [v.output for v in carried], feed)
+            for v, value in zip(carried, values[len(names):], strict=True):
+                self._state[v.input] = np.array(value, copy=True)  # the run's buffers are reused by the next
+            for v in self._variables:
+                if v.assigned is not None:
+                    self._state[v.input] = v.assigned.copy()
+        return values[:len(names)]
+
+    def _run_graph(self, output_names: list[str] | None, input_feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """`run` on the graph itself (its state inputs and outputs included)."""
         fast = self._fast
         if fast is not None and output_names is None and type(input_feed) is dict and len(input_feed) == len(fast[1]):
             # The common call (every input at its declared static shape): checks as below, at a fraction of the

@@ -65,6 +65,7 @@ convolution outputs (measured on the test models); the tests compare with the de
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -109,7 +110,13 @@ class _T:
 
 
 def _parse(blob: bytes):
-    """(tensors, operators, inputs, outputs), all as plain Python objects; any decoding error -> ValueError."""
+    """Subgraph 0's (tensors, operators, inputs, outputs) (see `_parse_all`)."""
+    return _parse_all(blob)[0]
+
+
+def _parse_all(blob: bytes):
+    """[(tensors, operators, inputs, outputs)] per subgraph, all as plain Python objects; any decoding error ->
+    ValueError."""
     import tflite
 
     if len(blob) < 8 or blob[4:8] != b"TFL3":
@@ -118,48 +125,53 @@ def _parse(blob: bytes):
         model = tflite.Model.GetRootAsModel(blob, 0)
         if model.SubgraphsLength() == 0:
             raise ValueError("the model has no subgraph")
-        if model.SubgraphsLength() != 1:
-            raise UnsupportedModelError(f"the model has {model.SubgraphsLength()} subgraphs; vkinfer runs "
-                                        "single-subgraph models")
-        sg = model.Subgraphs(0)
         codes = []
         for i in range(model.OperatorCodesLength()):
             oc = model.OperatorCodes(i)
             codes.append(max(int(oc.BuiltinCode()), int(oc.DeprecatedBuiltinCode())))
-        tensors = []
-        for i in range(sg.TensorsLength()):
-            t = sg.Tensors(i)
-            data = None
-            if t.Buffer() > 0:
-                buf = model.Buffers(t.Buffer())
-                if buf.Offset() > 1:  # large models keep data after the flatbuffer
-                    raw = blob[buf.Offset():buf.Offset() + buf.Size()]
-                else:
-                    raw = buf.DataAsNumpy().tobytes() if buf.DataLength() else b""
-                if raw:
-                    data = raw
-            q = t.Quantization()
-            scale = zp = None
-            qdim = 0
-            if q is not None and q.ScaleLength():
-                scale = q.ScaleAsNumpy().astype(np.float32)
-                zp = q.ZeroPointAsNumpy().astype(np.int64) if q.ZeroPointLength() else np.zeros(scale.size, np.int64)
-                qdim = int(q.QuantizedDimension())
-            name = t.Name().decode() if t.Name() else f"tensor_{i}"
-            shape = tuple(int(s) for s in t.ShapeAsNumpy()) if t.ShapeLength() else ()
-            tensors.append(_T(name, shape, int(t.Type()), data, scale, zp, qdim))
-        ops = []
-        for i in range(sg.OperatorsLength()):
-            o = sg.Operators(i)
-            ops.append((codes[o.OpcodeIndex()], [int(v) for v in o.InputsAsNumpy()] if o.InputsLength() else [],
-                        [int(v) for v in o.OutputsAsNumpy()] if o.OutputsLength() else [],
-                        o.BuiltinOptionsType(), o.BuiltinOptions()))
-        ins = [int(v) for v in sg.InputsAsNumpy()] if sg.InputsLength() else []
-        outs = [int(v) for v in sg.OutputsAsNumpy()] if sg.OutputsLength() else []
+        subgraphs = [_parse_subgraph(blob, model, model.Subgraphs(k), codes) for k in range(model.SubgraphsLength())]
     except UnsupportedModelError:
         raise
+    except ValueError as e:
+        raise ValueError(f"not a readable TFLite model ({e})") from None
     except Exception as e:  # flatbuffers reads lazily: a corrupt file fails here with struct/index errors
         raise ValueError(f"not a readable TFLite model ({type(e).__name__}: {e})") from None
+    return subgraphs
+
+
+def _parse_subgraph(blob, model, sg, codes):
+    tensors = []
+    for i in range(sg.TensorsLength()):
+        t = sg.Tensors(i)
+        data = None
+        if t.Buffer() > 0:
+            buf = model.Buffers(t.Buffer())
+            if buf.Offset() > 1:  # large models keep data after the flatbuffer
+                raw = blob[buf.Offset():buf.Offset() + buf.Size()]
+            else:
+                raw = buf.DataAsNumpy().tobytes() if buf.DataLength() else b""
+            if raw:
+                data = raw
+        q = t.Quantization()
+        scale = zp = None
+        qdim = 0
+        if q is not None and q.ScaleLength():
+            scale = q.ScaleAsNumpy().astype(np.float32)
+            zp = q.ZeroPointAsNumpy().astype(np.int64) if q.ZeroPointLength() else np.zeros(scale.size, np.int64)
+            qdim = int(q.QuantizedDimension())
+        name = t.Name().decode() if t.Name() else f"tensor_{i}"
+        shape = tuple(int(s) for s in t.ShapeAsNumpy()) if t.ShapeLength() else ()
+        tensors.append(_T(name, shape, int(t.Type()), data, scale, zp, qdim))
+    ops = []
+    for i in range(sg.OperatorsLength()):
+        o = sg.Operators(i)
+        if not 0 <= o.OpcodeIndex() < len(codes):
+            raise ValueError(f"op {i}: opcode index {o.OpcodeIndex()} is out of range ({len(codes)} opcodes)")
+        ops.append((codes[o.OpcodeIndex()], [int(v) for v in o.InputsAsNumpy()] if o.InputsLength() else [],
+                    [int(v) for v in o.OutputsAsNumpy()] if o.OutputsLength() else [],
+                    o.BuiltinOptionsType(), o.BuiltinOptions()))
+    ins = [int(v) for v in sg.InputsAsNumpy()] if sg.InputsLength() else []
+    outs = [int(v) for v in sg.OutputsAsNumpy()] if sg.OutputsLength() else []
     return tensors, ops, ins, outs
 
 
@@ -546,6 +558,10 @@ def _check(code, ins, outs, opts, tensors) -> str | None:
     B = tflite.BuiltinOperator
     if code not in _SUPPORTED:
         return "op not supported"
+    if code in (B.CALL_ONCE, B.VAR_HANDLE, B.READ_VARIABLE, B.ASSIGN_VARIABLE):
+        return _check_variable_op(code, ins, outs, tensors)
+    if code in _MORE:
+        return _check_more(code, ins, outs, opts, tensors)
     if code == B.QUANTIZE:
         if tensors[ins[0]].dtype not in (0, 3, 9) or not qt(outs[0]):
             return "only float32/int8/uint8 -> int8/uint8 is supported"
@@ -620,10 +636,28 @@ def _check(code, ins, outs, opts, tensors) -> str | None:
     return None
 
 
+def _check_variable_op(code, ins, outs, tensors) -> str | None:
+    """Why a resource-variable op cannot be imported (its tensors' types), or None."""
+    import tflite
+
+    B, RESOURCE = tflite.BuiltinOperator, tflite.TensorType.RESOURCE
+    if code == B.CALL_ONCE:
+        return "CALL_ONCE takes no inputs and writes no outputs" if ins or outs else None
+    if code == B.VAR_HANDLE:
+        return None if len(outs) == 1 and tensors[outs[0]].dtype == RESOURCE else (
+            "VAR_HANDLE must write one resource tensor")
+    if tensors[ins[0]].dtype != RESOURCE:
+        return f"input {tensors[ins[0]].name!r} is not a resource tensor"
+    value = ins[1] if code == B.ASSIGN_VARIABLE else (outs[0] if len(outs) == 1 else -1)
+    if value < 0 or tensors[value].dtype not in _DTYPES:
+        return "the value must be one tensor of a supported type (float32, int32, int64, int8, uint8)"
+    return None
+
+
 _MAX_ELEMENTS = 2 ** 31 - 1  # the native kernels index with 32-bit integers
 
 
-def _validate(tensors, ops, ins, outs, names) -> None:
+def _validate(tensors, ops, ins, outs, names, main: bool = True) -> None:
     """ValueError naming the op and field when the flatbuffer's structure is inconsistent: tensor indices out of
     range (a negative one other than -1, "no tensor", is never read from the end), an op without the inputs or
     outputs its kind needs, builtin options of another op's type, non-positive strides, filters or dilations."""
@@ -635,7 +669,7 @@ def _validate(tensors, ops, ins, outs, names) -> None:
         for i in idx:
             if not 0 <= i < n:
                 raise ValueError(f"subgraph {what} {i} is not a tensor index (the model has {n} tensors)")
-    if not outs:
+    if not outs and main:
         raise ValueError("the subgraph has no outputs")
     for t in tensors:
         if int(np.prod([max(d, 1) for d in t.shape], dtype=np.float64)) > _MAX_ELEMENTS:
@@ -646,7 +680,7 @@ def _validate(tensors, ops, ins, outs, names) -> None:
         for i in op_in:
             if not -1 <= i < n:
                 raise ValueError(f"{where}: input tensor index {i} is out of range (the model has {n} tensors)")
-        if not op_out:
+        if not op_out and code not in _NO_OUTPUTS:
             raise ValueError(f"{where} has no outputs")
         for i in op_out:
             if not 0 <= i < n:
@@ -657,6 +691,8 @@ def _validate(tensors, ops, ins, outs, names) -> None:
         if len(op_in) < need or any(i < 0 for i in op_in[:need]):
             raise ValueError(f"{where} needs {need} input tensors, has {op_in}")
         shapes = [tensors[i].shape for i in op_in[:need]]
+        if not op_out:
+            continue  # ASSIGN_VARIABLE, CALL_ONCE
         out_shape = tensors[op_out[0]].shape
         want = None
         if code in (B.SOFTMAX, B.LOGISTIC, B.QUANTIZE, B.DEQUANTIZE):
@@ -676,6 +712,8 @@ def _validate(tensors, ops, ins, outs, names) -> None:
         if table is not None and otype != expected:
             raise ValueError(f"{where}: builtin options of type {options_type.get(otype, otype)}, expected "
                              f"{kind.__name__}")
+        if code in (B.CALL_ONCE, B.VAR_HANDLE) and table is None:
+            raise ValueError(f"{where} has no {kind.__name__}")
         if code in (B.CONV_2D, B.DEPTHWISE_CONV_2D, B.AVERAGE_POOL_2D, B.MAX_POOL_2D):
             if table is None:
                 raise ValueError(f"{where} has no {kind.__name__}")
@@ -693,7 +731,10 @@ def _min_inputs() -> dict:
     import tflite
 
     B = tflite.BuiltinOperator
-    return {B.CONV_2D: 2, B.DEPTHWISE_CONV_2D: 2, B.FULLY_CONNECTED: 2, B.ADD: 2, B.MUL: 2, B.MEAN: 2, B.PAD: 2}
+    return {B.CONV_2D: 2, B.DEPTHWISE_CONV_2D: 2, B.FULLY_CONNECTED: 2, B.ADD: 2, B.MUL: 2, B.MEAN: 2, B.PAD: 2,
+            B.CALL_ONCE: 0, B.VAR_HANDLE: 0, B.READ_VARIABLE: 1, B.ASSIGN_VARIABLE: 2, B.STRIDED_SLICE: 4,
+            B.SPLIT: 2, B.SPLIT_V: 3, B.SUB: 2, B.MAXIMUM: 2, B.MINIMUM: 2, B.PRELU: 2, B.GATHER: 2,
+            B.RESIZE_NEAREST_NEIGHBOR: 2, B.RESIZE_BILINEAR: 2}
 
 
 def _supported_codes() -> dict:
@@ -704,7 +745,9 @@ def _supported_codes() -> dict:
             B.FULLY_CONNECTED: t.FullyConnectedOptions, B.ADD: t.AddOptions, B.MUL: t.MulOptions,
             B.MEAN: t.ReducerOptions, B.AVERAGE_POOL_2D: t.Pool2DOptions, B.MAX_POOL_2D: t.Pool2DOptions,
             B.RESHAPE: None, B.CONCATENATION: t.ConcatenationOptions, B.PAD: None, B.SOFTMAX: t.SoftmaxOptions,
-            B.LOGISTIC: None, B.QUANTIZE: None, B.DEQUANTIZE: None}
+            B.LOGISTIC: None, B.QUANTIZE: None, B.DEQUANTIZE: None,
+            B.CALL_ONCE: t.CallOnceOptions, B.VAR_HANDLE: t.VarHandleOptions, B.READ_VARIABLE: None,
+            B.ASSIGN_VARIABLE: None, **_more_codes()}
 
 
 def _needs() -> dict:
@@ -721,7 +764,7 @@ def _needs() -> dict:
             B.RESHAPE: ("Reshape",), B.CONCATENATION: ("Concat", "com.microsoft:QLinearConcat"), B.PAD: ("Pad",),
             B.SOFTMAX: ("vkinfer:TFLiteSoftmax",), B.LOGISTIC: ("com.microsoft:QLinearSigmoid",),
             B.QUANTIZE: ("vkinfer:TFLiteQuantize", "DequantizeLinear", "QuantizeLinear"),
-            B.DEQUANTIZE: ("DequantizeLinear",)}
+            B.DEQUANTIZE: ("DequantizeLinear",), **_more_needs()}
 
 
 _SUPPORTED: dict = {}
@@ -754,64 +797,225 @@ def _build(imp, B, code, op_in, op_out, opts) -> None:
         imp.softmax(op_in, op_out, opts)
     elif code == B.QUANTIZE:
         imp.quantize(op_in, op_out)
+    elif code in _MORE:
+        _build_more(imp, B, code, op_in, op_out, opts)
     else:
         imp.dequantize(op_in[0], imp.put(op_out[0]))
+
+
+_NO_OUTPUTS: set = set()  # ops that write no tensor (ASSIGN_VARIABLE, CALL_ONCE)
+_CONTROL = ("WHILE", "IF")
+
+
+@dataclass
+class StateVariable:
+    """A TFLite resource variable the main subgraph reads before assigning it: its value is carried from one
+    `run` to the next by the session (vkinfer.InferenceSession keeps it per session; `reset_state` restores
+    `initial`, the value the CALL_ONCE init subgraph assigns).
+
+    name: "container/shared_name"; input: the graph input carrying the value into a run; output: the graph
+    output carrying the value out (None when the run leaves it unchanged or assigns the constant `assigned`)."""
+
+    name: str
+    input: str
+    output: str | None
+    initial: np.ndarray
+    assigned: np.ndarray | None = None
+
+
+class _Model:
+    """What importing the subgraphs of one model shares: the parsed subgraphs, the session's op table, the
+    values the init subgraphs assigned to each variable key, and the subgraphs already called once."""
+
+    def __init__(self, subgraphs, names, supported):
+        self.subgraphs, self.names, self.supported = subgraphs, names, supported
+        self.initial: dict[tuple[str, str], np.ndarray] = {}
+        self.called: set[int] = set()
+
+
+def _key_name(key: tuple[str, str]) -> str:
+    return f"{key[0]}/{key[1]}" if key[0] else key[1]
+
+
+def _check_subgraph(model: _Model, k: int) -> list[str]:
+    """The problems (unsupported ops) of subgraph k, each 'op i (NAME): why', prefixed for k > 0."""
+    tensors, ops, _, _ = model.subgraphs[k]
+    where = f"subgraph {k} " if k else ""
+    problems, parsed = [], []
+    for i, (code, op_in, op_out, _, table) in enumerate(ops):
+        name = model.names.get(code, f"builtin {code}")
+        kind = _SUPPORTED.get(code)
+        opts = None
+        try:
+            opts = _options(kind, table) if kind is not None else None
+            why = _check(code, op_in, op_out, opts, tensors)
+            if why == "op not supported" and name in _CONTROL:
+                why = "control flow (WHILE, IF) is not supported; only CALL_ONCE of an init subgraph"
+        except Exception as e:  # malformed options or tensor references
+            why = f"cannot read the op ({type(e).__name__}: {e})"
+        missing = [n for n in _NEEDS.get(code, ()) if n not in model.supported]
+        if not why and missing:
+            why = f"the session's op table lacks {missing}"
+        if why:
+            problems.append(f"{where}op {i} ({name}): {why}")
+        parsed.append((code, op_in, op_out, opts if not why else None))
+    model.subgraphs[k] = (*model.subgraphs[k][:4], parsed)
+    return problems
+
+
+def _call_graph(model: _Model) -> list[int]:
+    """The subgraphs CALL_ONCE reaches from subgraph 0, in order; ValueError for an index out of range, missing
+    CallOnceOptions or a cycle."""
+    import tflite
+
+    n = len(model.subgraphs)
+    state: dict[int, int] = {}  # 1: being visited, 2: done
+    order: list[int] = []
+
+    def visit(k: int, path: list[int]) -> None:
+        if state.get(k) == 2:
+            return
+        if state.get(k) == 1:
+            raise ValueError(f"CALL_ONCE cycle through subgraphs {' -> '.join(map(str, [*path, k]))}")
+        state[k] = 1
+        order.append(k)
+        for i, (code, _, _, otype, table) in enumerate(model.subgraphs[k][1]):
+            if code != tflite.BuiltinOperator.CALL_ONCE:
+                continue
+            where = f"subgraph {k} op {i} (CALL_ONCE)"
+            if table is None or otype != tflite.BuiltinOptions.CallOnceOptions:
+                raise ValueError(f"{where} has no CallOnceOptions")
+            try:
+                init = int(_options(tflite.CallOnceOptions, table).InitSubgraphIndex())
+            except Exception as e:
+                raise ValueError(f"{where}: unreadable CallOnceOptions ({type(e).__name__}: {e})") from None
+            if not 0 <= init < n:
+                raise ValueError(f"{where}: init subgraph index {init} is out of range (the model has {n} "
+                                 "subgraphs)")
+            visit(init, [*path, k])
+        state[k] = 2
+
+    visit(0, [])
+    return order
+
+
+def _import_subgraph(model: _Model, k: int, imp: _Importer):
+    """Adds the nodes of subgraph k to `imp`; returns {variable key: graph name of its value at the end} and the
+    variables read before this subgraph assigned them ({key: (first READ's output tensor, the graph name of the
+    value it read)}), in order."""
+    import tflite
+
+    B = tflite.BuiltinOperator
+    tensors, _, ins, _, parsed = model.subgraphs[k]
+    where_sg = f"subgraph {k} " if k else ""
+    handles: dict[int, tuple[str, str]] = {}
+    current: dict[tuple[str, str], str] = {}
+    carried: dict[tuple[str, str], int] = {}
+    for i in ins:
+        imp.put(i)
+    for j, (code, op_in, op_out, opts) in enumerate(parsed):
+        name = model.names.get(code, code)
+        where = f"{where_sg}op {j} ({name})"
+        try:
+            if code == B.CALL_ONCE:
+                init = int(opts.InitSubgraphIndex())
+                if init not in model.called:
+                    model.called.add(init)
+                    _run_init(model, init)
+            elif code == B.VAR_HANDLE:
+                key = ((opts.Container() or b"").decode(), (opts.SharedName() or b"").decode())
+                handles[op_out[0]] = key
+            elif code in (B.READ_VARIABLE, B.ASSIGN_VARIABLE):
+                if op_in[0] not in handles:
+                    raise ValueError(f"resource tensor {tensors[op_in[0]].name!r} is not the output of an "
+                                     "earlier VAR_HANDLE")
+                key = handles[op_in[0]]
+                if code == B.ASSIGN_VARIABLE:
+                    current[key] = imp.get(op_in[1])
+                    carried.setdefault(key, None)
+                    continue
+                if key not in current:
+                    if k != 0 or key not in model.initial:
+                        raise ValueError(f"resource variable {_key_name(key)!r} is read before it is assigned")
+                    current[key] = imp.fresh(f"state_{_key_name(key)}")
+                    carried[key] = (op_out[0], current[key])
+                imp.layouts[op_out[0]] = {"NHWC": current[key]}
+            else:
+                _build(imp, B, code, op_in, op_out, opts)
+        except (ValueError, TypeError) as e:
+            raise type(e)(f"{where}: {e}") from e
+        except Exception as e:  # options fields are read lazily: a corrupt table fails here
+            raise ValueError(f"{where}: unreadable ({type(e).__name__}: {e})") from e
+    return current, {key: t for key, t in carried.items() if t is not None}
+
+
+def _run_init(model: _Model, k: int) -> None:
+    """Import init subgraph k as a graph of its own and evaluate it once (it has no inputs): the values it
+    assigns become the variables' initial values."""
+    from .plan import interpret
+
+    tensors, _, ins, _, _ = model.subgraphs[k]
+    if ins:
+        raise ValueError(f"init subgraph {k} has {len(ins)} inputs (CALL_ONCE passes none)")
+    imp = _Importer(tensors)
+    current, carried = _import_subgraph(model, k, imp)
+    if carried:
+        raise ValueError(f"init subgraph {k} reads variable {_key_name(next(iter(carried)))!r} before assigning it")
+    values: dict[str, np.ndarray] = dict(imp.consts)
+    interpret(Graph(imp.nodes, [], [], imp.consts), values, "reference")
+    for key, name in current.items():
+        model.initial[key] = np.array(values[name], copy=True)
 
 
 def import_tflite(model: str | os.PathLike | bytes, supported: dict[str, str | None]) -> Graph:
     """Graph of an int8/uint8 TFLite model. `supported` is the session's op table (as for import_onnx).
     Unsupported ops raise UnsupportedModelError listing each (op index, builtin name, why); an unreadable file
-    raises ValueError."""
+    raises ValueError.
+
+    Streaming models: CALL_ONCE of an init subgraph is evaluated here, once, into each variable's initial value;
+    a resource variable the main subgraph reads before assigning it becomes an extra graph input (its value
+    going into a run) and, when the run assigns it, an extra graph output (its value after the run), listed in
+    the graph's `variables` (StateVariable) after its `user_outputs` first outputs. The session carries them."""
     import tflite
 
     if not _SUPPORTED:
         _SUPPORTED.update(_supported_codes())
         _NEEDS.update(_needs())
         _MIN_INPUTS.update(_min_inputs())
+        B = tflite.BuiltinOperator
+        _NO_OUTPUTS.update({B.ASSIGN_VARIABLE, B.CALL_ONCE})
     if isinstance(model, bytes | bytearray | memoryview):
         blob = bytes(model)
     else:
         with open(os.fspath(model), "rb") as f:
             blob = f.read()
-    tensors, ops, ins, outs = _parse(blob)
+    subgraphs = _parse_all(blob)
     names = _builtin_names()
+    m = _Model(subgraphs, names, supported)
     try:
-        _validate(tensors, ops, ins, outs, names)
+        for k, (tensors, ops, ins, outs) in enumerate(subgraphs):
+            try:
+                _validate(tensors, ops, ins, outs, names, main=k == 0)
+            except ValueError as e:
+                if k:
+                    raise ValueError(f"subgraph {k}: {e}") from None
+                raise
+        order = _call_graph(m)
     except ValueError:
         raise
     except Exception as e:  # options tables pointing outside the file
         raise ValueError(f"not a readable TFLite model ({type(e).__name__}: {e})") from None
-    problems, parsed = [], []
-    for i, (code, op_in, op_out, _, table) in enumerate(ops):
-        name = names.get(code, f"builtin {code}")
-        kind = _SUPPORTED.get(code)
-        try:
-            opts = _options(kind, table) if kind is not None else None
-            why = _check(code, op_in, op_out, opts, tensors)
-        except Exception as e:  # malformed options or tensor references
-            why = f"cannot read the op ({type(e).__name__}: {e})"
-        missing = [n for n in _NEEDS.get(code, ()) if n not in supported]
-        if not why and missing:
-            why = f"the session's op table lacks {missing}"
-        if why:
-            problems.append(f"op {i} ({name}): {why}")
-        parsed.append((code, op_in, op_out, opts if not why else None))
+    problems = []
+    for k in order:
+        problems += _check_subgraph(m, k)
     if "Transpose" not in supported:
         problems.append("the session's op table lacks Transpose")
     if problems:
         raise UnsupportedModelError("the model has ops vkinfer cannot run:\n  " + "\n  ".join(problems))
 
-    B = tflite.BuiltinOperator
+    tensors, _, ins, outs, _ = m.subgraphs[0]
     imp = _Importer(tensors)
-    for i in ins:
-        imp.put(i)
-    for k, (code, op_in, op_out, opts) in enumerate(parsed):
-        try:
-            _build(imp, B, code, op_in, op_out, opts)
-        except (ValueError, TypeError) as e:
-            raise type(e)(f"op {k} ({names.get(code, code)}): {e}") from e
-        except Exception as e:  # options fields are read lazily: a corrupt table fails here
-            raise ValueError(f"op {k} ({names.get(code, code)}): unreadable ({type(e).__name__}: {e})") from e
+    current, carried = _import_subgraph(m, 0, imp)
     out_names = [imp.get(o) for o in outs]
 
     def info(i: int, name: str) -> TensorInfo:
@@ -820,11 +1024,388 @@ def import_tflite(model: str | os.PathLike | bytes, supported: dict[str, str | N
             raise UnsupportedModelError(f"graph input/output {t.name!r} has unsupported TFLite type {t.dtype}")
         return TensorInfo(name, t.shape, np.dtype(_DTYPES[t.dtype]))
 
-    graph = Graph(imp.nodes, [info(i, imp.names[i]) for i in ins],
-                  [info(i, n) for i, n in zip(outs, out_names, strict=True)], imp.consts)
+    inputs = [info(i, imp.names[i]) for i in ins]
+    outputs = [info(i, n) for i, n in zip(outs, out_names, strict=True)]
+    variables = []
+    for key, read in carried.items():
+        init = m.initial[key]
+        read, state_in = read
+        if tuple(init.shape) != tuple(tensors[read].shape) or _DTYPES.get(tensors[read].dtype) != init.dtype:
+            raise ValueError(f"resource variable {_key_name(key)!r} holds {init.dtype} {list(init.shape)} (from its "
+                             f"init subgraph), READ_VARIABLE output {tensors[read].name!r} declares "
+                             f"{_DTYPES.get(tensors[read].dtype, tensors[read].dtype)} {list(tensors[read].shape)}")
+        inputs.append(TensorInfo(state_in, init.shape, init.dtype))
+        out, assigned = current[key], None
+        if out == state_in:
+            out = None
+        elif out in imp.consts:
+            out, assigned = None, imp.consts[out]
+        elif out in {t.name for t in inputs}:
+            copy = imp.fresh("state_out")
+            imp.node("Identity", [out], [copy])
+            out = copy
+        if assigned is not None and (assigned.shape != init.shape or assigned.dtype != init.dtype):
+            raise UnsupportedModelError(f"resource variable {_key_name(key)!r} of {init.dtype} {list(init.shape)} "
+                                        f"is assigned {assigned.dtype} {list(assigned.shape)}")
+        variables.append(StateVariable(_key_name(key), state_in, out, init, assigned))
+    user_outputs = len(outputs)
+    for v in variables:
+        if v.output is not None and v.output not in {t.name for t in outputs}:
+            outputs.append(TensorInfo(v.output, v.initial.shape, v.initial.dtype))
+
+    graph = Graph(imp.nodes, inputs, outputs, imp.consts)
     consts = [t.name for t in graph.outputs if t.name in graph.consts]
     if consts:
         raise UnsupportedModelError(f"graph outputs {consts} are constants (they depend on no graph input), which "
                                     "vkinfer does not support as outputs")
     check_graph(graph)  # ops writing a subgraph input or one another's outputs, reading what nothing writes
+    graph.variables = variables
+    graph.user_outputs = user_outputs
     return graph
+
+
+
+# ---- data movement and elementwise ops on 8-bit tensors ---------------------------------------------------------
+# Data movement becomes ONNX-style nodes on the 8-bit tensor (Slice, Concat, Reshape, Gather, DepthToSpace: pure
+# byte moves, exact by construction, run on every device through vkinfer/model/moves.py); elementwise ops become
+# vkinfer:Table / vkinfer:Table2 lookups (vkinfer/model/tables.py) whose entries are TFLite's arithmetic
+# (vkinfer/reference/tflite_elementwise.py, tflite_hard_swish.py).
+
+_MORE: dict = {}
+_UNARY_TABLE_OPS = ("TANH", "HARD_SWISH", "LEAKY_RELU")
+_BINARY_TABLE_OPS = ("SUB", "MAXIMUM", "MINIMUM", "PRELU")
+
+
+def _more_codes() -> dict:
+    import tflite
+
+    B, t = tflite.BuiltinOperator, tflite
+    codes = {B.STRIDED_SLICE: t.StridedSliceOptions, B.SPLIT: t.SplitOptions, B.SPLIT_V: t.SplitVOptions,
+             B.PACK: t.PackOptions, B.UNPACK: t.UnpackOptions, B.SQUEEZE: t.SqueezeOptions,
+             B.GATHER: t.GatherOptions, B.DEPTH_TO_SPACE: t.DepthToSpaceOptions,
+             B.RESIZE_NEAREST_NEIGHBOR: t.ResizeNearestNeighborOptions, B.TANH: None, B.HARD_SWISH: None,
+             B.LEAKY_RELU: t.LeakyReluOptions, B.SUB: t.SubOptions, B.MAXIMUM: None, B.MINIMUM: None,
+             B.PRELU: None}
+    _MORE.update(codes)
+    return codes
+
+
+def _more_needs() -> dict:
+    import tflite
+
+    B = tflite.BuiltinOperator
+    return {B.STRIDED_SLICE: ("Slice", "Reshape"), B.SPLIT: ("Slice",), B.SPLIT_V: ("Slice",),
+            B.PACK: ("Reshape", "Concat"), B.UNPACK: ("Slice", "Reshape"), B.SQUEEZE: ("Reshape",),
+            B.GATHER: ("Gather",), B.DEPTH_TO_SPACE: ("DepthToSpace",), B.RESIZE_NEAREST_NEIGHBOR: ("Gather",),
+            **{getattr(B, n): ("vkinfer:Table",) for n in _UNARY_TABLE_OPS},
+            **{getattr(B, n): ("vkinfer:Table2",) for n in _BINARY_TABLE_OPS}}
+
+
+def _const_ints(tensors, i: int, what: str) -> np.ndarray:
+    t = tensors[i]
+    if t.data is None or t.dtype not in (2, 4):
+        raise ValueError(f"{what} {t.name!r} must be a constant int32/int64 tensor")
+    return np.frombuffer(t.data, _DTYPES[t.dtype]).astype(np.int64)
+
+
+def _check_more(code, ins, outs, opts, tensors) -> str | None:
+    """Why one of the ops of this section cannot be imported, or None."""
+    import tflite
+
+    B = tflite.BuiltinOperator
+
+    def q8(i):
+        return _DTYPES.get(tensors[i].dtype) in (np.uint8, np.int8) and tensors[i].scale is not None and \
+            tensors[i].scale.size == 1
+
+    def known(i):
+        return tensors[i].dtype in _DTYPES
+    name = _builtin_names().get(code, code)
+    if opts is None and _MORE.get(code) is not None and code not in (B.SQUEEZE, B.SUB):
+        return f"missing {_MORE[code].__name__}"
+    if name in _UNARY_TABLE_OPS:
+        if not (q8(ins[0]) and q8(outs[0])) or tensors[ins[0]].dtype != tensors[outs[0]].dtype:
+            return "only per-tensor int8/uint8 input and output of one type are supported"
+        return None
+    if name in _BINARY_TABLE_OPS:
+        if not all(q8(i) for i in (ins[0], ins[1], outs[0])) or len({tensors[i].dtype for i in (
+                ins[0], ins[1], outs[0])}) != 1:
+            return "only per-tensor int8/uint8 inputs and output of one type are supported"
+        act = getattr(opts, "FusedActivationFunction", None)
+        if act is not None and act() not in _ACTIVATIONS:
+            return f"fused activation {act()} is not supported"
+        return None
+    data = ins[1:2] if code == B.SPLIT else (list(ins) if code == B.PACK else ins[:1])
+    if not all(known(i) for i in data + outs) or any(tensors[o].dtype != tensors[data[0]].dtype for o in outs):
+        return "inputs and outputs must have one supported type"
+    if code == B.STRIDED_SLICE and opts is not None and (opts.EllipsisMask() or opts.NewAxisMask()):
+        return "ellipsis_mask and new_axis_mask are not supported"
+    if code == B.GATHER and opts is not None and opts.BatchDims() != 0:
+        return "batch_dims != 0 is not supported"
+    if code == B.PACK and any(tensors[i].scale is not None and not _same_q(tensors[i], tensors[outs[0]])
+                              for i in ins):
+        return "inputs and output must share one scale and zero point"
+    if code == B.DEPTH_TO_SPACE and len(tensors[ins[0]].shape) != 4:
+        return "input is not 4-D"
+    if code == B.RESIZE_NEAREST_NEIGHBOR and len(tensors[ins[0]].shape) != 4:
+        return "input is not 4-D"
+    return None
+
+
+def _build_more(imp: _Importer, B, code, ins, outs, opts) -> None:
+    if code == B.STRIDED_SLICE:
+        imp.strided_slice(ins, outs, opts)
+    elif code in (B.SPLIT, B.SPLIT_V, B.UNPACK):
+        imp.split(code, ins, outs, opts)
+    elif code == B.PACK:
+        imp.pack(ins, outs, opts)
+    elif code == B.SQUEEZE:
+        imp.squeeze(ins, outs)
+    elif code == B.GATHER:
+        imp.gather(ins, outs, opts)
+    elif code == B.DEPTH_TO_SPACE:
+        imp.depth_to_space(ins, outs, opts)
+    elif code == B.RESIZE_NEAREST_NEIGHBOR:
+        imp.resize_nearest(ins, outs, opts)
+    elif code in (B.TANH, B.HARD_SWISH, B.LEAKY_RELU):
+        imp.unary_table(code, ins, outs, opts)
+    else:
+        imp.binary_table(code, ins, outs, opts)
+
+
+def _expect_shape(imp: _Importer, i: int, want, what: str) -> None:
+    got = tuple(imp.t[i].shape)
+    if got != tuple(int(d) for d in want):
+        raise ValueError(f"output tensor {imp.t[i].name!r} has shape {list(got)}, {what} gives "
+                         f"{[int(d) for d in want]}")
+
+
+def _nearest_indices(in_size: int, out_size: int, align_corners: bool, half_pixel: bool) -> np.ndarray:
+    """TFLite's resize_nearest_neighbor source index per output index (float32 scale, as its kernel)."""
+    if align_corners and out_size > 1:
+        scale = np.float32(in_size - 1) / np.float32(out_size - 1)
+    else:
+        scale = np.float32(in_size) / np.float32(out_size)
+    offset = np.float32(0.5) if half_pixel else np.float32(0.0)
+    v = (np.arange(out_size, dtype=np.float32) + offset) * scale
+    idx = (np.floor(np.abs(v) + np.float32(0.5)) * np.sign(v) if align_corners else np.floor(v)).astype(np.int64)
+    idx = np.minimum(idx, in_size - 1)
+    return np.maximum(idx, 0) if half_pixel else idx
+
+
+def _importer_more(cls):
+    """The methods of _Importer for this section (kept here, next to their checks)."""
+
+    def slice_axis(self, src: str, dst: str, axis: int, start: int, stop: int, step: int = 1) -> None:
+        self.node("Slice", [src, self.const("starts", np.array([start], np.int64)),
+                            self.const("ends", np.array([stop], np.int64)),
+                            self.const("axes", np.array([axis], np.int64)),
+                            self.const("steps", np.array([step], np.int64))], [dst])
+
+    def strided_slice(self, ins, outs, opts) -> None:
+        x = ins[0]
+        shape = self.t[x].shape
+        r = len(shape)
+        begin, end, strides = (_const_ints(self.t, i, w) for i, w in zip(ins[1:4], ("begin", "end", "strides"),
+                                                                         strict=True))
+        if not begin.size == end.size == strides.size == r:
+            raise ValueError(f"begin/end/strides have {begin.size}/{end.size}/{strides.size} entries for a rank-{r} "
+                             "input")
+        if np.any(strides == 0):
+            raise ValueError(f"strides {strides.tolist()} contain 0")
+        bm, em, sm = opts.BeginMask(), opts.EndMask(), opts.ShrinkAxisMask()
+        if getattr(opts, "Offset", lambda: False)():
+            end = begin + end
+        starts, ends, steps, dims = [], [], [], []
+        for i, d in enumerate(shape):
+            s = int(strides[i])
+            if sm >> i & 1:
+                b = int(begin[i]) + (d if begin[i] < 0 else 0)
+                if not 0 <= b < d:
+                    raise ValueError(f"shrink axis {i}: begin {int(begin[i])} is outside [-{d}, {d})")
+                starts.append(b), ends.append(b + 1), steps.append(1)
+                continue
+            lo, hi = (0, d) if s > 0 else (-1, d - 1)
+            b = (0 if s > 0 else d - 1) if bm >> i & 1 else int(begin[i]) + (d if begin[i] < 0 else 0)
+            e = (d if s > 0 else -1) if em >> i & 1 else int(end[i]) + (d if end[i] < 0 else 0)
+            b, e = min(max(b, lo), hi), min(max(e, lo), hi)
+            n = max(0, -(-(e - b) // s))
+            starts.append(b), ends.append(-(d + 1) if s < 0 and e == -1 else e), steps.append(s)
+            dims.append(n)
+        _expect_shape(self, outs[0], dims, f"strided slice {list(zip(starts, ends, steps, strict=True))} of "
+                                           f"{self.t[x].name!r} {list(shape)}")
+        if 0 in dims:
+            raise UnsupportedModelError("an empty strided slice")
+        reshape = len(dims) != r
+        y = self.fresh("strided_slice") if reshape else self.put(outs[0])
+        self.node("Slice", [self.get(x), self.const("starts", np.array(starts, np.int64)),
+                            self.const("ends", np.array(ends, np.int64)),
+                            self.const("axes", np.arange(r, dtype=np.int64)),
+                            self.const("steps", np.array(steps, np.int64))], [y])
+        if reshape:
+            self.node("Reshape", [y, self.const("shape", np.array(dims, np.int64))], [self.put(outs[0])])
+
+    def split(self, code, ins, outs, opts) -> None:
+        """SPLIT / SPLIT_V / UNPACK -> one Slice per output along the axis (UNPACK: then a Reshape dropping it)."""
+        import tflite
+
+        B = tflite.BuiltinOperator
+        if code == B.SPLIT:
+            x, axis = ins[1], _const_ints(self.t, ins[0], "axis")
+        elif code == B.SPLIT_V:
+            x, axis = ins[0], _const_ints(self.t, ins[2], "axis")
+        else:
+            x, axis = ins[0], np.array([opts.Axis()])
+        shape = self.t[x].shape
+        if axis.size != 1 or not -len(shape) <= int(axis[0]) < len(shape):
+            raise ValueError(f"axis {axis.tolist()} is not one axis of a rank-{len(shape)} input")
+        a = int(axis[0]) % len(shape)
+        d = shape[a]
+        n = len(outs)
+        if code == B.SPLIT_V:
+            sizes = _const_ints(self.t, ins[1], "size_splits").tolist()
+            if sizes.count(-1) == 1:
+                sizes[sizes.index(-1)] = d - (sum(sizes) + 1)
+            if len(sizes) != n or any(v < 0 for v in sizes) or sum(sizes) != d:
+                raise ValueError(f"size_splits {sizes} do not split {d} into {n} outputs")
+        else:
+            num = opts.NumSplits() if code == B.SPLIT else opts.Num()
+            if num != n or d % max(n, 1):
+                raise ValueError(f"{num} splits / {n} outputs do not divide axis {a} of size {d}")
+            sizes = [d // n] * n
+        start = 0
+        for o, size in zip(outs, sizes, strict=True):
+            want = list(shape)
+            want[a] = size
+            if code == B.UNPACK:
+                _expect_shape(self, o, want[:a] + want[a + 1:], f"unpacking axis {a} of {list(shape)}")
+                y = self.fresh("unpack")
+                self.slice_axis(self.get(x), y, a, start, start + size)
+                self.node("Reshape", [y, self.const("shape", np.array(self.t[o].shape, np.int64))], [self.put(o)])
+            else:
+                _expect_shape(self, o, want, f"splitting axis {a} of {list(shape)} by {sizes}")
+                self.slice_axis(self.get(x), self.put(o), a, start, start + size)
+            start += size
+
+    def pack(self, ins, outs, opts) -> None:
+        shape = self.t[ins[0]].shape
+        r = len(shape) + 1
+        axis = opts.Axis()
+        if not -r <= axis < r or any(self.t[i].shape != shape for i in ins):
+            raise ValueError(f"cannot pack inputs of shapes {[list(self.t[i].shape) for i in ins]} on axis {axis}")
+        a = axis % r
+        one = [*shape[:a], 1, *shape[a:]]
+        _expect_shape(self, outs[0], [*shape[:a], len(ins), *shape[a:]], f"packing {len(ins)} inputs")
+        parts = []
+        for i in ins:
+            name = self.fresh("pack")
+            self.node("Reshape", [self.get(i), self.const("shape", np.array(one, np.int64))], [name])
+            parts.append(name)
+        self.node("Concat", parts, [self.put(outs[0])], axis=a)
+
+    def squeeze(self, ins, outs) -> None:
+        x = ins[0]
+        if int(np.prod(self.t[x].shape)) != int(np.prod(self.t[outs[0]].shape)):
+            raise ValueError(f"output {list(self.t[outs[0]].shape)} does not hold input {list(self.t[x].shape)}")
+        self.node("Reshape", [self.get(x), self.const("shape", np.array(self.t[outs[0]].shape, np.int64))],
+                  [self.put(outs[0])])
+
+    def gather(self, ins, outs, opts) -> None:
+        x, idx = ins[0], ins[1]
+        shape = self.t[x].shape
+        axis = opts.Axis()
+        if not -len(shape) <= axis < len(shape):
+            raise ValueError(f"axis {axis} is outside a rank-{len(shape)} input")
+        a = axis % len(shape)
+        if self.t[idx].dtype not in (2, 4):
+            raise ValueError(f"indices {self.t[idx].name!r} must be int32/int64")
+        _expect_shape(self, outs[0], [*shape[:a], *self.t[idx].shape, *shape[a + 1:]], "gathering")
+        if self.t[idx].data is not None:
+            v = self.array(idx).astype(np.int64)
+            if v.size and (v.min() < 0 or v.max() >= shape[a]):
+                raise ValueError(f"indices {sorted({int(i) for i in v.ravel() if not 0 <= i < shape[a]})[:5]} are "
+                                 f"outside [0, {shape[a]})")
+            ind = self.const("indices", v)
+        else:
+            ind = self.get(idx)
+        self.node("Gather", [self.get(x), ind], [self.put(outs[0])], axis=a)
+
+    def depth_to_space(self, ins, outs, opts) -> None:
+        x = ins[0]
+        n, h, w, c = self.t[x].shape
+        b = opts.BlockSize()
+        if b < 1 or c % (b * b):
+            raise ValueError(f"block size {b} does not divide {c} channels into blocks")
+        _expect_shape(self, outs[0], [n, h * b, w * b, c // (b * b)], f"depth to space by {b}")
+        self.node("DepthToSpace", [self.get(x, "NCHW")], [self.put(outs[0], "NCHW")], blocksize=b, mode="DCR")
+
+    def resize_nearest(self, ins, outs, opts) -> None:
+        """RESIZE_NEAREST_NEIGHBOR -> Gather along H, then W, of the source rows and columns TFLite picks."""
+        x = ins[0]
+        n, h, w, c = self.t[x].shape
+        size = _const_ints(self.t, ins[1], "size")
+        if size.size != 2 or size.min() < 1:
+            raise ValueError(f"size {size.tolist()} must be two positive integers")
+        oh, ow = (int(v) for v in size)
+        _expect_shape(self, outs[0], [n, oh, ow, c], f"resizing to {[oh, ow]}")
+        ac, hp = bool(opts.AlignCorners()), bool(opts.HalfPixelCenters())
+        layout = self.layout_of([x], outs)
+        ah, aw = (2, 3) if layout == "NCHW" else (1, 2)
+        mid = self.fresh("resize_rows")
+        self.node("Gather", [self.get(x, layout), self.const("rows", _nearest_indices(h, oh, ac, hp))], [mid],
+                  axis=ah)
+        self.node("Gather", [mid, self.const("cols", _nearest_indices(w, ow, ac, hp))],
+                  [self.put(outs[0], layout)], axis=aw)
+
+    def unary_table(self, code, ins, outs, opts) -> None:
+        from ..reference.tflite_elementwise import leaky_relu_table, tanh_table
+        from ..reference.tflite_hard_swish import tflite_hard_swish_table
+
+        x, y = self.t[ins[0]], self.t[outs[0]]
+        _expect_shape(self, outs[0], x.shape, "an elementwise op")
+        dt = _DTYPES[y.dtype]
+        args = (x.scale[0], int(x.zero_point[0]), y.scale[0], int(y.zero_point[0]))
+        name = _builtin_names()[code]
+        if name == "TANH":
+            table = tanh_table(*args, dt)
+        elif name == "HARD_SWISH":
+            table = tflite_hard_swish_table(*args, dt)
+        else:
+            table = leaky_relu_table(*args, opts.Alpha(), dt)
+        layout = self.layout_of(ins[:1], outs)
+        self.node("vkinfer:Table", [self.get(ins[0], layout), self.const("table", table.view(np.uint8))],
+                  [self.put(outs[0], layout)], dtype=np.dtype(dt).name)
+
+    def binary_table(self, code, ins, outs, opts) -> None:
+        from ..reference.tflite_elementwise import max_min_table, prelu_table, sub_table
+
+        a, b, y = self.t[ins[0]], self.t[ins[1]], self.t[outs[0]]
+        try:
+            want = np.broadcast_shapes(a.shape, b.shape)
+        except ValueError:
+            raise ValueError(f"input shapes {list(a.shape)} and {list(b.shape)} do not broadcast") from None
+        _expect_shape(self, outs[0], want, "broadcasting the inputs")
+        dt = _DTYPES[y.dtype]
+        name = _builtin_names()[code]
+        if name == "SUB":
+            act = opts.FusedActivationFunction() if opts is not None else 0
+            lo, hi = _act_range(act, y.scale[0], int(y.zero_point[0]), dt) or _QRANGE[np.dtype(dt)]
+            table = sub_table(a.scale[0], int(a.zero_point[0]), b.scale[0], int(b.zero_point[0]), y.scale[0],
+                              int(y.zero_point[0]), dt, lo, hi)
+        elif name == "PRELU":
+            table = prelu_table(a.scale[0], int(a.zero_point[0]), b.scale[0], int(b.zero_point[0]), y.scale[0],
+                                int(y.zero_point[0]), dt, _DTYPES[b.dtype])
+        else:
+            table = max_min_table(dt, name == "MAXIMUM")
+        layout = self.layout_of(ins[:2], outs) if len(a.shape) == len(b.shape) else "NHWC"
+        self.node("vkinfer:Table2", [self.get(ins[0], layout), self.get(ins[1], layout),
+                                     self.const("table", table.view(np.uint8))], [self.put(outs[0], layout)],
+                  dtype=np.dtype(dt).name)
+
+    for f in (slice_axis, strided_slice, split, pack, squeeze, gather, depth_to_space, resize_nearest,
+              unary_table, binary_table):
+        setattr(cls, f.__name__, f)
+    return cls
+
+
+_importer_more(_Importer)

@@ -33,7 +33,7 @@ from .zoo import MOBILENET_V2_STAGES, _divisible
 
 _TYPES = {np.dtype(np.float32): tflite.TensorType.FLOAT32, np.dtype(np.int32): tflite.TensorType.INT32,
           np.dtype(np.uint8): tflite.TensorType.UINT8, np.dtype(np.int8): tflite.TensorType.INT8,
-          np.dtype(np.int64): tflite.TensorType.INT64}
+          np.dtype(np.int64): tflite.TensorType.INT64, np.dtype(object): tflite.TensorType.RESOURCE}
 _ACT = {None: tflite.ActivationFunctionType.NONE, "relu": tflite.ActivationFunctionType.RELU,
         "relu6": tflite.ActivationFunctionType.RELU6, "relu_n1_to_1": tflite.ActivationFunctionType.RELU_N1_TO_1}
 _ACT_FLOAT = {None: lambda v: v, "relu": lambda v: np.maximum(v, 0), "relu6": lambda v: np.clip(v, 0, 6),
@@ -64,16 +64,26 @@ class ModelBuilder:
     """Tensors, buffers and operators of one subgraph; `finish` serialises them as TFLite flatbuffer bytes.
 
     Options are given as a dict of the options table's field names (e.g. {"Padding": 0, "StrideW": 2}); the
-    matching ``<OptionsName>Add<Field>`` builder function writes each one.
+    matching ``<OptionsName>Add<Field>`` builder function writes each one (a list: an int32 vector, a str: a
+    string). A tensor of dtype "resource" is a resource handle (VAR_HANDLE's output). Further subgraphs (a
+    CALL_ONCE init subgraph, say) are builders made by `subgraph()`, which share this one's buffers, passed to
+    `finish` in subgraph index order.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, buffers: list[bytes] | None = None) -> None:
         self.tensors: list[_Tensor] = []
-        self.buffers: list[bytes] = [b""]  # buffer 0: the empty sentinel every TFLite file starts with
+        # buffer 0: the empty sentinel every TFLite file starts with
+        self.buffers: list[bytes] = buffers if buffers is not None else [b""]
         self.ops: list[_Op] = []
+
+    def subgraph(self) -> ModelBuilder:
+        """A builder for another subgraph of the same model (the buffers list is shared)."""
+        return ModelBuilder(self.buffers)
 
     def tensor(self, name: str, shape, dtype, data: np.ndarray | None = None, scale=None, zero_point=None,
                quantized_dimension: int = 0) -> int:
+        """Index of a new tensor (dtype "resource": a resource handle)."""
+        dtype = object if isinstance(dtype, str) and dtype == "resource" else dtype
         buf = 0
         if data is not None:
             self.buffers.append(np.ascontiguousarray(data, dtype=dtype).tobytes())
@@ -85,10 +95,15 @@ class ModelBuilder:
         return len(self.tensors) - 1
 
     def op(self, code: int, inputs: list[int], outputs: list[int], options_type: int = 0, **options) -> None:
+        """Append an operator (options: see the class docstring)."""
         self.ops.append(_Op(code, list(inputs), list(outputs), options_type, options))
 
-    def finish(self, inputs: list[int], outputs: list[int]) -> bytes:
+    def finish(self, inputs: list[int], outputs: list[int],
+               subgraphs: list[tuple[ModelBuilder, list[int], list[int]]] = ()) -> bytes:
+        """The .tflite bytes: this builder's subgraph (index 0, inputs, outputs), then `subgraphs` (builder,
+        inputs, outputs) as subgraphs 1, 2, ..."""
         b = flatbuffers.Builder(4096)
+        graphs = [(self, list(inputs), list(outputs)), *subgraphs]
 
         def ints(start, values, dtype=np.int32):
             start(b, len(values))
@@ -115,29 +130,7 @@ class ModelBuilder:
                 tflite.BufferAddData(b, vec)
             buffers.append(tflite.BufferEnd(b))
 
-        tensors = []
-        for t in self.tensors:
-            name = b.CreateString(t.name)
-            shape = ints(tflite.TensorStartShapeVector, t.shape)
-            quant = None
-            if t.scale is not None:
-                sc = floats(tflite.QuantizationParametersStartScaleVector, t.scale)
-                zp = ints(tflite.QuantizationParametersStartZeroPointVector, t.zero_point, np.int64)
-                tflite.QuantizationParametersStart(b)
-                tflite.QuantizationParametersAddScale(b, sc)
-                tflite.QuantizationParametersAddZeroPoint(b, zp)
-                tflite.QuantizationParametersAddQuantizedDimension(b, t.quantized_dimension)
-                quant = tflite.QuantizationParametersEnd(b)
-            tflite.TensorStart(b)
-            tflite.TensorAddShape(b, shape)
-            tflite.TensorAddType(b, _TYPES[t.dtype])
-            tflite.TensorAddBuffer(b, t.buffer)
-            tflite.TensorAddName(b, name)
-            if quant is not None:
-                tflite.TensorAddQuantization(b, quant)
-            tensors.append(tflite.TensorEnd(b))
-
-        codes = sorted({o.code for o in self.ops})
+        codes = sorted({o.code for g, _, _ in graphs for o in g.ops})
         code_index = {c: i for i, c in enumerate(codes)}
         opcodes = []
         for c in codes:
@@ -147,48 +140,73 @@ class ModelBuilder:
             tflite.OperatorCodeAddVersion(b, 1)
             opcodes.append(tflite.OperatorCodeEnd(b))
 
-        operators = []
-        for o in self.ops:
-            opts = None
-            if o.options_type:
-                kind = next(k for k, v in vars(tflite.BuiltinOptions).items() if v == o.options_type)
-                vectors = {k: ints(getattr(tflite, f"{kind}Start{k}Vector"), v)
-                           for k, v in o.options.items() if isinstance(v, list | tuple)}
-                getattr(tflite, f"{kind}Start")(b)
-                for k, v in o.options.items():
-                    getattr(tflite, f"{kind}Add{k}")(b, vectors.get(k, v))
-                opts = getattr(tflite, f"{kind}End")(b)
-            ins = ints(tflite.OperatorStartInputsVector, o.inputs)
-            outs = ints(tflite.OperatorStartOutputsVector, o.outputs)
-            tflite.OperatorStart(b)
-            tflite.OperatorAddOpcodeIndex(b, code_index[o.code])
-            tflite.OperatorAddInputs(b, ins)
-            tflite.OperatorAddOutputs(b, outs)
-            if opts is not None:
-                tflite.OperatorAddBuiltinOptionsType(b, o.options_type)
-                tflite.OperatorAddBuiltinOptions(b, opts)
-            operators.append(tflite.OperatorEnd(b))
-
         def offsets(start, items):
             start(b, len(items))
             for it in reversed(items):
                 b.PrependUOffsetTRelative(it)
             return b.EndVector()
 
-        t_vec = offsets(tflite.SubGraphStartTensorsVector, tensors)
-        i_vec = ints(tflite.SubGraphStartInputsVector, inputs)
-        o_vec = ints(tflite.SubGraphStartOutputsVector, outputs)
-        op_vec = offsets(tflite.SubGraphStartOperatorsVector, operators)
-        sg_name = b.CreateString("main")
-        tflite.SubGraphStart(b)
-        tflite.SubGraphAddTensors(b, t_vec)
-        tflite.SubGraphAddInputs(b, i_vec)
-        tflite.SubGraphAddOutputs(b, o_vec)
-        tflite.SubGraphAddOperators(b, op_vec)
-        tflite.SubGraphAddName(b, sg_name)
-        subgraph = tflite.SubGraphEnd(b)
+        subgraph_offsets = []
+        for k, (g, g_in, g_out) in enumerate(graphs):
+            tensors = []
+            for t in g.tensors:
+                name = b.CreateString(t.name)
+                shape = ints(tflite.TensorStartShapeVector, t.shape)
+                quant = None
+                if t.scale is not None:
+                    sc = floats(tflite.QuantizationParametersStartScaleVector, t.scale)
+                    zp = ints(tflite.QuantizationParametersStartZeroPointVector, t.zero_point, np.int64)
+                    tflite.QuantizationParametersStart(b)
+                    tflite.QuantizationParametersAddScale(b, sc)
+                    tflite.QuantizationParametersAddZeroPoint(b, zp)
+                    tflite.QuantizationParametersAddQuantizedDimension(b, t.quantized_dimension)
+                    quant = tflite.QuantizationParametersEnd(b)
+                tflite.TensorStart(b)
+                tflite.TensorAddShape(b, shape)
+                tflite.TensorAddType(b, _TYPES[t.dtype])
+                tflite.TensorAddBuffer(b, t.buffer)
+                tflite.TensorAddName(b, name)
+                if quant is not None:
+                    tflite.TensorAddQuantization(b, quant)
+                tensors.append(tflite.TensorEnd(b))
 
-        sg_vec = offsets(tflite.ModelStartSubgraphsVector, [subgraph])
+            operators = []
+            for o in g.ops:
+                opts = None
+                if o.options_type:
+                    kind = next(k for k, v in vars(tflite.BuiltinOptions).items() if v == o.options_type)
+                    vectors = {k: ints(getattr(tflite, f"{kind}Start{k}Vector"), v)
+                               for k, v in o.options.items() if isinstance(v, list | tuple)}
+                    vectors.update({k: b.CreateString(v) for k, v in o.options.items() if isinstance(v, str)})
+                    getattr(tflite, f"{kind}Start")(b)
+                    for k, v in o.options.items():
+                        getattr(tflite, f"{kind}Add{k}")(b, vectors.get(k, v))
+                    opts = getattr(tflite, f"{kind}End")(b)
+                ins = ints(tflite.OperatorStartInputsVector, o.inputs)
+                outs = ints(tflite.OperatorStartOutputsVector, o.outputs)
+                tflite.OperatorStart(b)
+                tflite.OperatorAddOpcodeIndex(b, code_index[o.code])
+                tflite.OperatorAddInputs(b, ins)
+                tflite.OperatorAddOutputs(b, outs)
+                if opts is not None:
+                    tflite.OperatorAddBuiltinOptionsType(b, o.options_type)
+                    tflite.OperatorAddBuiltinOptions(b, opts)
+                operators.append(tflite.OperatorEnd(b))
+
+            t_vec = offsets(tflite.SubGraphStartTensorsVector, tensors)
+            i_vec = ints(tflite.SubGraphStartInputsVector, g_in)
+            o_vec = ints(tflite.SubGraphStartOutputsVector, g_out)
+            op_vec = offsets(tflite.SubGraphStartOperatorsVector, operators)
+            sg_name = b.CreateString("main" if k == 0 else f"subgraph_{k}")
+            tflite.SubGraphStart(b)
+            tflite.SubGraphAddTensors(b, t_vec)
+            tflite.SubGraphAddInputs(b, i_vec)
+            tflite.SubGraphAddOutputs(b, o_vec)
+            tflite.SubGraphAddOperators(b, op_vec)
+            tflite.SubGraphAddName(b, sg_name)
+            subgraph_offsets.append(tflite.SubGraphEnd(b))
+
+        sg_vec = offsets(tflite.ModelStartSubgraphsVector, subgraph_offsets)
         oc_vec = offsets(tflite.ModelStartOperatorCodesVector, opcodes)
         buf_vec = offsets(tflite.ModelStartBuffersVector, buffers)
         desc = b.CreateString("vkinfer.models.tflite_zoo")
@@ -709,3 +727,121 @@ def litert_run(model: bytes, inputs: dict[str, np.ndarray]) -> dict[str, np.ndar
         it.set_tensor(d["index"], inputs[d["name"]])
     it.invoke()
     return {d["name"]: it.get_tensor(d["index"]).copy() for d in it.get_output_details()}
+
+
+def streaming_kws(seed: int = 0, *, dtype: Literal["int8", "uint8"] = "int8", features: int = 10,
+                  window: int = 4, channels: int = 8, num_classes: int = 6) -> bytes:
+    """A streaming keyword spotter as TFLite's converter writes stateful models: two subgraphs, the main one
+    starting with CALL_ONCE of an init subgraph that assigns each state ring buffer its zero point (a real 0),
+    resource variables (VAR_HANDLE "kws"/"stream1" and "kws"/"stream2") holding the last frames between calls.
+
+    Per call, input ``frame`` (float32 1 x 1 x 1 x features, one frame of audio features):
+        QUANTIZE -> READ_VARIABLE stream1 (1, window-1, 1, features) -> CONCATENATION on the time axis (1)
+        -> CONV_2D (window x 1, VALID) + RELU ``conv1``; STRIDED_SLICE of the concatenation dropping the oldest
+        frame -> ASSIGN_VARIABLE stream1
+        -> READ_VARIABLE stream2 (1, 2, 1, channels) -> CONCATENATION -> DEPTHWISE_CONV_2D (3 x 1, VALID) + RELU6
+        ``dwconv``; SPLIT_V of the concatenation into its oldest frame and the rest -> ASSIGN_VARIABLE stream2
+        -> CONV_2D 1x1 -> RESHAPE -> FULLY_CONNECTED ``logits`` (8-bit) -> DEQUANTIZE ``output``.
+    Weights seeded (int8: per-axis); activation parameters from a float pass over seeded frames. Returns bytes.
+    """
+    qdt = np.dtype(dtype)
+    if qdt not in (np.dtype(np.int8), np.dtype(np.uint8)):
+        raise ValueError(f"dtype must be 'int8' or 'uint8', got {dtype!r}")
+    rng = np.random.default_rng(seed)
+    f, c, t = features, channels, window
+    w1, b1 = rng.standard_normal((c, t, 1, f)) * math.sqrt(2.0 / (t * f)), rng.standard_normal(c) * 0.05  # OHWI
+    wd, bd = rng.standard_normal((1, 3, 1, c)) * math.sqrt(2.0 / 3), rng.standard_normal(c) * 0.05       # 1HWC
+    w2, b2 = rng.standard_normal((c, 1, 1, c)) * math.sqrt(1.0 / c), rng.standard_normal(c) * 0.05
+    wf, bf = rng.standard_normal((num_classes, c)) * math.sqrt(1.0 / c), rng.standard_normal(num_classes) * 0.05
+
+    # Float calibration over a stream of seeded frames.
+    frames = rng.uniform(-1.0, 1.0, (64, f))
+    pad = np.concatenate([np.zeros((t - 1, f)), frames])
+    a1 = np.maximum(np.stack([np.einsum("thf,othf->o", pad[i:i + t, None, :], w1) for i in range(len(frames))])
+                    + b1, 0)
+    pad1 = np.concatenate([np.zeros((2, c)), a1])
+    a2 = np.clip(np.stack([(pad1[i:i + 3] * wd[0, :, 0, :]).sum(0) for i in range(len(a1))]) + bd, 0, 6)
+    a3 = a2 @ w2[:, 0, 0, :].T + b2
+    a4 = a3 @ wf.T + bf
+    qp = {k: _qparams(float(v.min()), float(v.max()), qdt)
+          for k, v in {"q": frames, "a1": a1, "a2": a2, "a3": a3, "a4": a4}.items()}
+
+    B, A, P = tflite.BuiltinOperator, tflite.BuiltinOptions, tflite.Padding
+    m = ModelBuilder()
+    init = m.subgraph()
+    for name, shape, key in (("stream1", (1, t - 1, 1, f), "q"), ("stream2", (1, 2, 1, c), "a1")):
+        h = init.tensor(f"{name}/handle", (), "resource")
+        init.op(B.VAR_HANDLE, [], [h], A.VarHandleOptions, Container="kws", SharedName=name)
+        zero = init.tensor(f"{name}/zeros", shape, qdt, np.full(shape, qp[key][1]), *qp[key])
+        init.op(B.ASSIGN_VARIABLE, [h, zero], [])
+
+    x = m.tensor("frame", (1, 1, 1, f), np.float32)
+    m.op(B.CALL_ONCE, [], [], A.CallOnceOptions, InitSubgraphIndex=1)
+    xq = m.tensor("frame_q", (1, 1, 1, f), qdt, None, *qp["q"])
+    m.op(B.QUANTIZE, [x], [xq])
+
+    def stream(name, new, shape, params, keep_with):
+        """READ -> CONCATENATION(state, new) on axis 1 -> the window; the window without its oldest frame
+        (STRIDED_SLICE or SPLIT_V) -> ASSIGN."""
+        h = m.tensor(f"{name}/handle", (), "resource")
+        m.op(B.VAR_HANDLE, [], [h], A.VarHandleOptions, Container="kws", SharedName=name)
+        state = m.tensor(f"{name}/state", shape, qdt, None, *params)
+        m.op(B.READ_VARIABLE, [h], [state])
+        win_shape = (1, shape[1] + 1, 1, shape[3])
+        win = m.tensor(f"{name}/window", win_shape, qdt, None, *params)
+        m.op(B.CONCATENATION, [state, new], [win], A.ConcatenationOptions, Axis=1, FusedActivationFunction=0)
+        rest = m.tensor(f"{name}/next", shape, qdt, None, *params)
+        if keep_with == "strided_slice":
+            begin = m.tensor(f"{name}/begin", (4,), np.int32, np.array([0, 1, 0, 0], np.int32))
+            end = m.tensor(f"{name}/end", (4,), np.int32, np.array(win_shape, np.int32))
+            strides = m.tensor(f"{name}/strides", (4,), np.int32, np.ones(4, np.int32))
+            m.op(B.STRIDED_SLICE, [win, begin, end, strides], [rest], A.StridedSliceOptions, BeginMask=0,
+                 EndMask=0, EllipsisMask=0, NewAxisMask=0, ShrinkAxisMask=0)
+        else:
+            sizes = m.tensor(f"{name}/sizes", (2,), np.int32, np.array([1, shape[1]], np.int32))
+            axis = m.tensor(f"{name}/axis", (), np.int32, np.array(1, np.int32))
+            oldest = m.tensor(f"{name}/oldest", (1, 1, 1, shape[3]), qdt, None, *params)
+            m.op(B.SPLIT_V, [win, sizes, axis], [oldest, rest], A.SplitVOptions, NumSplits=2)
+        m.op(B.ASSIGN_VARIABLE, [h, rest], [])
+        return win
+
+    win1 = stream("stream1", xq, (1, t - 1, 1, f), qp["q"], "strided_slice")
+    conv1 = m.tensor("conv1", (1, 1, 1, c), qdt, None, *qp["a1"])
+    tw, tb = _layer_tensors(m, qdt, "conv1", w1, 0, qp["q"][0], b1)
+    m.op(B.CONV_2D, [win1, tw, tb], [conv1], A.Conv2DOptions, Padding=P.VALID, StrideW=1, StrideH=1,
+         FusedActivationFunction=_ACT["relu"])
+    win2 = stream("stream2", conv1, (1, 2, 1, c), qp["a1"], "split_v")
+    dw = m.tensor("dwconv", (1, 1, 1, c), qdt, None, *qp["a2"])
+    tw, tb = _layer_tensors(m, qdt, "dwconv", wd, 3, qp["a1"][0], bd)
+    m.op(B.DEPTHWISE_CONV_2D, [win2, tw, tb], [dw], A.DepthwiseConv2DOptions, Padding=P.VALID, StrideW=1,
+         StrideH=1, DepthMultiplier=1, FusedActivationFunction=_ACT["relu6"])
+    conv2 = m.tensor("conv2", (1, 1, 1, c), qdt, None, *qp["a3"])
+    tw, tb = _layer_tensors(m, qdt, "conv2", w2, 0, qp["a2"][0], b2)
+    m.op(B.CONV_2D, [dw, tw, tb], [conv2], A.Conv2DOptions, Padding=P.VALID, StrideW=1, StrideH=1,
+         FusedActivationFunction=0)
+    flat = m.tensor("flatten", (1, c), qdt, None, *qp["a3"])
+    shape = m.tensor("flatten/shape", (2,), np.int32, np.array([1, c], np.int32))
+    m.op(B.RESHAPE, [conv2, shape], [flat], A.ReshapeOptions, NewShape=[1, c])
+    logits = m.tensor("logits", (1, num_classes), qdt, None, *qp["a4"])
+    tw, tb = _layer_tensors(m, qdt, "fc", wf, None, qp["a3"][0], bf)
+    m.op(B.FULLY_CONNECTED, [flat, tw, tb], [logits], A.FullyConnectedOptions, FusedActivationFunction=0)
+    out = m.tensor("output", (1, num_classes), np.float32)
+    m.op(B.DEQUANTIZE, [logits], [out])
+    return m.finish([x], [logits, out, conv1, dw], subgraphs=[(init, [], [])])
+
+
+class LiteRT:
+    """One ai-edge-litert Interpreter kept across calls (a streaming model's variables persist in it)."""
+
+    def __init__(self, model: bytes):
+        from ai_edge_litert.interpreter import Interpreter
+
+        self.it = Interpreter(model_content=model)
+        self.it.allocate_tensors()
+
+    def __call__(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Invoke once: {output name: array}."""
+        for d in self.it.get_input_details():
+            self.it.set_tensor(d["index"], inputs[d["name"]])
+        self.it.invoke()
+        return {d["name"]: self.it.get_tensor(d["index"]).copy() for d in self.it.get_output_details()}
