@@ -15,7 +15,8 @@ accumulated in int32. Weights are (C, M / group, kH, kW); per-channel weight par
 scale of output channel m is w_scale[m % (M / group)]. The geometry (pads, output_padding, output_shape,
 auto_pad) follows ONNX Runtime's ComputeTransposePadAndOutputShape (`conv_transpose_geometry`).
 ORT's float result differs from the integer one by at most one quantization step, only where the exact real
-value lies within float32 rounding error of a .5 tie (tests/test_conv_transpose.py measures it).
+value lies within float32 rounding error of a .5 tie: measured 1 element of 368,640 (40 random 16-channel 12x12
+draws), 3.0e-6 steps from the tie; tests/test_conv_transpose.py pins "at most 1 step, within 1e-4 steps of a tie".
 """
 
 from __future__ import annotations
