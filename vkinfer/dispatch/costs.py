@@ -35,7 +35,8 @@ GEMM_OPS = ("com.microsoft:QGemm", "vkinfer:QGemmClamp", "QLinearMatMul", "MatMu
 POOL_OPS = ("MaxPool", "com.microsoft:QLinearAveragePool", "vkinfer:TFLiteAveragePool",
             "com.microsoft:QLinearGlobalAveragePool", "GlobalAveragePool")
 MOVE_OPS = ("Concat", "com.microsoft:QLinearConcat", "Transpose", "Pad", "Reshape", "Flatten", "Squeeze",
-            "Unsqueeze", "Identity")
+            "Unsqueeze", "Identity", "Slice", "Split", "Gather", "DepthToSpace", "SpaceToDepth", "Tile", "Expand",
+            "Resize")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -457,12 +457,14 @@ def _extrapolation(value: float, dtype) -> object:
 
 
 def resize_linear(v: np.ndarray, p: dict) -> np.ndarray:
-    """Linear Resize of a 2-D / NCHW 4-D float32 tensor as ORT's UpsampleBilinear computes it: per-axis float32
-    weights d1 = |x - x1|, d2 = |x - x2| (0.5 each where x1 == x2), the output
-    d2x*d2y*X11 + d1x*d2y*X21 + d2x*d1y*X12 + d1x*d1y*X22 summed in float32 in that order."""
-    if v.dtype != np.float32:
-        raise ValueError(f"Resize linear on {v.dtype} tensors is not supported (ONNX Runtime's integer "
-                         "bilinear kernels are not reproduced; QDQ models keep it in float)")
+    """Linear Resize of a 2-D or NCHW 4-D (scales 1, 1, h, w) tensor as ORT's UpsampleBilinear computes it:
+    per-axis float32 weights d1 = |x - x1|, d2 = |x - x2| (0.5 each where x1 == x2), the output
+    d2x*d2y*X11 + d1x*d2y*X21 + d2x*d1y*X12 + d1x*d1y*X22 summed in float32 in that order, cast to the input's
+    type (uint8/int8: truncated, ORT's static_cast). ORT's NHWC (scales 1, h, w, 1) integer kernel, trilinear
+    (3-D/5-D) and the other cases are not reproduced: ValueError."""
+    if v.dtype not in (np.float32, np.uint8, np.int8):
+        raise ValueError(f"Resize linear on {v.dtype} tensors is not supported")
+    dtype, v = v.dtype, v.astype(np.float32)
     r = v.ndim
     if r == 2:
         hw = (0, 1)
@@ -495,7 +497,8 @@ def resize_linear(v: np.ndarray, p: dict) -> np.ndarray:
     if p["ctm"] == "tf_crop_and_resize":
         bad = ((yo < 0) | (yo > f32(v.shape[-2] - 1)))[:, None] | ((xo < 0) | (xo > f32(v.shape[-1] - 1)))[None, :]
         out = np.where(bad, f32(p["extrapolation"]), out)
-    return np.ascontiguousarray(out.astype(f32)).reshape(*lead, *out.shape[-2:])
+    # 8-bit: ORT's static_cast<T> of the float32 sum (truncation toward zero; the sum lies in T's range)
+    return np.ascontiguousarray(out.astype(f32).astype(dtype)).reshape(*lead, *out.shape[-2:])
 
 
 @_op("Resize")

@@ -20,7 +20,12 @@ import numpy as np
 
 from .graph import Graph, Node
 
-MOVE_OPS = {"Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "MaxPool"}
+MOVE_OPS = {"Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "MaxPool",
+            # ORT 1.31 drops DQ/Q around these too (tests/test_moves.py), Split's outputs each through their Q
+            "Slice", "Gather", "DepthToSpace", "Tile", "Expand", "Resize"}  # Resize: mode nearest only (linear
+# computes; ORT keeps it in float between DQ and Q)
+# Moves ORT keeps in float between DQ and Q: folded where Q(DQ(v)) == v makes it exact.
+ROUNDTRIP_MOVE_OPS = {"SpaceToDepth"}
 
 
 def check_graph(g: Graph) -> None:
@@ -93,6 +98,13 @@ def fold_qdq(g: Graph) -> Graph:
     replaced: dict[int, Node] = {}  # id(float node) -> quantized node; its Q is dropped
     dropped: set[int] = set()
     for n in g.nodes:
+        if n.op == "Split" and n.inputs and (x := dq(n.inputs[0])) is not None:
+            qs = [single_q(o) if o else None for o in n.outputs]
+            if qs and all(qq is not None and _same_qparams(g, x, qq) for qq in qs):
+                replaced[id(n)] = Node("Split", n.name, [x.inputs[0], *n.inputs[1:]], [qq.outputs[0] for qq in qs],
+                                       dict(n.attrs))
+                dropped.update(id(qq) for qq in qs)
+            continue
         q = single_q(n.outputs[0]) if n.outputs else None
         if q is None:
             continue
@@ -131,7 +143,10 @@ def fold_qdq(g: Graph) -> Graph:
             for x in ins:
                 args += [x.inputs[0], x.inputs[1], zp(x)]
             new = Node("com.microsoft:QLinearConcat", n.name, args, [q.outputs[0]], {"axis": n.attrs["axis"]})
-        elif n.op in MOVE_OPS and ins[0] and _same_qparams(g, ins[0], q):
+        elif n.op in MOVE_OPS and ins[0] and _same_qparams(g, ins[0], q) and (
+                n.op != "Resize" or n.attrs.get("mode", "nearest") in ("nearest", b"nearest")):
+            new = Node(n.op, n.name, [ins[0].inputs[0]] + n.inputs[1:], [q.outputs[0]], dict(n.attrs))
+        elif n.op in ROUNDTRIP_MOVE_OPS and ins[0] and _same_qparams(g, ins[0], q) and _exact_roundtrip(g, q):
             new = Node(n.op, n.name, [ins[0].inputs[0]] + n.inputs[1:], [q.outputs[0]], dict(n.attrs))
         elif n.op == "Pad" and ins[0] and _same_qparams(g, ins[0], q) and _exact_roundtrip(g, q):
             new = _fold_pad(g, n, ins[0], q, dq)
@@ -509,11 +524,13 @@ def optimize(g: Graph) -> Graph:
     between 8-bit tensors into tables (vkinfer/model/tables.py), constant folding of what is left. A malformed
     graph raises ValueError (check_graph) before any pass."""
     from .conv_transpose import expand_conv_transpose
+    from .moves import split_to_slices
     from .quant_ops import split_transposed_a
     from .tables import fold_tables
 
     check_graph(g)
     g = fold_constants(g, keep=frozenset({"DequantizeLinear"}))
+    g = split_to_slices(g)
     g = drop_redundant_activations(g)
     g, taken = _detach_float_activations(g)
     g = fold_qdq(g)

@@ -12,7 +12,6 @@ from ._layout import ceil4, packed_words, rows_width
 from .qlinear_conv import _upload_const
 
 
-
 class ByteGather:
     """Packed inputs of `in_shapes` -> packed output of `out_shape` by the row table `rows` (moves.gather_rows)."""
 
