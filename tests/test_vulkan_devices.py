@@ -16,6 +16,7 @@ from chain_cases import chain_reference, chain_specs
 from plan_cases import build
 from test_chain import _validated
 from test_matmul_vulkan import SHAPES, mm_case
+from test_moves import check_moves
 from test_requant import shader_requantize
 
 import vkinfer
@@ -156,7 +157,7 @@ def check_tflite_model(device: str) -> None:
 
 CHECKS = {f.__name__[len("check_"):]: f for f in (check_conv_table, check_gemm_tiles, check_matmul,
                                                   check_requantize, check_plan_layer_kinds, check_chain,
-                                                  check_onnx_model, check_tflite_model)}
+                                                  check_onnx_model, check_tflite_model, check_moves)}
 _done: dict[str, set[str]] = {}
 
 
