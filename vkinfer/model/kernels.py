@@ -132,7 +132,12 @@ def _qlinear_conv(node, x, device, activation=None):
 def _qlinear_matmul(node, x, device):
     def spec():
         return matmul_spec(*x[:8])
-    return [_prepared(node, (x[0].shape, x[0].dtype.str), device, spec, reference.qlinear_matmul)(x[0])]
+    run = _prepared(node, (x[0].shape, x[0].dtype.str), device, spec, reference.qlinear_matmul)
+    a, b = x[0], x[3]
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])  # matmul_spec has checked it broadcasts
+    if a.ndim > 3 or a.shape[:-2] != batch:  # 4-D, or A broadcast over B's batch: A as the spec's (batch, M, K)
+        a = np.ascontiguousarray(np.broadcast_to(a, (*batch, *a.shape[-2:]))).reshape(-1, *a.shape[-2:])
+    return [run(a)]
 
 
 @_op("vkinfer:QLinearConvClamp")

@@ -6,10 +6,15 @@ scale of length x.shape[axis]) or blocked (opset 21 `block_size` B > 0: scale an
 x's shape except ceil(x.shape[axis] / B) along `axis`; element i along `axis` uses entry i // B, the last block
 may be short, as ONNX and ORT allow). NaN is rejected: ORT's vector path maps it to qmin but its scalar tail
 path is undefined behaviour, so the result depends on the element's position. Blocked quantization uses the
-same per-element arithmetic in ORT 1.31 (checked bit for bit in tests/test_quant_ops.py).
+same per-element arithmetic in ORT 1.31 (checked bit for bit in tests/test_quant_ops.py), except that where
+elements follow the block axis ORT converts x / scale to int32 before it clamps: |x / scale| >= 2**31
+(infinities included) is undefined behaviour there (x86: INT_MIN, plus the zero point, which can wrap to qmax),
+rejected with ValueError.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -95,4 +100,10 @@ def quantize_linear(x, y_scale, y_zero_point=None, axis: int = 1, dtype=None, bl
     if dtype not in qc.QRANGE:
         raise TypeError(f"output dtype must be uint8 or int8, got {dtype}")
     s, z = _params(x, y_scale, y_zero_point, axis, dtype, block_size)
+    if block_size and math.prod(x.shape[axis % x.ndim + 1:]) > 1:
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            if np.any(np.abs(x / s) >= np.float32(2.0**31)):
+                raise ValueError("|x / y_scale| reaches 2**31: ORT's blocked quantization (with elements after the "
+                                 "block axis) converts to int32 before clamping there, which is undefined behaviour "
+                                 "(x86: INT_MIN plus the zero point, which can wrap)")
     return quantize_values(x, s, z, dtype)
