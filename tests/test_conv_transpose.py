@@ -166,6 +166,9 @@ def test_devices_against_reference(name):
             assert (where == "host") == (name in HOST_CASES), (device, sess.placement)
             if name not in HOST_CASES:
                 assert where.startswith(device)
+                # The zero insertion too: a pad operator on the CPU, a byte gather on Vulkan.
+                spread = [n.name for n in sess.graph.nodes if n.op == "vkinfer:ZeroInsert"]
+                assert all(sess.placement[n].startswith(device) for n in spread), sess.placement
 
 
 GEOMETRY = [dict(strides=[2, 2], output_shape=[12, 11]), dict(strides=[2, 2], output_shape=[8, 9]),

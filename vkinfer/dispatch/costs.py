@@ -36,7 +36,7 @@ POOL_OPS = ("MaxPool", "com.microsoft:QLinearAveragePool", "vkinfer:TFLiteAverag
             "com.microsoft:QLinearGlobalAveragePool", "GlobalAveragePool")
 MOVE_OPS = ("Concat", "com.microsoft:QLinearConcat", "Transpose", "Pad", "Reshape", "Flatten", "Squeeze",
             "Unsqueeze", "Identity", "Slice", "Split", "Gather", "DepthToSpace", "SpaceToDepth", "Tile", "Expand",
-            "Resize")
+            "Resize", "vkinfer:ZeroInsert")
 
 
 @dataclasses.dataclass(frozen=True)

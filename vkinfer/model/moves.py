@@ -522,7 +522,8 @@ REQUIRED_INPUTS.update({
 
 # Ops that only move values: a node of one of these on 8-bit tensors with constant parameters is a byte gather.
 GATHER_OPS = ("Slice", "Concat", "com.microsoft:QLinearConcat", "Transpose", "Pad", "Gather", "DepthToSpace",
-              "SpaceToDepth", "Tile", "Expand", "Resize", "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze")
+              "SpaceToDepth", "Tile", "Expand", "Resize", "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze",
+              "vkinfer:ZeroInsert")
 
 
 def source_codes(node: Node, shapes: list[tuple[int, ...] | None], consts: list, dtype) -> tuple[
@@ -568,6 +569,14 @@ def source_codes(node: Node, shapes: list[tuple[int, ...] | None], consts: list,
         if p["ctm"] == "tf_crop_and_resize":
             fill = int(np.asarray(_extrapolation(p["extrapolation"], dt)).view(np.uint8))
         out = resize_nearest(args[0], p, np.int64(FILL))
+    elif op == "vkinfer:ZeroInsert":  # a quantized ConvTranspose's input spread out (vkinfer/model/conv_transpose.py)
+        from .conv_transpose import zero_insert
+
+        v = np.asarray(0 if _opt(args, 1) is None else args[1]).reshape(-1)
+        if v.size != 1 or np.asarray(v).dtype != dt:
+            raise ValueError(f"ZeroInsert fill must be one {dt} value")
+        fill = int(v.astype(dt).view(np.uint8)[0])
+        out = zero_insert(args[0], np.int64(FILL), node.attrs.get("strides") or (1, 1))
     elif op == "com.microsoft:QLinearConcat":
         ys, yz = np.asarray(args[0]), np.asarray(args[1])
         for i in range(2, len(args), 3):
