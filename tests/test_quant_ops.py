@@ -284,8 +284,8 @@ def test_qgemm_trans_a_vs_ort_every_device(m, k, n, trans_b):
         np.testing.assert_array_equal(sess.run(None, {"a": a})[0], want)
         q = next(nd for nd in sess.graph.nodes if nd.op == "com.microsoft:QGemm")
         assert not q.attrs.get("transA", 0)
-        if device == "cpu":
-            assert sess.placement[q.name].startswith("cpu")
+        if device != "reference":  # the QGemm (and the transpose) run on the device, not the host
+            assert sess.placement[q.name].startswith(device) and sess.placement[f"{q.name} (transA)"] != "host"
 
 
 # ------------------------------------------------------------------------------ QLinearMatMul, both activations
