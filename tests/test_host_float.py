@@ -387,3 +387,18 @@ def test_ort_fusions_of_float_patterns():
     assert not {"Gelu", "LayerNormalization", "QuickGelu"} & set(ops)
     floats = [o for o in ops if o not in ("QuantizeLinear", "DequantizeLinear") and not o.startswith("QLinear")]
     assert floats == ["Div", "Erf", "ReduceMean", "Sub", "Pow", "ReduceMean", "Sqrt", "Div"]
+
+
+def test_int32_dequantize_of_a_quantized_bias_exact():
+    """DequantizeLinear of an int32 tensor (the quantizer's int32 bias in front of a float op it leaves, e.g.
+    BatchNormalization): float32(x) * scale, bit for bit with ORT, large values (rounded to float32) included;
+    a non-zero zero point is refused."""
+    rng = np.random.default_rng(5)
+    x = np.concatenate([rng.integers(-2**31, 2**31 - 1, 500), [0, 1, -1, 2**24 + 1, -2**31, 2**31 - 1]]).astype(
+        np.int32)
+    node = helper.make_node("DequantizeLinear", ["x", "s"], ["y"])
+    for s in (np.array(0.0123, np.float32), np.array(3.5e-7, np.float32)):
+        got, want = _both(node, [x, s])
+        _bits_equal(got[0], want[0])
+    with pytest.raises(ValueError, match="zero point"):
+        _host(helper.make_node("DequantizeLinear", ["x", "s", "z"], ["y"]), [x, np.array(1, np.float32), np.array(3, np.int32)], 13)
