@@ -27,17 +27,17 @@ MAX_FEED = 2 ** 22  # elements of one input the run feeds
 
 # (batch name, cases): the seeds of every batch are range(cases).
 BATCHES = {
-    "onnx_proto": 600,
-    "onnx_bytes": 300,
-    "tflite_bytes": 400,
-    "tflite_struct": 400,
+    "onnx_proto": 800,
+    "onnx_bytes": 400,
+    "tflite_bytes": 500,
+    "tflite_struct": 500,
 }
 
 
 # ----------------------------------------------------------------------------------------------------------- models
 
 def _onnx_bases():
-    from vkinfer.models import field_zoo, zoo
+    from vkinfer.models import field_onnx, field_zoo, zoo
 
     return {
         "mobilenet_v1_qoperator": zoo.quantize(zoo.mobilenet_v1(), fmt="qoperator"),
@@ -45,6 +45,10 @@ def _onnx_bases():
         "mlp_qdq": zoo.quantize(zoo.mlp(), fmt="qdq"),
         "tiny_conv_onnx": field_zoo.tiny_conv_onnx(0),
         "shufflenet_qdq": zoo.quantize(zoo.shufflenet_like(), fmt="qdq"),
+        # Float ops between the quantized ones (tables, host float ops, moves, ConvTranspose, QLinearSoftmax).
+        "mobilenet_v3_qdq": field_onnx.quantize(field_onnx.mobilenet_v3_small(size=32)),
+        "db_qoperator": field_onnx.quantize(field_onnx.db_text_detector(height=32, width=32), fmt="qoperator"),
+        "crnn_qdq": field_onnx.quantize(field_onnx.crnn_attention(width=32)),
     }
 
 
@@ -53,7 +57,15 @@ def _tflite_bases():
 
     return {"tiny_cnn": tflite_zoo.tiny_cnn(0), "ds_cnn_kws": field_zoo.ds_cnn_kws(0), "ops_net": tflite_zoo.ops_net(0),
             "tiny_cnn_uint8": tflite_zoo.tiny_cnn(0, dtype="uint8", pool="average_pool", head="dequantize"),
-            **{f"op_{op}": tflite_zoo.op_model(op) for op in ("pad", "concat", "softmax", "max_pool")}}
+            "streaming_kws": tflite_zoo.streaming_kws(0),
+            "op_strided_slice": tflite_zoo.op_model("strided_slice", shape=(1, 6, 5, 8), begin=[0, -1, 0, 7],
+                                                    end=[1, 0, 5, 0], strides=[1, -2, 2, -2], BeginMask=0b0100,
+                                                    EndMask=0b1000, out_shape=(1, 3, 3, 4)),
+            "op_split_v": tflite_zoo.op_model("split_v", shape=(1, 4, 4, 9), axis=3, sizes=[2, 3, 4]),
+            "op_resize_nearest": tflite_zoo.op_model("resize_nearest", shape=(1, 5, 4, 4), size=(8, 9),
+                                                     half_pixel=True),
+            "op_prelu": tflite_zoo.op_model("prelu", shape=(1, 4, 4, 8), y_shape=(1, 1, 8)),
+            **{f"op_{op}": tflite_zoo.op_model(op) for op in ("pad", "concat", "softmax", "max_pool", "hard_swish")}}
 
 
 # ------------------------------------------------------------------------------------------------- ONNX mutations

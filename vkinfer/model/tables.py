@@ -140,8 +140,8 @@ def _chain(g: Graph, q: Node, producer) -> tuple[list[Node], list[Node]] | None:
         for i in n.inputs:
             if i:
                 stack.append(i)
-    if not seen:
-        return None  # DQ -> Q alone: a requantization (TFLite's QUANTIZE path), left as it is
+    if not seen or not sources:
+        return None  # DQ -> Q alone (a requantization, left as it is), or a chain of constants only
     order = {id(n): k for k, n in enumerate(g.nodes)}
     return sorted(seen.values(), key=lambda n: order[id(n)]), sorted(sources.values(), key=lambda n: order[id(n)])
 
