@@ -495,12 +495,13 @@ def _tflite_add(node, x, device):
     return [tflite_add(*x[:8], a.get("activation_min"), a.get("activation_max"))]
 
 
-
-
 # Op families that register their kernels (and REQUIRED_INPUTS) from their own modules, imported last because
-# they use `_op` and `OPS` from here. One line per module.
-from . import tables  # noqa: E402,F401
-from . import quant_ops  # noqa: E402,F401
-from . import host_float  # noqa: E402,F401
-from . import conv_transpose  # noqa: E402,F401
-from . import moves  # noqa: E402,F401
+# they use `_op` and `OPS` from here.
+# Explicit kernels (`_op`) replace host_float's generic onnx.reference ones whatever the order.
+from . import (  # noqa: E402,F401
+    conv_transpose,
+    host_float,
+    moves,
+    quant_ops,
+    tables,
+)
