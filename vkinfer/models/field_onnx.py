@@ -377,9 +377,11 @@ BUILDERS: dict[str, Callable[..., onnx.ModelProto]] = {
 }
 
 
-def preprocess(model: onnx.ModelProto) -> onnx.ModelProto:
-    """onnxruntime.quantization.quant_pre_process: ORT's basic optimizations (Conv + BatchNormalization folding,
-    constant folding), then ONNX shape inference; IR version stamped down as zoo's."""
+def preprocess(model: onnx.ModelProto, *, skip_optimization: bool = False) -> onnx.ModelProto:
+    """onnxruntime.quantization.quant_pre_process: ORT's basic optimizations (Conv / ConvTranspose +
+    BatchNormalization folding, HardSwish -> x * HardSigmoid(x), MatMul + Add -> Gemm, constant folding), then
+    ONNX shape inference; IR version stamped down as zoo's. `skip_optimization` leaves the graph as exported (what
+    ORT's error message tells a user to do when its optimization fails): BatchNormalization and HardSwish stay."""
     from onnxruntime.quantization import quant_pre_process
 
     with tempfile.TemporaryDirectory(prefix="vkinfer_prep_") as tmp:
@@ -387,7 +389,7 @@ def preprocess(model: onnx.ModelProto) -> onnx.ModelProto:
         onnx.save(model, src)  # a path: given a ModelProto over 1 KiB of weights, ORT 1.31 fails on external data
         # Symbolic shape inference (it needs sympy, not a vkinfer dependency) adds nothing to ONNX's own on these
         # static-shaped graphs; ORT's error message tells a user without sympy to skip it the same way.
-        quant_pre_process(src, dst, skip_symbolic_shape=True)
+        quant_pre_process(src, dst, skip_optimization=skip_optimization, skip_symbolic_shape=True)
         m = onnx.load(dst)
     zoo._stamp_ir(m)
     return m
@@ -395,10 +397,11 @@ def preprocess(model: onnx.ModelProto) -> onnx.ModelProto:
 
 def quantize(model: onnx.ModelProto, *, fmt: Literal["qoperator", "qdq"] = "qdq", per_channel: bool = True,
              activation_type: Literal["uint8", "int8"] = "uint8", weight_type: Literal["int8", "uint8"] = "int8",
-             reduce_range: bool = False, seed: int = 0, num_calib: int = 4) -> onnx.ModelProto:
+             reduce_range: bool = False, seed: int = 0, num_calib: int = 4,
+             skip_optimization: bool = False) -> onnx.ModelProto:
     """`preprocess`, then `zoo.quantize` with these settings (MinMax calibration on `num_calib` seeded
     standard-normal inputs, symmetric weights, asymmetric activations)."""
-    return zoo.quantize(preprocess(model), fmt=fmt, per_channel=per_channel, activation_type=activation_type,
+    return zoo.quantize(preprocess(model, skip_optimization=skip_optimization), fmt=fmt, per_channel=per_channel, activation_type=activation_type,
                         weight_type=weight_type, reduce_range=reduce_range, seed=seed, num_calib=num_calib)
 
 
