@@ -37,7 +37,8 @@ def _check_case(c, h, w, dtype, seed):
     g = build(rng, c, h, w, dtype)
     x = rng.integers(0, 256, (1, c, h, w)).astype(np.uint8).view(dtype)
     ref = _reference(g, x)
-    assert np.unique(ref).size > 2  # not a saturated or constant output
+    # Not a saturated or constant output (a tiny one, 7 values for c=5, h=1, w=3, may have 2 distinct values).
+    assert ref.size < 16 or np.unique(ref).size > 2
     for be in _backends():
         plan = Plan(g, {"x": x}, be, be.name)
         np.testing.assert_array_equal(plan.run({"x": x}, ["y"])[0], ref, err_msg=be.name)
