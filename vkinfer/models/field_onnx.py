@@ -28,8 +28,9 @@ docstrings say which arguments give the full-size network's channels.
     q = field_onnx.quantize(f, fmt="qdq", per_channel=True, activation_type="int8")
     field_onnx.describe(f)   # nodes, op counts, MACs
 
-`quantize` runs `onnxruntime.quantization.quant_pre_process` (ORT's basic graph optimizations: Conv +
-BatchNormalization folding, constant folding; ONNX shape inference) and then `zoo.quantize`
+`quantize` runs `onnxruntime.quantization.quant_pre_process` (ORT's basic graph optimizations: Conv /
+ConvTranspose + BatchNormalization folding, HardSwish -> x * HardSigmoid(x), 3-D MatMul + Add -> Gemm, constant
+folding; ONNX shape inference; `skip_optimization=True` keeps the graph as exported) and then `zoo.quantize`
 (`quantize_static`, MinMax calibration on seeded standard-normal inputs), the steps ORT's documentation gives.
 """
 
@@ -401,8 +402,9 @@ def quantize(model: onnx.ModelProto, *, fmt: Literal["qoperator", "qdq"] = "qdq"
              skip_optimization: bool = False) -> onnx.ModelProto:
     """`preprocess`, then `zoo.quantize` with these settings (MinMax calibration on `num_calib` seeded
     standard-normal inputs, symmetric weights, asymmetric activations)."""
-    return zoo.quantize(preprocess(model, skip_optimization=skip_optimization), fmt=fmt, per_channel=per_channel, activation_type=activation_type,
-                        weight_type=weight_type, reduce_range=reduce_range, seed=seed, num_calib=num_calib)
+    return zoo.quantize(preprocess(model, skip_optimization=skip_optimization), fmt=fmt, per_channel=per_channel,
+                        activation_type=activation_type, weight_type=weight_type, reduce_range=reduce_range,
+                        seed=seed, num_calib=num_calib)
 
 
 def _shapes(model: onnx.ModelProto) -> dict[str, list[int]]:
