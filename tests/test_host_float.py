@@ -401,4 +401,5 @@ def test_int32_dequantize_of_a_quantized_bias_exact():
         got, want = _both(node, [x, s])
         _bits_equal(got[0], want[0])
     with pytest.raises(ValueError, match="zero point"):
-        _host(helper.make_node("DequantizeLinear", ["x", "s", "z"], ["y"]), [x, np.array(1, np.float32), np.array(3, np.int32)], 13)
+        _host(helper.make_node("DequantizeLinear", ["x", "s", "z"], ["y"]),
+              [x, np.array(1, np.float32), np.array(3, np.int32)], 13)

@@ -157,3 +157,24 @@ def test_bad_table_nodes_raise_value_errors():
     node2 = Node(TABLE2, "t2", ["a", "b", "t"], ["y"], {"dtype": "uint8"})
     with pytest.raises(ValueError, match="broadcast"):
         OPS[TABLE2](node2, [x, np.zeros((4,), np.uint8), np.zeros(65536, np.uint8)], "reference")
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
+@pytest.mark.parametrize("const_first", [False, True])
+def test_quantized_binary_op_with_a_constant_scalar_becomes_a_table(op, const_first, dtype):
+    """com.microsoft QLinearAdd/QLinearMul with one operand a constant scalar (a layer norm's epsilon, GELU's
+    + 1, as the quantizer leaves them) run as a table on every device, equal to ORT on every byte."""
+    rng = np.random.default_rng(11 + const_first + 2 * (op == "QLinearMul"))
+    (xs, xz), (ys, yz), (cs, cz) = _scales(rng, dtype)
+    np_dt = np.dtype(dtype)
+    c = np.array(rng.integers(-100, 100) + (128 if dtype == "uint8" else 0), np_dt)
+    inits = [_c("xs", xs), _c("xz", xz, dtype), _c("cs", cs), _c("cz", cz, dtype), _c("ys", ys),
+             _c("yz", yz, dtype), numpy_helper.from_array(c, "c")]
+    a, b = (["c", "cs", "cz"], ["x_q", "xs", "xz"]) if const_first else (["x_q", "xs", "xz"], ["c", "cs", "cz"])
+    node = helper.make_node(op, a + b + ["ys", "yz"], ["y"], domain="com.microsoft")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x_q", _T[dtype], [1, 4, 8, 8])],
+                              [helper.make_tensor_value_info("y", _T[dtype], None)], initializer=inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 8
+    _check(m, {"x_q": _every_byte(dtype, rng)}, dtype, TABLE)

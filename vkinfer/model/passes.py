@@ -526,7 +526,7 @@ def optimize(g: Graph) -> Graph:
     from .conv_transpose import expand_conv_transpose
     from .moves import split_to_slices
     from .quant_ops import split_transposed_a
-    from .tables import fold_tables
+    from .tables import fold_constant_operands, fold_tables
 
     check_graph(g)
     g = fold_constants(g, keep=frozenset({"DequantizeLinear"}))
@@ -538,5 +538,5 @@ def optimize(g: Graph) -> Graph:
     g = _reattach(g, taken)
     g = fuse_activations(g)
     g = split_transposed_a(g)  # QGemm transA=1 -> Transpose + QGemm (vkinfer/model/quant_ops.py)
-    g = fold_tables(fold_constants(g))
+    g = fold_constant_operands(fold_tables(fold_constants(g)))
     return fold_constants(g)

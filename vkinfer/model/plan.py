@@ -33,7 +33,7 @@ import numpy as np
 from ..errors import PlacementError
 from .graph import Graph, Node
 from .kernels import OPS
-from .lowering import EIGHT_BIT, Ctx, Layer, lower_node
+from .lowering import EIGHT_BIT, Ctx, Layer, lower_node, lowerings
 
 HOST = "host"
 
@@ -254,12 +254,17 @@ class Plan:
             return None, f"{be.name}: {e}"
         if layer is not None:
             return layer, ""
-        floats = sorted({str(ctx.info[t][1]) for t in node.inputs + node.outputs
-                         if t and t in ctx.info and ctx.info[t][1].kind == "f"})
+        # The activations only: a quantized op's float32 scales are constants, not what it computes on.
+        acts = [t for t in node.inputs + node.outputs if t and t in ctx.info and t not in ctx.g.consts]
+        floats = sorted({str(ctx.info[t][1]) for t in acts if ctx.info[t][1].kind == "f"})
         if floats and node.op not in ("QuantizeLinear", "DequantizeLinear"):  # a float op: host_float.py
             return None, (f"{node.op} on {'/'.join(floats)} tensors: {be.kind} has no kernel for float ops (numpy "
                           f"on the host, ONNX Runtime's float32 numerics where reproducible: model/host_float.py)")
-        return None, f"{be.kind} has no lowering that takes this {node.op} node"
+        if lowerings(be.kind, node.op):
+            shapes = ", ".join(f"{list(ctx.info[t][0])} {ctx.info[t][1]}" for t in acts)
+            return None, (f"{be.kind}'s {node.op} lowering does not take this node ({shapes}; a broadcast, layout or "
+                          f"non-constant parameter it has no form for)")
+        return None, f"{be.kind} has no lowering for {node.op}"
 
     def _segments(self, layers: dict[str, Layer]) -> list[Segment]:
         g = self.g

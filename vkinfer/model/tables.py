@@ -211,6 +211,48 @@ def fold_tables(g: Graph) -> Graph:
     return Graph(nodes, g.inputs, g.outputs, g.consts)
 
 
+BINARY_QOPS = ("com.microsoft:QLinearAdd", "com.microsoft:QLinearMul", "vkinfer:TFLiteAdd")
+
+
+def fold_constant_operands(g: Graph) -> Graph:
+    """A QLinearAdd / QLinearMul / TFLite ADD whose other operand is one constant value (a layer norm's
+    epsilon, GELU's + 1) is a function of its 8-bit activation's byte: a vkinfer:Table made by the op's own
+    reference on the 256 values against that constant (the same broadcast kind as in the graph: a scalar
+    operand, first or second), so the devices run it as a lookup instead of the host."""
+    from .lowering import binary_fn
+
+    replace: dict[int, Node] = {}
+    for n in g.nodes:
+        if n.op not in BINARY_QOPS or len(n.inputs) < 8 or not all(
+                i in g.consts for i in (n.inputs[1], n.inputs[4], n.inputs[6])):
+            continue
+        if not all(not n.inputs[i] or n.inputs[i] in g.consts for i in (2, 5, 7)):
+            continue
+        a, b = n.inputs[0], n.inputs[3]
+        if (a in g.consts) == (b in g.consts):
+            continue
+        k, x = (a, b) if a in g.consts else (b, a)
+        c = np.asarray(g.consts[k])
+        yz = n.inputs[7]
+        out_dt = np.asarray(g.consts[yz]).dtype if yz else np.dtype(np.uint8)
+        if c.size != 1 or c.ndim > 1 or c.dtype not in EIGHT_BIT or out_dt not in EIGHT_BIT:
+            continue
+        codes = np.arange(256, dtype=np.uint8).view(c.dtype)
+        fn = binary_fn(n, g.consts)
+        try:
+            y = np.asarray(fn(c, codes) if k == a else fn(codes, c))
+        except (ValueError, TypeError, ArithmeticError):
+            continue  # the host kernel reports it at run time
+        if y.size != 256 or y.dtype != out_dt:
+            continue
+        name = f"{n.name}__table"
+        g.consts[name] = np.ascontiguousarray(y.reshape(-1)).view(np.uint8)
+        replace[id(n)] = Node(TABLE, n.name, [x, name], list(n.outputs), {"dtype": out_dt.name})
+    if not replace:
+        return g
+    return Graph([replace.get(id(n), n) for n in g.nodes], g.inputs, g.outputs, g.consts)
+
+
 def table2_operands(shape_a: tuple, shape_b: tuple, shape_y: tuple) -> tuple[str, bool] | None:
     """How the device table lookups run a vkinfer:Table2 of these shapes: ("equal" | "row", swapped), where
     "row" means the second operand is one row of the first's channels broadcast over it (a per-channel gate)
