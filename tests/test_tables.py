@@ -178,3 +178,25 @@ def test_quantized_binary_op_with_a_constant_scalar_becomes_a_table(op, const_fi
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)])
     m.ir_version = 8
     _check(m, {"x_q": _every_byte(dtype, rng)}, dtype, TABLE)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_qdq_mul_of_two_8bit_tensors_is_ort_qlinear_mul_not_a_float_table(dtype):
+    """DQ(a) * DQ(b) -> Q is what ORT fuses into QLinearMul (its own rounding, not float Mul then Q): QDQ folding
+    makes it QLinearMul before any table folding; equal to ORT on all 65536 byte pairs (a float table was 1 step
+    off on 6 of 1296 values of a MobileNetV3's hard-swish)."""
+    rng = np.random.default_rng(21)
+    (xs, xz), (ys, yz), (zs, zz) = _scales(rng, dtype)
+    inits = [_c("xs", xs), _c("xz", xz, dtype), _c("zs", zs), _c("zz", zz, dtype), _c("ys", ys), _c("yz", yz, dtype)]
+    nodes = [helper.make_node("DequantizeLinear", ["x_q", "xs", "xz"], ["x"]),
+             helper.make_node("DequantizeLinear", ["z_q", "zs", "zz"], ["z"]),
+             helper.make_node("Mul", ["x", "z"], ["f"]), helper.make_node("QuantizeLinear", ["f", "ys", "yz"], ["y"])]
+    ins = [helper.make_tensor_value_info(n, _T[dtype], [1, 1, 256, 256]) for n in ("x_q", "z_q")]
+    graph = helper.make_graph(nodes, "mul", ins, [helper.make_tensor_value_info("y", _T[dtype], None)],
+                              initializer=inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    codes = np.arange(256, dtype=np.uint8)
+    feed = {"x_q": np.repeat(codes, 256).view(dtype).reshape(1, 1, 256, 256),
+            "z_q": np.tile(codes, 256).view(dtype).reshape(1, 1, 256, 256)}
+    _check(m, feed, dtype, "com.microsoft:QLinearMul")

@@ -3,7 +3,7 @@
 fold_qdq: QDQ-format models (DequantizeLinear -> float op -> QuantizeLinear, as
 onnxruntime.quantization.quantize_static writes by default) become the quantized ops ONNX Runtime
 fuses them into, so the arithmetic is the integer arithmetic ORT runs:
-  Conv -> QLinearConv, MatMul -> QLinearMatMul, Gemm -> com.microsoft:QGemm, Add -> QLinearAdd,
+  Conv -> QLinearConv, MatMul -> QLinearMatMul, Gemm -> com.microsoft:QGemm, Add -> QLinearAdd, Mul -> QLinearMul,
   GlobalAveragePool -> QLinearGlobalAveragePool, Concat -> QLinearConcat; and data-movement ops
   (Reshape, Flatten, Transpose, Squeeze, Unsqueeze, MaxPool) between a DQ and a Q with the same
   scale and zero point run on the 8-bit tensor directly (exact: they only move values). Pad likewise,
@@ -130,10 +130,10 @@ def fold_qdq(g: Graph) -> Graph:
                 new = Node("com.microsoft:QGemm", n.name, [a.inputs[0], a.inputs[1], zp(a), b.inputs[0], b.inputs[1],
                                                            zp(b), c, q.inputs[1], zp(q)], [q.outputs[0]],
                            {k: v for k, v in n.attrs.items() if k in ("transA", "transB")})
-        elif n.op == "Add" and ins[0] and ins[1]:
+        elif n.op in ("Add", "Mul") and ins[0] and ins[1]:
             a, b = ins
-            new = Node("com.microsoft:QLinearAdd", n.name, [a.inputs[0], a.inputs[1], zp(a), b.inputs[0], b.inputs[1],
-                                                            zp(b), q.inputs[1], zp(q)], [q.outputs[0]])
+            args = [a.inputs[0], a.inputs[1], zp(a), b.inputs[0], b.inputs[1], zp(b), q.inputs[1], zp(q)]
+            new = Node(f"com.microsoft:QLinear{n.op}", n.name, args, [q.outputs[0]])
         elif n.op == "GlobalAveragePool" and ins[0]:
             x = ins[0]
             new = Node("com.microsoft:QLinearGlobalAveragePool", n.name,
