@@ -200,3 +200,37 @@ def test_qdq_mul_of_two_8bit_tensors_is_ort_qlinear_mul_not_a_float_table(dtype)
     feed = {"x_q": np.repeat(codes, 256).view(dtype).reshape(1, 1, 256, 256),
             "z_q": np.tile(codes, 256).view(dtype).reshape(1, 1, 256, 256)}
     _check(m, feed, dtype, "com.microsoft:QLinearMul")
+
+
+QAVG = "com.microsoft:QLinearAveragePool"
+UNITS = [("AveragePool", dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]), QAVG),
+         ("AveragePool", dict(kernel_shape=[2, 2], strides=[2, 2]), QAVG),
+         ("AveragePool", dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=1), QAVG),
+         ("AveragePool", dict(kernel_shape=[3, 3], ceil_mode=1, strides=[2, 2]), QAVG),
+         ("MaxPool", dict(kernel_shape=[2, 2]), "MaxPool"), ("LeakyRelu", dict(alpha=0.1), TABLE),
+         ("Sigmoid", {}, TABLE), ("Relu", {}, TABLE)]
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("unit", range(len(UNITS)))
+def test_qdq_unary_units_between_different_parameters(unit, dtype):
+    """DQ -> op -> Q with other output parameters, as ORT runs each: AveragePool is ORT's integer
+    QLinearAveragePool (float pooling then Q was 1 step off on 1 of 128 values), MaxPool and the activations
+    are the float path (a byte table for the activations); every device equals ORT over 3 seeded inputs."""
+    op, attrs, want_op = UNITS[unit]
+    np_dt = np.dtype(dtype)
+    inits = [_c("s", 0.037), _c("z", 3, np_dt), _c("s2", 0.029), _c("z2", 5, np_dt)]
+    nodes = [helper.make_node("DequantizeLinear", ["x", "s", "z"], ["d"]), helper.make_node(op, ["d"], ["f"], **attrs),
+             helper.make_node("QuantizeLinear", ["f", "s2", "z2"], ["y"])]
+    graph = helper.make_graph(nodes, "unit", [helper.make_tensor_value_info("x", _T[dtype], [1, 8, 9, 9])],
+                              [helper.make_tensor_value_info("y", _T[dtype], None)], initializer=inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    rng = np.random.default_rng(unit)
+    for _ in range(3):
+        x = rng.integers(0, 256, (1, 8, 9, 9)).astype(np.uint8).view(np_dt)
+        want = _oracle(m, {"x": x}, dtype)
+        for device in DEVICES:
+            sess = vkinfer.InferenceSession(m.SerializeToString(), device=device)
+            assert want_op in [n.op for n in sess.graph.nodes]
+            np.testing.assert_array_equal(sess.run(None, {"x": x})[0], want, err_msg=f"{op} {attrs} on {device}")

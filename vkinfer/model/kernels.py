@@ -256,8 +256,10 @@ def _qsigmoid(node, x, device):
 def _maxpool(node, x, device):
     _check_auto_pad(node)
     a = node.attrs
-    if x[0].dtype not in (np.uint8, np.int8):
-        raise ValueError("MaxPool on float tensors is not supported (vkinfer runs quantized graphs)")
+    if x[0].dtype not in (np.uint8, np.int8):  # float: between a DQ and a Q of other parameters, on the host
+        from .host_float import reference_kernel
+
+        return reference_kernel(node, x, device)
     if a.get("storage_order", 0):
         raise ValueError("MaxPool with storage_order=1 is not supported")
     return [max_pool(x[0], list(_attr(node, "kernel_shape")), a.get("strides"), a.get("pads"), a.get("dilations"),

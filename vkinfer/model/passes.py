@@ -4,8 +4,8 @@ fold_qdq: QDQ-format models (DequantizeLinear -> float op -> QuantizeLinear, as
 onnxruntime.quantization.quantize_static writes by default) become the quantized ops ONNX Runtime
 fuses them into, so the arithmetic is the integer arithmetic ORT runs:
   Conv -> QLinearConv, MatMul -> QLinearMatMul, Gemm -> com.microsoft:QGemm, Add -> QLinearAdd, Mul -> QLinearMul,
-  GlobalAveragePool -> QLinearGlobalAveragePool, Concat -> QLinearConcat; and data-movement ops
-  (Reshape, Flatten, Transpose, Squeeze, Unsqueeze, MaxPool) between a DQ and a Q with the same
+  GlobalAveragePool -> QLinearGlobalAveragePool, AveragePool -> QLinearAveragePool, Concat -> QLinearConcat;
+  and data-movement ops (Reshape, Flatten, Transpose, Squeeze, Unsqueeze, MaxPool) between a DQ and a Q with the same
   scale and zero point run on the 8-bit tensor directly (exact: they only move values). Pad likewise,
   with its float constant_value quantized once by the Q's parameters (what the float path's Q makes of
   the padded elements; exact since Q(DQ(v)) = v for every 8-bit v at a per-tensor scale).
@@ -138,6 +138,12 @@ def fold_qdq(g: Graph) -> Graph:
             x = ins[0]
             new = Node("com.microsoft:QLinearGlobalAveragePool", n.name,
                        [x.inputs[0], x.inputs[1], zp(x), q.inputs[1], zp(q)], [q.outputs[0]], {"channels_last": 0})
+        elif n.op == "AveragePool" and ins[0] and "kernel_shape" in n.attrs:
+            x = ins[0]  # ORT's QDQ unary rule: its integer QLinearAveragePool, not float pooling then Q
+            keep = ("kernel_shape", "strides", "pads", "count_include_pad", "ceil_mode", "auto_pad")
+            new = Node("com.microsoft:QLinearAveragePool", n.name, [x.inputs[0], x.inputs[1], zp(x), q.inputs[1],
+                                                                    zp(q)], [q.outputs[0]],
+                       {"channels_last": 0, **{k: v for k, v in n.attrs.items() if k in keep}})
         elif n.op == "Concat" and ins and all(ins) and "axis" in n.attrs:
             args = [q.inputs[1], zp(q)]
             for x in ins:
