@@ -69,18 +69,12 @@ def lower_table(ctx, node, backend):
 
 @lower("cpu", "vkinfer:Table2")
 def lower_table2(ctx, node, backend):
-    from ..model.tables import swapped_table2, table2_operands
+    from ..model.tables import table2_lookup
 
-    a, b, y = node.inputs[0], node.inputs[1], node.outputs[0]
-    if not (ctx.quantized(a, b, y) and ctx.const(node.inputs[2])) or ctx.dtype(a) != ctx.dtype(b):
+    y = node.outputs[0]
+    if (found := table2_lookup(ctx, node)) is None or (found[3] == "row" and len(ctx.shape(y)) == 5):
         return None
-    how = table2_operands(ctx.shape(a), ctx.shape(b), ctx.shape(y))
-    if how is None or (how[0] == "row" and len(ctx.shape(y)) == 5):
-        return None
-    mode, swap = how
-    raw = np.asarray(ctx.g.consts[node.inputs[2]])
-    if swap:
-        a, b, raw = b, a, swapped_table2(raw)
+    a, b, raw, mode = found
     t = table2(raw, ctx.dtype(a), ctx.dtype(y))
     n = int(np.prod(ctx.shape(y)))
     period = 0 if mode == "equal" else int(np.prod(ctx.shape(b)))

@@ -276,3 +276,18 @@ def table2_operands(shape_a: tuple, shape_b: tuple, shape_y: tuple) -> tuple[str
 def swapped_table2(table: np.ndarray) -> np.ndarray:
     """The 65536-entry table with its operands' roles exchanged: t'[b * 256 + a] = t[a * 256 + b]."""
     return np.ascontiguousarray(np.asarray(table, np.uint8).reshape(256, 256).T.reshape(-1))
+
+
+def table2_lookup(ctx, node: Node) -> tuple[str, str, np.ndarray, str] | None:
+    """(a, b, raw 65536-entry table, mode "equal" | "row") with which a device's table lookup runs a
+    vkinfer:Table2 node (operands swapped and the table transposed where the broadcast one comes first), or
+    None when no device form takes it (lowerings' shared conditions; `ctx` is lowering.Ctx)."""
+    a, b, y = node.inputs[0], node.inputs[1], node.outputs[0]
+    if not (ctx.quantized(a, b, y) and ctx.const(node.inputs[2])) or ctx.dtype(a) != ctx.dtype(b):
+        return None
+    how = table2_operands(ctx.shape(a), ctx.shape(b), ctx.shape(y))
+    if how is None:
+        return None
+    mode, swap = how
+    raw = np.asarray(ctx.g.consts[node.inputs[2]])
+    return (b, a, swapped_table2(raw), mode) if swap else (a, b, raw, mode)

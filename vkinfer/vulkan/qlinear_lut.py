@@ -90,16 +90,10 @@ def lower_table(ctx, node, backend):
 
 @lower("vulkan", "vkinfer:Table2")
 def lower_table2(ctx, node, backend):
-    from ..model.tables import swapped_table2, table2_operands
+    from ..model.tables import table2_lookup
 
-    a, b, y = node.inputs[0], node.inputs[1], node.outputs[0]
-    if not (ctx.quantized(a, b, y) and ctx.const(node.inputs[2])) or ctx.dtype(a) != ctx.dtype(b):
+    if (found := table2_lookup(ctx, node)) is None:
         return None
-    how = table2_operands(ctx.shape(a), ctx.shape(b), ctx.shape(y))
-    if how is None:
-        return None
-    mode, swap = how
-    table = np.asarray(ctx.g.consts[node.inputs[2]])
-    if swap:
-        a, b, table = b, a, swapped_table2(table)
+    a, b, table, mode = found
+    y = node.outputs[0]
     return Layer(node, [a, b], y, make=lambda: QLinearLut(table, ctx.shape(y), backend.dev, mode == "row"))
