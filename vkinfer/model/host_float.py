@@ -45,7 +45,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from ..reference._float32 import fma32
+from ..reference._float32 import fma32, horner32
 from ..reference.qlinear_sigmoid import mlas_logistic
 from .graph import Node
 from .kernels import OPS, REQUIRED_INPUTS, _op
@@ -182,13 +182,8 @@ def mlas_tanh(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, np.float32)
     v = np.minimum(np.maximum(x, -_TANH_RANGE), _TANH_RANGE)
     v2 = v * v
-    p = fma32(v2, _TANH_P[0], _TANH_P[1])
-    for c in _TANH_P[2:]:
-        p = fma32(p, v2, c)
-    p = p * v
-    q = fma32(v2, _TANH_Q[0], _TANH_Q[1])
-    for c in _TANH_Q[2:]:
-        q = fma32(q, v2, c)
+    p = horner32(v2, _TANH_P) * v
+    q = horner32(v2, _TANH_Q)
     with np.errstate(invalid="ignore"):
         return np.where(np.isnan(x), x, p / q).astype(np.float32)
 
@@ -214,23 +209,15 @@ def mlas_erf(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, np.float32)
     a = np.minimum(np.abs(x), _ERF_UPPER)
     s = a * a
-    small = fma32(s, _ERF_SMALL[0], _ERF_SMALL[1])
-    for c in _ERF_SMALL[2:]:
-        small = fma32(small, s, c)
-    small = fma32(small, a, a)
+    small = fma32(horner32(s, _ERF_SMALL), a, a)
     big_lane = a >= _ERF_SPLIT
     ab = np.where(big_lane, a, np.float32(0))
-    r = fma32(ab, _ERF_BIG[0], _ERF_BIG[1])
-    for c in _ERF_BIG[2:]:
-        r = fma32(r, ab, c)
-    r = fma32(r, ab, ab)
+    r = fma32(horner32(ab, _ERF_BIG), ab, ab)
     e = np.maximum(-r, _EXP_LOWER)
     n = fma32(_EXP_LOG2E, e, _EXP_C) - _EXP_C  # round(e / ln 2) by the 1.5 * 2^23 trick
     f = fma32(n, _EXP_LN2_HI, e)
     f = fma32(n, _EXP_LN2_LO, f)
-    y = np.full_like(f, _EXP_P[0])
-    for c in _EXP_P[1:]:
-        y = fma32(y, f, c)
+    y = horner32(f, _EXP_P)
     scale = ((n.astype(np.int32) + 127) << 23).astype(np.int32).view(np.float32)
     y = np.float32(1) - y * scale
     out = np.where(big_lane, y, small)

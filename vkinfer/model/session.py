@@ -108,6 +108,11 @@ class InferenceSession:
         # Streaming TFLite models: resource variables carried between runs (tflite_import.StateVariable).
         self._variables = list(getattr(self.graph, "variables", ()))
         self._user_outputs = getattr(self.graph, "user_outputs", len(self.graph.outputs))
+        self._state_names = frozenset(v.input for v in self._variables)
+        self._all_outs = [t.name for t in self.graph.outputs]
+        self._outs = self._all_outs[:self._user_outputs]
+        self._carried = [v for v in self._variables if v.output is not None]
+        self._assigned = [v for v in self._variables if v.assigned is not None]
         self._state_lock = threading.Lock()
         self._state: dict[str, np.ndarray] = {}
         self.reset_state()
@@ -266,8 +271,7 @@ class InferenceSession:
         return threads_for_run()
 
     def get_inputs(self) -> list[NodeArg]:
-        state = {v.input for v in self._variables}
-        return [NodeArg(t) for t in self.graph.inputs if t.name not in state]
+        return [NodeArg(t) for t in self.graph.inputs if t.name not in self._state_names]
 
     def get_outputs(self) -> list[NodeArg]:
         return [NodeArg(t) for t in self.graph.outputs[:self._user_outputs]]
@@ -290,26 +294,22 @@ class InferenceSession:
             return self._run_graph(output_names, input_feed)
         if not isinstance(input_feed, dict):
             raise TypeError(f"input_feed must be a dict of input name -> array, got {type(input_feed).__name__}")
-        state_names = {v.input for v in self._variables}
-        users = [t.name for t in self.graph.inputs if t.name not in state_names]
-        hidden = [k for k in input_feed if k in state_names]
+        hidden = [k for k in input_feed if k in self._state_names]
         if hidden:
+            users = [t.name for t in self.graph.inputs if t.name not in self._state_names]
             raise ValueError(f"unknown input(s) {hidden}; the model's inputs: {users}")
-        outs = [t.name for t in self.graph.outputs[:self._user_outputs]]
-        names = outs if output_names is None else list(output_names)
-        unknown = [n for n in names if n not in outs]
+        names = self._outs if output_names is None else list(output_names)
+        unknown = [n for n in names if n not in self._outs]
         if unknown:
-            raise ValueError(f"unknown output(s) {unknown}; the model's outputs: {outs}")
-        carried = [v for v in self._variables if v.output is not None]
+            raise ValueError(f"unknown output(s) {unknown}; the model's outputs: {self._outs}")
         with self._state_lock:
-            feed = {**input_feed, **self._state}
-            values = self._run_graph(names + [v.output for v in carried], feed)
-            for v, value in zip(carried, values[len(names):], strict=True):
-                self._state[v.input] = np.array(value, copy=True)  # the run's buffers are reused by the next
-            for v in self._variables:
-                if v.assigned is not None:
-                    self._state[v.input] = v.assigned.copy()
-        return values[:len(names)]
+            # Every graph output (the carried state among them): the plan's fast path, compiled at creation.
+            values = dict(zip(self._all_outs, self._run_graph(None, {**input_feed, **self._state}), strict=True))
+            for v in self._carried:
+                self._state[v.input] = np.array(values[v.output], copy=True)  # the run's buffers are reused
+            for v in self._assigned:
+                self._state[v.input] = v.assigned.copy()
+        return [values[n] for n in names]
 
     def _run_graph(self, output_names: list[str] | None, input_feed: dict[str, np.ndarray]) -> list[np.ndarray]:
         """`run` on the graph itself (its state inputs and outputs included)."""

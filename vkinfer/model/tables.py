@@ -81,18 +81,6 @@ def _table2(node, x, device):
 
 # ---------------------------------------------------------------------------------------------- the pass
 
-def _maps(g: Graph):
-    producer, consumers = {}, {}
-    for n in g.nodes:
-        for o in n.outputs:
-            if o:
-                producer[o] = n
-        for i in n.inputs:
-            if i:
-                consumers.setdefault(i, []).append(n)
-    return producer, consumers
-
-
 def _scalar_param(g: Graph, name: str) -> bool:
     return not name or (name in g.consts and np.asarray(g.consts[name]).size == 1)
 
@@ -168,6 +156,8 @@ def fold_tables(g: Graph) -> Graph:
     tensors becomes a vkinfer:Table / vkinfer:Table2 node (module docstring); the chain's nodes then go unless
     something else reads them. A chain whose kernels refuse the values (a ValueError/TypeError) is left as it
     is: it runs on the host and reports its error there."""
+    from .passes import _maps
+
     outputs = {t.name for t in g.outputs}
     producer, _ = _maps(g)
     replace: dict[int, Node] = {}

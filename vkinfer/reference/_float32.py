@@ -38,6 +38,16 @@ def fma32(a, b, c) -> np.ndarray:
     return r
 
 
+def horner32(t, coeffs) -> np.ndarray:
+    """coeffs[0] * t^(n-1) + ... + coeffs[n-1] by Horner's rule, each step one fused multiply-add: how MLAS's
+    float32 polynomial kernels (logistic, tanh, erf, exp) evaluate on FMA3 machines."""
+    t = np.asarray(t, dtype=np.float32)
+    p = np.full_like(t, coeffs[0])
+    for c in coeffs[1:]:
+        p = fma32(p, t, c)
+    return p
+
+
 def cvtps_epi32(f) -> np.ndarray:
     """x86 CVTPS2DQ under the default MXCSR: round half to even; NaN or out of int32 range -> INT32_MIN."""
     f = np.asarray(f, dtype=np.float32)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._float32 import fma32
+from ._float32 import horner32
 from ._lookup import apply_table, build_table, unary_params
 
 _A = [np.float32(v) for v in (4.37031012579801e-11, 1.15627324459942e-07, 6.08574864600143e-05,
@@ -25,13 +25,8 @@ _B = [np.float32(v) for v in (6.10247389755681e-13, 5.76102136993427e-09, 6.2910
 def mlas_logistic(x: np.ndarray) -> np.ndarray:
     v = np.minimum(np.maximum(np.asarray(x, np.float32), np.float32(-18)), np.float32(18))
     v2 = v * v
-    p = fma32(v2, _A[0], _A[1])
-    for c in _A[2:]:
-        p = fma32(p, v2, c)
-    p = p * v
-    q = fma32(v2, _B[0], _B[1])
-    for c in _B[2:]:
-        q = fma32(q, v2, c)
+    p = horner32(v2, _A) * v
+    q = horner32(v2, _B)
     return np.maximum(p / q + np.float32(0.5), np.float32(0))
 
 
