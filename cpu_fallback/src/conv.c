@@ -26,6 +26,8 @@ struct vki_conv {
     size_t wpad;
     bool depthwise;          /* group == c == m: one dw kernel call per output pixel */
     vki_dw_fn dw;
+    vki_dwp_fn dwp;          /* isa->dw_u8s8 when the weights fit its range (then dw is unused) */
+    uint32_t mr, nr;         /* the igemm tile of the chosen kernel */
     void* packed;            /* igemm: [groups][nblocks] blocks; dw: one block */
     vki_igemm_fn igemm;      /* isa->igemm, or isa->igemm_u8s8 for 7-bit weights (see pack_igemm) */
     const char* kernel;      /* vki_conv_kernel(): isa->name or isa->name_u8s8 */
@@ -87,28 +89,41 @@ static int32_t weight(const vki_conv_desc* d, uint32_t m, uint32_t ci, uint32_t 
     return v - d->w_zp[m];
 }
 
-/* The u8s8 path (internal.h) applies when the variant has one, every (w - w_zp) lies in
- * [-VKI_U8S8_WMAX, VKI_U8S8_WMAX] and $VKINFER_CPU_U8S8 is not "0" (a switch for A/B measurements). */
+/* The u8s8 path (internal.h) applies when the variant has one for this kind of layer, every (w - w_zp)
+ * lies in the variant's [u8s8_wmin, u8s8_wmax] and $VKINFER_CPU_U8S8 is not "0" (a switch for A/B
+ * measurements). */
 static bool use_u8s8(const vki_conv* cv, const vki_conv_desc* d)
 {
-    if (!cv->isa->igemm_u8s8) return false;
+    const vki_isa* isa = cv->isa;
+    if (cv->depthwise ? !(isa->dw_u8s8 && isa->dw_u8s8_pack) : !isa->igemm_u8s8) return false;
     const char* env = getenv("VKINFER_CPU_U8S8");
     if (env && strcmp(env, "0") == 0) return false;
+    int32_t lo = isa->u8s8_wmin, hi = isa->u8s8_wmax;
+    if (lo == 0 && hi == 0) lo = -VKI_U8S8_WMAX, hi = VKI_U8S8_WMAX;
     size_t per_m = (size_t)cv->cg * d->kh * d->kw;
     for (uint32_t m = 0; m < d->m; m++)
         for (size_t i = 0; i < per_m; i++) {
             size_t j = (size_t)m * per_m + i;
             int32_t v = (d->w_signed ? (int32_t)(int8_t)d->weights[j] : (int32_t)d->weights[j]) - d->w_zp[m];
-            if (v < -VKI_U8S8_WMAX || v > VKI_U8S8_WMAX) return false;
+            if (v < lo || v > hi) return false;
         }
     return true;
+}
+
+/* bias - (x_zp - xoff) * wsum modulo 2^32, as the u8s8 kernels' wrapping int32 sums need it. */
+static int32_t u8s8_bias(int32_t bias, int32_t x_zp, int32_t xoff, int64_t wsum)
+{
+    return (int32_t)(uint32_t)((uint64_t)(uint32_t)bias - (uint64_t)((int64_t)(x_zp - xoff) * wsum));
 }
 
 static vki_status pack_igemm(vki_conv* cv, const vki_conv_desc* d)
 {
     const vki_isa* isa = cv->isa;
     const bool u8s8 = use_u8s8(cv, d);
-    size_t nr = isa->nr, kr = u8s8 ? VKI_U8S8_KR : isa->kr, kcg = round_up(cv->kc, kr) / kr;
+    cv->mr = u8s8 && isa->u8s8_mr ? isa->u8s8_mr : isa->mr;
+    cv->nr = u8s8 && isa->u8s8_nr ? isa->u8s8_nr : isa->nr;
+    if (cv->mr > MAX_MR) FAIL(VKI_EINVAL, "variant %s has MR > %d", isa->name, MAX_MR);
+    size_t nr = cv->nr, kr = u8s8 ? VKI_U8S8_KR : isa->kr, kcg = round_up(cv->kc, kr) / kr;
     size_t wbytes = u8s8 ? 1 : 2;
     cv->igemm = u8s8 ? isa->igemm_u8s8 : isa->igemm;
     cv->kernel = u8s8 ? isa->name_u8s8 : isa->name;
@@ -141,17 +156,44 @@ static vki_status pack_igemm(vki_conv* cv, const vki_conv_desc* d)
                         else wt[at] = (int16_t)v;
                         wsum += v;
                     }
-                /* u8s8: bias - x_zp * sum(w - w_zp), modulo 2^32 like the kernels' int32 sums. */
-                bias[n] = u8s8 ? (int32_t)(uint32_t)((uint64_t)(uint32_t)d->bias[m] -
-                                                     (uint64_t)((int64_t)d->x_zp * wsum))
-                               : d->bias[m];
+                bias[n] = u8s8 ? u8s8_bias(d->bias[m], d->x_zp, isa->u8s8_xoff, wsum) : d->bias[m];
             }
         }
     return VKI_OK;
 }
 
+/* The u8s8 depthwise block: the variant packs its own layout from plain arrays made here. */
+static vki_status pack_dw_u8s8(vki_conv* cv, const vki_conv_desc* d)
+{
+    const vki_isa* isa = cv->isa;
+    size_t c = d->c, ks = cv->ks;
+    int16_t* wt = malloc(ks * c * sizeof(*wt));
+    int32_t* bias = malloc(c * sizeof(*bias));
+    if (!wt || !bias) {
+        free(wt), free(bias);
+        FAIL(VKI_ENOMEM, "out of memory packing depthwise weights");
+    }
+    for (uint32_t ch = 0; ch < c; ch++) {
+        int64_t wsum = 0;
+        for (uint32_t t = 0; t < ks; t++) wsum += wt[t * c + ch] = (int16_t)weight(d, ch, 0, 1, t);
+        bias[ch] = u8s8_bias(d->bias[ch], d->x_zp, isa->u8s8_xoff, wsum);
+    }
+    cv->block_bytes = isa->dw_u8s8_pack(c, ks, wt, bias, d->scale, NULL);
+    cv->packed = aligned_alloc(64, round_up(cv->block_bytes, 64));
+    if (cv->packed) {
+        memset(cv->packed, 0, round_up(cv->block_bytes, 64));
+        isa->dw_u8s8_pack(c, ks, wt, bias, d->scale, cv->packed);
+    }
+    free(wt), free(bias);
+    if (!cv->packed) FAIL(VKI_ENOMEM, "out of memory packing depthwise weights");
+    cv->dwp = isa->dw_u8s8;
+    cv->kernel = isa->name_u8s8;
+    return VKI_OK;
+}
+
 static vki_status pack_dw(vki_conv* cv, const vki_conv_desc* d)
 {
+    if (use_u8s8(cv, d)) return pack_dw_u8s8(cv, d);
     size_t cp = round_up(d->c, cv->isa->cr);
     cv->block_bytes = cp * 8 + (size_t)cv->ks * cp * 2;
     cv->packed = aligned_alloc(64, round_up(cv->block_bytes, 64));
@@ -298,12 +340,11 @@ static void igemm_item(void* arg, size_t item)
 {
     run_ctx* r = arg;
     vki_conv* cv = r->cv;
-    const vki_isa* isa = cv->isa;
-    size_t mr = isa->mr, ks = cv->ks, chunk_tiles = (TILE_CHUNK_ROWS + mr - 1) / mr;
+    size_t mr = cv->mr, ks = cv->ks, chunk_tiles = (TILE_CHUNK_ROWS + mr - 1) / mr;
     size_t nchunks = (r->tiles + chunk_tiles - 1) / chunk_tiles;
     size_t chunk = item % nchunks, gb = item / nchunks;
     size_t g = gb / cv->nblocks, b = gb % cv->nblocks;
-    size_t n0 = b * isa->nr, nc = cv->mg - n0 < isa->nr ? cv->mg - n0 : isa->nr;
+    size_t n0 = b * cv->nr, nc = cv->mg - n0 < cv->nr ? cv->mg - n0 : cv->nr;
     size_t off = g * cv->cg;  /* this group's input channels within each pixel (zero row has c bytes) */
     const void* w = (const char*)cv->packed + (g * cv->nblocks + b) * cv->block_bytes;
     const uint8_t* ap[MAX_MR * MAX_TAPS];  /* 128 KiB at most: fine on 8 MiB thread stacks */
@@ -323,7 +364,11 @@ static void dw_item(void* arg, size_t item)
 {
     run_ctx* r = arg;
     vki_conv* cv = r->cv;
-    size_t p1 = (item + 1) * DW_PIXELS < r->pixels ? (item + 1) * DW_PIXELS : r->pixels;
+    size_t p0 = item * DW_PIXELS, p1 = (item + 1) * DW_PIXELS < r->pixels ? (item + 1) * DW_PIXELS : r->pixels;
+    if (cv->dwp) {
+        cv->dwp(p1 - p0, cv->d.c, cv->ks, cv->indir + p0 * cv->ks, cv->packed, r->y + p0 * cv->d.c, cv->d.c, &cv->q);
+        return;
+    }
     for (size_t p = item * DW_PIXELS; p < p1; p++)
         cv->dw(cv->d.c, cv->ks, cv->indir + p * cv->ks, cv->packed, r->y + p * cv->d.c, &cv->q);
 }
@@ -350,8 +395,8 @@ vki_status vki_conv_run(vki_conv* cv, const uint8_t* x, uint8_t* y, uint32_t thr
         if (cv->depthwise) {
             vki_parallel_for((r.pixels + DW_PIXELS - 1) / DW_PIXELS, threads, dw_item, &r);
         } else {
-            r.tiles = (r.pixels + cv->isa->mr - 1) / cv->isa->mr;
-            size_t chunk_tiles = (TILE_CHUNK_ROWS + cv->isa->mr - 1) / cv->isa->mr;
+            r.tiles = (r.pixels + cv->mr - 1) / cv->mr;
+            size_t chunk_tiles = (TILE_CHUNK_ROWS + cv->mr - 1) / cv->mr;
             size_t nchunks = (r.tiles + chunk_tiles - 1) / chunk_tiles;
             vki_parallel_for(nchunks * cv->nblocks * cv->d.groups, threads, igemm_item, &r);
         }

@@ -56,24 +56,44 @@ typedef void (*vki_igemm_fn)(size_t mr, size_t nc, size_t kc, size_t ks, const u
 typedef void (*vki_dw_fn)(size_t channels, size_t ks, const uint8_t* const* a, const void* w, uint8_t* y,
                           const vki_qparams* q);
 
-/* Optional u8 x s8 igemm (same signature, same MR and NR): for layers whose every (w - w_zp) lies in
- * [-VKI_U8S8_WMAX, VKI_U8S8_WMAX] (7-bit weights, e.g. onnxruntime's reduce_range=True). Then
+/* Optional u8 x s8 igemm (same signature; its own tile u8s8_mr x u8s8_nr, 0 meaning mr / nr): for layers
+ * whose every (w - w_zp) lies in [u8s8_wmin, u8s8_wmax], the variant's exact range (AVX2's VPMADDUBSW:
+ * [-64, 64], 7-bit weights such as onnxruntime's reduce_range=True; VPDPBUSD and SDOT: the full int8 range).
  *   w   int32 bias'[NR]; float scale[NR]; int8 wt[ks][ceil(kc / 4)][NR][4]   (w - w_zp; zero padded)
- *       with bias' = bias - x_zp * sum_{t,k} (w - w_zp)  (wrapping int32: the sum is taken modulo 2^32)
- * and the kernel sums x * (w - w_zp) on the raw activation bytes (q->x_zp is not used): padding taps
- * read x_zp rows, whose x_zp * w cancel against the correction, so the result is the same int32.
- * Exactness: VPMADDUBSW forms a0 * w0 + a1 * w1 with int16 saturation; with a in [0, 255] and
- * |w| <= 64 that is at most 255 * 128 = 32640 in magnitude, so it never saturates. */
-#define VKI_U8S8_WMAX 64
+ *       with bias' = bias - (x_zp - u8s8_xoff) * sum_{t,k} (w - w_zp)  (wrapping int32: modulo 2^32)
+ * and the kernel sums (x - u8s8_xoff) * (w - w_zp) on the raw activation bytes (q->x_zp is not used):
+ * padding taps read x_zp rows, whose (x_zp - xoff) * w cancel against the correction, so the result is
+ * the same int32. u8s8_xoff is 0 where the instruction multiplies unsigned bytes (x86), 128 where it
+ * wants signed ones (NEON SDOT on x ^ 0x80).
+ * Exactness of AVX2's VPMADDUBSW: it forms a0 * w0 + a1 * w1 with int16 saturation; with a in [0, 255]
+ * and |w| <= 64 that is at most 255 * 128 = 32640 in magnitude, so it never saturates. */
+#define VKI_U8S8_WMAX 64  /* AVX2's bound (kept as the default of a variant that leaves the range 0) */
 #define VKI_U8S8_KR 4
+
+/* Optional u8s8 depthwise over a run of output pixels (weights in the same [u8s8_wmin, u8s8_wmax], the
+ * same bias correction and activation offset as the u8s8 igemm):
+ *   a[p * ks + t]  tap t of pixel p (`channels` valid bytes; padding taps point at a row of x_zp)
+ *   w              the block written by the variant's dw_u8s8_pack (its own layout)
+ *   y + p * y_stride  pixel p's `channels` output bytes
+ * dw_u8s8_pack(channels, ks, wt, bias, scale, out): wt[ks][channels] = (w - w_zp), bias already corrected,
+ * scale per channel; writes the block at out (64-byte aligned) and returns its size; out NULL: size only. */
+typedef void (*vki_dwp_fn)(size_t pixels, size_t channels, size_t ks, const uint8_t* const* a, const void* w,
+                           uint8_t* y, size_t y_stride, const vki_qparams* q);
+typedef size_t (*vki_dwp_pack_fn)(size_t channels, size_t ks, const int16_t* wt, const int32_t* bias,
+                                  const float* scale, void* out);
 
 typedef struct {
     const char* name;
     int (*available)(void);
     uint32_t mr, nr, kr;  /* igemm tile and k-grouping of packed weights (kr: 1 or 2) */
     vki_igemm_fn igemm;
-    vki_igemm_fn igemm_u8s8;   /* NULL: no 7-bit-weight path; packing: see VKI_U8S8_KR above */
-    const char* name_u8s8;     /* what vki_conv_kernel() reports for layers on igemm_u8s8 */
+    vki_igemm_fn igemm_u8s8;   /* NULL: no u8s8 path; packing: see VKI_U8S8_KR above */
+    const char* name_u8s8;     /* what vki_conv_kernel() reports for layers on igemm_u8s8 / dw_u8s8 */
+    uint32_t u8s8_mr, u8s8_nr; /* igemm_u8s8's tile (0: mr, nr) */
+    int32_t u8s8_wmin, u8s8_wmax;  /* exact weight range of the u8s8 kernels (both 0: +-VKI_U8S8_WMAX) */
+    int32_t u8s8_xoff;         /* activation offset the u8s8 kernels subtract (0 or 128) */
+    vki_dwp_fn dw_u8s8;        /* NULL: depthwise always on the int16 kernels below */
+    vki_dwp_pack_fn dw_u8s8_pack;
     uint32_t cr;          /* depthwise channel padding of packed weights */
     vki_dw_fn dw9;        /* ks == 9  (3x3): unipass */
     vki_dw_fn dw25;       /* ks == 25 (5x5): unipass */
