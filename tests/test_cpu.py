@@ -137,12 +137,30 @@ def _kernel(conv) -> str:
     return so.vki_conv_kernel(conv.handle).decode()
 
 
+# Which variants have u8s8 kernels (internal.h), for which exact weight range and layer kinds: written from the
+# kernel files' comments (as cpu_fallback/tests/conv_driver.c's table), not read from the library.
+U8S8 = {"avx2": (-64, 64, {"gemm"}), "avx512vnni": (-128, 127, {"gemm", "dw"}), "neon_dot": (-128, 127, {"gemm"})}
+
+
+def _u8s8_expected(isa: str, case: dict) -> bool:
+    """Whether a convolution `case` must run on the variant's u8s8 kernel: every (w - w_zp) in its range."""
+    if isa not in U8S8:
+        return False
+    lo, hi, kinds = U8S8[isa]
+    w = case["w"].astype(np.int32)
+    zp = np.asarray(case["w_zero_point"], np.int32)
+    d = w - (zp.reshape(-1, *([1] * (w.ndim - 1))) if zp.ndim else zp)
+    group = case.get("group", 1)
+    depthwise = group > 1 and w.shape[1] == 1 and w.shape[0] == group
+    return ("dw" if depthwise else "gemm") in kinds and bool(d.min() >= lo and d.max() <= hi)
+
+
 @pytest.mark.parametrize("isa", VARIANTS)
 def test_seven_bit_weights_fast_path_and_fallback(isa, monkeypatch):
     """Layers whose every |w - w_zp| <= 64 take AVX2's u8s8 kernel (VPMADDUBSW), 65 falls back to the
     int16 kernel, and both equal the reference for 1-3 threads: odd K, M not a multiple of 16, uint8
     weights with per-channel zero points, int8 activations, the largest pair sums. $VKINFER_CPU_U8S8=0
-    turns the fast path off. Other variants keep their own kernel."""
+    turns the fast path off. Variants with full-range u8s8 kernels (VPDPBUSD, SDOT) take theirs for both."""
     monkeypatch.delenv("VKINFER_CPU_U8S8", raising=False)
     rng = np.random.default_rng(11)
     cases = seven_bit_cases()
@@ -156,8 +174,7 @@ def test_seven_bit_weights_fast_path_and_fallback(isa, monkeypatch):
         ref = ops.qlinear_conv(**case, device="reference")
         op = cpu.QLinearConv(conv_spec(**case), isa)
         kernel = _kernel(op.conv)
-        fast = isa == "avx2" and "over-" not in name
-        assert kernel == (f"{isa}-u8s8" if fast else isa), (name, kernel)
+        assert kernel == (f"{isa}-u8s8" if _u8s8_expected(isa, case) else isa), (name, kernel)
         seen.add(kernel)
         for threads in (1, 2, 3):
             np.testing.assert_array_equal(op.run(case["x"], threads), ref, err_msg=f"{name} threads={threads}")

@@ -283,6 +283,191 @@ static void v5_dw_any(size_t channels, size_t ks, const uint8_t* const* a, const
     v5_dw(channels, ks, a, w, y, q);
 }
 
+/* ------------------------------------------------------------------------------------------------
+ * u8s8 igemm (internal.h): VPDPBUSD multiplies 4 unsigned activation bytes by 4 signed weight bytes and
+ * adds the four products to an int32 lane without intermediate saturation (the non-"S" form), so any
+ * int8 (w - w_zp) is exact: 64 MACs per instruction against VPDPWSSD's 32, and half the weight bytes.
+ * Tile MR=7 x NR=32 (two zmm per row, 14 accumulators): every MobileNet-class spatial size (112^2, 56^2,
+ * 28^2, 14^2, 7^2) is a multiple of 7, so no rows are wasted; 14 independent chains cover VPDPBUSD's
+ * latency at two per cycle, and each 4-k step costs 7 broadcasts + 2 weight loads for 14 VPDPBUSD.
+ * Rows are computed for r < mr only (a compile-time row count per instantiation).
+ */
+#define V5Q_MR 7
+#define V5Q_NR 32
+
+/* 4 activation bytes at p as one dword (n = 4), or the first n = 1..3 of them, zero above. */
+static inline int32_t v5q_dword(const uint8_t* p, size_t n)
+{
+    uint32_t v;
+    if (n >= 4) {
+        memcpy(&v, p, 4);
+        return (int32_t)v;
+    }
+    return (int32_t)(uint32_t)v5_load_partial(p, n);
+}
+
+static inline __attribute__((always_inline)) void v5q_tile(const size_t R, size_t nc, size_t kc, size_t ks,
+                                                           const uint8_t* const* a, const void* w, uint8_t* c,
+                                                           size_t c_stride, const vki_qparams* q)
+{
+    const int32_t* bias = (const int32_t*)w;
+    const float* scale = (const float*)(bias + V5Q_NR);
+    const int8_t* wt = (const int8_t*)(scale + V5Q_NR);
+    __m512i acc[V5Q_MR][2];
+    {
+        const __m512i b0 = _mm512_loadu_si512((const void*)bias);
+        const __m512i b1 = _mm512_loadu_si512((const void*)(bias + 16));
+        _Pragma("GCC unroll 8") for (size_t r = 0; r < R; r++) acc[r][0] = b0, acc[r][1] = b1;
+    }
+    for (size_t t = 0; t < ks; t++, a += V5Q_MR) {
+        const uint8_t* p[V5Q_MR];
+        _Pragma("GCC unroll 8") for (size_t r = 0; r < R; r++) p[r] = a[r];
+        size_t k = 0;
+        for (; k + 4 <= kc; k += 4, wt += 4 * V5Q_NR) {
+            const __m512i w0 = _mm512_loadu_si512((const void*)wt);
+            const __m512i w1 = _mm512_loadu_si512((const void*)(wt + 64));
+            _Pragma("GCC unroll 8") for (size_t r = 0; r < R; r++) {
+                const __m512i x = _mm512_set1_epi32(v5q_dword(p[r] + k, 4));
+                acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], x, w0);
+                acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], x, w1);
+            }
+        }
+        if (k < kc) { /* 1..3 k left: the missing bytes are zero here and their packed weights zero */
+            const __m512i w0 = _mm512_loadu_si512((const void*)wt);
+            const __m512i w1 = _mm512_loadu_si512((const void*)(wt + 64));
+            _Pragma("GCC unroll 8") for (size_t r = 0; r < R; r++) {
+                const __m512i x = _mm512_set1_epi32(v5q_dword(p[r] + k, kc - k));
+                acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], x, w0);
+                acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], x, w1);
+            }
+            wt += 4 * V5Q_NR;
+        }
+    }
+    const __m512 scale0 = _mm512_loadu_ps(scale);
+    const __m512 scale1 = _mm512_loadu_ps(scale + 16);
+    const __m512 vfmin = _mm512_set1_ps(q->fmin);
+    const __m512 vfmax = _mm512_set1_ps(q->fmax);
+    const __m512i vyzp = _mm512_set1_epi32(q->y_zp);
+    _Pragma("GCC unroll 8") for (size_t r = 0; r < R; r++) V5_STORE_ROW(r, acc[r][0], acc[r][1]);
+}
+
+static void v5q_igemm(size_t mr, size_t nc, size_t kc, size_t ks, const uint8_t* const* a, const void* w,
+                      uint8_t* c, size_t c_stride, const vki_qparams* q)
+{
+    switch (mr) {
+    case 1: v5q_tile(1, nc, kc, ks, a, w, c, c_stride, q); break;
+    case 2: v5q_tile(2, nc, kc, ks, a, w, c, c_stride, q); break;
+    case 3: v5q_tile(3, nc, kc, ks, a, w, c, c_stride, q); break;
+    case 4: v5q_tile(4, nc, kc, ks, a, w, c, c_stride, q); break;
+    case 5: v5q_tile(5, nc, kc, ks, a, w, c, c_stride, q); break;
+    case 6: v5q_tile(6, nc, kc, ks, a, w, c, c_stride, q); break;
+    default: v5q_tile(7, nc, kc, ks, a, w, c, c_stride, q); break;
+    }
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * u8s8 depthwise over a run of pixels: VPDPBUSD over groups of 4 taps. For 64 channels, four tap rows are
+ * interleaved so that each dword lane holds one channel's 4 tap bytes (VPUNPCK{L,H}BW then {L,H}WD, which
+ * work within 128-bit lanes); one VPDPBUSD then does 4 taps x 16 channels, where the int16 kernel above
+ * needs 16 instructions' worth of widening per tap.
+ * The interleave leaves channel c0 + 16L + 4j + i in dword 4L + i of vector j (L: 128-bit lane, j: the
+ * unpack result 0..3), so the packing stores weights, bias and scale in that order, and VPACKUSDW +
+ * VPACKUSWB (also within lanes) put the 64 results back in channel order.
+ * Block per 64 channels: int32 bias'[64]; float scale[64]; int8 wt[ceil(ks/4)][4][64] (permuted as above;
+ * zero for channels >= `channels` and taps >= ks). A missing tap of the last group reads tap 0's row
+ * against weight 0.
+ */
+#define V5D_CB 64
+
+static size_t v5d_perm(size_t j, size_t d) { return 16 * (d / 4) + 4 * j + d % 4; } /* channel of (j, d) */
+
+static size_t v5d_pack(size_t channels, size_t ks, const int16_t* wt, const int32_t* bias, const float* scale,
+                       void* out)
+{
+    const size_t groups = (ks + 3) / 4, nb = (channels + V5D_CB - 1) / V5D_CB;
+    const size_t block = V5D_CB * 8 + groups * 4 * V5D_CB;
+    if (!out) return nb * block;
+    for (size_t b = 0; b < nb; b++) {
+        uint8_t* blk = (uint8_t*)out + b * block;
+        int32_t* pb = (int32_t*)(void*)blk;
+        float* ps = (float*)(void*)(blk + V5D_CB * 4);
+        int8_t* pw = (int8_t*)(blk + V5D_CB * 8);
+        for (size_t j = 0; j < 4; j++)
+            for (size_t d = 0; d < 16; d++) {
+                const size_t ch = b * V5D_CB + v5d_perm(j, d);
+                const int in = ch < channels;
+                pb[16 * j + d] = in ? bias[ch] : 0;
+                ps[16 * j + d] = in ? scale[ch] : 0.0f;
+                for (size_t g = 0; g < groups; g++)
+                    for (size_t u = 0; u < 4; u++) {
+                        const size_t t = 4 * g + u;
+                        pw[((g * 4 + j) * 16 + d) * 4 + u] = (int8_t)(in && t < ks ? wt[t * channels + ch] : 0);
+                    }
+            }
+    }
+    return nb * block;
+}
+
+static inline __attribute__((always_inline)) void v5d_run(size_t pixels, size_t channels, const size_t ks,
+                                                          const uint8_t* const* a, const void* w, uint8_t* y,
+                                                          size_t y_stride, const vki_qparams* q)
+{
+    const size_t groups = (ks + 3) / 4, block = V5D_CB * 8 + groups * 4 * V5D_CB;
+    const __m512 vfmin = _mm512_set1_ps(q->fmin);
+    const __m512 vfmax = _mm512_set1_ps(q->fmax);
+    const __m512i vyzp = _mm512_set1_epi32(q->y_zp);
+    const __m512i vff = _mm512_set1_epi32(0xff);
+    for (size_t c0 = 0; c0 < channels; c0 += V5D_CB) {
+        const uint8_t* blk = (const uint8_t*)w + c0 / V5D_CB * block;
+        const int32_t* pb = (const int32_t*)(const void*)blk;
+        const float* ps = (const float*)(const void*)(blk + V5D_CB * 4);
+        const int8_t* pw = (const int8_t*)(blk + V5D_CB * 8);
+        const size_t n = channels - c0 < V5D_CB ? channels - c0 : V5D_CB;
+        /* Tail blocks: masked loads and stores (fault-suppressing: nothing past a row is touched). */
+        const __mmask64 m = n == V5D_CB ? ~(__mmask64)0 : (((__mmask64)1 << n) - 1);
+        for (size_t px = 0; px < pixels; px++) {
+            const uint8_t* const* ap = a + px * ks;
+            __m512i acc0 = _mm512_loadu_si512((const void*)pb);
+            __m512i acc1 = _mm512_loadu_si512((const void*)(pb + 16));
+            __m512i acc2 = _mm512_loadu_si512((const void*)(pb + 32));
+            __m512i acc3 = _mm512_loadu_si512((const void*)(pb + 48));
+            for (size_t g = 0; g < groups; g++) {
+                const size_t t = 4 * g;
+                const __m512i x0 = _mm512_maskz_loadu_epi8(m, ap[t] + c0);
+                const __m512i x1 = _mm512_maskz_loadu_epi8(m, ap[t + 1 < ks ? t + 1 : 0] + c0);
+                const __m512i x2 = _mm512_maskz_loadu_epi8(m, ap[t + 2 < ks ? t + 2 : 0] + c0);
+                const __m512i x3 = _mm512_maskz_loadu_epi8(m, ap[t + 3 < ks ? t + 3 : 0] + c0);
+                const __m512i l01 = _mm512_unpacklo_epi8(x0, x1), h01 = _mm512_unpackhi_epi8(x0, x1);
+                const __m512i l23 = _mm512_unpacklo_epi8(x2, x3), h23 = _mm512_unpackhi_epi8(x2, x3);
+                const int8_t* wg = pw + g * 4 * V5D_CB;
+                acc0 = _mm512_dpbusd_epi32(acc0, _mm512_unpacklo_epi16(l01, l23), _mm512_loadu_si512((const void*)wg));
+                acc1 = _mm512_dpbusd_epi32(acc1, _mm512_unpackhi_epi16(l01, l23),
+                                           _mm512_loadu_si512((const void*)(wg + 64)));
+                acc2 = _mm512_dpbusd_epi32(acc2, _mm512_unpacklo_epi16(h01, h23),
+                                           _mm512_loadu_si512((const void*)(wg + 128)));
+                acc3 = _mm512_dpbusd_epi32(acc3, _mm512_unpackhi_epi16(h01, h23),
+                                           _mm512_loadu_si512((const void*)(wg + 192)));
+            }
+            /* The low byte of each result (the contract), then unsigned packs that cannot saturate. */
+            const __m512i r0 = _mm512_and_si512(v5_requant(acc0, _mm512_loadu_ps(ps), vfmin, vfmax, vyzp), vff);
+            const __m512i r1 = _mm512_and_si512(v5_requant(acc1, _mm512_loadu_ps(ps + 16), vfmin, vfmax, vyzp), vff);
+            const __m512i r2 = _mm512_and_si512(v5_requant(acc2, _mm512_loadu_ps(ps + 32), vfmin, vfmax, vyzp), vff);
+            const __m512i r3 = _mm512_and_si512(v5_requant(acc3, _mm512_loadu_ps(ps + 48), vfmin, vfmax, vyzp), vff);
+            const __m512i out = _mm512_packus_epi16(_mm512_packus_epi32(r0, r1), _mm512_packus_epi32(r2, r3));
+            _mm512_mask_storeu_epi8(y + px * y_stride + c0, m, out);
+        }
+    }
+}
+
+static void v5d_dw(size_t pixels, size_t channels, size_t ks, const uint8_t* const* a, const void* w, uint8_t* y,
+                   size_t y_stride, const vki_qparams* q)
+{
+    /* ks as a constant for the common kernels: the group loop unrolls and the tap clamps fold. */
+    if (ks == 9) v5d_run(pixels, channels, 9, a, w, y, y_stride, q);
+    else if (ks == 25) v5d_run(pixels, channels, 25, a, w, y, y_stride, q);
+    else v5d_run(pixels, channels, ks, a, w, y, y_stride, q);
+}
+
 const vki_isa vki_isa_avx512vnni = {
     .name = "avx512vnni",
     .available = v5_available,
@@ -290,6 +475,15 @@ const vki_isa vki_isa_avx512vnni = {
     .nr = V5_NR,
     .kr = V5_KR,
     .igemm = v5_igemm,
+    .igemm_u8s8 = v5q_igemm,
+    .name_u8s8 = "avx512vnni-u8s8",
+    .u8s8_mr = V5Q_MR,
+    .u8s8_nr = V5Q_NR,
+    .u8s8_wmin = -128,
+    .u8s8_wmax = 127,
+    .u8s8_xoff = 0,
+    .dw_u8s8 = v5d_dw,
+    .dw_u8s8_pack = v5d_pack,
     .cr = V5_CR,
     .dw9 = v5_dw9,
     .dw25 = v5_dw25,

@@ -412,9 +412,21 @@ static void count_kernel(const char* name)
     }
 }
 
-/* vki_conv_kernel: the u8s8 form ("avx2-u8s8") exactly when the variant is avx2, the layer is not
- * depthwise and every (w - w_zp) lies in [-64, 64] (unless $VKINFER_CPU_U8S8=0); else the variant's
- * own name. Any other variant may report "<variant>-u8s8" only for such weights. */
+/* Which variants have u8s8 kernels, for which weights and layer kinds: written here from the kernel files'
+ * comments, independently of the library's own tables, so a variant that silently stopped taking (or
+ * wrongly took) its fast path fails. */
+static const struct {
+    const char* isa;
+    int32_t wmin, wmax;  /* every (w - w_zp) in [wmin, wmax] */
+    int gemm, dw;        /* 1: the u8s8 kernel exists for non-depthwise / depthwise layers */
+} U8S8[] = {
+    {"avx2", -64, 64, 1, 0},
+    {"avx512vnni", -128, 127, 1, 1},
+    {"neon_dot", -128, 127, 1, 0},
+};
+
+/* vki_conv_kernel: the u8s8 form ("<variant>-u8s8") exactly when U8S8 lists the variant for this kind of
+ * layer and every (w - w_zp) lies in its range (unless $VKINFER_CPU_U8S8=0); else the variant's own name. */
 static void check_kernel(run_ctx* c, const vki_conv* conv, const char* isa)
 {
     const tcase* t = c->t;
@@ -425,22 +437,26 @@ static void check_kernel(run_ctx* c, const vki_conv* conv, const char* isa)
     }
     count_kernel(got);
     const vki_conv_desc* d = &t->d;
+    const int depthwise = d->groups == d->c && d->groups == d->m;
+    int listed = 0;
+    int32_t wmin = 0, wmax = -1;
+    for (size_t i = 0; i < sizeof U8S8 / sizeof U8S8[0]; i++)
+        if (strcmp(U8S8[i].isa, isa) == 0 && (depthwise ? U8S8[i].dw : U8S8[i].gemm))
+            listed = 1, wmin = U8S8[i].wmin, wmax = U8S8[i].wmax;
     size_t per_m = (size_t)(d->c / d->groups) * d->kh * d->kw;
-    int seven_bit = 1;
-    for (size_t i = 0; i < (size_t)d->m * per_m && seven_bit; i++) {
+    int in_range = listed;
+    for (size_t i = 0; i < (size_t)d->m * per_m && in_range; i++) {
         int32_t v = (d->w_signed ? (int32_t)(int8_t)t->weights[i] : (int32_t)t->weights[i]) - t->w_zp[i / per_m];
-        seven_bit = v >= -64 && v <= 64;
+        in_range = v >= wmin && v <= wmax;
     }
     const char* off = getenv("VKINFER_CPU_U8S8");
-    int eligible = seven_bit && !(d->groups == d->c && d->groups == d->m) && !(off && strcmp(off, "0") == 0);
+    int eligible = in_range && !(off && strcmp(off, "0") == 0);
     char fast[64];
     snprintf(fast, sizeof fast, "%s-u8s8", isa);
-    if (strcmp(got, isa) == 0) {
-        if (eligible && strcmp(isa, "avx2") == 0)
-            fail(c, "vki_conv_kernel is \"%s\" for 7-bit weights, expected \"%s\"", got, fast);
-    } else if (strcmp(got, fast) != 0 || !eligible) {
-        fail(c, "vki_conv_kernel is \"%s\" (variant %s, 7-bit weights: %s)", got, isa, eligible ? "yes" : "no");
-    }
+    const char* want = eligible ? fast : isa;
+    if (strcmp(got, want) != 0)
+        fail(c, "vki_conv_kernel is \"%s\", expected \"%s\" (variant %s, %s, weights in its u8s8 range: %s)", got,
+             want, isa, depthwise ? "depthwise" : "igemm", in_range ? "yes" : "no");
 }
 
 /* One (case, isa, threads) run. isa = -1 checks the default variant. */
