@@ -28,12 +28,13 @@ def _need(tool: str, package: str) -> str:
     return path
 
 
-def _build_and_run(cc: list[str], flags: list[str], sources: list[Path], out: Path, runner: list[str]) -> str:
+def _build_and_run(cc: list[str], flags: list[str], sources: list[Path], out: Path, runner: list[str],
+                   args: tuple[str, ...] = ()) -> str:
     out.parent.mkdir(parents=True, exist_ok=True)
     b = subprocess.run([*cc, *CFLAGS, *flags, *map(str, sources), "-lm", "-o", str(out)], capture_output=True,
                        text=True, timeout=300)
     assert b.returncode == 0, b.stderr[-4000:]
-    r = subprocess.run([*runner, str(out)], capture_output=True, text=True, timeout=300)
+    r = subprocess.run([*runner, str(out), *args], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     return r.stdout
 
@@ -76,16 +77,21 @@ def test_x86_kernels_under_asan():
 
 
 @pytest.mark.parametrize("cc,qemu,flags,variants", [
-    ("aarch64-linux-gnu-gcc", "qemu-aarch64-static", [], {"neon", "neon_a7x"}),
+    ("aarch64-linux-gnu-gcc", "qemu-aarch64-static", [], {"neon", "neon_a7x", "neon_dot"}),
     ("arm-linux-gnueabihf-gcc", "qemu-arm-static", ["-mfpu=neon", "-mfloat-abi=hard"], {"neon"}),
 ], ids=["aarch64", "armv7"])
 def test_neon_kernels_under_qemu(cc, qemu, flags, variants):
-    """Every NEON variant of the architecture (cpu_fallback/src/isa.c: neon_a7x on AArch64 only) ran and checked
-    a positive number of kernel calls."""
+    """Every NEON variant of the architecture (cpu_fallback/src/isa.c: neon_a7x and neon_dot on AArch64 only) ran
+    and checked a positive number of kernel calls. qemu's "-cpu max" has the ARMv8.2 dot product, so neon_dot's
+    SDOT kernels run (the check program fails when a variant it is told to require is unavailable); on ARMv7
+    kernels_neon_dot.c compiles to nothing."""
     compiler = _need(cc, f"gcc-{cc.removesuffix('-gcc')}")
     runner = _need(qemu, "qemu-user-static")
-    out = _build_and_run([compiler], ["-static", *flags], [TESTS / "neon_kernel_check.c", SRC / "kernels_neon.c"],
-                         BUILD / f"neon_kernel_check-{cc.split('-')[0]}", [runner])
+    sources = [TESTS / "neon_kernel_check.c", SRC / "kernels_neon.c", SRC / "kernels_neon_dot.c"]
+    out = _build_and_run([compiler], ["-static", *flags], sources, BUILD / f"neon_kernel_check-{cc.split('-')[0]}",
+                         [runner, "-cpu", "max"], ("20240611", "2000", ",".join(sorted(variants))))
     assert _summary(out, "neon kernels") > 0
     ran = {m[1] for m in re.finditer(r"^(\w+): mr=", out, re.M)}
     assert ran == variants and "not available on this CPU" not in out, out[-2000:]
+    if "neon_dot" in variants:  # its u8s8 (SDOT) igemm was checked, over the full int8 weight range
+        assert re.search(r"^neon_dot: .* u8s8: neon_dot-u8s8 .*w=\[-128, 127\] xoff=128", out, re.M), out[-2000:]

@@ -108,8 +108,14 @@ def test_host_tsan_thread_pool(vectors):
     ("armv7", "arm-linux-gnueabihf-gcc", "qemu-arm-static", "gcc-arm-linux-gnueabihf qemu-user-static"),
 ])
 def test_neon_under_qemu(vectors, arch, cc, qemu, packages):
+    """qemu's "-cpu max" has the ARMv8.2 dot product, so on AArch64 the driver runs neon_dot too (it runs
+    every variant the CPU can): its SDOT u8s8 igemm on the layers whose weights fit int8, and its int16
+    kernels (neon_a7x's) on the others and on depthwise layers."""
     _require([cc, qemu], packages)
     _build(f"{arch}-driver")
-    variants, _ = _run_driver([qemu, str(BUILD / f"driver-{arch}")], vectors)
+    variants, kernels = _run_driver([qemu, "-cpu", "max", str(BUILD / f"driver-{arch}")], vectors)
     assert "scalar" in variants and "neon" in variants, \
         f"the {arch} driver ran {variants}, not NEON (is cpu_fallback/src/kernels_neon.c there?)"
+    if arch == "aarch64" and (SRC / "kernels_neon_dot.c").exists():
+        assert "neon_dot" in variants, variants
+        assert kernels.get("neon_dot-u8s8", 0) > 0 and kernels.get("neon_dot", 0) > 0, kernels

@@ -7,6 +7,10 @@
 #include "internal.h"
 #include "vkinfer_cpu.h"
 
+#if defined(VKI_HAVE_NEON) && defined(__aarch64__)
+extern const vki_isa vki_isa_neon_dot; /* kernels_neon_dot.c */
+#endif
+
 /* One list that the operator, the C tests and the Python tests/benchmarks all iterate. */
 static const vki_isa* const ISAS[] = {
     &vki_isa_scalar,
@@ -21,6 +25,7 @@ static const vki_isa* const ISAS[] = {
 #endif
 #if defined(VKI_HAVE_NEON) && defined(__aarch64__)
     &vki_isa_neon_a7x,  /* wider tile for out-of-order cores (Cortex-A7x); AArch64 only */
+    &vki_isa_neon_dot,  /* ARMv8.2 dot product (SDOT u8s8 igemm), where HWCAP_ASIMDDP says so */
 #endif
 };
 #define NISA ((int32_t)(sizeof(ISAS) / sizeof(ISAS[0])))

@@ -7,11 +7,14 @@
  * one), so any read or write outside the valid bytes faults, also under qemu-user. Build with
  * -DNEON_CHECK_MALLOC to use plain malloc of the exact sizes instead (e.g. for ASan builds).
  *
- * Usage: neon_check [seed] [iterations]
+ * Usage: neon_check [seed] [iterations] [required variants, comma separated]
+ * A variant the CPU cannot run is skipped with "<name>: not available on this CPU, skipped", unless it is
+ * listed as required: then the check fails (e.g. "neon,neon_a7x,neon_dot" under qemu-aarch64 -cpu max).
  */
 #define _DEFAULT_SOURCE /* mmap's MAP_ANONYMOUS with -std=c11 */
 #include "internal.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,6 +32,7 @@
 extern const vki_isa vki_isa_neon;
 #if defined(__aarch64__)
 extern const vki_isa vki_isa_neon_a7x; /* second variant, AArch64 only */
+extern const vki_isa vki_isa_neon_dot; /* ARMv8.2 dot product (kernels_neon_dot.c), AArch64 only */
 #endif
 
 /* ------------------------------------------------------------------------------------------------
@@ -368,6 +372,152 @@ static int check_igemm(const vki_isa* isa, size_t mr, size_t nc, size_t kc, size
 }
 
 /* ------------------------------------------------------------------------------------------------
+ * igemm_u8s8 (internal.h): int8 weights (w - w_zp) in the variant's [u8s8_wmin, u8s8_wmax], packed
+ * int32 bias'[NR]; float scale[NR]; int8 wt[ks][ceil(kc / 4)][NR][4], with the bias correction conv.c
+ * folds in: bias' = bias - (x_zp - u8s8_xoff) * sum(w) modulo 2^32. The reference is the exact
+ * bias + sum (x - x_zp) * (w - w_zp) (int64, then checked to fit int32), so the check covers the
+ * folding and the kernel's wrapping int32 sums together. */
+
+static void u8s8_range(const vki_isa* isa, int32_t* lo, int32_t* hi)
+{
+    *lo = isa->u8s8_wmin, *hi = isa->u8s8_wmax;
+    if (*lo == 0 && *hi == 0)
+        *lo = -VKI_U8S8_WMAX, *hi = VKI_U8S8_WMAX;
+}
+
+/* Weights in [lo, hi]: uniform, small, only the two extremes, or half extremes. */
+static int8_t random_weight8(int mode, int32_t lo, int32_t hi)
+{
+    switch (mode) {
+    case 0:
+        return (int8_t)rnd_range(lo, hi);
+    case 1:
+        return (int8_t)rnd_range(-4, 4);
+    case 2:
+        return (int8_t)(rnd(2) ? hi : lo);
+    default:
+        return (int8_t)(rnd(2) ? rnd_range(lo, hi) : rnd(2) ? hi : lo);
+    }
+}
+
+/* bias_mode: 0 random small, 1 = bias_base (directed sweeps), 2 anywhere such that every exact sum of the
+ * channel still fits int32 (large biases, so the kernel's int32 sums wrap). */
+static int check_igemm_u8s8(const vki_isa* isa, size_t mr, size_t nc, size_t kc, size_t ks, int wmode, int amode,
+                            const vki_qparams* q, int bias_mode, int32_t bias_base, float force_scale)
+{
+    const size_t MR = isa->u8s8_mr ? isa->u8s8_mr : isa->mr, NR = isa->u8s8_nr ? isa->u8s8_nr : isa->nr;
+    const size_t KR = VKI_U8S8_KR, kg = (kc + KR - 1) / KR;
+    int32_t wlo, whi;
+    u8s8_range(isa, &wlo, &whi);
+
+    uint8_t* pool[6];
+    const size_t npool = 1 + rnd(6);
+    for (size_t i = 0; i < npool; i++)
+        pool[i] = random_row(kc, amode);
+    uint8_t* zrow = zp_row(kc, q->x_zp);
+    const uint8_t** a = malloc(ks * MR * sizeof *a);
+    for (size_t t = 0; t < ks; t++) {
+        for (size_t i = 0; i < mr; i++)
+            a[t * MR + i] = rnd(4) == 0 ? zrow : pool[rnd((uint32_t)npool)];
+        for (size_t i = mr; i < MR; i++)
+            a[t * MR + i] = a[t * MR + rnd((uint32_t)mr)]; /* repeats a valid row */
+    }
+
+    const size_t wbytes = NR * 8 + ks * kg * NR * KR;
+    uint8_t* wblock = galloc(wbytes);
+    memset(wblock, 0, wbytes);
+    int32_t* bias = (int32_t*)wblock;
+    float* scale = (float*)(wblock + NR * 4);
+    int8_t* wt = (int8_t*)(wblock + NR * 8);
+    for (size_t t = 0; t < ks; t++)
+        for (size_t k = 0; k < kc; k++)
+            for (size_t n = 0; n < nc; n++)
+                wt[((t * kg + k / KR) * NR + n) * KR + k % KR] = random_weight8(wmode, wlo, whi);
+
+    /* Exact sums without bias, then the bias, then the packed bias'. */
+    int64_t* acc = malloc(MR * NR * sizeof *acc);
+    for (size_t n = 0; n < nc; n++) {
+        int64_t smin = INT64_MAX, smax = INT64_MIN, wsum = 0;
+        for (size_t t = 0; t < ks; t++)
+            for (size_t k = 0; k < kc; k++)
+                wsum += wt[((t * kg + k / KR) * NR + n) * KR + k % KR];
+        for (size_t i = 0; i < mr; i++) {
+            int64_t s = 0;
+            for (size_t t = 0; t < ks; t++) {
+                const uint8_t* row = a[t * MR + i];
+                const int8_t* wk = wt + t * kg * NR * KR + n * KR;
+                for (size_t k = 0; k < kc; k++)
+                    s += (int64_t)((int32_t)row[k] - q->x_zp) * wk[(k / KR) * NR * KR + k % KR];
+            }
+            acc[i * NR + n] = s;
+            smin = s < smin ? s : smin;
+            smax = s > smax ? s : smax;
+        }
+        int64_t b;
+        if (bias_mode == 1) {
+            b = bias_base;
+        } else if (bias_mode == 2) {
+            int64_t lo = (int64_t)INT32_MIN - smin, hi = (int64_t)INT32_MAX - smax; /* lo <= hi: |s| < 2^31 */
+            lo = lo < INT32_MIN ? INT32_MIN : lo;
+            hi = hi > INT32_MAX ? INT32_MAX : hi;
+            b = lo + (int64_t)(rng_next() % (uint64_t)(hi - lo + 1));
+            if (rnd(4) == 0)
+                b = rnd(2) ? lo : hi; /* a sum lands exactly on INT32_MIN or INT32_MAX */
+        } else {
+            b = rnd(4) == 0 ? 0 : rnd_range(-(1 << 20), 1 << 20);
+        }
+        if (b < INT32_MIN || b > INT32_MAX) {
+            fprintf(stderr, "test bug: bias out of int32 range\n");
+            exit(2);
+        }
+        for (size_t i = 0; i < mr; i++)
+            acc[i * NR + n] += b;
+        bias[n] = (int32_t)(uint32_t)((uint64_t)(uint32_t)(int32_t)b -
+                                      (uint64_t)((int64_t)(q->x_zp - isa->u8s8_xoff) * wsum));
+    }
+    for (size_t n = 0; n < nc; n++) {
+        int64_t mag = 0;
+        for (size_t i = 0; i < mr; i++)
+            mag = llabs(acc[i * NR + n]) > mag ? llabs(acc[i * NR + n]) : mag;
+        scale[n] = force_scale >= 0 ? force_scale : random_scale(mag);
+    }
+    for (size_t n = nc; n < NR; n++) {
+        bias[n] = (int32_t)rng_next();
+        scale[n] = 1.0f;
+    }
+
+    const size_t c_stride = nc + rnd(9);
+    const size_t cbytes = (mr - 1) * c_stride + nc;
+    uint8_t* c = galloc(cbytes);
+    uint8_t* pattern = malloc(cbytes);
+    for (size_t i = 0; i < cbytes; i++)
+        c[i] = pattern[i] = (uint8_t)rng_next();
+
+    SET_CASE("igemm_u8s8 %s mr=%zu nc=%zu kc=%zu ks=%zu c_stride=%zu", isa->name, mr, nc, kc, ks, c_stride);
+    isa->igemm_u8s8(mr, nc, kc, ks, a, wblock, c, c_stride, q);
+
+    int bad = 0;
+    for (size_t i = 0; i < cbytes && !bad; i++) {
+        const size_t row = i / c_stride, col = i % c_stride;
+        const uint8_t want = col < nc ? ref_requant(acc[row * NR + col], scale[col], q) : pattern[i];
+        if (c[i] != want) {
+            fprintf(stderr,
+                    "igemm_u8s8 %s: mr=%zu nc=%zu kc=%zu ks=%zu stride=%zu row=%zu col=%zu: got %u want %u "
+                    "(acc=%lld scale=%a x_zp=%d y_zp=%d fmin=%g fmax=%g)\n",
+                    isa->name, mr, nc, kc, ks, c_stride, row, col, c[i], want,
+                    col < nc ? (long long)acc[row * NR + col] : 0LL, col < nc ? (double)scale[col] : 0.0, q->x_zp,
+                    q->y_zp, (double)q->fmin, (double)q->fmax);
+            bad = 1;
+        }
+    }
+    free(pattern);
+    free(acc);
+    free(a);
+    free_all();
+    return bad;
+}
+
+/* ------------------------------------------------------------------------------------------------
  * depthwise */
 
 static int check_dw(const vki_isa* isa, vki_dw_fn fn, const char* fname, size_t channels, size_t ks, int wmode,
@@ -441,22 +591,52 @@ int main(int argc, char** argv)
     install_fault_handler();
 #endif
 
+    const char* required = argc > 3 ? argv[3] : "";
     const vki_isa* isas[] = {
         &vki_isa_neon,
 #if defined(__aarch64__)
         &vki_isa_neon_a7x,
+        &vki_isa_neon_dot,
 #endif
     };
     long passed = 0, failed = 0;
     const size_t igemm_ks[] = {1, 9, 25, 7};
 
+    /* Every required name must be a variant of this build. */
+    for (const char* r = required; *r;) {
+        const size_t len = strcspn(r, ",");
+        int known = 0;
+        for (size_t v = 0; v < sizeof isas / sizeof isas[0]; v++)
+            known |= strlen(isas[v]->name) == len && strncmp(isas[v]->name, r, len) == 0;
+        if (len && !known) {
+            fprintf(stderr, "required variant %.*s is not in this build\n", (int)len, r);
+            failed++;
+        }
+        r += len + (r[len] == ',');
+    }
+
     for (size_t v = 0; v < sizeof isas / sizeof isas[0]; v++) {
         const vki_isa* isa = isas[v];
         if (!isa->available()) {
+            const size_t len = strlen(isa->name);
+            int req = 0;
+            for (const char* r = required; *r;) {
+                const size_t l = strcspn(r, ",");
+                req |= l == len && strncmp(r, isa->name, len) == 0;
+                r += l + (r[l] == ',');
+            }
             printf("%s: not available on this CPU, skipped\n", isa->name);
+            if (req) {
+                fprintf(stderr, "%s is required but this CPU cannot run it\n", isa->name);
+                failed++;
+            }
             continue;
         }
-        printf("%s: mr=%u nr=%u kr=%u cr=%u\n", isa->name, isa->mr, isa->nr, isa->kr, isa->cr);
+        printf("%s: mr=%u nr=%u kr=%u cr=%u", isa->name, isa->mr, isa->nr, isa->kr, isa->cr);
+        if (isa->igemm_u8s8)
+            printf(" u8s8: %s mr=%u nr=%u w=[%d, %d] xoff=%d%s", isa->name_u8s8, isa->u8s8_mr, isa->u8s8_nr,
+                   isa->u8s8_wmin, isa->u8s8_wmax, isa->u8s8_xoff, isa->dw_u8s8 ? " dw" : "");
+        printf("\n");
 
         /* Directed rounding sweep: kc=1, ks=1, x_zp=0, weights in [-4, 4], so acc = bias + x * w is
          * small and the power-of-two-ish scales make many products exact halves (ties), across the
@@ -485,6 +665,51 @@ int main(int argc, char** argv)
             bad ? failed++ : passed++;
             if (bad && failed < 10)
                 report_mismatch("igemm", isa->name, seed, it);
+        }
+
+        if (isa->igemm_u8s8) {
+            const size_t MR = isa->u8s8_mr ? isa->u8s8_mr : isa->mr, NR = isa->u8s8_nr ? isa->u8s8_nr : isa->nr;
+            /* Directed rounding sweep, as above, through the bias correction. */
+            const float scales[] = {0.5f, 0.25f, 0.75f, 1.5f, 1.0f, 0.125f};
+            for (size_t s = 0; s < sizeof scales / sizeof scales[0]; s++)
+                for (int32_t b = -1200; b <= 1200; b += 37) {
+                    const vki_qparams q = random_qparams();
+                    const int bad = check_igemm_u8s8(isa, MR, NR, 1 + rnd(5), 1, 1, 0, &q, 1, b, scales[s]);
+                    bad ? failed++ : passed++;
+                    if (bad && failed < 10)
+                        report_mismatch("igemm_u8s8 rounding sweep", isa->name, seed, (long)b);
+                }
+            /* Accumulator range: ks * kc > 2^16 with extreme data (|sum| up to 255 * 128 * 65700 < 2^31) and
+             * biases that put sums at INT32_MIN / INT32_MAX. */
+            const size_t big_ks[] = {1, 9, 25};
+            for (long it = 0; it < 12; it++) {
+                const size_t ks = big_ks[it % 3];
+                const size_t kc = (65537 + ks - 1) / ks + rnd((uint32_t)((65700 - 65537) / ks + 1));
+                vki_qparams q = random_qparams();
+                if (it % 2)
+                    q.x_zp = it % 4 == 1 ? 0 : 255;
+                const size_t mr = 1 + rnd((uint32_t)MR), nc = rnd(2) ? NR : 1 + rnd((uint32_t)NR);
+                const int bad = check_igemm_u8s8(isa, mr, nc, kc, ks, 2 + (int)rnd(2), it < 6 ? 2 : (int)rnd(3), &q,
+                                                 2, 0, -1.0f);
+                bad ? failed++ : passed++;
+                if (bad && failed < 10)
+                    report_mismatch("igemm_u8s8 large K", isa->name, seed, it);
+            }
+            const size_t u8s8_ks[] = {1, 3, 9, 25, 7};
+            for (long it = 0; it < iters; it++) {
+                const size_t ks = u8s8_ks[rnd(5)];
+                const size_t kc = 1 + (ks <= 3 && rnd(2) ? rnd(600) : rnd(80));
+                const size_t mr = 1 + rnd((uint32_t)MR);
+                const size_t nc = rnd(3) == 0 ? NR : 1 + rnd((uint32_t)NR);
+                vki_qparams q = random_qparams();
+                if (rnd(4) == 0)
+                    q.x_zp = rnd(2) ? 0 : 255;
+                const int bad = check_igemm_u8s8(isa, mr, nc, kc, ks, (int)rnd(4), (int)rnd(3), &q, rnd(4) == 0 ? 2 : 0,
+                                                 0, -1.0f);
+                bad ? failed++ : passed++;
+                if (bad && failed < 10)
+                    report_mismatch("igemm_u8s8", isa->name, seed, it);
+            }
         }
 
         for (long it = 0; it < iters; it++) {
