@@ -303,6 +303,137 @@ static void igemm_u8s8_8x8(size_t mr, size_t nc, size_t kc, size_t ks, const uin
 #undef DOT_LOAD16
 #undef DOT_TAIL
 
+/* ------------------------------------------------------------------------------------------------
+ * u8s8 depthwise over a run of pixels (internal.h): SDOT over groups of 4 taps. For 16 channels, the rows
+ * of 4 taps are interleaved so that each 32-bit lane holds one channel's 4 tap bytes: ZIP1/ZIP2 of bytes
+ * (taps 0,1 and 2,3) then ZIP1/ZIP2 of halfwords; NEON's zips span the whole register, so the 4 results
+ * hold channels 0-3, 4-7, 8-11 and 12-15 in order, and the plain (non-lane) SDOT multiplies them by the
+ * packed weights. Per 4 taps x 16 channels: 4 row loads + 8 zips + 4 EORs + 4 weight loads + 4 SDOTs
+ * (24 instructions), where the int16 kernel spends 4 loads + 8 widening subtracts + 8 weight loads +
+ * 16 SMLALs (36).
+ * Block per 16 channels: int32 bias'[16]; float scale[16]; int8 wt[ceil(ks / 4)][16][4] (zero for channels
+ * >= `channels` and taps >= ks). A missing tap of the last group reads tap 0's row against weight 0.
+ * Channel tails (1..15): rows of at least 16 bytes are read with one 16-byte load ending at the row's end
+ * and a TBL that moves the last n bytes down; shorter rows by scalar pieces; stores by pieces. */
+#define DWD_CB 16
+
+static size_t dwd_pack(size_t channels, size_t ks, const int16_t* wt, const int32_t* bias, const float* scale,
+                       void* out)
+{
+    const size_t groups = (ks + 3) / 4, nb = (channels + DWD_CB - 1) / DWD_CB;
+    const size_t block = DWD_CB * 8 + groups * 4 * DWD_CB;
+    if (!out)
+        return nb * block;
+    for (size_t b = 0; b < nb; b++) {
+        uint8_t* blk = (uint8_t*)out + b * block;
+        int32_t* pb = (int32_t*)(void*)blk;
+        float* ps = (float*)(void*)(blk + DWD_CB * 4);
+        int8_t* pw = (int8_t*)(blk + DWD_CB * 8);
+        for (size_t d = 0; d < DWD_CB; d++) {
+            const size_t ch = b * DWD_CB + d;
+            const int in = ch < channels;
+            pb[d] = in ? bias[ch] : 0;
+            ps[d] = in ? scale[ch] : 0.0f;
+            for (size_t g = 0; g < groups; g++)
+                for (size_t u = 0; u < 4; u++) {
+                    const size_t t = 4 * g + u;
+                    pw[(g * DWD_CB + d) * 4 + u] = (int8_t)(in && t < ks ? wt[t * channels + ch] : 0);
+                }
+        }
+    }
+    return nb * block;
+}
+
+/* Up to 16 bytes of v to p: n = 1..15 by pieces. */
+static inline void store_partial16(uint8_t* p, uint8x16_t v, size_t n)
+{
+    uint8x8_t lo = vget_low_u8(v);
+    if (n & 8) {
+        vst1_u8(p, lo);
+        p += 8;
+        lo = vget_high_u8(v);
+    }
+    store_partial_u8(p, lo, n & 7);
+}
+
+/* One 16-channel block of `pixels` pixels; n = valid channels of the block (1..16), c0 its first channel. */
+static inline __attribute__((always_inline)) void dwd_block(size_t pixels, size_t channels, const size_t ks,
+                                                            size_t c0, size_t n, const uint8_t* const* a,
+                                                            const uint8_t* blk, uint8_t* y, size_t y_stride,
+                                                            const rq_consts* r)
+{
+    const size_t groups = (ks + 3) / 4;
+    const int32_t* pb = (const int32_t*)(const void*)blk;
+    const float* ps = (const float*)(const void*)(blk + DWD_CB * 4);
+    const int8_t* pw = (const int8_t*)(blk + DWD_CB * 8);
+    const uint8x16_t vsign = vdupq_n_u8(0x80);
+    static const uint8_t iota[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    const uint8x16_t shift = vaddq_u8(vld1q_u8(iota), vdupq_n_u8((uint8_t)(16 - n)));
+    const int full = n == DWD_CB, long_rows = channels >= DWD_CB;
+    /* Row bytes of channels c0..c0+n-1 (lanes >= n: junk against zero weights, results not stored). */
+#define DWD_LOAD(row)                                                                                   \
+    (full ? vld1q_u8((row) + c0)                                                                        \
+          : long_rows ? vqtbl1q_u8(vld1q_u8((row) + channels - DWD_CB), shift) : load_partial16((row) + c0, n))
+    for (size_t px = 0; px < pixels; px++, a += ks, y += y_stride) {
+        int32x4_t acc0 = vld1q_s32(pb), acc1 = vld1q_s32(pb + 4);
+        int32x4_t acc2 = vld1q_s32(pb + 8), acc3 = vld1q_s32(pb + 12);
+        for (size_t g = 0; g < groups; g++) {
+            const size_t t = 4 * g;
+            const uint8x16_t x0 = DWD_LOAD(a[t]);
+            const uint8x16_t x1 = DWD_LOAD(a[t + 1 < ks ? t + 1 : 0]);
+            const uint8x16_t x2 = DWD_LOAD(a[t + 2 < ks ? t + 2 : 0]);
+            const uint8x16_t x3 = DWD_LOAD(a[t + 3 < ks ? t + 3 : 0]);
+            const uint16x8_t l01 = vreinterpretq_u16_u8(vzip1q_u8(x0, x1));
+            const uint16x8_t h01 = vreinterpretq_u16_u8(vzip2q_u8(x0, x1));
+            const uint16x8_t l23 = vreinterpretq_u16_u8(vzip1q_u8(x2, x3));
+            const uint16x8_t h23 = vreinterpretq_u16_u8(vzip2q_u8(x2, x3));
+            const int8x16_t q0 = vreinterpretq_s8_u8(veorq_u8(vreinterpretq_u8_u16(vzip1q_u16(l01, l23)), vsign));
+            const int8x16_t q1 = vreinterpretq_s8_u8(veorq_u8(vreinterpretq_u8_u16(vzip2q_u16(l01, l23)), vsign));
+            const int8x16_t q2 = vreinterpretq_s8_u8(veorq_u8(vreinterpretq_u8_u16(vzip1q_u16(h01, h23)), vsign));
+            const int8x16_t q3 = vreinterpretq_s8_u8(veorq_u8(vreinterpretq_u8_u16(vzip2q_u16(h01, h23)), vsign));
+            const int8_t* wg = pw + g * 4 * DWD_CB;
+            acc0 = vdotq_s32(acc0, q0, vld1q_s8(wg));
+            acc1 = vdotq_s32(acc1, q1, vld1q_s8(wg + 16));
+            acc2 = vdotq_s32(acc2, q2, vld1q_s8(wg + 32));
+            acc3 = vdotq_s32(acc3, q3, vld1q_s8(wg + 48));
+        }
+        const uint8x16_t out = vcombine_u8(requant8(acc0, acc1, vld1q_f32(ps), vld1q_f32(ps + 4), r),
+                                           requant8(acc2, acc3, vld1q_f32(ps + 8), vld1q_f32(ps + 12), r));
+        if (full)
+            vst1q_u8(y + c0, out);
+        else
+            store_partial16(y + c0, out, n);
+    }
+#undef DWD_LOAD
+}
+
+static inline __attribute__((always_inline)) void dwd_run(size_t pixels, size_t channels, const size_t ks,
+                                                          const uint8_t* const* a, const void* w, uint8_t* y,
+                                                          size_t y_stride, const vki_qparams* q)
+{
+    const size_t block = DWD_CB * 8 + (ks + 3) / 4 * 4 * DWD_CB;
+    const rq_consts r = rq_init(q);
+    size_t c0 = 0;
+    /* Full blocks first (n = 16 is a constant there), then the tail block. */
+    for (; c0 + DWD_CB <= channels; c0 += DWD_CB)
+        dwd_block(pixels, channels, ks, c0, DWD_CB, a, (const uint8_t*)w + c0 / DWD_CB * block, y, y_stride, &r);
+    if (c0 < channels)
+        dwd_block(pixels, channels, ks, c0, channels - c0, a, (const uint8_t*)w + c0 / DWD_CB * block, y, y_stride,
+                  &r);
+}
+
+static void dwd_dw(size_t pixels, size_t channels, size_t ks, const uint8_t* const* a, const void* w, uint8_t* y,
+                   size_t y_stride, const vki_qparams* q)
+{
+    /* ks as a constant for the common kernels: the group loop unrolls and the tap clamps fold. */
+    if (ks == 9)
+        dwd_run(pixels, channels, 9, a, w, y, y_stride, q);
+    else if (ks == 25)
+        dwd_run(pixels, channels, 25, a, w, y, y_stride, q);
+    else
+        dwd_run(pixels, channels, ks, a, w, y, y_stride, q);
+}
+
 /* ------------------------------------------------------------------------------------------------ */
 
 const vki_isa vki_isa_neon_dot = {
@@ -319,6 +450,8 @@ const vki_isa vki_isa_neon_dot = {
     .u8s8_wmin = -128,
     .u8s8_wmax = 127,
     .u8s8_xoff = 128,
+    .dw_u8s8 = dwd_dw,
+    .dw_u8s8_pack = dwd_pack,
     .cr = 8,
     .dw9 = dw9,
     .dw25 = dw25,

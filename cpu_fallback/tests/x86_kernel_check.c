@@ -983,7 +983,7 @@ static double now_s(void)
 static void bench_isa(const vki_isa* isa)
 {
     const vki_qparams q = {.x_zp = 3, .y_zp = 5, .fmin = -133.0f, .fmax = 250.0f};
-    static const size_t shapes[][2] = {{1, 256}, {1, 64}, {9, 32}, {9, 3}, {1, 960}};
+    static const size_t shapes[][2] = {{1, 256}, {1, 64}, {9, 32}, {9, 3}, {1, 960}, {1, 16}, {1, 24}, {1, 32}, {3, 9}};
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
         const size_t ks = shapes[s][0], kc = shapes[s][1], MR = isa->mr, NR = isa->nr;
         const size_t UMR = isa->u8s8_mr ? isa->u8s8_mr : MR, UNR = isa->u8s8_nr ? isa->u8s8_nr : NR;
