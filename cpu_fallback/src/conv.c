@@ -332,50 +332,31 @@ typedef struct {
     size_t pixels, tiles;
 } run_ctx;
 
-/* One work item of the igemm path: a chunk of MR-row tiles against one NR block of one group, or, when a
- * group's packed weights fit in L1 (`rows_outer`), against all of the group's blocks.
- * Blocks outer (items for the same block consecutive) keeps a large layer's block in L1 while rows stream
- * past: a layer's whole weight matrix can exceed L2. But a small-K layer then re-reads its input once per
- * block and writes each output row in NR-byte pieces per pass, and with an output beyond L2 each pass
- * fetches the lines again: MobileNetV2's expand 16->96 at 112x112 (1.2 MB out) took 235 us blocks-outer
- * and ... us rows-outer on a Zen 5 core. */
+/* One work item of the igemm path: one NR block of one group over a chunk of MR-row tiles.
+ * Blocks are the outer loop (items for the same block are consecutive) so the block's packed
+ * weights stay in L1 while rows stream past; a layer's whole weight matrix can exceed L2.
+ * (Rows outside blocks for layers whose weights fit L1 was measured on MobileNetV2: no gain.) */
 #define TILE_CHUNK_ROWS 64
-#define ROWS_OUTER_MAX_BYTES (32 * 1024)
-static void igemm_tiles(run_ctx* r, size_t g, size_t b, size_t tile0, size_t tile1, const uint8_t** ap)
+static void igemm_item(void* arg, size_t item)
 {
+    run_ctx* r = arg;
     vki_conv* cv = r->cv;
-    size_t mr = cv->mr, ks = cv->ks;
+    size_t mr = cv->mr, ks = cv->ks, chunk_tiles = (TILE_CHUNK_ROWS + mr - 1) / mr;
+    size_t nchunks = (r->tiles + chunk_tiles - 1) / chunk_tiles;
+    size_t chunk = item % nchunks, gb = item / nchunks;
+    size_t g = gb / cv->nblocks, b = gb % cv->nblocks;
     size_t n0 = b * cv->nr, nc = cv->mg - n0 < cv->nr ? cv->mg - n0 : cv->nr;
     size_t off = g * cv->cg;  /* this group's input channels within each pixel (zero row has c bytes) */
     const void* w = (const char*)cv->packed + (g * cv->nblocks + b) * cv->block_bytes;
-    for (size_t tile = tile0; tile < tile1; tile++) {
+    const uint8_t* ap[mr * ks];  /* sized to the layer: at most MAX_MR * MAX_TAPS pointers (128 KiB) */
+    size_t t1 = (chunk + 1) * chunk_tiles < r->tiles ? (chunk + 1) * chunk_tiles : r->tiles;
+    for (size_t tile = chunk * chunk_tiles; tile < t1; tile++) {
         size_t p0 = tile * mr, rows = r->pixels - p0 < mr ? r->pixels - p0 : mr;
         for (size_t t = 0; t < ks; t++)
             for (size_t i = 0; i < mr; i++)
                 ap[t * mr + i] = cv->indir[(p0 + (i < rows ? i : rows - 1)) * ks + t] + off;
         cv->igemm(rows, nc, cv->kc, ks, ap, w, r->y + p0 * cv->d.m + g * cv->mg + n0, cv->d.m, &cv->q);
     }
-}
-
-static bool rows_outer(const vki_conv* cv) { return cv->block_bytes * cv->nblocks <= ROWS_OUTER_MAX_BYTES; }
-
-static void igemm_item(void* arg, size_t item)
-{
-    run_ctx* r = arg;
-    vki_conv* cv = r->cv;
-    size_t chunk_tiles = (TILE_CHUNK_ROWS + cv->mr - 1) / cv->mr;
-    size_t nchunks = (r->tiles + chunk_tiles - 1) / chunk_tiles;
-    size_t chunk = item % nchunks, gb = item / nchunks;
-    size_t t0 = chunk * chunk_tiles, t1 = (chunk + 1) * chunk_tiles < r->tiles ? (chunk + 1) * chunk_tiles : r->tiles;
-    /* Sized to the layer (at most MAX_MR * MAX_TAPS pointers, 128 KiB): a fixed 128 KiB array costs 32 page
-     * probes per call under -fstack-clash-protection, Debian's default. */
-    const uint8_t* ap[cv->mr * cv->ks];
-    if (rows_outer(cv)) {  /* item = (group, chunk): every block, tile by tile */
-        for (size_t tile = t0; tile < t1; tile++)
-            for (size_t b = 0; b < cv->nblocks; b++) igemm_tiles(r, gb, b, tile, tile + 1, ap);
-        return;
-    }
-    igemm_tiles(r, gb / cv->nblocks, gb % cv->nblocks, t0, t1, ap);
 }
 
 /* One work item of the depthwise path: a run of output pixels. */
@@ -418,7 +399,7 @@ vki_status vki_conv_run(vki_conv* cv, const uint8_t* x, uint8_t* y, uint32_t thr
             r.tiles = (r.pixels + cv->mr - 1) / cv->mr;
             size_t chunk_tiles = (TILE_CHUNK_ROWS + cv->mr - 1) / cv->mr;
             size_t nchunks = (r.tiles + chunk_tiles - 1) / chunk_tiles;
-            vki_parallel_for(nchunks * (rows_outer(cv) ? 1 : cv->nblocks) * cv->d.groups, threads, igemm_item, &r);
+            vki_parallel_for(nchunks * cv->nblocks * cv->d.groups, threads, igemm_item, &r);
         }
     }
     pthread_mutex_unlock(&cv->lock);

@@ -580,6 +580,89 @@ static int check_dw(const vki_isa* isa, vki_dw_fn fn, const char* fname, size_t 
     return bad;
 }
 
+/* ------------------------------------------------------------------------------------------------
+ * dw_u8s8 (internal.h): depthwise over a run of pixels, a[p * ks + t], y + p * y_stride, with the block
+ * the variant's own dw_u8s8_pack writes from wt[ks][channels] = (w - w_zp), bias' (corrected as conv.c
+ * does) and scale. Reference: the exact bias + sum (x - x_zp) * (w - w_zp). */
+static int check_dw_u8s8(const vki_isa* isa, size_t pixels, size_t channels, size_t ks, int wmode, int amode,
+                         const vki_qparams* q)
+{
+    int32_t wlo, whi;
+    u8s8_range(isa, &wlo, &whi);
+    uint8_t* pool[6];
+    const size_t npool = 1 + rnd(6);
+    for (size_t i = 0; i < npool; i++)
+        pool[i] = random_row(channels, amode);
+    uint8_t* zrow = zp_row(channels, q->x_zp);
+    const uint8_t** a = malloc(pixels * ks * sizeof *a);
+    for (size_t i = 0; i < pixels * ks; i++)
+        a[i] = rnd(4) == 0 ? zrow : pool[rnd((uint32_t)npool)];
+
+    int16_t* wt = malloc(ks * channels * sizeof *wt);
+    int32_t* bias = malloc(channels * sizeof *bias);
+    int32_t* bias1 = malloc(channels * sizeof *bias1);
+    float* scale = malloc(channels * sizeof *scale);
+    int64_t* acc = malloc(pixels * channels * sizeof *acc);
+    for (size_t i = 0; i < ks * channels; i++)
+        wt[i] = random_weight8(wmode, wlo, whi);
+    for (size_t ch = 0; ch < channels; ch++) {
+        int64_t wsum = 0, mag = 0;
+        for (size_t t = 0; t < ks; t++)
+            wsum += wt[t * channels + ch];
+        bias[ch] = rnd(4) == 0 ? 0 : rnd_range(-(1 << 20), 1 << 20);
+        bias1[ch] = (int32_t)(uint32_t)((uint64_t)(uint32_t)bias[ch] -
+                                        (uint64_t)((int64_t)(q->x_zp - isa->u8s8_xoff) * wsum));
+        for (size_t p = 0; p < pixels; p++) {
+            int64_t sum = bias[ch];
+            for (size_t t = 0; t < ks; t++)
+                sum += (int64_t)((int32_t)a[p * ks + t][ch] - q->x_zp) * wt[t * channels + ch];
+            acc[p * channels + ch] = sum;
+            mag = llabs(sum) > mag ? llabs(sum) : mag;
+        }
+        scale[ch] = random_scale(mag);
+    }
+
+    const size_t bytes = isa->dw_u8s8_pack(channels, ks, wt, bias1, scale, NULL);
+    uint8_t* block = galloc(bytes);
+    memset(block, 0xCD, bytes); /* conv.c zeroes it; the packer must write every byte the kernel uses */
+    int bad = isa->dw_u8s8_pack(channels, ks, wt, bias1, scale, block) != bytes;
+    if (bad)
+        fprintf(stderr, "dw_u8s8_pack %s: the two calls return different sizes\n", isa->name);
+
+    const size_t y_stride = channels + rnd(9);
+    const size_t ybytes = (pixels - 1) * y_stride + channels;
+    uint8_t* y = galloc(ybytes);
+    uint8_t* pattern = malloc(ybytes);
+    for (size_t i = 0; i < ybytes; i++)
+        y[i] = pattern[i] = (uint8_t)rng_next();
+    SET_CASE("dw_u8s8 %s pixels=%zu channels=%zu ks=%zu y_stride=%zu", isa->name, pixels, channels, ks, y_stride);
+    if (!bad)
+        isa->dw_u8s8(pixels, channels, ks, a, block, y, y_stride, q);
+
+    for (size_t i = 0; i < ybytes && !bad; i++) {
+        const size_t p = i / y_stride, ch = i % y_stride;
+        const uint8_t want = ch < channels ? ref_requant(acc[p * channels + ch], scale[ch], q) : pattern[i];
+        if (y[i] != want) {
+            fprintf(stderr,
+                    "dw_u8s8 %s: pixels=%zu channels=%zu ks=%zu stride=%zu p=%zu ch=%zu: got %u want %u "
+                    "(acc=%lld scale=%a x_zp=%d y_zp=%d fmin=%g fmax=%g)\n",
+                    isa->name, pixels, channels, ks, y_stride, p, ch, y[i], want,
+                    ch < channels ? (long long)acc[p * channels + ch] : 0LL, ch < channels ? (double)scale[ch] : 0.0,
+                    q->x_zp, q->y_zp, (double)q->fmin, (double)q->fmax);
+            bad = 1;
+        }
+    }
+    free(pattern);
+    free(acc);
+    free(scale);
+    free(bias1);
+    free(bias);
+    free(wt);
+    free(a);
+    free_all();
+    return bad;
+}
+
 /* ------------------------------------------------------------------------------------------------ */
 
 int main(int argc, char** argv)
@@ -709,6 +792,22 @@ int main(int argc, char** argv)
                 bad ? failed++ : passed++;
                 if (bad && failed < 10)
                     report_mismatch("igemm_u8s8", isa->name, seed, it);
+            }
+        }
+
+        if (isa->dw_u8s8) {
+            const size_t dks[] = {9, 25, 9, 25, 1, 2, 3, 4, 5, 7, 8, 13};
+            for (long it = 0; it < iters; it++) {
+                const size_t ks = dks[rnd(12)];
+                const size_t channels = 1 + (rnd(4) ? rnd(70) : rnd(300));
+                const size_t pixels = 1 + (rnd(2) ? rnd(4) : rnd(20));
+                vki_qparams q = random_qparams();
+                if (rnd(4) == 0)
+                    q.x_zp = rnd(2) ? 0 : 255;
+                const int bad = check_dw_u8s8(isa, pixels, channels, ks, (int)rnd(4), (int)rnd(3), &q);
+                bad ? failed++ : passed++;
+                if (bad && failed < 10)
+                    report_mismatch("dw_u8s8", isa->name, seed, it);
             }
         }
 
