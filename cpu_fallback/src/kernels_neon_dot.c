@@ -6,6 +6,7 @@
  *
  * igemm (int16 weights) and the int16 depthwise kernels are neon_a7x's, called through small wrappers:
  * a function pointer in a const struct of another translation unit is not a constant expression in C.
+ * dw_u8s8 (depthwise layers whose weights fit int8) is SDOT over groups of 4 taps, described below.
  *
  * igemm_u8s8 (internal.h): SDOT multiplies 4 signed activation bytes by 4 signed weight bytes and adds the
  * four products to an int32 lane, without saturation (wrapping). Activations enter as x ^ 0x80 = x - 128

@@ -422,7 +422,7 @@ static const struct {
 } U8S8[] = {
     {"avx2", -64, 64, 1, 0},
     {"avx512vnni", -128, 127, 1, 1},
-    {"neon_dot", -128, 127, 1, 0},
+    {"neon_dot", -128, 127, 1, 1},
 };
 
 /* vki_conv_kernel: the u8s8 form ("<variant>-u8s8") exactly when U8S8 lists the variant for this kind of
