@@ -139,7 +139,7 @@ def _kernel(conv) -> str:
 
 # Which variants have u8s8 kernels (internal.h), for which exact weight range and layer kinds: written from the
 # kernel files' comments (as cpu_fallback/tests/conv_driver.c's table), not read from the library.
-U8S8 = {"avx2": (-64, 64, {"gemm"}), "avx512vnni": (-128, 127, {"gemm", "dw"}), "neon_dot": (-128, 127, {"gemm"})}
+U8S8 = {"avx2": (-64, 64, {"gemm"}), "avx512vnni": (-128, 127, {"gemm", "dw"}), "neon_dot": (-128, 127, {"gemm", "dw"})}
 
 
 def _u8s8_expected(isa: str, case: dict) -> bool:

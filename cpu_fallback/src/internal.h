@@ -115,6 +115,7 @@ extern const vki_isa vki_isa_neon;
 #endif
 #if defined(__aarch64__)
 extern const vki_isa vki_isa_neon_a7x;
+extern const vki_isa vki_isa_neon_dot; /* kernels_neon_dot.c: ARMv8.2 SDOT */
 #endif
 
 const vki_isa* vki_isa_get(int32_t index);

@@ -7,10 +7,6 @@
 #include "internal.h"
 #include "vkinfer_cpu.h"
 
-#if defined(VKI_HAVE_NEON) && defined(__aarch64__)
-extern const vki_isa vki_isa_neon_dot; /* kernels_neon_dot.c */
-#endif
-
 /* One list that the operator, the C tests and the Python tests/benchmarks all iterate. */
 static const vki_isa* const ISAS[] = {
     &vki_isa_scalar,

@@ -8,8 +8,9 @@
  *
  * kernels_avx512vnni.c mirrors this file with wider vectors (except the depthwise main loop, where
  * it keeps the simpler widen-to-int32 form used here for groups of 8); keep the two in step. The
- * igemm here now also has shape-specialised variants (nc <= 8, mr 1/2) and a buffered form for
- * kc > 32 that the VNNI file does not have yet: VPDPWSSD fuses the add, so its trade-offs differ.
+ * igemm here now also has shape-specialised variants (nc <= 8, mr 1/2) and widens activations into
+ * a ring buffer ahead of the multiply-adds, which the VNNI file does not have yet: VPDPWSSD fuses
+ * the add, so its trade-offs differ.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -140,36 +141,31 @@ __attribute__((target("avx2,fma"))) size_t vki_qadd_avx2fma(const uint8_t* a, co
  * packed layout; the nc <= 8 variants simply use the first 16 int16 of each 32-int16 pair row.
  */
 
-/* Activations are first widened to int16 (x - x_zp) into a small stack buffer, a chunk of k at a
- * time, and each (a[k], a[k+1]) pair is then broadcast to all 8 dword lanes straight from memory
- * with VBROADCASTSS, which on Zen and Intel cores is a pure load (no vector ALU uop). The previous
- * form (8-byte load, widen, subtract, 128->256 broadcast, then one VPSHUFD per pair and row) spent
- * 7 ALU uops per row and 8 k next to the 8 VPMADDWD + 8 VPADDD it feeds. The loop is bound by
- * vector ALU issue (on Zen 3 a VPMADDWD + VPADDD pair sustains ~0.67 cycle, so 32 of them per 8 k
- * are ~21 cycles; the old loop took ~25), and the load ports have room (2 weight loads per pair), so
- * moving the broadcasts there gives 7-13% at kc >= 96 (4x16). Widening costs 2 ALU uops per row and
- * 16 k. Short rows (kc <= A2_SHORT_KC) keep the register form below. */
-#define A2_KB 256 /* k per conversion chunk (multiple of 16): 4 rows x 512 B of stack, stays in L1 */
+/* Activations are widened to int16 (x - x_zp) into a small ring buffer on the stack, 16 k per step
+ * (per row: one 16-byte load, VPMOVZXBW, VPSUBW, one 32-byte store), and each (a[k], a[k+1]) pair
+ * is then broadcast to all 8 dword lanes straight from memory with VBROADCASTSS, which on Zen and
+ * Intel cores is a pure load (no vector ALU uop): per pair and row the loop then spends only the
+ * VPMADDWD + VPADDD per 8 channels that the products need.
+ *
+ * The widening runs A2_AHEAD steps ahead of the multiply-adds, across taps, so the broadcasts never
+ * wait on the stores just made (the previous form widened a 256-k chunk, or a whole short tap, and
+ * read it back at once: each chunk and each tap started with a store-to-load round trip, and short
+ * rows took a register form with a VPSHUFD per pair and row instead). Measured on Zen 5 at -mavx2,
+ * 4x16 tiles, MAC/ns, old -> new: kc 16: 48 -> 54, kc 32: 59 -> 71, kc 64: 79 -> 82, kc 960: 96 ->
+ * 100, ks 9 x kc 32: 73 -> 97. (Its own ceiling: an asm loop of just this pair step, weights and
+ * broadcasts from L1, reaches ~98.) */
+#define A2_RING 8  /* steps in the ring (a power of two): 4 rows x 256 B of stack */
+#define A2_AHEAD 2 /* steps widened ahead of the one being multiplied */
 
-/* Widen n (1..A2_KB) bytes of a row (p points at byte k0 of it; the row has k0 + n or more bytes, n
- * below A2_KB only at its end) to int16 minus x_zp in dst. Slots up to round_up(n, 8) are written;
- * those past the row's end hold -x_zp, which only ever meets zero weights (k >= kc). */
-static inline void a2_widen(int16_t* dst, const uint8_t* p, size_t n, size_t k0, __m256i vxzp)
+/* n (1..15) bytes of a row at p, zero above, without reading outside the row: `before_end` row bytes
+ * lie before p + n. */
+static inline __m128i a2_load_upto16(const uint8_t* p, size_t n, size_t before_end)
 {
-    size_t k = 0;
-    for (; k + 16 <= n; k += 16)
-        _mm256_store_si256(
-            (__m256i*)(void*)(dst + k),
-            _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i*)(const void*)(p + k))), vxzp));
-    if (k + 8 <= n) {
-        _mm_store_si128((__m128i*)(void*)(dst + k),
-                        _mm_sub_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i*)(const void*)(p + k))),
-                                      _mm256_castsi256_si128(vxzp)));
-        k += 8;
+    if (n >= 8) {
+        const __m128i lo = _mm_loadl_epi64((const __m128i*)(const void*)p);
+        return n == 8 ? lo : _mm_unpacklo_epi64(lo, a2_load_tail(p + 8, n - 8, before_end));
     }
-    if (k < n) /* 1..7 bytes at the row's end; k0 + n bytes of the row lie before p + n */
-        _mm_store_si128((__m128i*)(void*)(dst + k), _mm_sub_epi16(_mm_cvtepu8_epi16(a2_load_tail(p + k, n - k, k0 + n)),
-                                                                  _mm256_castsi256_si128(vxzp)));
+    return a2_load_tail(p, n, before_end);
 }
 
 /* GCC reassociates chains of integer adds across the unrolled pairs into add trees, which needs
@@ -177,8 +173,9 @@ static inline void a2_widen(int16_t* dst, const uint8_t* p, size_t n, size_t k0,
  * "modifies" the accumulators after each pair makes their values opaque and keeps one chain each. */
 #define A2_PIN(A) __asm__("" : "+x"(A))
 
-/* Pair (a[2j], a[2j+1]) of row R (as one int32) in all 8 dword lanes: a load-port broadcast. */
-#define A2_BCAST(R, J) _mm256_castps_si256(_mm256_broadcast_ss((const float*)(const void*)(xb[R] + 2 * (J))))
+/* Pair (a[2j], a[2j+1]) of row R (as one int32) of the current step in all 8 dword lanes. */
+#define A2_BCAST(R, J) \
+    _mm256_castps_si256(_mm256_broadcast_ss((const float*)(const void*)(xs + (R) * A2_RING * 16 + 2 * (J))))
 
 /* Row R's share of one pair: one broadcast, one or two VPMADDWD + VPADDD. */
 #define A2_ROW(R, J, ACC0, ACC1)                                                                       \
@@ -192,7 +189,7 @@ static inline void a2_widen(int16_t* dst, const uint8_t* p, size_t n, size_t k0,
         }                                                                                              \
     } while (0)
 
-/* Pair J of the current chunk for ROWS rows against the 16 (HALVES == 2) or first 8 channels at W.
+/* Pair J of the current step for ROWS rows against the 16 (HALVES == 2) or first 8 channels at W.
  * Named accumulators (not an array, which GCC keeps in memory) and compile-time ROWS/HALVES: the
  * dead rows and halves disappear. */
 #define A2_PAIR(J, W)                                                                                  \
@@ -203,6 +200,24 @@ static inline void a2_widen(int16_t* dst, const uint8_t* p, size_t n, size_t k0,
         if (ROWS > 1) A2_ROW(1, J, acc10, acc11);                                                      \
         if (ROWS > 2) A2_ROW(2, J, acc20, acc21);                                                      \
         if (ROWS > 3) A2_ROW(3, J, acc30, acc31);                                                      \
+    } while (0)
+
+/* Widen step `ps` (tap pt, bytes pk.. of each row) into its ring slot, then advance. Slots past the
+ * row's end (last step of a tap) hold -x_zp and only ever meet zero weights (k >= kc). */
+#define A2_WIDEN_STEP()                                                                                \
+    do {                                                                                               \
+        const size_t n_ = kc - pk < 16 ? kc - pk : 16;                                                 \
+        int16_t* d_ = &xb[0][(ps % A2_RING) * 16];                                                     \
+        const uint8_t* const* ar_ = a + pt * A2_MR;                                                    \
+        for (int r_ = 0; r_ < ROWS; r_++) {                                                            \
+            const __m128i v_ = n_ == 16 ? _mm_loadu_si128((const __m128i*)(const void*)(ar_[r_] + pk)) \
+                                        : a2_load_upto16(ar_[r_] + pk, n_, pk + n_);                   \
+            _mm256_store_si256((__m256i*)(void*)(d_ + r_ * A2_RING * 16),                              \
+                               _mm256_sub_epi16(_mm256_cvtepu8_epi16(v_), vxzp));                      \
+        }                                                                                              \
+        pk += 16;                                                                                      \
+        if (pk >= kc) pk = 0, pt++;                                                                    \
+        ps++;                                                                                          \
     } while (0)
 
 /* Requantize row R's accumulators and store its nc bytes (HALVES == 1: nc <= 8, one ymm). */
@@ -247,7 +262,9 @@ static inline void a2_widen(int16_t* dst, const uint8_t* p, size_t n, size_t k0,
     } while (0)
 
 /* ROWS (1, 2 or 4) distinct rows, HALVES (1: nc <= 8, only channels 0..7 computed; 2: all 16).
- * Always inlined into the fixed instances below so that both are constants. */
+ * Always inlined into the fixed instances below so that both are constants. The steps run over all
+ * taps in one sequence (ceil(kc / 16) per tap; the last one of a tap may be partial), the weights
+ * pointer simply advancing through [ks][ceil(kc/2)][16][2]. */
 static inline __attribute__((always_inline)) void a2_igemm_t(size_t mr, size_t nc, size_t kc, size_t ks,
                                                              const uint8_t* const* a, const void* w, uint8_t* c,
                                                              size_t c_stride, const vki_qparams* q, const int ROWS,
@@ -256,7 +273,7 @@ static inline __attribute__((always_inline)) void a2_igemm_t(size_t mr, size_t n
     const int32_t* bias = (const int32_t*)w;
     const float* scale = (const float*)(bias + A2_NR);
     const int16_t* wt = (const int16_t*)(scale + A2_NR);
-    _Alignas(32) int16_t xb[4][A2_KB];
+    _Alignas(32) int16_t xb[4][A2_RING * 16];
     const __m256i vxzp = _mm256_set1_epi16((int16_t)q->x_zp);
 
     /* The bias seeds the accumulators. */
@@ -264,232 +281,48 @@ static inline __attribute__((always_inline)) void a2_igemm_t(size_t mr, size_t n
     __m256i acc01 = HALVES > 1 ? _mm256_loadu_si256((const __m256i*)(const void*)(bias + 8)) : acc00;
     __m256i acc10 = acc00, acc11 = acc01, acc20 = acc00, acc21 = acc01, acc30 = acc00, acc31 = acc01;
 
-    for (size_t t = 0; t < ks; t++, a += A2_MR) {
-        for (size_t k0 = 0; k0 < kc; k0 += A2_KB) {
-            const size_t n = kc - k0 < A2_KB ? kc - k0 : A2_KB;
-            for (int r = 0; r < ROWS; r++) a2_widen(xb[r], a[r] + k0, n, k0, vxzp);
-            /* ceil(n/2) pairs: 4 per iteration, then 0..3 single ones (the weights of this tap end
-             * after its ceil(kc/2) pairs, so none may be read beyond). For odd n the last pair's
-             * second slot holds -x_zp against a zero weight. */
-            const size_t np = (n + 1) / 2;
-            size_t j = 0;
-            for (; j + 4 <= np; j += 4) {
-                A2_PAIR(j + 0, wt);
-                A2_PAIR(j + 1, wt + 32);
-                A2_PAIR(j + 2, wt + 64);
-                A2_PAIR(j + 3, wt + 96);
-                wt += 4 * A2_NR * A2_KR;
-            }
-            for (; j < np; j++) {
+    const size_t steps = ks * ((kc + 15) / 16);
+    size_t ps = 0, pt = 0, pk = 0; /* next step to widen: its tap and first byte */
+    for (size_t i = 0; i < A2_AHEAD && ps < steps; i++) A2_WIDEN_STEP();
+    size_t ck = 0; /* first byte of the step being multiplied, within its tap */
+    for (size_t s = 0; s < steps; s++) {
+        if (ps < steps) A2_WIDEN_STEP();
+        const int16_t* xs = &xb[0][(s % A2_RING) * 16];
+        if (kc - ck >= 16) {
+            A2_PAIR(0, wt);
+            A2_PAIR(1, wt + 32);
+            A2_PAIR(2, wt + 64);
+            A2_PAIR(3, wt + 96);
+            A2_PAIR(4, wt + 128);
+            A2_PAIR(5, wt + 160);
+            A2_PAIR(6, wt + 192);
+            A2_PAIR(7, wt + 224);
+            wt += 8 * A2_NR * A2_KR;
+        } else { /* a tap's last 1..15 k: ceil(n/2) pairs (its weights end there); for odd n the last
+                  * pair's second slot holds -x_zp against a zero weight */
+            const size_t np = (kc - ck + 1) / 2;
+            for (size_t j = 0; j < np; j++) {
                 A2_PAIR(j, wt);
                 wt += A2_NR * A2_KR;
             }
         }
+        ck += 16;
+        if (ck >= kc) ck = 0;
     }
 
     A2_STORE_TILE();
 }
 
-/* Register form for short rows (see the dispatcher): 8 activations per row widened in a register,
- * copied to both 128-bit lanes, and each pair broadcast with VPSHUFD (lane-local). More ALU uops per
- * MAC than the buffered form, but no store-to-load round trip, which dominates when kc is small. */
-static inline __m256i a2_pairs8(__m128i bytes8, __m128i vxzp)
-{
-    return _mm256_broadcastsi128_si256(_mm_sub_epi16(_mm_cvtepu8_epi16(bytes8), vxzp));
-}
-
-#define A2_RROW(J, X, ACC0, ACC1)                                                                      \
-    do {                                                                                               \
-        const __m256i b_ = _mm256_shuffle_epi32(X, (J) * 0x55);                                        \
-        ACC0 = _mm256_add_epi32(ACC0, _mm256_madd_epi16(b_, w0_));                                     \
-        if (HALVES > 1) ACC1 = _mm256_add_epi32(ACC1, _mm256_madd_epi16(b_, w1_));                     \
-    } while (0)
-
-#define A2_RSTEP(J, W)                                                                                 \
-    do {                                                                                               \
-        const __m256i w0_ = _mm256_loadu_si256((const __m256i*)(const void*)(W));                      \
-        const __m256i w1_ = HALVES > 1 ? _mm256_loadu_si256((const __m256i*)(const void*)((W) + 16)) : w0_; \
-        A2_RROW(J, x0, acc00, acc01);                                                                  \
-        if (ROWS > 1) A2_RROW(J, x1, acc10, acc11);                                                    \
-        if (ROWS > 2) A2_RROW(J, x2, acc20, acc21);                                                    \
-        if (ROWS > 3) A2_RROW(J, x3, acc30, acc31);                                                    \
-        __asm__("" : "+x"(acc00), "+x"(acc01), "+x"(acc10), "+x"(acc11));                             \
-        __asm__("" : "+x"(acc20), "+x"(acc21), "+x"(acc30), "+x"(acc31));                             \
-    } while (0)
-
-static inline __attribute__((always_inline)) void a2_igemm_r(size_t mr, size_t nc, size_t kc, size_t ks,
-                                                             const uint8_t* const* a, const void* w, uint8_t* c,
-                                                             size_t c_stride, const vki_qparams* q, const int ROWS,
-                                                             const int HALVES)
-{
-    const int32_t* bias = (const int32_t*)w;
-    const float* scale = (const float*)(bias + A2_NR);
-    const int16_t* wt = (const int16_t*)(scale + A2_NR);
-    const __m128i vxzp = _mm_set1_epi16((int16_t)q->x_zp);
-    const __m256i zero = _mm256_setzero_si256();
-
-    __m256i acc00 = _mm256_loadu_si256((const __m256i*)(const void*)bias);
-    __m256i acc01 = HALVES > 1 ? _mm256_loadu_si256((const __m256i*)(const void*)(bias + 8)) : acc00;
-    __m256i acc10 = acc00, acc11 = acc01, acc20 = acc00, acc21 = acc01, acc30 = acc00, acc31 = acc01;
-
-    for (size_t t = 0; t < ks; t++, a += A2_MR) {
-        const uint8_t* p0 = a[0];
-        const uint8_t* p1 = a[ROWS > 1 ? 1 : 0];
-        const uint8_t* p2 = a[ROWS > 2 ? 2 : 0];
-        const uint8_t* p3 = a[ROWS > 3 ? 3 : 0];
-        size_t k = kc;
-        for (; k >= 8; k -= 8) {
-            const __m256i x0 = a2_pairs8(_mm_loadl_epi64((const __m128i*)(const void*)p0), vxzp);
-            const __m256i x1 = ROWS > 1 ? a2_pairs8(_mm_loadl_epi64((const __m128i*)(const void*)p1), vxzp) : zero;
-            const __m256i x2 = ROWS > 2 ? a2_pairs8(_mm_loadl_epi64((const __m128i*)(const void*)p2), vxzp) : zero;
-            const __m256i x3 = ROWS > 3 ? a2_pairs8(_mm_loadl_epi64((const __m128i*)(const void*)p3), vxzp) : zero;
-            p0 += 8, p1 += 8, p2 += 8, p3 += 8;
-            A2_RSTEP(0, wt);
-            A2_RSTEP(1, wt + 32);
-            A2_RSTEP(2, wt + 64);
-            A2_RSTEP(3, wt + 96);
-            wt += 4 * A2_NR * A2_KR;
-        }
-        /* Tail: 1..7 k, ceil(k/2) pairs; bytes past the row's end are zero in the register (-x_zp
-         * after the subtraction) and meet zero weights. */
-        if (k != 0) {
-            const __m256i x0 = a2_pairs8(a2_load_tail(p0, k, kc), vxzp);
-            const __m256i x1 = ROWS > 1 ? a2_pairs8(a2_load_tail(p1, k, kc), vxzp) : zero;
-            const __m256i x2 = ROWS > 2 ? a2_pairs8(a2_load_tail(p2, k, kc), vxzp) : zero;
-            const __m256i x3 = ROWS > 3 ? a2_pairs8(a2_load_tail(p3, k, kc), vxzp) : zero;
-            A2_RSTEP(0, wt);
-            if (k > 2) A2_RSTEP(1, wt + 32);
-            if (k > 4) A2_RSTEP(2, wt + 64);
-            if (k > 6) A2_RSTEP(3, wt + 96);
-            wt += (k + 1) / 2 * A2_NR * A2_KR;
-        }
-    }
-
-    A2_STORE_TILE();
-}
-
-/* 4 rows x 16 channels with kc <= A2_SHORT_KC: the previous kernel kept verbatim. GCC allocates
- * it without inner-loop spills, while the generic register template above (same algorithm) came
- * out ~2 ns/call slower for mr == 4, nc == 16 (30 vs 32 ns at kc = 16 on Zen 3). */
-#define A2_PIN2(A, B) __asm__("" : "+x"(A), "+x"(B))
-/* One k pair J (0..3) of the current 8-k group for all four rows against the 16 channels at W.
- * A macro because VPSHUFD needs an immediate (an inline function would not compile at -O0). */
-#define A2_OSTEP(J, W)                                                                                  \
-    do {                                                                                               \
-        const __m256i w0_ = _mm256_loadu_si256((const __m256i*)(const void*)(W));                      \
-        const __m256i w1_ = _mm256_loadu_si256((const __m256i*)(const void*)((W) + 16));               \
-        __m256i b_ = _mm256_shuffle_epi32(x0, (J) * 0x55);                                             \
-        acc00 = _mm256_add_epi32(acc00, _mm256_madd_epi16(b_, w0_));                                   \
-        acc01 = _mm256_add_epi32(acc01, _mm256_madd_epi16(b_, w1_));                                   \
-        b_ = _mm256_shuffle_epi32(x1, (J) * 0x55);                                                     \
-        acc10 = _mm256_add_epi32(acc10, _mm256_madd_epi16(b_, w0_));                                   \
-        acc11 = _mm256_add_epi32(acc11, _mm256_madd_epi16(b_, w1_));                                   \
-        b_ = _mm256_shuffle_epi32(x2, (J) * 0x55);                                                     \
-        acc20 = _mm256_add_epi32(acc20, _mm256_madd_epi16(b_, w0_));                                   \
-        acc21 = _mm256_add_epi32(acc21, _mm256_madd_epi16(b_, w1_));                                   \
-        b_ = _mm256_shuffle_epi32(x3, (J) * 0x55);                                                     \
-        acc30 = _mm256_add_epi32(acc30, _mm256_madd_epi16(b_, w0_));                                   \
-        acc31 = _mm256_add_epi32(acc31, _mm256_madd_epi16(b_, w1_));                                   \
-        A2_PIN2(acc00, acc01);                                                                          \
-        A2_PIN2(acc10, acc11);                                                                          \
-        A2_PIN2(acc20, acc21);                                                                          \
-        A2_PIN2(acc30, acc31);                                                                          \
-    } while (0)
-
-/* Requantize row R's accumulators and store its nc bytes. */
-#define A2_OSTORE_ROW(R, ACC0, ACC1)                                                                    \
-    do {                                                                                               \
-        const __m128i v_ = a2_pack16(a2_requant(ACC0, scale0, vfmin, vfmax, vyzp),                     \
-                                     a2_requant(ACC1, scale1, vfmin, vfmax, vyzp));                    \
-        uint8_t* row_ = c + (R) * c_stride;                                                            \
-        if (nc == A2_NR) {                                                                             \
-            _mm_storeu_si128((__m128i*)(void*)row_, v_);                                               \
-        } else {                                                                                       \
-            uint8_t buf_[16];                                                                          \
-            _mm_storeu_si128((__m128i*)(void*)buf_, v_);                                               \
-            memcpy(row_, buf_, nc);                                                                    \
-        }                                                                                              \
-    } while (0)
-
-static __attribute__((noinline)) void a2_igemm_4x16_short(size_t mr, size_t nc, size_t kc, size_t ks,
-                                                          const uint8_t* const* a, const void* w,
-                     uint8_t* c, size_t c_stride, const vki_qparams* q)
-{
-    const int32_t* bias = (const int32_t*)w;
-    const float* scale = (const float*)(bias + A2_NR);
-    const int16_t* wt = (const int16_t*)(scale + A2_NR);
-
-    /* The bias seeds the accumulators; rows >= mr are computed on a repeated valid row and dropped. */
-    __m256i acc00 = _mm256_loadu_si256((const __m256i*)(const void*)bias);
-    __m256i acc01 = _mm256_loadu_si256((const __m256i*)(const void*)(bias + 8));
-    __m256i acc10 = acc00, acc11 = acc01, acc20 = acc00, acc21 = acc01, acc30 = acc00, acc31 = acc01;
-    const __m128i vxzp = _mm_set1_epi16((int16_t)q->x_zp);
-
-    for (size_t t = 0; t < ks; t++, a += A2_MR) {
-        const uint8_t* p0 = a[0];
-        const uint8_t* p1 = a[1];
-        const uint8_t* p2 = a[2];
-        const uint8_t* p3 = a[3];
-        size_t k = kc;
-        /* Main loop: 8 k (4 pairs) per iteration from one 8-byte load per row. */
-        for (; k >= 8; k -= 8) {
-            const __m256i x0 = a2_pairs8(_mm_loadl_epi64((const __m128i*)(const void*)p0), vxzp);
-            const __m256i x1 = a2_pairs8(_mm_loadl_epi64((const __m128i*)(const void*)p1), vxzp);
-            const __m256i x2 = a2_pairs8(_mm_loadl_epi64((const __m128i*)(const void*)p2), vxzp);
-            const __m256i x3 = a2_pairs8(_mm_loadl_epi64((const __m128i*)(const void*)p3), vxzp);
-            p0 += 8;
-            p1 += 8;
-            p2 += 8;
-            p3 += 8;
-            A2_OSTEP(0, wt);
-            A2_OSTEP(1, wt + 32);
-            A2_OSTEP(2, wt + 64);
-            A2_OSTEP(3, wt + 96);
-            wt += 4 * A2_NR * A2_KR;
-        }
-        /* Tail: 1..7 k, i.e. ceil(k/2) pairs. The bytes past the row's end are zero in the register,
-         * and for odd k the packed weight of the missing k is zero, so the extra slot adds nothing. */
-        if (k != 0) {
-            const __m256i x0 = a2_pairs8(a2_load_tail(p0, k, kc), vxzp);
-            const __m256i x1 = a2_pairs8(a2_load_tail(p1, k, kc), vxzp);
-            const __m256i x2 = a2_pairs8(a2_load_tail(p2, k, kc), vxzp);
-            const __m256i x3 = a2_pairs8(a2_load_tail(p3, k, kc), vxzp);
-            A2_OSTEP(0, wt);
-            if (k > 2) A2_OSTEP(1, wt + 32);
-            if (k > 4) A2_OSTEP(2, wt + 64);
-            if (k > 6) A2_OSTEP(3, wt + 96);
-            wt += (k + 1) / 2 * A2_NR * A2_KR;
-        }
-    }
-
-    const __m256 scale0 = _mm256_loadu_ps(scale);
-    const __m256 scale1 = _mm256_loadu_ps(scale + 8);
-    const __m256 vfmin = _mm256_set1_ps(q->fmin);
-    const __m256 vfmax = _mm256_set1_ps(q->fmax);
-    const __m256i vyzp = _mm256_set1_epi32(q->y_zp);
-    A2_OSTORE_ROW(0, acc00, acc01);
-    if (mr > 1) A2_OSTORE_ROW(1, acc10, acc11);
-    if (mr > 2) A2_OSTORE_ROW(2, acc20, acc21);
-    if (mr > 3) A2_OSTORE_ROW(3, acc30, acc31);
-}
-
-/* Instances: the short (register) form up to A2_SHORT_KC, the buffered form above. Measured on
- * Zen 3 (mr=4): buffered beats the old register kernel from kc ~64 (7-13% at kc >= 96) but loses
- * ~2-4 ns/call below, where the widening pass and the store-to-broadcast round trip are not hidden.
- * noinline keeps a2_igemm a tiny dispatcher that tail-jumps (inlining the instances gave it the
- * 2 KiB frame and callee-saved pushes of the buffered form on every call). */
-#ifndef A2_SHORT_KC
-#define A2_SHORT_KC 32
-#endif
+/* noinline keeps a2_igemm a tiny dispatcher that tail-jumps (inlining the instances gave it their
+ * frames and callee-saved pushes on every call). */
 #define A2_INSTANCE(NAME, ROWS, HALVES)                                                                \
     static __attribute__((noinline)) void NAME(size_t mr, size_t nc, size_t kc, size_t ks,             \
                                                const uint8_t* const* a, const void* w, uint8_t* c,     \
                                                size_t c_stride, const vki_qparams* q)                  \
     {                                                                                                  \
-        if (kc <= A2_SHORT_KC) a2_igemm_r(mr, nc, kc, ks, a, w, c, c_stride, q, ROWS, HALVES);         \
-        else a2_igemm_t(mr, nc, kc, ks, a, w, c, c_stride, q, ROWS, HALVES);                           \
+        a2_igemm_t(mr, nc, kc, ks, a, w, c, c_stride, q, ROWS, HALVES);                                \
     }
-A2_INSTANCE(a2_igemm_4x16, 4, 2) /* kc > A2_SHORT_KC only: shorter ones take a2_igemm_4x16_short */
+A2_INSTANCE(a2_igemm_4x16, 4, 2)
 A2_INSTANCE(a2_igemm_4x8, 4, 1)
 A2_INSTANCE(a2_igemm_2x16, 2, 2)
 A2_INSTANCE(a2_igemm_2x8, 2, 1)
@@ -502,8 +335,7 @@ static void a2_igemm(size_t mr, size_t nc, size_t kc, size_t ks, const uint8_t* 
                      uint8_t* c, size_t c_stride, const vki_qparams* q)
 {
     if (mr > 2) {
-        if (nc > 8 && kc <= A2_SHORT_KC) a2_igemm_4x16_short(mr, nc, kc, ks, a, w, c, c_stride, q);
-        else if (nc > 8) a2_igemm_4x16(mr, nc, kc, ks, a, w, c, c_stride, q);
+        if (nc > 8) a2_igemm_4x16(mr, nc, kc, ks, a, w, c, c_stride, q);
         else a2_igemm_4x8(mr, nc, kc, ks, a, w, c, c_stride, q);
     } else if (mr == 2) {
         if (nc > 8) a2_igemm_2x16(mr, nc, kc, ks, a, w, c, c_stride, q);

@@ -310,45 +310,48 @@ static inline __attribute__((always_inline)) void v5q_tile(const size_t R, size_
                                                            const uint8_t* const* a, const void* w, uint8_t* c,
                                                            size_t c_stride, const vki_qparams* q)
 {
+    enum { NV = V5Q_NR / 16 }; /* zmm per row */
     const int32_t* bias = (const int32_t*)w;
     const float* scale = (const float*)(bias + V5Q_NR);
     const int8_t* wt = (const int8_t*)(scale + V5Q_NR);
-    __m512i acc[V5Q_MR][2];
-    {
-        const __m512i b0 = _mm512_loadu_si512((const void*)bias);
-        const __m512i b1 = _mm512_loadu_si512((const void*)(bias + 16));
-        _Pragma("GCC unroll 8") for (size_t r = 0; r < R; r++) acc[r][0] = b0, acc[r][1] = b1;
+    __m512i acc[V5Q_MR][NV];
+    _Pragma("GCC unroll 8") for (size_t v = 0; v < NV; v++) {
+        const __m512i b0 = _mm512_loadu_si512((const void*)(bias + 16 * v));
+        _Pragma("GCC unroll 8") for (size_t r = 0; r < R; r++) acc[r][v] = b0;
     }
     for (size_t t = 0; t < ks; t++, a += V5Q_MR) {
         const uint8_t* p[V5Q_MR];
         _Pragma("GCC unroll 8") for (size_t r = 0; r < R; r++) p[r] = a[r];
         size_t k = 0;
         for (; k + 4 <= kc; k += 4, wt += 4 * V5Q_NR) {
-            const __m512i w0 = _mm512_loadu_si512((const void*)wt);
-            const __m512i w1 = _mm512_loadu_si512((const void*)(wt + 64));
+            __m512i wv[NV];
+            _Pragma("GCC unroll 8") for (size_t v = 0; v < NV; v++) wv[v] = _mm512_loadu_si512((const void*)(wt + 64 * v));
             _Pragma("GCC unroll 8") for (size_t r = 0; r < R; r++) {
                 const __m512i x = _mm512_set1_epi32(v5q_dword(p[r] + k, 4));
-                acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], x, w0);
-                acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], x, w1);
+                _Pragma("GCC unroll 8") for (size_t v = 0; v < NV; v++) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], x, wv[v]);
             }
         }
         if (k < kc) { /* 1..3 k left: the missing bytes are zero here and their packed weights zero */
-            const __m512i w0 = _mm512_loadu_si512((const void*)wt);
-            const __m512i w1 = _mm512_loadu_si512((const void*)(wt + 64));
+            __m512i wv[NV];
+            _Pragma("GCC unroll 8") for (size_t v = 0; v < NV; v++) wv[v] = _mm512_loadu_si512((const void*)(wt + 64 * v));
             _Pragma("GCC unroll 8") for (size_t r = 0; r < R; r++) {
                 const __m512i x = _mm512_set1_epi32(v5q_dword(p[r] + k, kc - k));
-                acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], x, w0);
-                acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], x, w1);
+                _Pragma("GCC unroll 8") for (size_t v = 0; v < NV; v++) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], x, wv[v]);
             }
             wt += 4 * V5Q_NR;
         }
     }
-    const __m512 scale0 = _mm512_loadu_ps(scale);
-    const __m512 scale1 = _mm512_loadu_ps(scale + 16);
     const __m512 vfmin = _mm512_set1_ps(q->fmin);
     const __m512 vfmax = _mm512_set1_ps(q->fmax);
     const __m512i vyzp = _mm512_set1_epi32(q->y_zp);
-    _Pragma("GCC unroll 8") for (size_t r = 0; r < R; r++) V5_STORE_ROW(r, acc[r][0], acc[r][1]);
+    _Pragma("GCC unroll 8") for (size_t r = 0; r < R; r++)
+        _Pragma("GCC unroll 8") for (size_t v = 0; v < NV; v++) {
+            const __m128i o = v5_pack16(v5_requant(acc[r][v], _mm512_loadu_ps(scale + 16 * v), vfmin, vfmax, vyzp));
+            const size_t n0 = 16 * v;
+            /* masked byte stores for the block's tail: a memcpy call per row cost ~7 ns */
+            if (nc >= n0 + 16) _mm_storeu_si128((__m128i*)(void*)(c + r * c_stride + n0), o);
+            else if (nc > n0) _mm_mask_storeu_epi8(c + r * c_stride + n0, (__mmask16)((1u << (nc - n0)) - 1u), o);
+        }
 }
 
 static void v5q_igemm(size_t mr, size_t nc, size_t kc, size_t ks, const uint8_t* const* a, const void* w,
