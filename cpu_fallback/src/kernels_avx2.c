@@ -209,11 +209,18 @@ static inline __m128i a2_load_upto16(const uint8_t* p, size_t n, size_t before_e
         const size_t n_ = kc - pk < 16 ? kc - pk : 16;                                                 \
         int16_t* d_ = &xb[0][(ps % A2_RING) * 16];                                                     \
         const uint8_t* const* ar_ = a + pt * A2_MR;                                                    \
-        for (int r_ = 0; r_ < ROWS; r_++) {                                                            \
-            const __m128i v_ = n_ == 16 ? _mm_loadu_si128((const __m128i*)(const void*)(ar_[r_] + pk)) \
-                                        : a2_load_upto16(ar_[r_] + pk, n_, pk + n_);                   \
-            _mm256_store_si256((__m256i*)(void*)(d_ + r_ * A2_RING * 16),                              \
-                               _mm256_sub_epi16(_mm256_cvtepu8_epi16(v_), vxzp));                      \
+        if (n_ == 16) { /* the test outside the row loop: GCC then unrolls it without branches */      \
+            for (int r_ = 0; r_ < ROWS; r_++)                                                          \
+                _mm256_store_si256(                                                                    \
+                    (__m256i*)(void*)(d_ + r_ * A2_RING * 16),                                         \
+                    _mm256_sub_epi16(                                                                  \
+                        _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i*)(const void*)(ar_[r_] + pk))), \
+                        vxzp));                                                                        \
+        } else {                                                                                       \
+            for (int r_ = 0; r_ < ROWS; r_++)                                                          \
+                _mm256_store_si256(                                                                    \
+                    (__m256i*)(void*)(d_ + r_ * A2_RING * 16),                                         \
+                    _mm256_sub_epi16(_mm256_cvtepu8_epi16(a2_load_upto16(ar_[r_] + pk, n_, pk + n_)), vxzp)); \
         }                                                                                              \
         pk += 16;                                                                                      \
         if (pk >= kc) pk = 0, pt++;                                                                    \
