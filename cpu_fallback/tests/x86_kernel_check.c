@@ -535,6 +535,10 @@ static void check_isa(const vki_isa* isa, const char* label, size_t random_cases
         for (size_t ic = 0; ic < sizeof(chs) / sizeof(chs[0]); ic++)
             for (size_t ik = 0; ik < sizeof(dks) / sizeof(dks[0]); ik++)
                 check_dw_u8s8(isa, label, 1 + rndu(4), chs[ic], dks[ik]);
+        /* a full block then each tail form (16 and 32: pixels share a vector; 48: two loads; other: masked) */
+        static const size_t tails[] = {80, 96, 112, 128, 160, 200, 208, 240};
+        for (size_t i = 0; i < sizeof(tails) / sizeof(tails[0]); i++)
+            for (size_t px = 1; px <= 6; px++) check_dw_u8s8(isa, label, px, tails[i], i % 2 ? 9 : 25);
         for (size_t i = 0; i < random_cases / 2; i++)
             check_dw_u8s8(isa, label, 1 + rndu(20), 1 + rndu(rndu(4) ? 200 : 1000), dks[rndu(9)]);
     }
@@ -591,6 +595,52 @@ static emu_v512 emu_set1_ps(float v)
     for (int i = 0; i < 16; i++) r.f32[i] = v;
     return r;
 }
+
+/* Whole-vector moves between widths (VINSERTI32X4/64X4, VEXTRACTI32X4/64X4, the casts): byte copies. A cast
+ * up leaves the upper bytes undefined; here they are zero. */
+static emu_v512 emu_castsi128_si512(__m128i x)
+{
+    emu_v512 r;
+    memset(&r, 0, sizeof r);
+    memcpy(r.u8, &x, 16);
+    return r;
+}
+
+static emu_v512 emu_castsi256_si512(__m256i x)
+{
+    emu_v512 r;
+    memset(&r, 0, sizeof r);
+    memcpy(r.u8, &x, 32);
+    return r;
+}
+
+static emu_v512 emu_inserti32x4(emu_v512 a, __m128i x, int lane)
+{
+    memcpy(&a.u8[16 * (lane & 3)], &x, 16);
+    return a;
+}
+
+static emu_v512 emu_inserti64x4(emu_v512 a, __m256i x, int half)
+{
+    memcpy(&a.u8[32 * (half & 1)], &x, 32);
+    return a;
+}
+
+static __m128i emu_extracti32x4(emu_v512 a, int lane)
+{
+    __m128i r;
+    memcpy(&r, &a.u8[16 * (lane & 3)], 16);
+    return r;
+}
+
+static __m256i emu_extracti64x4(emu_v512 a, int half)
+{
+    __m256i r;
+    memcpy(&r, &a.u8[32 * (half & 1)], 32);
+    return r;
+}
+
+static void emu_storeu(void* p, emu_v512 a) { memcpy(p, &a, 64); }
 
 /* VBROADCASTI32X4: the 128-bit source in each of the four lanes. */
 static emu_v512 emu_broadcast_i32x4(__m128i x)
@@ -961,6 +1011,24 @@ static int emu_self_check(void)
 #define _mm512_cvtepi32_epi8 emu_cvtepi32_epi8
 #define _mm512_cvtepu8_epi32 emu_cvtepu8_epi32
 #define _mm512_cvtepu16_epi32 emu_cvtepu16_epi32
+#undef _mm512_castsi128_si512
+#undef _mm512_castsi256_si512
+#undef _mm512_inserti32x4
+#undef _mm512_inserti64x4
+#undef _mm512_castsi512_si128
+#undef _mm512_castsi512_si256
+#undef _mm512_extracti32x4_epi32
+#undef _mm512_extracti64x4_epi64
+#undef _mm512_storeu_si512
+#define _mm512_castsi128_si512 emu_castsi128_si512
+#define _mm512_castsi256_si512 emu_castsi256_si512
+#define _mm512_inserti32x4(a, x, i) emu_inserti32x4(a, x, (int)(i))
+#define _mm512_inserti64x4(a, x, i) emu_inserti64x4(a, x, (int)(i))
+#define _mm512_castsi512_si128(a) emu_extracti32x4(a, 0)
+#define _mm512_castsi512_si256(a) emu_extracti64x4(a, 0)
+#define _mm512_extracti32x4_epi32(a, i) emu_extracti32x4(a, (int)(i))
+#define _mm512_extracti64x4_epi64(a, i) emu_extracti64x4(a, (int)(i))
+#define _mm512_storeu_si512(p, a) emu_storeu(p, a)
 #define vki_isa_avx512vnni vki_isa_avx512vnni_emu
 #include "kernels_avx512vnni.c"
 #undef vki_isa_avx512vnni
