@@ -183,6 +183,7 @@ vki_status vki_graph_run(vki_graph* g, void* const* ext, uint32_t threads)
     if (threads == 0) threads = vki_default_threads();
     vki_status st = VKI_OK;
     pthread_mutex_lock(&g->lock);
+    vki_pool_wake(threads);
     uint64_t t0 = g->profiling ? now_ns() : 0, in_ops = 0;
     for (uint32_t i = 0; i < g->n_ops && st == VKI_OK; i++) {
         op_t* op = &g->ops[i];
@@ -592,23 +593,47 @@ typedef struct {
 } qadd_t;
 
 /* Signed operands are moved back from the canonical domain in cache-sized chunks (XOR 0x80), added with
- * ORT's arithmetic, and the result moved back: three passes over 4 KiB that stay in L1. */
+ * ORT's arithmetic, and the result moved back: three passes over 4 KiB that stay in L1. The chunks are
+ * also the work items on several threads; a chunk's work is counted as 8 bytes' worth per value (two
+ * conversions, two FMAs and a rounding per value: 75K values took 12.5 us on one Zen 5 core). */
 #define QADD_CHUNK 4096
+typedef struct {
+    const qadd_t* t;
+    uint8_t* const* ptr;
+    _Atomic int failed;
+} qadd_job;
+
+static void xor80(uint8_t* dst, const uint8_t* src, size_t m)
+{
+    for (size_t k = 0; k < m; k++) dst[k] = src[k] ^ 0x80;
+}
+
+static void qadd_item(void* p, size_t item)
+{
+    qadd_job* j = p;
+    const qadd_t* t = j->t;
+    uint8_t* const* ptr = j->ptr;
+    const uint64_t i = (uint64_t)item * QADD_CHUNK;
+    const size_t m = t->n - i < QADD_CHUNK ? (size_t)(t->n - i) : QADD_CHUNK;
+    vki_status st;
+    if (!t->is_signed) {
+        st = vki_qlinear_add(ptr[0] + i, ptr[1] + i, ptr[2] + i, m, 0, t->ra, t->rb, t->fixed, t->lo, t->hi);
+    } else {
+        static _Thread_local uint8_t a[QADD_CHUNK], b[QADD_CHUNK];  /* per thread: items run concurrently */
+        xor80(a, ptr[0] + i, m);
+        xor80(b, ptr[1] + i, m);
+        st = vki_qlinear_add(a, b, ptr[2] + i, m, 1, t->ra, t->rb, t->fixed, t->lo, t->hi);
+        for (size_t k = 0; k < m; k++) ptr[2][i + k] ^= 0x80;
+    }
+    if (st != VKI_OK) j->failed = 1;
+}
+
 static vki_status qadd_run(void* p, uint8_t* const* ptr, uint32_t threads)
 {
     const qadd_t* t = p;
-    if (!t->is_signed) return vki_qlinear_add(ptr[0], ptr[1], ptr[2], t->n, 0, t->ra, t->rb, t->fixed, t->lo, t->hi);
-    uint8_t a[QADD_CHUNK], b[QADD_CHUNK];
-    for (uint64_t i = 0; i < t->n; i += QADD_CHUNK) {
-        size_t m = t->n - i < QADD_CHUNK ? (size_t)(t->n - i) : QADD_CHUNK;
-        for (size_t j = 0; j < m; j++) {
-            a[j] = ptr[0][i + j] ^ 0x80;
-            b[j] = ptr[1][i + j] ^ 0x80;
-        }
-        vki_status st = vki_qlinear_add(a, b, ptr[2] + i, m, 1, t->ra, t->rb, t->fixed, t->lo, t->hi);
-        if (st != VKI_OK) return st;
-        for (size_t j = 0; j < m; j++) ptr[2][i + j] ^= 0x80;
-    }
+    qadd_job j = {t, ptr, 0};
+    vki_for_items((size_t)((t->n + QADD_CHUNK - 1) / QADD_CHUNK), t->n * 8, threads, qadd_item, &j);
+    if (j.failed) FAIL(VKI_EINVAL, "qadd: bad arguments");
     return VKI_OK;
 }
 
