@@ -14,6 +14,7 @@ machine's int8 multiply-accumulate peak the kernels are measured against.
    weights, so there a difference is reported, not failed, and the 7-bit rows are the exact comparison.
    Also reported: the native graph's per-kind time split (convolutions by kernel, everything else) from its
    profiling timers on T=1.
+3. scaling: vkinfer on 2 threads against 1 (see scaling()), interleaved and back to back.
 The per-layer table (1x1 GEMM and depthwise GOPS against ORT) is bench/ops.py's: run
 `bench/ops.py --no-vulkan --threads 1`. Results go to bench/results/cpu_kernels-<UTC time>.json and the
 tables are printed as markdown.
@@ -28,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -92,6 +94,28 @@ def profile_split(sess, feed, runs: int) -> dict[str, float]:
     return split
 
 
+def scaling(sess1, sess2, feed: dict, warmup: int, repeat: int) -> dict[str, float]:
+    """vkinfer on 1 thread against 2 threads, two ways. `interleaved`: one run of each in turn, so the
+    2-thread session's worker has gone to sleep (its spin lasts about 100 us) and the other session has
+    replaced the caches before every run, as in the peer rows. `back_to_back`: blocks of 20 runs of one
+    session, then 20 of the other (first 2 of each block untimed), which is how a model serving a stream
+    runs. Median ms of each, and the ratio 1-thread / 2-thread."""
+    t1, t2 = interleaved(lambda: sess1.run(None, feed), lambda: sess2.run(None, feed), warmup, repeat)
+    out = {"interleaved_1t_ms": float(np.median(t1)) * 1e3, "interleaved_2t_ms": float(np.median(t2)) * 1e3}
+    b1, b2 = [], []
+    for _ in range(max(1, repeat // 20)):
+        for sess, acc in ((sess1, b1), (sess2, b2)):
+            for i in range(22):
+                t0 = time.perf_counter()
+                sess.run(None, feed)
+                if i >= 2:
+                    acc.append(time.perf_counter() - t0)
+    out["back_to_back_1t_ms"], out["back_to_back_2t_ms"] = float(np.median(b1)) * 1e3, float(np.median(b2)) * 1e3
+    for k in ("interleaved", "back_to_back"):
+        out[f"{k}_scaling"] = out[f"{k}_1t_ms"] / out[f"{k}_2t_ms"]
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=100, help="timed runs per row (default 100)")
@@ -103,6 +127,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.isa:
         os.environ["VKINFER_CPU_ISA"] = args.isa
+    import onnx
     import onnxruntime as ort
 
     import vkinfer
@@ -115,8 +140,6 @@ def main() -> int:
         os.sched_setaffinity(0, cpus[:threads])
         for fmt in ("qoperator", "qdq"):
             blob = model(fmt, args.weight_bits)
-            import onnx
-
             feed = zoo.random_inputs(onnx.load_from_string(blob), seed=1)
             so = ort.SessionOptions()
             so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
@@ -138,6 +161,18 @@ def main() -> int:
             rows.append(row)
             table.append([fmt, str(threads), f"{row['vkinfer_ms']:.3f}", f"{row['vkinfer_p90_ms']:.3f}",
                           f"{row['ort_ms']:.3f}", f"{row['ort_p90_ms']:.3f}", f"{row['ratio']:.2f}", str(diff)])
+    scal, scal_table = {}, []
+    if len(cpus) >= 2:
+        os.sched_setaffinity(0, cpus[:2])
+        for fmt in ("qoperator", "qdq"):
+            blob = model(fmt, args.weight_bits)
+            feed = zoo.random_inputs(onnx.load_from_string(blob), seed=1)
+            s1 = vkinfer.InferenceSession(blob, device="cpu", threads=1)
+            s2 = vkinfer.InferenceSession(blob, device="cpu", threads=2)
+            scal[fmt] = sc = scaling(s1, s2, feed, args.warmup, args.repeat)
+            for k in ("interleaved", "back_to_back"):
+                scal_table.append([fmt, k.replace("_", "-"), f"{sc[k + '_1t_ms']:.3f}", f"{sc[k + '_2t_ms']:.3f}",
+                                   f"{sc[k + '_scaling']:.2f}"])
     os.sched_setaffinity(0, cpus)
     isa = vkinfer.cpu.default_variant()
     print(f"CPU {cpu_model()}; vkinfer variant {isa}; onnxruntime {ort.__version__}; "
@@ -145,6 +180,9 @@ def main() -> int:
     print("peak GOPS (one core): " + ", ".join(f"{k} {v:.0f}" if v else f"{k} -" for k, v in pk.items()))
     print()
     print(markdown_table(["format", "threads", "vkinfer ms", "p90", "ORT ms", "p90", "vkinfer/ORT", "max diff"], table))
+    if scal_table:
+        print("\nvkinfer 2 threads against 1 (same process, two cores):")
+        print(markdown_table(["format", "order", "1 thread ms", "2 threads ms", "scaling"], scal_table))
     for row in rows:
         if row["split_ms"]:
             parts = ", ".join(f"{k} {v:.3f}" for k, v in sorted(row["split_ms"].items(), key=lambda kv: -kv[1]))
@@ -154,7 +192,7 @@ def main() -> int:
     out.write_text(json.dumps({"conditions": {"cpu": cpu_model(), "cpus": len(cpus), "isa": isa,
                                               "onnxruntime": ort.__version__, "vkinfer": package_version("vkinfer"),
                                               "git": git_revision(ROOT), "peak_gops": pk},
-                               "rows": rows}, indent=1))
+                               "rows": rows, "scaling": scal}, indent=1))
     print(f"\nwrote {out.relative_to(ROOT)}")
     return 0
 
