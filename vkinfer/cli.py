@@ -4,6 +4,9 @@
     vkinfer info MODEL [--device D] [--profile FILE] [--objective median|p90]
     vkinfer calibrate [--quick|--full] [--device D] [--threads 1,2] [--out FILE]
     vkinfer devices
+    vkinfer bench MODEL... [--device cpu,vulkan,auto] [--peer onnxruntime,litert,ncnn|none] [--threads 1,2]
+                           [--runs N] [--warmup N] [--out FILE.jsonl] [--pin CPUS]
+    vkinfer bench compare BASE.jsonl NEW.jsonl [--threshold PCT]
 """
 
 from __future__ import annotations
@@ -226,6 +229,15 @@ def _run(path: str, device: str, inputs: str | None, output: str | None, placeme
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `vkinfer` console script."""
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    if args_in[:1] == ["bench"]:  # its own parsers (vkinfer.benchmark.run and .compare)
+        if args_in[1:2] == ["compare"]:
+            from .benchmark.compare import main as compare_main
+
+            return compare_main(args_in[2:])
+        from .benchmark.run import main as bench_main
+
+        return bench_main(args_in[1:])
     ap = argparse.ArgumentParser(prog="vkinfer", description="8-bit quantized models on Vulkan or the CPU")
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run a model once")
@@ -249,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--threads", help="CPU thread counts, e.g. 1,2 (default: 1 up to the fast cluster)")
     c.add_argument("--out", help="also write the profile to this JSON file")
     sub.add_parser("devices", help="Vulkan devices and CPU variants")
+    sub.add_parser("bench", help="benchmark models beside ONNX Runtime and LiteRT (vkinfer bench --help); "
+                                 "bench compare BASE NEW: A/B regression check", add_help=False)
     args = ap.parse_args(argv)
     from .errors import VkInferError
 
