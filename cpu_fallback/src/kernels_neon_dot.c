@@ -116,55 +116,9 @@ static inline uint8x16_t load_partial16(const uint8_t* p, size_t n)
     return (n & 8) ? vcombine_u8(vcreate_u8(lo), vcreate_u8(v)) : vcombine_u8(vcreate_u8(v), vcreate_u8(0));
 }
 
-static inline void store_partial_u8(uint8_t* p, uint8x8_t v, size_t n)
-{
-    if (n & 4) {
-        const uint32_t t = vget_lane_u32(vreinterpret_u32_u8(v), 0);
-        memcpy(p, &t, 4);
-        p += 4;
-        v = vext_u8(v, v, 4);
-    }
-    if (n & 2) {
-        const uint16_t t = vget_lane_u16(vreinterpret_u16_u8(v), 0);
-        memcpy(p, &t, 2);
-        p += 2;
-        v = vext_u8(v, v, 2);
-    }
-    if (n & 1)
-        vst1_lane_u8(p, v, 0);
-}
-
-/* ------------------------------------------------------------------------------------------------
- * Requantization, exactly as kernels_neon.c (AArch64): vcvtq_f32_s32 (nearest, like the C conversion),
- * one vmulq_f32 (never fused), clamp to [fmin, fmax], FCVTNS (nearest, ties to even), + y_zp, low byte. */
-
-typedef struct {
-    float32x4_t fmin, fmax;
-    int32x4_t y_zp;
-} rq_consts;
-
-static inline rq_consts rq_init(const vki_qparams* q)
-{
-    rq_consts r;
-    r.fmin = vdupq_n_f32(q->fmin);
-    r.fmax = vdupq_n_f32(q->fmax);
-    r.y_zp = vdupq_n_s32(q->y_zp);
-    return r;
-}
-
-static inline int32x4_t requant4(int32x4_t acc, float32x4_t scale, const rq_consts* r)
-{
-    float32x4_t f = vmulq_f32(vcvtq_f32_s32(acc), scale);
-    f = vmaxq_f32(f, r->fmin);
-    f = vminq_f32(f, r->fmax);
-    return vaddq_s32(vcvtnq_s32_f32(f), r->y_zp);
-}
-
-static inline uint8x8_t requant8(int32x4_t lo, int32x4_t hi, float32x4_t slo, float32x4_t shi, const rq_consts* r)
-{
-    const int16x8_t v16 = vcombine_s16(vmovn_s32(requant4(lo, slo, r)), vmovn_s32(requant4(hi, shi, r)));
-    return vreinterpret_u8_s8(vmovn_s16(v16));
-}
+/* store_partial_u8 and the requantization (requant4/requant8, exactly as kernels_neon.c's AArch64 path):
+ * neon_common.h. */
+#include "neon_common.h"
 
 /* ------------------------------------------------------------------------------------------------
  * igemm_u8s8 8x8.
