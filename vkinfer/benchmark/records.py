@@ -26,6 +26,9 @@ field                      meaning
 ``agreement``              against the reference engine of the run: ``{"reference": engine,
                            "identical_fraction": float, "max_abs_diff": float}``
 ``per_layer``              ``--per-layer``: list of ``{"node", "device", "measured_ms", "predicted_ms"}``
+``accuracy``               ``--dataset``: this engine's top-1 on the labelled data set, as
+                           vkinfer.benchmark.accuracy.evaluate gives it (``{"dataset", "status", "error",
+                           "top1", "n", "correct", "agreement", ...}``); null without ``--dataset``
 ``conditions``             object: CPU model and flags, threads and pinning, Vulkan device and driver,
                            versions, git commit, date, hostname (vkinfer.benchmark.conditions)
 =========================  ==========================================================================
@@ -48,7 +51,7 @@ STATUSES = ("ok", "missing", "error")
 STAT_FIELDS = ("min_ms", "p50_ms", "p90_ms", "p99_ms", "max_ms", "mean_ms", "std_ms", "cv")
 FIELDS = ("schema", "model", "engine", "device", "threads", "status", "error", "runs", "warmup", "latencies_ms",
           *STAT_FIELDS, "create_cold_ms", "create_warm_ms", "macs", "gops", "model_bytes", "peak_activation_bytes",
-          "agreement", "per_layer", "conditions")
+          "agreement", "per_layer", "accuracy", "conditions")
 
 
 class RecordError(ValueError):
@@ -101,6 +104,8 @@ def _check(rec: Any, where: str) -> dict[str, Any]:
                 raise RecordError(f"{where}: field {f} must be a finite number")
     elif not isinstance(rec["error"], str):
         raise RecordError(f"{where}: status {rec['status']} needs an error message")
+    if rec["accuracy"] is not None and not isinstance(rec["accuracy"], dict):
+        raise RecordError(f"{where}: accuracy must be an object or null")
     if not isinstance(rec["conditions"], dict):
         raise RecordError(f"{where}: conditions must be an object")
     return rec
