@@ -1,13 +1,15 @@
 """`vkinfer bench MODEL...`: vkinfer beside its peers on the same models and inputs, as JSON-lines records.
 
-    vkinfer bench MODEL... [--device cpu,vulkan,auto] [--peer onnxruntime,litert,ncnn|none] [--threads 1,2]
-                           [--runs N] [--warmup N] [--out FILE.jsonl] [--pin CPUS]
+    vkinfer bench [MODEL...] [--zoo] [--config FILE] [--device cpu,vulkan,auto] [--peer onnxruntime,litert,ncnn|none]
+                  [--threads 1,2] [--runs N] [--warmup N] [--vulkan-runs N] [--out FILE.jsonl] [--pin CPUS]
+                  [--plot DIR] [--per-layer] [--dataset FILE.npz] [--ray ADDRESS]
 
 For each model and thread count every engine is created (vkinfer once per --device; each peer on the CPU) and
 then run interleaved: each round runs every engine once, the order rotated by one each round (A B C, B C A,
 C A B, ...), so no engine always runs first after a pause or always with another's data freshly evicted from
 cache. The first --warmup rounds are not timed. A time is the wall time of one inference with the inputs set
-and every output read back.
+and every output read back. A progress bar (tqdm, rounds over the whole job) is drawn on stderr when stderr is a
+terminal, and nothing otherwise.
 
 - vkinfer: ``vkinfer.InferenceSession(model, device=D, threads=T)``.
 - onnxruntime (.onnx models): CPUExecutionProvider, default graph optimizations, intra-op T threads, inter-op 1,
@@ -19,6 +21,34 @@ Default peers: onnxruntime for .onnx models, litert for .tflite; ``--peer none``
 not installed, a device this machine does not have and an engine that fails on a model each give a record with
 status "missing" or "error" and the reason; the other engines still run.
 
+--vulkan-runs N: vkinfer's Vulkan rows (device vulkan or vulkan:<which>) take N timed runs instead of --runs,
+spread evenly over the rounds (and at most N warm-up rounds). Default: --runs, except on a Vulkan device that is
+a CPU emulation (type "cpu": Mesa's lavapipe/llvmpipe, SwiftShader), where it is min(--runs, 10): lavapipe runs
+a MobileNetV2 in tenths of a second where the CPU backend takes milliseconds, and would dominate the job's time.
+The record's ``runs`` is the row's own count.
+
+Models: MODEL paths (.onnx, .tflite), and/or
+- ``--zoo``: the built-in zoo (ZOO: MobileNetV2 224 and small CNNs and an MLP from vkinfer.models.zoo, quantized
+  as bench/models.py does, and tflite_zoo's tiny CNN), built on first use into build/models/bench of the checkout
+  (the cache bench/models.py uses) or, for an installed vkinfer, the temporary directory ($VKINFER_BENCH_ZOO to
+  choose). Records name them ``zoo:<name>/<format>``. Without --device, --zoo benchmarks cpu,vulkan.
+- ``--config FILE``: the user's models and inputs, a JSON (or, for a .toml file, TOML) object::
+
+      {"models": ["a.onnx",
+                  {"path": "b.tflite", "name": "b-int8", "inputs": "b_inputs.npz"},
+                  {"path": "c.onnx", "inputs": "c_input.npy"}]}
+
+      # the same in TOML
+      models = ["a.onnx"]
+      [[models]]                 # (either a list of strings or of tables in one file)
+      path = "b.tflite"
+      name = "b-int8"            # the record's "model" (default: the path as written)
+      inputs = "b_inputs.npz"    # arrays named by the model's inputs; a .npy for a one-input model
+
+  Paths are relative to the config file. Without ``inputs`` the seeded random input below is used. Inputs must
+  name exactly the model's inputs, with its dtypes and ranks. Any other key, a missing file or a mismatch is
+  bad input (exit 2, the message names the file and entry).
+
 Session creation: ``create_cold_ms`` is the first creation of the engine's session for that (model, threads)
 in the process plus its first inference (vkinfer compiles its plan, and Vulkan its pipelines, on the first run:
 the time to the first answer is what compares across engines); ``create_warm_ms`` the same for a second
@@ -27,9 +57,27 @@ their type; float inputs standard normal for ONNX, uniform(-1, 1) for TFLite, th
 on), are compared with the reference engine's (vkinfer on the first device, or the first engine that ran):
 ``agreement`` (the reference's own record has none).
 
-MACs and peak activation memory are vkinfer's analysis of the model, as ``vkinfer info`` prints them. Records
-go to --out (default ``vkinfer-bench.jsonl``), appended one at a time as they finish (an interrupted run leaves
-the finished ones), and a table to stdout. The record schema: vkinfer.benchmark.records.
+MACs and peak activation memory are vkinfer's analysis of the model, as ``vkinfer info`` prints them.
+
+--per-layer: after the timed runs (so the timers do not perturb them), each vkinfer session's plan is profiled
+over PROFILE_ROUNDS inferences into the record's ``per_layer``: one entry per native operator of its CPU
+segments (the native executor's per-operator timers; ``node`` is ``"<edge>"`` for a segment's layout
+conversions), per node of its Vulkan segments (device time from Vulkan timestamp queries, as the dispatcher's
+calibration measures a node) and per host node (wall time), each ``{"node", "device", "op", "measured_ms",
+"predicted_ms"}``; predicted_ms is the dispatcher's predicted time of the node on that device (device auto: its
+placement's costs; otherwise the calibrated cost model where one is cached on this machine), null where there
+is none.
+
+--dataset FILE.npz (x: inputs, y: labels): top-1 of each ok engine, from vkinfer.benchmark.accuracy.evaluate,
+in the record's ``accuracy``. --ray ADDRESS: the (model, device, threads) jobs go to the nodes of a Ray cluster
+(vkinfer.benchmark.fleet.run; ``pip install vkinfer[fleet]``), whose records are written to --out.
+
+--plot DIR: PNGs (vkinfer.benchmark.plots): latency.png (a panel per model, the engines side by side) and,
+with --per-layer, per_layer-*.png (measured beside predicted per node). ``vkinfer bench plot`` draws them from a
+results file, and the A/B comparison of two.
+
+Records go to --out (default ``vkinfer-bench.jsonl``), appended one at a time as they finish (an interrupted run
+leaves the finished ones), and a table to stdout. The record schema: vkinfer.benchmark.records.
 """
 
 from __future__ import annotations
@@ -119,6 +167,11 @@ class Model:
     data: bytes
     tflite: bool
     feed: dict[str, np.ndarray] = field(default_factory=dict)
+    name: str | None = None  # the records' "model" (default: the path)
+
+    @property
+    def label(self) -> str:
+        return self.name or self.path
 
     @property
     def default_peer(self) -> str:
@@ -140,9 +193,9 @@ def _static(shape) -> list[int]:
     return [int(d) if isinstance(d, int | np.integer) and d > 0 else 1 for d in (shape or [])]
 
 
-def load_model(path: str) -> Model:
+def load_model(path: str, name: str | None = None) -> Model:
     """The model at `path` with a seeded input for every graph input; BadInput naming the file when it is missing
-    or is neither a readable ONNX model nor a .tflite flatbuffer."""
+    or is neither a readable ONNX model nor a .tflite flatbuffer. `name`: the records' name for it."""
     from ..model.tflite_import import is_tflite
 
     p = Path(path)
@@ -152,7 +205,7 @@ def load_model(path: str) -> Model:
         raise BadInput(f"{path}: cannot read model: {e.strerror or e}") from None
     rng = np.random.default_rng(INPUT_SEED)
     if is_tflite(data):
-        return Model(path, data, True, _tflite_feed(path, data, rng))
+        return Model(path, data, True, _tflite_feed(path, data, rng), name)
     import onnx
 
     try:
@@ -170,7 +223,7 @@ def load_model(path: str) -> Model:
             feed[vi.name] = _random(rng, dtype, shape, False)
     except Exception as e:  # noqa: BLE001 - protobuf raises several types for garbage
         raise BadInput(f"{path}: not a readable ONNX or .tflite model ({type(e).__name__}: {e})") from None
-    return Model(path, data, False, feed)
+    return Model(path, data, False, feed, name)
 
 
 def _tflite_feed(path: str, data: bytes, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -250,6 +303,7 @@ class Engine:
     create_warm_ms: float | None = None
     session: Any = None
     latencies: list[float] = field(default_factory=list)
+    cap: int | None = None  # timed runs when fewer than the job's (--vulkan-runs)
 
     @property
     def label(self) -> str:
@@ -378,14 +432,29 @@ def make_engines(model: Model, devices: list[str], peers: list[str], threads: in
     return engines
 
 
-def interleave(engines: list[Engine], runs: int, warmup: int) -> None:
-    """Run the ok engines in rotating order, `warmup` untimed rounds and `runs` timed ones (ms in .latencies).
-    An engine that raises is marked "error" and leaves the rotation."""
-    for r in range(warmup + runs):
-        live = [e for e in engines if e.status == "ok"]
-        if not live:
+def _in_round(e: Engine, r: int, runs: int, warmup: int) -> bool:
+    """Whether engine `e` runs in round `r`: every round, or for a capped one its last `cap` warm-up rounds and
+    `cap` timed rounds spread evenly over the `runs`."""
+    if e.cap is None or e.cap >= runs:
+        return True
+    if r < warmup:
+        return r >= warmup - min(warmup, e.cap)
+    t = r - warmup
+    return (t + 1) * e.cap // runs > t * e.cap // runs
+
+
+def interleave(engines: list[Engine], runs: int, warmup: int, tick: Callable[[int], None] | None = None) -> None:
+    """Run the ok engines in rotating order, `warmup` untimed rounds and `runs` timed ones (ms in .latencies;
+    an engine with a `cap` takes part in only that many of each, see _in_round). An engine that raises is marked
+    "error" and leaves the rotation. `tick(n)` is told of each n rounds done (the progress bar)."""
+    total = warmup + runs
+    for r in range(total):
+        if not any(e.status == "ok" for e in engines):
+            if tick is not None:
+                tick(total - r)
             return
-        k = r % len(live)
+        live = [e for e in engines if e.status == "ok" and _in_round(e, r, runs, warmup)]
+        k = r % len(live) if live else 0
         for e in live[k:] + live[:k]:
             try:
                 t0 = time.perf_counter()
@@ -399,13 +468,43 @@ def interleave(engines: list[Engine], runs: int, warmup: int) -> None:
                 continue
             if r >= warmup:
                 e.latencies.append(dt)
+        if tick is not None:
+            tick(1)
+
+
+SOFT_VULKAN_RUNS = 10  # default --vulkan-runs on a CPU-emulated Vulkan device (lavapipe, SwiftShader)
+
+
+def vulkan_cap(device: str, vk: list[dict[str, Any]] | str, runs: int, vulkan_runs: int | None) -> int | None:
+    """The timed runs of a vkinfer row on `device` when fewer than `runs` (None: all): --vulkan-runs where given,
+    else SOFT_VULKAN_RUNS on a Vulkan device of type "cpu" (vk: conditions.vulkan_devices(), preferred first)."""
+    kind, _, which = device.partition(":")
+    if kind != "vulkan":
+        return None
+    if vulkan_runs is not None:
+        return vulkan_runs if vulkan_runs < runs else None
+    if not isinstance(vk, list) or not vk:
+        return None
+    dev = vk[0]
+    if which:
+        dev = next((d for d in vk if which in (str(d.get("index")), d.get("name"), d.get("type"))), None)
+        if dev is None:
+            dev = vk[0] if not which.isdigit() else None
+    soft = dev is not None and dev.get("type") == "cpu"
+    return SOFT_VULKAN_RUNS if soft and SOFT_VULKAN_RUNS < runs else None
 
 
 def bench_model(model: Model, devices: list[str], peers: list[str], threads: int, runs: int, warmup: int,
-                cond: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every engine's record for one model at one thread count."""
+                cond: dict[str, Any], *, vulkan_runs: int | None = None, layers: bool = False,
+                dataset: str | None = None, tick: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
+    """Every engine's record for one model at one thread count: timed interleaved (vkinfer's Vulkan rows capped
+    as vulkan_cap says), then, outside the timed runs, `layers` (--per-layer) profiles each vkinfer session and
+    `dataset` (--dataset) measures each engine's accuracy. `tick(n)`: n rounds done (the progress bar)."""
     engines = make_engines(model, devices, peers, threads)
-    interleave(engines, runs, warmup)
+    for e in engines:
+        if e.name == "vkinfer":
+            e.cap = vulkan_cap(e.device, cond.get("vulkan", []), runs, vulkan_runs)
+    interleave(engines, runs, warmup, tick)
     macs = peak = None
     for e in engines:  # the analysis of the first vkinfer session that was made
         if e.name == "vkinfer" and e.session is not None:
@@ -414,13 +513,26 @@ def bench_model(model: Model, devices: list[str], peers: list[str], threads: int
             except Exception:  # noqa: BLE001 - the numbers are optional, the timing is not
                 pass
             break
+    profiles: dict[int, Any] = {}
+    if layers:
+        for e in engines:
+            if e.name == "vkinfer" and e.status == "ok" and e.session is not None:
+                try:
+                    profiles[id(e)] = per_layer(e.session, model.feed, threads)
+                except KeyboardInterrupt:
+                    raise
+                except Exception as err:  # noqa: BLE001 - a profile that fails leaves the timing valid
+                    print(f"vkinfer bench: warning: --per-layer of {model.label} on {e.device}: "
+                          f"{type(err).__name__}: {err}", file=sys.stderr)
+    accuracy = _accuracy(model, engines, threads, dataset) if dataset is not None else {}
     ref = next((e for e in engines if e.outputs is not None), None)
     out = []
     for e in engines:
-        rec = records.new_record(model.path, e.name, e.device, threads, status=e.status, error=e.error,
-                                 runs=runs, warmup=warmup, create_cold_ms=e.create_cold_ms,
-                                 create_warm_ms=e.create_warm_ms, macs=macs, model_bytes=len(model.data),
-                                 peak_activation_bytes=peak, conditions=cond)
+        n = runs if e.cap is None else e.cap
+        rec = records.new_record(model.label, e.name, e.device, threads, status=e.status, error=e.error,
+                                 runs=n, warmup=warmup if e.cap is None else min(warmup, e.cap),
+                                 create_cold_ms=e.create_cold_ms, create_warm_ms=e.create_warm_ms, macs=macs,
+                                 model_bytes=len(model.data), peak_activation_bytes=peak, conditions=cond)
         if e.status == "ok":
             rec["latencies_ms"] = list(e.latencies)
             rec.update(_summary(e.latencies))
@@ -429,7 +541,457 @@ def bench_model(model: Model, devices: list[str], peers: list[str], threads: int
             if ref is not None and e is not ref:
                 rec["agreement"] = agreement(ref.outputs, e.outputs, ref.name)
                 rec["agreement"]["reference_device"] = ref.device
+            if id(e) in profiles:
+                rec["per_layer"] = profiles[id(e)]
+        if dataset is not None and "accuracy" in rec:
+            rec["accuracy"] = accuracy.get(id(e))
         out.append(rec)
+    return out
+
+
+def _accuracy(model: Model, engines: list[Engine], threads: int, dataset: str) -> dict[int, Any]:
+    """Engine id -> vkinfer.benchmark.accuracy.evaluate's result for it (H-ACC's module): the vkinfer rows one
+    device at a time, the peers together on the CPU. A failure is that engine's {"status": "error", ...}."""
+    from . import accuracy as acc
+
+    out: dict[int, Any] = {}
+    groups: dict[str, list[Engine]] = {}
+    for e in engines:
+        if e.status == "ok":
+            groups.setdefault(e.device if e.name == "vkinfer" else "#peers", []).append(e)
+    for dev, es in groups.items():
+        device = "cpu" if dev == "#peers" else dev
+        try:
+            res = acc.evaluate(model.path, dataset, [e.name for e in es], threads, device)
+        except KeyboardInterrupt:
+            raise
+        except Exception as err:  # noqa: BLE001 - the accuracy of one group, not the run
+            res = {e.name: {"top1": None, "n": 0, "status": "error", "error": f"{type(err).__name__}: {err}"}
+                   for e in es}
+        for e in es:
+            out[id(e)] = res.get(e.name)
+    return out
+
+
+# --------------------------------------------------------------------------------------------- per-layer profiles
+
+PROFILE_ROUNDS = 20  # inferences whose per-node times are averaged (--per-layer)
+VK_CHAIN = 3  # a Vulkan node's dispatches recorded this many times in the long sequence (as calibrate.py does)
+
+
+class _OpCounter:
+    """Wraps a CPU layer's emitter: records (node, first op index, op count) as the segment adds its operators."""
+
+    def __init__(self, spans: list[tuple[str, int, int]], node: str, emit):
+        self.spans, self.node, self.emit = spans, node, emit
+
+    def __call__(self, g, *args, **kw):
+        n0 = g._so.vki_graph_op_count(g.handle)
+        self.emit(g, *args, **kw)
+        self.spans.append((self.node, n0, g._so.vki_graph_op_count(g.handle) - n0))
+
+
+def _cpu_op_nodes(plan, seg) -> list[str | None]:
+    """The node of each native operator of CPU segment `seg` (None: an edge conversion of the segment's inputs or
+    outputs), found by building the segment again from freshly lowered layers whose emitters are watched: the
+    same construction gives the same operators (checked; all None when not)."""
+    import dataclasses
+
+    from ..cpu.segment import CpuSegment
+    from ..model.lowering import Ctx
+
+    be = plan.backends[seg.device]
+    ctx = Ctx(plan.g, plan.info)
+    spans: list[tuple[str, int, int]] = []
+    lays = []
+    for n in seg.nodes:
+        lay, _ = plan._lower(ctx, n, be)
+        if lay is None:
+            return [None] * len(seg.runner.ops())
+        lay.build()
+        lays.append(dataclasses.replace(
+            lay, impl=_OpCounter(spans, n.name, lay.impl) if lay.impl is not None else None,
+            plain=_OpCounter(spans, n.name, lay.plain) if lay.plain is not None else None))
+    twin = CpuSegment(lays, seg.inputs, seg.outputs, plan.info, plan.g.consts)
+    ops = seg.runner.ops()
+    if twin.ops() != ops:
+        return [None] * len(ops)
+    owner: list[str | None] = [None] * len(ops)
+    for node, first, count in spans:
+        for i in range(first, first + count):
+            owner[i] = node
+    return owner
+
+
+class _SeqRecorder:
+    """A Vulkan command sequence that forwards every call and remembers each dispatch's program."""
+
+    def __init__(self, seq, log: list):
+        self._seq, self._log = seq, log
+
+    def dispatch(self, prog) -> None:
+        self._log.append(("dispatch", prog))
+        self._seq.dispatch(prog)
+
+    def __getattr__(self, name):
+        return getattr(self._seq, name)
+
+
+class _DevRecorder:
+    """A Vulkan device whose sequences are _SeqRecorders (everything else is the device's own)."""
+
+    def __init__(self, dev, log: list):
+        self._dev, self._log = dev, log
+
+    def sequence(self):
+        return _SeqRecorder(self._dev.sequence(), self._log)
+
+    def __getattr__(self, name):
+        return getattr(self._dev, name)
+
+
+def _vulkan_node_times(plan, seg, rounds: int) -> dict[str, float]:
+    """Device ms per node of Vulkan segment `seg`: the segment is built again with its dispatches recorded (the
+    twin owns its own buffers, filled by one run), then each node's dispatches are timed with Vulkan timestamp
+    queries as the dispatcher's calibration does: a sequence with them `VK_CHAIN` times against one with them
+    once, divided by VK_CHAIN - 1 (a dispatch and the barrier before it, without the submit's own cost); the
+    median over `rounds`. Wall times stand in where the queue has no timestamps."""
+    from ..model.lowering import Ctx, Layer
+    from ..vulkan.segment import VulkanSegment
+
+    be = plan.backends[seg.device]
+    dev = be.dev
+    ctx = Ctx(plan.g, plan.info)
+    log: list = []
+
+    class Tagged(Layer):
+        def build(self):
+            log.append(("node", self.node.name))
+            return super().build()
+
+    lays = []
+    for n in seg.nodes:
+        lay, _ = plan._lower(ctx, n, be)
+        if lay is None:
+            return {}
+        t = Tagged.__new__(Tagged)
+        t.__dict__.update(lay.__dict__)
+        lays.append(t)
+    twin = VulkanSegment(_DevRecorder(dev, log), lays, seg.inputs, seg.outputs,
+                         plan.info, plan.g.consts)
+    values = _segment_inputs(plan, seg)
+    twin.run(values)
+    progs: dict[str, list] = {}
+    node = None
+    for kind, v in log:
+        if kind == "node":
+            node = v
+        elif node is not None:
+            progs.setdefault(node, []).append(v)
+    timed = dev.timestamps
+
+    def sequence(ps, repeats):
+        s = dev.sequence()
+        s.barrier()
+        for _ in range(repeats):
+            for p in ps:
+                s.barrier()
+                s.dispatch(p)
+        s.barrier()
+        return s
+
+    def once(s) -> float:
+        t0 = time.perf_counter_ns()
+        with dev.lock:
+            ns = s.run(timed=timed)
+        return float(ns) if timed and ns is not None else float(time.perf_counter_ns() - t0)
+
+    out = {}
+    for name, ps in progs.items():
+        one, chain = sequence(ps, 1), sequence(ps, VK_CHAIN)
+        ts = [max(once(chain) - once(one), 0.0) / (VK_CHAIN - 1) for _ in range(rounds)]
+        out[name] = float(np.median(ts)) / 1e6
+    return out
+
+
+_SEGMENT_VALUES: dict[int, dict] = {}
+
+
+def _segment_inputs(plan, seg) -> dict:
+    """The values a run of the plan left for `seg`'s inputs (recorded by _replay)."""
+    return dict(_SEGMENT_VALUES.get(id(seg), {}))
+
+
+def _replay(plan, feed: dict[str, np.ndarray], threads: int, host_ns: dict[str, float], keep: bool = False) -> None:
+    """One inference as Plan.run does it, with the host nodes' wall times added to `host_ns` and (`keep`) each
+    segment's inputs remembered for _vulkan_node_times."""
+    from collections import ChainMap
+
+    from ..model.plan import HOST, interpret
+
+    host = any(s.device == HOST for s in plan.segments)
+    values = ChainMap(dict(feed), plan.g.consts) if host else dict(feed)
+    for seg in plan.segments:
+        if keep:
+            _SEGMENT_VALUES[id(seg)] = {t: values[t] for t in seg.inputs if t in values}
+        r = seg.runner
+        if seg.device == HOST:
+            for node, fast in zip(r.nodes, r.fast, strict=True):
+                t0 = time.perf_counter_ns()
+                if fast is not None:
+                    fast(values)
+                else:
+                    interpret(r.g, values, r.host_device, [node])
+                host_ns[node.name] = host_ns.get(node.name, 0.0) + (time.perf_counter_ns() - t0)
+        else:
+            r.run(values, threads)
+
+
+def _predictions(sess, plan, threads: int) -> dict[str, dict[str, float]]:
+    """Node -> {device: predicted ms}: the dispatcher's costs for an auto session, else the calibrated cost model
+    of the session's devices where this machine has a calibration cached (nothing is calibrated here)."""
+    from ..dispatch.costs import node_work
+
+    if plan.dispatch is not None:
+        return {d.node: {k: v / 1e6 for k, v in d.costs.items() if math.isfinite(v)}
+                for d in plan.dispatch.decisions}
+    from ..dispatch.profile import cached_entry, cpu_identity
+
+    entries = {}
+    for seg in plan.segments:
+        d = seg.device
+        if d in entries:
+            continue
+        try:
+            if d.startswith("cpu"):
+                entries[d] = cached_entry("cpu", cpu_identity(), threads)
+            elif d.startswith("vulkan"):
+                from ..dispatch.machine import vulkan_devices as listed
+
+                ident = {x["device"]: x["identity"] for x in listed()}.get(d)
+                entries[d] = cached_entry(d, ident, 1) if ident is not None else None
+        except Exception:  # noqa: BLE001 - no prediction is a null, not a failure
+            entries[d] = None
+    out: dict[str, dict[str, float]] = {}
+    for seg in plan.segments:
+        e = entries.get(seg.device)
+        if e is None:
+            continue
+        for n in seg.nodes:
+            try:
+                out[n.name] = {seg.device: e.node_ns(node_work(plan.g, plan.info, n)) / 1e6}
+            except (KeyError, ValueError, IndexError):
+                pass
+    return out
+
+
+def per_layer(sess, feed: dict[str, np.ndarray], threads: int, rounds: int = PROFILE_ROUNDS) -> list[dict[str, Any]]:
+    """Per node of a vkinfer session's plan, in order: ``{"node", "device", "op", "measured_ms",
+    "predicted_ms"}``, measured over `rounds` inferences after the timed ones.
+
+    CPU segments: the native executor's per-operator timers (one entry per native operator; the conversions at
+    a segment's edges have node ``"<edge>"``); Vulkan segments: each node's device time from timestamp queries
+    (_vulkan_node_times); host nodes: their wall time. predicted_ms: the dispatcher's predicted time of the node
+    on the device it runs on (_predictions), null where there is none."""
+    plan = sess.plan(feed)
+    if plan is None:
+        return []
+    host_ns: dict[str, float] = {}
+    cpu = [(seg, _cpu_op_nodes(plan, seg)) for seg in plan.segments if seg.runner.kind == "cpu"]
+    _replay(plan, feed, threads, {}, keep=True)
+    for seg, _ in cpu:
+        seg.runner.graph.profile(True)
+    try:
+        for _ in range(rounds):
+            _replay(plan, feed, threads, host_ns)
+        cpu_ns = {id(seg): seg.runner.graph.times_ns()[0] for seg, _ in cpu}
+    finally:
+        for seg, _ in cpu:
+            seg.runner.graph.profile(False)
+    owners = {id(seg): own for seg, own in cpu}
+    pred = _predictions(sess, plan, threads)
+
+    def predicted(node: str | None, device: str) -> float | None:
+        costs = pred.get(node or "", {})
+        return costs.get(device, costs.get(device.partition(":")[0]))
+
+    out: list[dict[str, Any]] = []
+    try:
+        for seg in plan.segments:
+            kind = seg.runner.kind
+            if kind == "cpu":
+                own, ns = owners[id(seg)], cpu_ns[id(seg)]
+                seen: set[str] = set()
+                for op, node, t in zip(seg.runner.ops(), own, ns, strict=True):
+                    first = node is not None and node not in seen
+                    seen.add(node or "")
+                    out.append({"node": node or "<edge>", "device": seg.device, "op": op,
+                                "measured_ms": t / rounds / 1e6, "predicted_ms": predicted(node, seg.device)
+                                if first else None})
+            elif kind == "vulkan":
+                vk = _vulkan_node_times(plan, seg, rounds)
+                for n in seg.nodes:
+                    if n.name in vk:
+                        out.append({"node": n.name, "device": seg.device, "op": n.op, "measured_ms": vk[n.name],
+                                    "predicted_ms": predicted(n.name, seg.device)})
+            else:
+                for n in seg.nodes:
+                    out.append({"node": n.name, "device": seg.device, "op": n.op,
+                                "measured_ms": host_ns.get(n.name, 0.0) / rounds / 1e6,
+                                "predicted_ms": predicted(n.name, seg.device)})
+    finally:
+        _SEGMENT_VALUES.clear()
+    return out
+
+
+# --------------------------------------------------------------------------------------------- zoo and config
+
+# The built-in zoo: name -> (cache file name, builder). ONNX models are vkinfer.models.zoo's float models
+# quantized by ONNX Runtime as bench/models.py does (same recipe, same file names, same cache in a checkout).
+ZOO_QUANT = {"per_channel": True, "activation_type": "uint8", "weight_type": "int8", "reduce_range": True,
+             "seed": 0, "num_calib": 8}
+ZOO_ONNX = ("mobilenet_v2", "mobilenet_v1", "shufflenet_like", "resnext_like", "dilated_net", "mlp")
+ZOO = [f"{n}/qoperator" for n in ZOO_ONNX] + ["tiny_cnn/tflite-i8"]
+
+
+def _zoo_file(name: str) -> str:
+    model, fmt = name.split("/")
+    if fmt == "tflite-i8":
+        return f"{model}-seed0-int8-mean-softmax.tflite"
+    return f"{model}-seed0-{fmt}-u8s8-perchannel-reducerange.onnx"
+
+
+def zoo_dir() -> Path:
+    """Where zoo models are cached: $VKINFER_BENCH_ZOO, else build/models/bench of the checkout vkinfer runs
+    from, else vkinfer-bench-zoo in the temporary directory."""
+    env = os.environ.get("VKINFER_BENCH_ZOO")
+    if env:
+        return Path(env)
+    root = Path(__file__).resolve().parents[2]
+    if (root / "pyproject.toml").exists() and (root / "vkinfer").is_dir():
+        return root / "build" / "models" / "bench"
+    import tempfile
+
+    return Path(tempfile.gettempdir()) / "vkinfer-bench-zoo"
+
+
+def _build_zoo(name: str) -> bytes:
+    model, fmt = name.split("/")
+    if fmt == "tflite-i8":
+        from ..models import tflite_zoo
+
+        return tflite_zoo.tiny_cnn(seed=0, dtype="int8")
+    import logging
+
+    from ..models import zoo
+
+    logging.disable(logging.WARNING)  # quantize_static suggests pre-processing on every call
+    try:
+        return zoo.quantize(zoo.BUILDERS[model](seed=0), fmt=fmt, **ZOO_QUANT).SerializeToString()
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+def zoo_models(names: list[str] | None = None) -> list[Model]:
+    """The zoo's models (built and cached on first use), named ``zoo:<name>/<format>``."""
+    d = zoo_dir()
+    out = []
+    for name in names or ZOO:
+        path = d / _zoo_file(name)
+        if not path.exists():
+            data = _build_zoo(name)
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_suffix(f".tmp{os.getpid()}")
+                tmp.write_bytes(data)
+                tmp.replace(path)  # atomic: a half-written file is never taken for a cached model
+            except OSError as e:
+                raise BadInput(f"--zoo: cannot cache {name} in {d}: {e.strerror or e} (set $VKINFER_BENCH_ZOO)") \
+                    from None
+        out.append(load_model(str(path), f"zoo:{name}"))
+    return out
+
+
+CONFIG_KEYS = ("path", "name", "inputs")
+
+
+def _load_inputs(where: str, path: Path, model: Model) -> dict[str, np.ndarray]:
+    """The arrays of a .npz (by input name) or .npy (a one-input model), checked against the model's inputs."""
+    want = model.feed
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            got = {k: np.asarray(z[k]) for k in z.files}
+    except AttributeError:  # a .npy: np.load gave the array itself, which has no context manager
+        got = None
+    except (OSError, ValueError, EOFError) as e:
+        raise BadInput(f"{where}: cannot read inputs {path}: {e}") from None
+    if got is None:
+        try:
+            arr = np.load(path, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as e:
+            raise BadInput(f"{where}: cannot read inputs {path}: {e}") from None
+        if len(want) != 1:
+            raise BadInput(f"{where}: {path} is one array but the model has {len(want)} inputs "
+                           f"({', '.join(want)}): use a .npz")
+        got = {next(iter(want)): arr}
+    if set(got) != set(want):
+        raise BadInput(f"{where}: {path} has arrays {sorted(got)}, the model's inputs are {sorted(want)}")
+    for k, a in got.items():
+        w = want[k]
+        if a.dtype != w.dtype or a.ndim != w.ndim:
+            raise BadInput(f"{where}: input {k!r} in {path} is {a.dtype} of shape {list(a.shape)}, the model "
+                           f"takes {w.dtype} of rank {w.ndim} (like {list(w.shape)})")
+    return {k: np.ascontiguousarray(got[k]) for k in want}
+
+
+def load_config(path: str) -> list[Model]:
+    """The models of a --config file (format: the module docstring); BadInput naming the file and entry."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise BadInput(f"--config {path}: cannot read: {getattr(e, 'strerror', None) or e}") from None
+    try:
+        if p.suffix.lower() == ".toml":
+            import tomllib
+
+            doc = tomllib.loads(text)
+        else:
+            import json
+
+            doc = json.loads(text)
+    except ValueError as e:
+        kind = "TOML" if p.suffix.lower() == ".toml" else "JSON"
+        raise BadInput(f"--config {path}: not valid {kind} ({e})") from None
+    if not isinstance(doc, dict) or set(doc) != {"models"}:
+        raise BadInput(f"--config {path}: expected an object with one key, models (a list), got "
+                       f"{sorted(doc) if isinstance(doc, dict) else type(doc).__name__}")
+    entries = doc["models"]
+    if not isinstance(entries, list) or not entries:
+        raise BadInput(f"--config {path}: models must be a non-empty list")
+    out = []
+    for i, ent in enumerate(entries):
+        where = f"--config {path}: models[{i}]"
+        if isinstance(ent, str):
+            ent = {"path": ent}
+        if not isinstance(ent, dict):
+            raise BadInput(f"{where}: expected a path or an object, got {type(ent).__name__}")
+        extra = sorted(set(ent) - set(CONFIG_KEYS))
+        if extra:
+            raise BadInput(f"{where}: unknown key(s) {', '.join(extra)} (allowed: {', '.join(CONFIG_KEYS)})")
+        if not isinstance(ent.get("path"), str) or not ent["path"]:
+            raise BadInput(f"{where}: needs a path (a string)")
+        for k in ("name", "inputs"):
+            if k in ent and (not isinstance(ent[k], str) or not ent[k]):
+                raise BadInput(f"{where}: {k} must be a non-empty string")
+        mpath = p.parent / ent["path"]
+        try:
+            m = load_model(str(mpath), ent.get("name") or ent["path"])
+        except BadInput as e:
+            raise BadInput(f"{where}: {e}") from None
+        if "inputs" in ent:
+            m.feed = _load_inputs(where, p.parent / ent["inputs"], m)
+        out.append(m)
     return out
 
 
@@ -495,8 +1057,10 @@ def _parse_peers(spec: str | None) -> list[str] | None:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """The options, checked; BadInput naming the culprit."""
     ap = _Parser(prog="vkinfer bench", description="benchmark vkinfer beside ONNX Runtime and LiteRT")
-    ap.add_argument("models", nargs="+", metavar="MODEL", help=".onnx or .tflite files")
-    ap.add_argument("--device", default="cpu", help="vkinfer devices, e.g. cpu,vulkan,auto (default cpu)")
+    ap.add_argument("models", nargs="*", metavar="MODEL", help=".onnx or .tflite files")
+    ap.add_argument("--zoo", action="store_true", help="the built-in zoo: " + ", ".join(ZOO))
+    ap.add_argument("--config", help="a JSON or TOML file of models and their inputs (run.py's docstring)")
+    ap.add_argument("--device", help="vkinfer devices, e.g. cpu,vulkan,auto (default cpu; cpu,vulkan with --zoo)")
     ap.add_argument("--peer", help="onnxruntime,litert,ncnn or none (default: onnxruntime for .onnx, litert for "
                                    ".tflite)")
     ap.add_argument("--threads", default="1", help="CPU thread counts, e.g. 1,2 (default 1)")
@@ -504,9 +1068,27 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--warmup", type=int, default=5, help="untimed rounds first (default 5)")
     ap.add_argument("--out", default=DEFAULT_OUT, help=f"JSON-lines file to append to (default {DEFAULT_OUT})")
     ap.add_argument("--pin", help="pin the process to these CPUs, e.g. 0 or 0-1")
+    ap.add_argument("--vulkan-runs", type=int, help=f"timed runs of vkinfer's Vulkan rows (default --runs; "
+                                                    f"min(--runs, {SOFT_VULKAN_RUNS}) on lavapipe/SwiftShader)")
+    ap.add_argument("--plot", metavar="DIR", help="write PNG plots into DIR")
+    ap.add_argument("--per-layer", action="store_true", help="time each node (after the timed runs)")
+    ap.add_argument("--dataset", metavar="FILE.npz", help="labelled data (x, y): top-1 accuracy of every engine")
+    ap.add_argument("--ray", metavar="ADDRESS", help="run the jobs on the nodes of this Ray cluster")
     a = ap.parse_args(argv)
+    if not a.models and not a.zoo and a.config is None:
+        raise BadInput("no models: give MODEL paths, --zoo or --config FILE")
     if a.runs < 1:
         raise BadInput(f"--runs must be at least 1, got {a.runs}")
+    if a.vulkan_runs is not None and a.vulkan_runs < 1:
+        raise BadInput(f"--vulkan-runs must be at least 1, got {a.vulkan_runs}")
+    if a.device is None:
+        a.device = "cpu,vulkan" if a.zoo else "cpu"
+    if a.dataset is not None:
+        _check_dataset(a.dataset)
+    if a.ray is not None:
+        _module("fleet", "--ray", "pip install vkinfer[fleet]")
+    if a.plot is not None:
+        _module_plots()
     if a.warmup < 0:
         raise BadInput(f"--warmup must be 0 or more, got {a.warmup}")
     a.devices = _parse_devices(a.device)
@@ -514,6 +1096,36 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     a.thread_counts = _parse_threads(a.threads)
     a.cpus = _parse_cpus(a.pin) if a.pin is not None else None
     return a
+
+
+def _module(name: str, flag: str, hint: str):
+    """vkinfer.benchmark.<name>, imported now; BadInput saying it is not available here."""
+    import importlib
+
+    try:
+        return importlib.import_module(f"{__package__}.{name}")
+    except ImportError as e:
+        raise BadInput(f"{flag} is not available: vkinfer.benchmark.{name} cannot be imported ({e}; {hint})") \
+            from None
+
+
+def _module_plots() -> None:
+    if _missing_module("matplotlib"):
+        raise BadInput("--plot needs matplotlib (pip install matplotlib)")
+
+
+def _check_dataset(path: str) -> None:
+    """--dataset: the accuracy module is there, records have the field, and the file has x and y."""
+    _module("accuracy", "--dataset", "it comes with vkinfer's accuracy harness")
+    if "accuracy" not in records.FIELDS:
+        raise BadInput("--dataset is not available: the record schema has no accuracy field")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            missing = [k for k in ("x", "y") if k not in z.files]
+    except (OSError, ValueError, EOFError, AttributeError) as e:
+        raise BadInput(f"--dataset {path}: not a readable .npz ({e})") from None
+    if missing:
+        raise BadInput(f"--dataset {path}: no array {' or '.join(missing)} (x: inputs, y: labels)")
 
 
 def _fmt(v: float | None, spec: str = ".3f") -> str:
@@ -536,12 +1148,73 @@ def table(recs: list[dict[str, Any]]) -> str:
                      for row in (head, *rows))
 
 
+class _Progress:
+    """A tqdm bar of rounds over the whole job on stderr, silent when stderr is not a terminal (or tqdm is
+    missing)."""
+
+    def __init__(self, total: int):
+        self.bar = None
+        if not sys.stderr.isatty():
+            return
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            return
+        self.bar = tqdm(total=total, unit="round", file=sys.stderr, leave=False, dynamic_ncols=True)
+
+    def describe(self, text: str) -> None:
+        if self.bar is not None:
+            self.bar.set_description_str(text, refresh=True)
+
+    def __call__(self, n: int) -> None:
+        if self.bar is not None:
+            self.bar.update(n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _models(a: argparse.Namespace) -> list[Model]:
+    models = [load_model(p) for p in a.models]
+    if a.config is not None:
+        models += load_config(a.config)
+    if a.zoo:
+        models += zoo_models()
+    return models
+
+
+def _run_ray(a: argparse.Namespace, models: list[Model], writer: records.Writer, done: list) -> None:
+    """--ray: the (model, device, threads) jobs to the cluster (vkinfer.benchmark.fleet), its records to --out."""
+    fleet = _module("fleet", "--ray", "pip install vkinfer[fleet]")
+    jobs = [{"model": m.label, "path": str(Path(m.path).resolve()), "device": d, "threads": t,
+             "peers": [m.default_peer] if a.peers is None else a.peers}
+            for m in models for t in a.thread_counts for d in a.devices]
+    bench_args = {"runs": a.runs, "warmup": a.warmup, "vulkan_runs": a.vulkan_runs, "per_layer": a.per_layer,
+                  "pin": a.cpus, "dataset": a.dataset}
+    for rec in fleet.run(a.ray, jobs, bench_args):
+        writer.write(rec)
+        done.append(rec)
+
+
+def write_plots(recs: list[dict[str, Any]], out_dir: str) -> list[Path]:
+    """--plot: latency.png and (records with per_layer) per_layer-*.png in `out_dir`; the paths written."""
+    from . import plots
+
+    return plots.write_all(recs, out_dir)
+
+
 def main(argv: list[str] | None = None) -> int:
     """`vkinfer bench MODEL... [options]`; 0 when done, 2 on bad input, 130 when interrupted."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         a = parse_args(argv)
-        models = [load_model(p) for p in a.models]
+        models = _models(a)
+        if a.plot is not None:
+            try:
+                Path(a.plot).mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise BadInput(f"--plot {a.plot}: cannot create the directory: {e.strerror or e}") from None
         old_affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
         if a.cpus is not None:
             try:
@@ -557,19 +1230,33 @@ def main(argv: list[str] | None = None) -> int:
         print(f"vkinfer bench: error: {e}", file=sys.stderr)
         return 2
     done: list[dict[str, Any]] = []
-    vk, commit = vulkan_devices(), git_commit()
+    status = 0
+    progress = _Progress(len(models) * len(a.thread_counts) * (a.warmup + a.runs))
     try:
-        for m in models:
-            peers = [m.default_peer] if a.peers is None else a.peers
-            for t in a.thread_counts:
-                cond = conditions(t, a.cpus, vulkan=vk, commit=commit)
-                for rec in bench_model(m, a.devices, peers, t, a.runs, a.warmup, cond):
-                    writer.write(rec)
-                    done.append(rec)
+        if a.ray is not None:
+            _run_ray(a, models, writer, done)
+        else:
+            vk, commit = vulkan_devices(), git_commit()
+            for m in models:
+                peers = [m.default_peer] if a.peers is None else a.peers
+                for t in a.thread_counts:
+                    progress.describe(f"{Path(m.label).name} t{t}")
+                    cond = conditions(t, a.cpus, vulkan=vk, commit=commit)
+                    for rec in bench_model(m, a.devices, peers, t, a.runs, a.warmup, cond,
+                                           vulkan_runs=a.vulkan_runs, layers=a.per_layer, dataset=a.dataset,
+                                           tick=progress):
+                        writer.write(rec)
+                        done.append(rec)
     except KeyboardInterrupt:
         print(f"vkinfer bench: interrupted; {len(done)} finished record(s) in {a.out}", file=sys.stderr)
-        return 130
+        status = 130
+    except (records.RecordError, BadInput, ValueError, RuntimeError, ConnectionError) as e:
+        if a.ray is None:
+            raise
+        print(f"vkinfer bench: error: --ray {a.ray}: {e}", file=sys.stderr)
+        status = 1
     finally:
+        progress.close()
         writer.close()
         if not done and not existed:  # nothing finished: leave no empty results file behind
             Path(a.out).unlink(missing_ok=True)
@@ -577,5 +1264,10 @@ def main(argv: list[str] | None = None) -> int:
             os.sched_setaffinity(0, old_affinity)
         if done:
             print(table(done))
+    if a.plot is not None and done:
+        for path in write_plots(done, a.plot):
+            print(f"wrote {path}")
+    if status:
+        return status
     print(f"wrote {len(done)} record(s) to {a.out}")
     return 0
