@@ -7,6 +7,8 @@
     vkinfer bench MODEL... [--device cpu,vulkan,auto] [--peer onnxruntime,litert,ncnn|none] [--threads 1,2]
                            [--runs N] [--warmup N] [--out FILE.jsonl] [--pin CPUS]
     vkinfer bench compare BASE.jsonl NEW.jsonl [--threshold PCT]
+    vkinfer bench ab REV [MODEL...] [--device cpu] [--threads 1] [--runs N] [--warmup N] [--threshold PCT]
+                     [--out FILE.jsonl] [--pin CPUS]
 """
 
 from __future__ import annotations
@@ -235,6 +237,10 @@ def main(argv: list[str] | None = None) -> int:
             from .benchmark.compare import main as compare_main
 
             return compare_main(args_in[2:])
+        if args_in[1:2] == ["ab"]:
+            from .benchmark.ab import main as ab_main
+
+            return ab_main(args_in[2:])
         from .benchmark.run import main as bench_main
 
         return bench_main(args_in[1:])
