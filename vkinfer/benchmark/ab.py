@@ -32,6 +32,10 @@ the only trustworthy A/B comparison runs both builds at the same time, alternati
    otherwise, 2 on bad input (an unknown REV, not a git checkout, a failed build with the tail of its log, a
    model that does not load on either side), 130 when interrupted.
 
+Models that run in a few microseconds are a poor A/B subject: each inference follows the worker's wake-up from
+a pipe read, and two processes running the same build showed medians 30% apart on a 5 us model, against 1% on a
+60 us one (tests/test_bench_ab.py uses the latter for its verdicts).
+
 Test hook: ``$VKINFER_AB_TEST_SLOWDOWN_PCT=P`` makes the *new* worker busy-wait after each inference until
 ``(1 + P/100)`` times its measured time has passed, an injected P% slowdown that proves the pipeline end to end
 (tests/test_bench_ab.py) without building a slower revision. It is never passed to the base worker.
