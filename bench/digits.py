@@ -31,13 +31,17 @@ Written under --out: ``digits_float.onnx``, ``digits_qdq.onnx``, ``digits_qopera
 (x float32 (N, 1, 8, 8), y int64 (N,)) and ``digits_train.json`` (seed, sizes, epochs, float accuracies,
 training time). Prints the float model's train and test top-1 and the training time.
 
-Measured on this machine (2 cores, full set, seed 0, 40 epochs): see the report of issue 13 / the README.
+Measured on the development machine (2 cores, AVX-512 VNNI; full set, seed 0, 40 epochs): training 3-4.5 s;
+float top-1 0.9806 (353/360) on the test set, 1.0 on the training set; the QDQ and QOperator models 0.9806 on
+vkinfer (cpu and vulkan/llvmpipe) and ONNX Runtime alike, their outputs bit-identical. Every file is the same
+byte for byte from run to run. On 300 training images and 15 epochs (the test's setting): 0.9333 everywhere.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import tempfile
@@ -171,12 +175,18 @@ def quantize(float_path: Path, out_path: Path, calib: np.ndarray, fmt: str, redu
             return next(self._it, None)
 
     formats = {"qdq": QuantFormat.QDQ, "qoperator": QuantFormat.QOperator}
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # quantize_static's advice to run quant_pre_process (nothing to fold here)
     with tempfile.TemporaryDirectory(prefix="vkinfer_digits_") as tmp:
         dst = os.path.join(tmp, "q.onnx")
-        quantize_static(str(float_path), dst, Reader(), quant_format=formats[fmt], per_channel=True,
-                        reduce_range=reduce_range, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                        calibration_providers=["CPUExecutionProvider"],
-                        extra_options={"WeightSymmetric": True, "ActivationSymmetric": False})
+        try:
+                quantize_static(str(float_path), dst, Reader(), quant_format=formats[fmt], per_channel=True,
+                            reduce_range=reduce_range, activation_type=QuantType.QUInt8,
+                            weight_type=QuantType.QInt8, calibration_providers=["CPUExecutionProvider"],
+                            extra_options={"WeightSymmetric": True, "ActivationSymmetric": False})
+        finally:
+            root.setLevel(level)
         q = onnx.load(dst)
     need = onnx.helper.find_min_ir_version_for(list(q.opset_import), ignore_unknown=True)
     q.ir_version = max(need, min(q.ir_version, 8))

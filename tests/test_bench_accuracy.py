@@ -46,6 +46,23 @@ def _ort_outputs(path: Path, x: np.ndarray) -> np.ndarray:
     return np.concatenate([s.run(None, {"input": x[i:i + 1]})[0] for i in range(len(x))])
 
 
+def test_script_is_deterministic(digits, tmp_path):
+    """The same seed gives the same models and test set, byte for byte."""
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "digits.py"), "--out", str(tmp_path), "--subset", "300",
+                        "--epochs", "15", "--seed", "0", *(["--reduce-range"] if oo.u8s8_behaviour() != oo.EXACT
+                                                            else [])], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    for f in ("digits_float.onnx", "digits_qdq.onnx", "digits_qoperator.onnx", "digits_test.npz"):
+        assert (tmp_path / f).read_bytes() == (digits / f).read_bytes(), f
+
+
+def test_script_rejects_bad_options(tmp_path):
+    for args, msg in ((["--epochs", "0"], "--epochs"), (["--subset", "5"], "--subset")):
+        p = subprocess.run([sys.executable, str(ROOT / "bench" / "digits.py"), "--out", str(tmp_path), *args],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 2 and msg in p.stderr and "Traceback" not in p.stderr
+
+
 def test_script_writes_models_and_test_set(digits):
     for f in ("digits_float.onnx", "digits_qdq.onnx", "digits_qoperator.onnx", "digits_test.npz"):
         assert (digits / f).stat().st_size > 0, f
