@@ -1,6 +1,7 @@
 """The result records of `vkinfer bench`: one JSON object per line, one per (model, engine, device, threads).
 
-Schema ``vkinfer.bench/1`` (every field is present in every record; ``null`` where it does not apply):
+Schema ``vkinfer.bench/1`` (every field is present in every record written; ``null`` where it does not apply;
+``per_layer`` and ``accuracy`` may be absent from a file and are then read as ``null``):
 
 =========================  ==========================================================================
 field                      meaning
@@ -54,6 +55,9 @@ FIELDS = ("schema", "model", "engine", "device", "threads", "status", "error", "
           "agreement", "per_layer", "accuracy", "conditions")
 
 
+OPTIONAL_FIELDS = ("per_layer", "accuracy")  # may be absent from a file; read as null
+
+
 class RecordError(ValueError):
     """A results file or record that does not follow the schema (the message names the file, line and field)."""
 
@@ -78,6 +82,8 @@ def key(rec: dict[str, Any]) -> tuple[str, str, str, int]:
 def _check(rec: Any, where: str) -> dict[str, Any]:
     if not isinstance(rec, dict):
         raise RecordError(f"{where}: a record must be a JSON object, not {type(rec).__name__}")
+    for f in OPTIONAL_FIELDS:  # null when absent: files written before these fields existed stay readable
+        rec.setdefault(f, None)
     missing = [f for f in FIELDS if f not in rec]
     if missing:
         raise RecordError(f"{where}: missing field(s) {', '.join(missing)}")
