@@ -188,3 +188,167 @@ def test_cli_dispatches_bench_compare(monkeypatch):
     monkeypatch.setattr(compare, "main", lambda argv: seen.append(argv) or 7)
     assert main(["bench", "compare", "a.jsonl", "b.jsonl", "--threshold", "5"]) == 7
     assert seen == [["a.jsonl", "b.jsonl", "--threshold", "5"]]
+
+
+# --------------------------------------------------------------------------------------------- issue 13, part 2
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _is_png(path) -> bool:
+    data = path.read_bytes()
+    return len(data) > 1000 and data[:8] == PNG_MAGIC
+
+
+def test_plot_and_per_layer_end_to_end(onnx_model, tmp_path, capsys):
+    out, plots = tmp_path / "r.jsonl", tmp_path / "plots"
+    assert main(["bench", str(onnx_model), "--device", "cpu", *FAST, "--per-layer", "--plot", str(plots),
+                 "--out", str(out)]) == 0
+    vk, peer = records.read(out)
+    assert peer["per_layer"] is None  # only vkinfer's sessions are profiled
+    rows = vk["per_layer"]
+    # one entry per native operator of the session's CPU segment (an independent count: the segment itself)
+    sess = vkinfer.InferenceSession(str(onnx_model), device="cpu", threads=1)
+    feed = run.load_model(str(onnx_model)).feed
+    plan = sess.plan(feed)
+    ops = [op for seg in plan.segments for op in seg.runner.ops()]
+    assert [e["op"] for e in rows] == ops
+    assert all(e["measured_ms"] > 0 and e["device"] == "cpu" for e in rows)
+    # every node of the graph owns at least one operator; the rest are the segment's edge conversions
+    assert {e["node"] for e in rows} - {"<edge>"} == {n.name for n in sess.graph.nodes}
+    assert all(e["predicted_ms"] is None or e["predicted_ms"] > 0 for e in rows)
+    pngs = sorted(p.name for p in plots.iterdir())
+    assert pngs == ["latency.png", "per_layer-m-vkinfer-cpu-t1.png"]
+    assert all(_is_png(plots / p) for p in pngs)
+
+
+def test_per_layer_on_vulkan_and_auto(onnx_model):
+    from vkinfer.benchmark.conditions import vulkan_devices
+
+    if not isinstance(vulkan_devices(), list):
+        pytest.skip("no Vulkan device")
+    m = run.load_model(str(onnx_model))
+    sess = vkinfer.InferenceSession(m.data, device="vulkan", threads=1)
+    sess.run(None, m.feed)
+    rows = run.per_layer(sess, m.feed, 1, rounds=3)
+    assert [e["node"] for e in rows] == [n.name for n in sess.graph.nodes]
+    assert all(e["device"].startswith("vulkan") and e["measured_ms"] >= 0 for e in rows)
+    assert sum(e["measured_ms"] for e in rows) > 0
+
+
+def test_vulkan_runs_cap_spreads_runs():
+    e = run.Engine("vkinfer", "vulkan", cap=3)
+    rounds = [r for r in range(2 + 12) if run._in_round(e, r, 12, 2)]
+    assert rounds == [0, 1, 5, 9, 13]  # both warm-up rounds, then 3 timed rounds spread over 12
+    vk = [{"index": 1, "name": "llvmpipe", "type": "cpu"}]
+    assert run.vulkan_cap("vulkan", vk, 50, None) == run.SOFT_VULKAN_RUNS
+    assert run.vulkan_cap("vulkan", [{"index": 0, "name": "gpu", "type": "discrete-gpu"}], 50, None) is None
+    assert run.vulkan_cap("vulkan:1", vk, 50, 7) == 7 and run.vulkan_cap("cpu", vk, 50, 7) is None
+    assert run.vulkan_cap("vulkan", vk, 5, None) is None  # fewer runs than the cap: all of them
+
+
+def test_vulkan_runs_flag_limits_rows(onnx_model, tmp_path, monkeypatch):
+    calls = []
+
+    def fake_cap(device, vk, runs, vulkan_runs):
+        calls.append((device, vulkan_runs))
+        return vulkan_runs if device == "cpu:fake" else None
+
+    monkeypatch.setattr(run, "vulkan_cap", fake_cap)
+    out = tmp_path / "r.jsonl"
+    assert run.main([str(onnx_model), "--runs", "6", "--warmup", "1", "--vulkan-runs", "2", "--peer", "none",
+                     "--out", str(out)]) == 0
+    [r] = records.read(out)
+    assert calls == [("cpu", 2)] and r["runs"] == 6 and len(r["latencies_ms"]) == 6
+
+
+def test_config_json_and_toml(onnx_model, tmp_path):
+    from vkinfer.models import tflite_zoo
+
+    (tmp_path / "t.tflite").write_bytes(tflite_zoo.tiny_cnn(seed=0))
+    x = run.load_model(str(onnx_model)).feed
+    [(name, arr)] = x.items()
+    np.savez(tmp_path / "in.npz", **{name: np.zeros_like(arr)})
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"models": [{"path": onnx_model.name, "name": "mine", "inputs": "in.npz"},
+                                          "t.tflite"]}))
+    out = tmp_path / "r.jsonl"
+    assert main(["bench", "--config", str(cfg), *FAST, "--out", str(out)]) == 0
+    recs = records.read(out)
+    assert [(r["model"], r["engine"]) for r in recs] == [("mine", "vkinfer"), ("mine", "onnxruntime"),
+                                                         ("t.tflite", "vkinfer"), ("t.tflite", "litert")]
+    assert all(r["status"] == "ok" for r in recs)
+    # the given input was used: vkinfer on zeros agrees with ORT on zeros
+    assert recs[1]["agreement"]["identical_fraction"] == 1.0
+    [m, _] = run.load_config(str(cfg))
+    np.testing.assert_array_equal(m.feed[name], np.zeros_like(arr))
+    toml = tmp_path / "c.toml"
+    np.save(tmp_path / "in.npy", np.zeros_like(arr))
+    toml.write_text(f'[[models]]\npath = "{onnx_model.name}"\ninputs = "in.npy"\n')
+    [m] = run.load_config(str(toml))
+    assert m.label == onnx_model.name and m.feed[name].dtype == arr.dtype
+
+
+@pytest.mark.parametrize("text, culprit", [
+    ("{not json", "not valid JSON"),
+    ('{"models": []}', "models must be a non-empty list"),
+    ('{"model": ["m.onnx"]}', "one key, models"),
+    ('{"models": [{"path": "m.onnx", "speed": 1}]}', "models[0]: unknown key(s) speed"),
+    ('{"models": [{"name": "x"}]}', "models[0]: needs a path"),
+    ('{"models": ["nothere.onnx"]}', "nothere.onnx"),
+    ('{"models": [{"path": "m.onnx", "inputs": "wrong.npz"}]}', "the model's inputs are"),
+    ('{"models": [{"path": "m.onnx", "inputs": "nothere.npz"}]}', "cannot read inputs"),
+])
+def test_bad_config_exit_2(onnx_model, tmp_path, capsys, text, culprit):
+    np.savez(tmp_path / "wrong.npz", other=np.zeros(3, np.uint8))
+    cfg = tmp_path / "c.json"
+    cfg.write_text(text)
+    assert main(["bench", "--config", str(cfg), "--out", str(tmp_path / "r.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("vkinfer bench: error: --config ") and culprit in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_zoo_builds_into_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("VKINFER_BENCH_ZOO", str(tmp_path / "zoo"))
+    [m] = run.zoo_models(["mlp/qoperator"])
+    assert m.label == "zoo:mlp/qoperator" and not m.tflite and (tmp_path / "zoo").is_dir()
+    mtime = next((tmp_path / "zoo").iterdir()).stat().st_mtime_ns
+    [m2] = run.zoo_models(["mlp/qoperator"])  # cached: not rebuilt
+    assert m2.data == m.data and next((tmp_path / "zoo").iterdir()).stat().st_mtime_ns == mtime
+    a = run.parse_args(["--zoo"])
+    assert a.devices == ["cpu", "vulkan"] and a.models == []
+
+
+@pytest.mark.parametrize("args, culprit", [
+    ([], "no models"),
+    (["{m}", "--vulkan-runs", "0"], "--vulkan-runs must be at least 1"),
+    (["{m}", "--dataset", "{m}"], "--dataset"),
+    (["{m}", "--ray", "127.0.0.1:1"], "--ray"),
+])
+def test_bad_new_options_exit_2(onnx_model, tmp_path, capsys, monkeypatch, args, culprit):
+    import importlib.util
+
+    if "--ray" in args and importlib.util.find_spec("vkinfer.benchmark.fleet") is not None:
+        pytest.skip("the fleet module is there (its own tests cover --ray)")
+    argv = ["bench", *(a.format(m=onnx_model) for a in args), "--out", str(tmp_path / "r.jsonl")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("vkinfer bench: error: ") and culprit in err and len(err.strip().splitlines()) == 1
+
+
+def test_progress_silent_when_not_a_terminal(onnx_model, tmp_path, capsys):
+    assert run.main([str(onnx_model), "--runs", "3", "--warmup", "0", "--peer", "none",
+                     "--out", str(tmp_path / "r.jsonl")]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_progress_counts_rounds(monkeypatch):
+    seen = []
+    e = [run.Engine("vkinfer", "cpu", run=lambda: []), run.Engine("onnxruntime", "cpu", run=lambda: [])]
+    run.interleave(e, 4, 2, seen.append)
+    assert sum(seen) == 6 and all(len(x.latencies) == 4 for x in e)
+    broken = [run.Engine("vkinfer", "cpu", status="error")]
+    seen.clear()
+    run.interleave(broken, 4, 2, seen.append)
+    assert sum(seen) == 6

@@ -161,7 +161,8 @@ def write_all(recs: list[dict[str, Any]], out_dir: str | Path, name: str = "late
     paths = [latency_plot(recs, d / f"{name}.png")]
     for r in recs:
         if r.get("per_layer"):
-            stem = "-".join(_slug(str(v)) for v in (Path(r["model"]).stem, r["engine"], r["device"]))
+            model = r["model"][4:] if r["model"].startswith("zoo:") else Path(r["model"]).stem
+            stem = "-".join(_slug(str(v)) for v in (model, r["engine"], r["device"]))
             paths.append(per_layer_plot(r, d / f"per_layer-{stem}-t{r['threads']}.png"))
     return paths
 

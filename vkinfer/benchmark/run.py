@@ -919,21 +919,20 @@ def _load_inputs(where: str, path: Path, model: Model) -> dict[str, np.ndarray]:
     """The arrays of a .npz (by input name) or .npy (a one-input model), checked against the model's inputs."""
     want = model.feed
     try:
-        with np.load(path, allow_pickle=False) as z:
-            got = {k: np.asarray(z[k]) for k in z.files}
-    except AttributeError:  # a .npy: np.load gave the array itself, which has no context manager
-        got = None
+        loaded = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as e:
         raise BadInput(f"{where}: cannot read inputs {path}: {e}") from None
-    if got is None:
-        try:
-            arr = np.load(path, allow_pickle=False)
-        except (OSError, ValueError, EOFError) as e:
-            raise BadInput(f"{where}: cannot read inputs {path}: {e}") from None
+    if isinstance(loaded, np.ndarray):  # a .npy
         if len(want) != 1:
             raise BadInput(f"{where}: {path} is one array but the model has {len(want)} inputs "
                            f"({', '.join(want)}): use a .npz")
-        got = {next(iter(want)): arr}
+        got = {next(iter(want)): loaded}
+    else:
+        try:
+            with loaded as z:
+                got = {k: np.asarray(z[k]) for k in z.files}
+        except (OSError, ValueError, EOFError) as e:
+            raise BadInput(f"{where}: cannot read inputs {path}: {e}") from None
     if set(got) != set(want):
         raise BadInput(f"{where}: {path} has arrays {sorted(got)}, the model's inputs are {sorted(want)}")
     for k, a in got.items():
@@ -1139,7 +1138,8 @@ def table(recs: list[dict[str, Any]]) -> str:
     for r in recs:
         ag = r.get("agreement") or {}
         ok = r["status"] == "ok"
-        rows.append((Path(r["model"]).name, r["engine"], r["device"], str(r["threads"]),
+        name = r["model"][4:] if r["model"].startswith("zoo:") else Path(r["model"]).name
+        rows.append((name, r["engine"], r["device"], str(r["threads"]),
                      r["status"] if ok else f"{r['status']}: {r['error']}"[:60],
                      _fmt(r["p50_ms"]), _fmt(r["p90_ms"]), _fmt(r["p99_ms"]), _fmt(r["cv"], ".1%"),
                      _fmt(r["gops"], ".2f"), _fmt(ag.get("identical_fraction"), ".4f")))
