@@ -1086,6 +1086,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         _check_dataset(a.dataset)
     if a.ray is not None:
         _module("fleet", "--ray", "pip install vkinfer[fleet]")
+        alone = [f for f, v in (("--per-layer", a.per_layer), ("--dataset", a.dataset),
+                                ("--vulkan-runs", a.vulkan_runs), ("--plot", a.plot)) if v]
+        if alone:
+            raise BadInput(f"--ray does not take {', '.join(alone)} (the fleet runs timing jobs only)")
     if a.plot is not None:
         _module_plots()
     if a.warmup < 0:
@@ -1187,11 +1191,10 @@ def _models(a: argparse.Namespace) -> list[Model]:
 def _run_ray(a: argparse.Namespace, models: list[Model], writer: records.Writer, done: list) -> None:
     """--ray: the (model, device, threads) jobs to the cluster (vkinfer.benchmark.fleet), its records to --out."""
     fleet = _module("fleet", "--ray", "pip install vkinfer[fleet]")
-    jobs = [{"model": m.label, "path": str(Path(m.path).resolve()), "device": d, "threads": t,
+    jobs = [{"model": m.label, "data": m.data, "device": list(a.devices), "threads": t,
              "peers": [m.default_peer] if a.peers is None else a.peers}
-            for m in models for t in a.thread_counts for d in a.devices]
-    bench_args = {"runs": a.runs, "warmup": a.warmup, "vulkan_runs": a.vulkan_runs, "per_layer": a.per_layer,
-                  "pin": a.cpus, "dataset": a.dataset}
+            for m in models for t in a.thread_counts]
+    bench_args = {"runs": a.runs, "warmup": a.warmup, "pin": a.cpus}
     for rec in fleet.run(a.ray, jobs, bench_args):
         writer.write(rec)
         done.append(rec)
