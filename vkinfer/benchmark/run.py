@@ -1087,7 +1087,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     if a.ray is not None:
         _module("fleet", "--ray", "pip install vkinfer[fleet]")
         alone = [f for f, v in (("--per-layer", a.per_layer), ("--dataset", a.dataset),
-                                ("--vulkan-runs", a.vulkan_runs), ("--plot", a.plot)) if v]
+                                ("--vulkan-runs", a.vulkan_runs)) if v]
         if alone:
             raise BadInput(f"--ray does not take {', '.join(alone)} (the fleet runs timing jobs only)")
     if a.plot is not None:
