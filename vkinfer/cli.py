@@ -9,6 +9,7 @@
     vkinfer bench compare BASE.jsonl NEW.jsonl [--threshold PCT]
     vkinfer bench ab REV [MODEL...] [--device cpu] [--threads 1] [--runs N] [--warmup N] [--threshold PCT]
                      [--out FILE.jsonl] [--pin CPUS]
+    vkinfer bench plot RESULTS.jsonl [--compare NEW.jsonl] [--threshold PCT] --out DIR
 """
 
 from __future__ import annotations
@@ -232,7 +233,7 @@ def _run(path: str, device: str, inputs: str | None, output: str | None, placeme
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `vkinfer` console script."""
     args_in = list(sys.argv[1:] if argv is None else argv)
-    if args_in[:1] == ["bench"]:  # its own parsers (vkinfer.benchmark.run and .compare)
+    if args_in[:1] == ["bench"]:  # its own parsers (vkinfer.benchmark.run, .compare, .ab, .plots)
         if args_in[1:2] == ["compare"]:
             from .benchmark.compare import main as compare_main
 
@@ -241,6 +242,10 @@ def main(argv: list[str] | None = None) -> int:
             from .benchmark.ab import main as ab_main
 
             return ab_main(args_in[2:])
+        if args_in[1:2] == ["plot"]:
+            from .benchmark.plots import main as plot_main
+
+            return plot_main(args_in[2:])
         from .benchmark.run import main as bench_main
 
         return bench_main(args_in[1:])
