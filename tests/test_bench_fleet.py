@@ -1,0 +1,123 @@
+"""`vkinfer bench --ray`: vkinfer.benchmark.fleet on a local Ray cluster started by the test (one node, 2 CPUs):
+jobs benchmarked on the node with its own conditions, models sent as bytes, a failing job as an error record, jobs
+spread over the alive nodes; without Ray, a clear error. Ray's startup makes this file take ~10 s on 2 cores."""
+
+import os
+import shutil
+import socket
+import sys
+import tempfile
+
+import pytest
+from test_session import _small_qmodel
+
+from vkinfer.benchmark import fleet, records
+from vkinfer.benchmark.run import BadInput
+
+RUNS = 3
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A new local single-node Ray instance (no dashboard, no usage stats, no auth token in $HOME, its session
+    files in a temporary directory with a short path for Ray's sockets), shut down and removed after."""
+    ray = pytest.importorskip("ray")
+    saved = {k: os.environ.get(k) for k in ("RAY_USAGE_STATS_ENABLED", "RAY_AUTH_MODE")}
+    os.environ.update(RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled")
+    tmp = tempfile.mkdtemp(prefix="vkray-")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="warning",
+             _temp_dir=tmp)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+        shutil.rmtree(tmp, ignore_errors=True)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _node_ids(ray) -> list[str]:
+    return [n["NodeID"] for n in ray.nodes() if n["Alive"]]
+
+
+def test_two_jobs_on_the_node_with_its_conditions(cluster, tmp_path):
+    path = tmp_path / "small.onnx"
+    path.write_bytes(_small_qmodel())
+    jobs = [{"model": str(path), "device": "cpu", "threads": 1},
+            # not a file anywhere: the bytes travel with the job
+            {"model": "elsewhere/other.onnx", "data": _small_qmodel(seed=1), "device": "cpu", "threads": 1}]
+    recs = fleet.run("auto", jobs, {"runs": RUNS, "warmup": 1, "peers": []})
+    (node,) = _node_ids(cluster)
+    assert [r["model"] for r in recs] == [str(path), "elsewhere/other.onnx"]
+    for r in recs:
+        records.validate(r)
+        assert (r["engine"], r["device"], r["threads"], r["status"], r["error"]) == ("vkinfer", "cpu", 1, "ok", None)
+        assert len(r["latencies_ms"]) == RUNS and r["runs"] == RUNS and r["warmup"] == 1
+        assert r["min_ms"] <= r["p50_ms"] <= r["max_ms"]
+        assert r["model_bytes"] == len(_small_qmodel()) and r["macs"] > 0
+        c = r["conditions"]
+        assert c["hostname"] == socket.gethostname() and c["ray_node_id"] == node and c["threads"] == 1
+        assert c["versions"]["vkinfer"] and c["cpu_model"]
+
+
+def test_a_bad_model_is_an_error_record(cluster):
+    jobs = [{"model": "bad.onnx", "data": b"not a model at all", "device": "cpu", "threads": 1, "peers": []},
+            {"model": "good.onnx", "data": _small_qmodel(), "device": "cpu", "threads": 1, "peers": []}]
+    bad, good = fleet.run("auto", jobs, {"runs": 2, "warmup": 0})
+    records.validate(bad)
+    assert bad["status"] == "error" and bad["model"] == "bad.onnx" and bad["latencies_ms"] == []
+    assert "bad.onnx" in bad["error"] and "not a readable ONNX or .tflite model" in bad["error"]
+    assert "vkinfer-fleet-" not in bad["error"]  # the node's temporary file is not named
+    assert bad["conditions"]["ray_node_id"] == _node_ids(cluster)[0]
+    assert records.validate(good)["status"] == "ok"
+
+
+def test_a_job_past_its_timeout_is_cancelled(cluster):
+    jobs = [{"model": "slow.onnx", "data": _small_qmodel(), "device": "cpu", "threads": 1, "peers": []}]
+    (r,) = fleet.run("auto", jobs, {"runs": 10**7, "warmup": 0, "timeout_s": 1.0})
+    records.validate(r)
+    assert r["status"] == "error" and "more than 1 s" in r["error"]
+
+
+def test_jobs_spread_over_the_alive_nodes(cluster):
+    nodes = fleet.alive_nodes()
+    assert [n["node_id"] for n in nodes] == _node_ids(cluster)
+    assert nodes[0]["cpus"] == 2.0 and nodes[0]["hostname"]
+    jobs = [{"model": "a.onnx"}, {"model": "b.onnx", "node": "n9"}, {"model": "c.onnx"}]
+    assert fleet.spread(jobs, ["n1", "n2"]) == [
+        {"model": "a.onnx", "node": "n1"}, {"model": "c.onnx", "node": "n1"},
+        {"model": "a.onnx", "node": "n2"}, {"model": "c.onnx", "node": "n2"}, {"model": "b.onnx", "node": "n9"}]
+    (r,) = fleet.run("auto", [{"model": "x.onnx", "data": _small_qmodel(), "peers": [], "node": "ab" * 28}],
+                     {"runs": 1, "spread": False})
+    assert r["status"] == "error" and "not an alive node" in r["error"]
+
+
+def test_bench_job_without_ray():
+    job = {"model": "m.onnx", "devices": ["cpu"], "threads": 1, "peers": ["onnxruntime"]}
+    recs = fleet.bench_job(job, _small_qmodel(), 2, 0, extra_conditions={"ray_node_id": "x"})
+    assert [(r["engine"], r["status"]) for r in recs] == [("vkinfer", "ok"), ("onnxruntime", "ok")]
+    assert recs[1]["agreement"]["identical_fraction"] == 1.0 and recs[0]["conditions"]["ray_node_id"] == "x"
+    bad = fleet.bench_job(job, b"\0" * 10, 2, 0)
+    assert [(r["engine"], r["status"]) for r in bad] == [("vkinfer", "error"), ("onnxruntime", "error")]
+
+
+@pytest.mark.parametrize("jobs, args, match", [
+    ([{"model": "m.onnx", "threads": 0}], {}, "job 0 \\(m.onnx\\): 'threads' must be a positive integer"),
+    ([{"model": "m.onnx", "gpu": 1}], {}, "job 0: unknown key\\(s\\) gpu"),
+    ([{"device": "cpu"}], {}, "job 0: 'model' must be a model path"),
+    ([{"model": "m.onnx"}], {"runs": 0}, "runs must be at least 1"),
+    ([{"model": "/no/such/model.onnx"}], {}, "/no/such/model.onnx: cannot read model"),
+])
+def test_bad_jobs_are_clear_errors(jobs, args, match):
+    with pytest.raises(BadInput, match=match):
+        fleet.run("auto", jobs, args)
+
+
+def test_without_ray_a_clear_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    monkeypatch.setitem(sys.modules, "ray.util.scheduling_strategies", None)
+    with pytest.raises(fleet.FleetUnavailable, match=r"^--ray needs the fleet extra: pip install vkinfer\[fleet\]$"):
+        fleet.run("local", [{"model": "m.onnx", "data": b"x"}], {})
