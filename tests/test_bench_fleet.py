@@ -1,6 +1,7 @@
-"""`vkinfer bench --ray`: vkinfer.benchmark.fleet on a local Ray cluster started by the test (one node, 2 CPUs):
-jobs benchmarked on the node with its own conditions, models sent as bytes, a failing job as an error record, jobs
-spread over the alive nodes; without Ray, a clear error. Ray's startup makes this file take ~10 s on 2 cores."""
+"""`vkinfer bench --ray`: vkinfer.benchmark.fleet on a local Ray cluster started by the test (two nodes on this
+machine, 1 CPU each): jobs benchmarked on their nodes with the node's conditions, models sent as bytes, a failing
+job as an error record, jobs spread over the alive nodes; without Ray, a clear error. Ray's startup makes this file
+take ~10 s on 2 cores."""
 
 import os
 import shutil
@@ -19,18 +20,24 @@ RUNS = 3
 
 @pytest.fixture(scope="module")
 def cluster():
-    """A new local single-node Ray instance (no dashboard, no usage stats, no auth token in $HOME, its session
-    files in a temporary directory with a short path for Ray's sockets), shut down and removed after."""
+    """A Ray cluster of two nodes on this machine, 1 CPU each (ray.cluster_utils.Cluster: two raylets), with this
+    process connected to it; no dashboard, no usage stats, no auth token in $HOME, the session files in a temporary
+    directory with a short path (Ray's sockets); shut down and removed after."""
     ray = pytest.importorskip("ray")
+    from ray.cluster_utils import Cluster
+
     saved = {k: os.environ.get(k) for k in ("RAY_USAGE_STATS_ENABLED", "RAY_AUTH_MODE")}
     os.environ.update(RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled")
     tmp = tempfile.mkdtemp(prefix="vkray-")
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="warning",
-             _temp_dir=tmp)
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False, "temp_dir": tmp})
     try:
+        c.add_node(num_cpus=1)
+        ray.init(address=c.address, log_to_driver=False, logging_level="warning")
+        c.wait_for_nodes()
         yield ray
     finally:
         ray.shutdown()
+        c.shutdown()
         shutil.rmtree(tmp, ignore_errors=True)
         for k, v in saved.items():
             if v is None:
@@ -40,18 +47,19 @@ def cluster():
 
 
 def _node_ids(ray) -> list[str]:
-    return [n["NodeID"] for n in ray.nodes() if n["Alive"]]
+    return sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])
 
 
-def test_two_jobs_on_the_node_with_its_conditions(cluster, tmp_path):
+def test_two_jobs_each_on_its_node_with_its_conditions(cluster, tmp_path):
     path = tmp_path / "small.onnx"
     path.write_bytes(_small_qmodel())
-    jobs = [{"model": str(path), "device": "cpu", "threads": 1},
+    n1, n2 = _node_ids(cluster)
+    jobs = [{"model": str(path), "device": "cpu", "threads": 1, "node": n1},
             # not a file anywhere: the bytes travel with the job
-            {"model": "elsewhere/other.onnx", "data": _small_qmodel(seed=1), "device": "cpu", "threads": 1}]
+            {"model": "elsewhere/other.onnx", "data": _small_qmodel(seed=1), "device": "cpu", "threads": 1, "node": n2}]
     recs = fleet.run("auto", jobs, {"runs": RUNS, "warmup": 1, "peers": []})
-    (node,) = _node_ids(cluster)
     assert [r["model"] for r in recs] == [str(path), "elsewhere/other.onnx"]
+    assert [r["conditions"]["ray_node_id"] for r in recs] == [n1, n2]
     for r in recs:
         records.validate(r)
         assert (r["engine"], r["device"], r["threads"], r["status"], r["error"]) == ("vkinfer", "cpu", 1, "ok", None)
@@ -59,33 +67,36 @@ def test_two_jobs_on_the_node_with_its_conditions(cluster, tmp_path):
         assert r["min_ms"] <= r["p50_ms"] <= r["max_ms"]
         assert r["model_bytes"] == len(_small_qmodel()) and r["macs"] > 0
         c = r["conditions"]
-        assert c["hostname"] == socket.gethostname() and c["ray_node_id"] == node and c["threads"] == 1
+        assert c["hostname"] == socket.gethostname() and c["threads"] == 1
         assert c["versions"]["vkinfer"] and c["cpu_model"]
 
 
 def test_a_bad_model_is_an_error_record(cluster):
     jobs = [{"model": "bad.onnx", "data": b"not a model at all", "device": "cpu", "threads": 1, "peers": []},
             {"model": "good.onnx", "data": _small_qmodel(), "device": "cpu", "threads": 1, "peers": []}]
-    bad, good = fleet.run("auto", jobs, {"runs": 2, "warmup": 0})
+    bad, good = fleet.run("auto", jobs, {"runs": 2, "warmup": 0, "spread": False})
     records.validate(bad)
     assert bad["status"] == "error" and bad["model"] == "bad.onnx" and bad["latencies_ms"] == []
     assert "bad.onnx" in bad["error"] and "not a readable ONNX or .tflite model" in bad["error"]
     assert "vkinfer-fleet-" not in bad["error"]  # the node's temporary file is not named
-    assert bad["conditions"]["ray_node_id"] == _node_ids(cluster)[0]
+    assert bad["conditions"]["ray_node_id"] in _node_ids(cluster)
     assert records.validate(good)["status"] == "ok"
 
 
 def test_a_job_past_its_timeout_is_cancelled(cluster):
     jobs = [{"model": "slow.onnx", "data": _small_qmodel(), "device": "cpu", "threads": 1, "peers": []}]
-    (r,) = fleet.run("auto", jobs, {"runs": 10**7, "warmup": 0, "timeout_s": 1.0})
+    (r,) = fleet.run("auto", jobs, {"runs": 10**7, "warmup": 0, "timeout_s": 1.0, "spread": False})
     records.validate(r)
     assert r["status"] == "error" and "more than 1 s" in r["error"]
 
 
 def test_jobs_spread_over_the_alive_nodes(cluster):
     nodes = fleet.alive_nodes()
-    assert [n["node_id"] for n in nodes] == _node_ids(cluster)
-    assert nodes[0]["cpus"] == 2.0 and nodes[0]["hostname"]
+    assert sorted(n["node_id"] for n in nodes) == _node_ids(cluster)
+    assert [n["cpus"] for n in nodes] == [1.0, 1.0] and all(n["hostname"] for n in nodes)
+    recs = fleet.run("auto", [{"model": "s.onnx", "data": _small_qmodel(), "peers": []}], {"runs": 1, "warmup": 0})
+    assert sorted(records.validate(r)["conditions"]["ray_node_id"] for r in recs) == _node_ids(cluster)
+    assert [r["status"] for r in recs] == ["ok", "ok"]
     jobs = [{"model": "a.onnx"}, {"model": "b.onnx", "node": "n9"}, {"model": "c.onnx"}]
     assert fleet.spread(jobs, ["n1", "n2"]) == [
         {"model": "a.onnx", "node": "n1"}, {"model": "c.onnx", "node": "n1"},
@@ -114,6 +125,14 @@ def test_bench_job_without_ray():
 def test_bad_jobs_are_clear_errors(jobs, args, match):
     with pytest.raises(BadInput, match=match):
         fleet.run("auto", jobs, args)
+
+
+def test_an_address_where_no_cluster_answers(monkeypatch):
+    ray = pytest.importorskip("ray")
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)  # as in a process not connected yet
+    monkeypatch.setattr(ray, "init", lambda **kw: pytest.fail("ray.init must not be tried"))
+    with pytest.raises(fleet.FleetUnavailable, match=r"^--ray 127.0.0.1:1: no Ray cluster answers there \("):
+        fleet.run("127.0.0.1:1", [{"model": "m.onnx", "data": b"x"}], {})
 
 
 def test_without_ray_a_clear_error(monkeypatch):

@@ -24,8 +24,9 @@ no limit; a job past it is cancelled and becomes an error record).
 Addresses are Ray's (``ray.init(address=...)``): ``"local"`` starts a new single-node Ray instance on this machine
 for the run and stops it afterwards; ``"auto"`` connects to the cluster that ``ray start`` runs on this machine (or
 ``RAY_ADDRESS``); ``"HOST:PORT"`` connects to that cluster's head (GCS) and ``"ray://HOST:10001"`` through Ray
-Client. When this process is already connected to Ray (``ray.is_initialized()``), that connection is used and kept,
-whatever the address.
+Client (a HOST:PORT where nothing listens is refused at once, before Ray would retry it for minutes). When this
+process is already connected to Ray (``ray.is_initialized()``), that connection is used and kept, whatever the
+address.
 
 The jobs of one node run one at a time (so they do not time each other's load), the nodes in parallel; each job is a
 Ray task that reserves ``threads`` CPUs of its node (at most the node's CPUs). A job that fails on its node (a model
@@ -37,6 +38,7 @@ one per engine it would have run; the other jobs still run. Records' ``condition
 from __future__ import annotations
 
 import os
+import socket
 import tempfile
 import time
 from pathlib import Path
@@ -198,14 +200,29 @@ def spread(jobs: list[dict[str, Any]], node_ids: list[str]) -> list[dict[str, An
     return [{**j, "node": n} for n in node_ids for j in free] + fixed
 
 
+def _probe(address: str) -> None:
+    """FleetUnavailable at once when HOST:PORT (or ray://HOST:PORT) does not accept connections: Ray itself retries
+    an unreachable head for minutes."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        return  # local, auto, or something for Ray to judge
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=5).close()
+    except (OSError, ValueError, OverflowError) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e) or type(e).__name__
+        raise FleetUnavailable(f"--ray {address}: no Ray cluster answers there ({why})") from None
+
+
 def _connect(ray, address: str) -> bool:
     """Connect to `address` unless already connected; True when this call connected (and must disconnect)."""
     if ray.is_initialized():
         return False
     if not isinstance(address, str) or not address.strip():
         raise BadInput("--ray needs an address: local, auto, HOST:PORT or ray://HOST:PORT")
+    address = address.strip()
+    _probe(address)
     try:
-        ray.init(address=address.strip(), include_dashboard=False, log_to_driver=False, logging_level="warning",
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="warning",
                  configure_logging=True)
     except Exception as e:  # noqa: BLE001 - ConnectionError, ValueError, RuntimeError... all mean "cannot reach"
         raise FleetUnavailable(f"--ray {address}: cannot connect to a Ray cluster ({type(e).__name__}: "
