@@ -8,6 +8,7 @@ import shutil
 import socket
 import sys
 import tempfile
+import time
 
 import pytest
 from test_session import _small_qmodel
@@ -21,24 +22,32 @@ RUNS = 3
 @pytest.fixture(scope="module")
 def cluster():
     """A Ray cluster of two nodes on this machine, 1 CPU each (ray.cluster_utils.Cluster: two raylets), with this
-    process connected to it; no dashboard, no usage stats, no auth token in $HOME, the session files in a temporary
-    directory with a short path (Ray's sockets); shut down and removed after."""
+    process connected to it; no dashboard, no usage stats, no auth token in $HOME, and Ray's files (its sessions and
+    the ray_current_cluster address file, which Cluster writes in Ray's default directory) under a temporary
+    directory with a short path (Ray's sockets), not /tmp/ray; shut down and removed after."""
     ray = pytest.importorskip("ray")
     from ray.cluster_utils import Cluster
 
-    saved = {k: os.environ.get(k) for k in ("RAY_USAGE_STATS_ENABLED", "RAY_AUTH_MODE")}
-    os.environ.update(RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled")
+    saved = {k: os.environ.get(k) for k in ("RAY_USAGE_STATS_ENABLED", "RAY_AUTH_MODE", "RAY_TMPDIR")}
     tmp = tempfile.mkdtemp(prefix="vkray-")
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False, "temp_dir": tmp})
+    os.makedirs(os.path.join(tmp, "ray"))
+    os.environ.update(RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled", RAY_TMPDIR=tmp)
+    c = None
     try:
+        c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
         c.add_node(num_cpus=1)
         ray.init(address=c.address, log_to_driver=False, logging_level="warning")
         c.wait_for_nodes()
         yield ray
     finally:
         ray.shutdown()
-        c.shutdown()
-        shutil.rmtree(tmp, ignore_errors=True)
+        if c is not None:
+            c.shutdown()
+        for _ in range(25):  # Ray's exiting processes may still write their session files for a moment
+            shutil.rmtree(tmp, ignore_errors=True)
+            time.sleep(0.2)
+            if not os.path.exists(tmp):
+                break
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
@@ -57,8 +66,10 @@ def test_two_jobs_each_on_its_node_with_its_conditions(cluster, tmp_path):
     jobs = [{"model": str(path), "device": "cpu", "threads": 1, "node": n1},
             # not a file anywhere: the bytes travel with the job
             {"model": "elsewhere/other.onnx", "data": _small_qmodel(seed=1), "device": "cpu", "threads": 1, "node": n2}]
-    recs = fleet.run("auto", jobs, {"runs": RUNS, "warmup": 1, "peers": []})
+    seen = []
+    recs = fleet.run("auto", jobs, {"runs": RUNS, "warmup": 1, "peers": []}, on_records=seen.extend)
     assert [r["model"] for r in recs] == [str(path), "elsewhere/other.onnx"]
+    assert sorted(r["model"] for r in seen) == sorted(r["model"] for r in recs)  # as each job finished
     assert [r["conditions"]["ray_node_id"] for r in recs] == [n1, n2]
     for r in recs:
         records.validate(r)
@@ -90,6 +101,18 @@ def test_a_job_past_its_timeout_is_cancelled(cluster):
     assert r["status"] == "error" and "more than 1 s" in r["error"]
 
 
+def test_a_crashed_worker_is_an_error_record(cluster, monkeypatch):
+    def crash(*args):  # nested: Ray sends it by value, and the worker dies in it
+        os._exit(3)
+
+    monkeypatch.setattr(fleet, "_remote_job", crash)
+    jobs = [{"model": "crash.onnx", "data": b"x", "device": "cpu", "peers": ["onnxruntime"]}]
+    recs = fleet.run("auto", jobs, {"runs": 1, "spread": False})
+    assert [(r["engine"], r["status"]) for r in recs] == [("vkinfer", "error"), ("onnxruntime", "error")]
+    assert all(records.validate(r)["error"].startswith("the job failed on its Ray node (") for r in recs)
+    assert recs[0]["conditions"]["hostname"] is None  # Ray chose the node: the caller does not know which
+
+
 def test_jobs_spread_over_the_alive_nodes(cluster):
     nodes = fleet.alive_nodes()
     assert sorted(n["node_id"] for n in nodes) == _node_ids(cluster)
@@ -113,6 +136,12 @@ def test_bench_job_without_ray():
     assert recs[1]["agreement"]["identical_fraction"] == 1.0 and recs[0]["conditions"]["ray_node_id"] == "x"
     bad = fleet.bench_job(job, b"\0" * 10, 2, 0)
     assert [(r["engine"], r["status"]) for r in bad] == [("vkinfer", "error"), ("onnxruntime", "error")]
+    assert bad[0]["conditions"]["hostname"] == socket.gethostname()
+    before = os.sched_getaffinity(0)
+    cpu = sorted(before)[-1]
+    (pinned,) = fleet.bench_job({**job, "peers": []}, _small_qmodel(), 2, 0, pin=[cpu])
+    assert pinned["status"] == "ok" and pinned["conditions"]["affinity"] == [cpu]
+    assert pinned["conditions"]["pinned_cpus"] == [cpu] and os.sched_getaffinity(0) == before  # restored
 
 
 @pytest.mark.parametrize("jobs, args, match", [

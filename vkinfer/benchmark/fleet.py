@@ -41,6 +41,7 @@ import os
 import socket
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -87,20 +88,16 @@ def bench_job(job: dict[str, Any], data: bytes, runs: int, warmup: int, pin: lis
     """Benchmark one normalized job here (the body of the Ray task, callable without Ray): the model's bytes are
     written to a temporary file and loaded as ``vkinfer bench`` loads files, the records carry this machine's
     conditions plus `extra_conditions`; any failure gives error records instead of an exception."""
-    from .conditions import conditions, git_commit, vulkan_devices
     from .run import bench_model, load_model
 
     threads = job["threads"]
-    try:
-        cond = conditions(threads, pin, vulkan=vulkan_devices(), commit=git_commit())
-    except Exception as e:  # noqa: BLE001 - still report the job
-        cond = {"conditions_error": f"{type(e).__name__}: {e}"}
-    cond.update(extra_conditions or {})
+    cond: dict[str, Any] | None = None
     old = None
     try:
         if pin is not None:
             old = os.sched_getaffinity(0)
             os.sched_setaffinity(0, pin)
+        cond = _conditions(threads, pin, extra_conditions)  # after pinning: its affinity is the pinned one
         with tempfile.TemporaryDirectory(prefix="vkinfer-fleet-") as tmp:
             path = Path(tmp) / (Path(job["model"]).name or "model")
             path.write_bytes(data)
@@ -111,11 +108,25 @@ def bench_job(job: dict[str, Any], data: bytes, runs: int, warmup: int, pin: lis
         model.path = job["model"]
         return bench_model(model, job["devices"], job["peers"], threads, runs, warmup, cond)
     except Exception as e:  # noqa: BLE001 - a failed job is its records, never a crash of the fleet
-        return _error_records(job, f"{type(e).__name__}: {e}" if not isinstance(e, BadInput) else str(e), runs,
-                              warmup, cond)
+        if cond is None:
+            cond = _conditions(threads, pin, extra_conditions)
+        return _error_records(job, str(e) if isinstance(e, BadInput) else f"{type(e).__name__}: {e}", runs, warmup,
+                              cond)
     finally:
         if old is not None:
             os.sched_setaffinity(0, old)
+
+
+def _conditions(threads: int, pin: list[int] | None, extra: dict[str, Any] | None) -> dict[str, Any]:
+    """conditions() here plus `extra`; what went wrong instead, should that fail."""
+    from .conditions import conditions, git_commit, vulkan_devices
+
+    try:
+        cond = conditions(threads, pin, vulkan=vulkan_devices(), commit=git_commit())
+    except Exception as e:  # noqa: BLE001 - still report the job
+        cond = {"hostname": socket.gethostname(), "conditions_error": f"{type(e).__name__}: {e}"}
+    cond.update(extra or {})
+    return cond
 
 
 def _remote_job(job: dict[str, Any], data: bytes, runs: int, warmup: int,
@@ -230,10 +241,13 @@ def _connect(ray, address: str) -> bool:
     return True
 
 
-def run(address: str, jobs: list[dict[str, Any]], bench_args: dict[str, Any]) -> list[dict[str, Any]]:
+def run(address: str, jobs: list[dict[str, Any]], bench_args: dict[str, Any], *,
+        on_records: Callable[[list[dict[str, Any]]], None] | None = None) -> list[dict[str, Any]]:
     """Run `jobs` on the Ray cluster at `address` (see the module's docstring for jobs, bench_args and
-    addresses) and return every record, job by job in the order of the (spread) jobs. BadInput (FleetUnavailable
-    when Ray is missing or unreachable) for bad jobs or arguments; failures on the nodes are error records."""
+    addresses) and return every record, job by job in the order of the (spread) jobs. `on_records`, when given, is
+    called with each job's records as soon as the job finishes (in the order they finish: a caller that writes them
+    there keeps the finished ones when the run is interrupted). BadInput (FleetUnavailable when Ray is missing or
+    unreachable) for bad jobs or arguments; failures on the nodes are error records."""
     runs, warmup, pin, do_spread, timeout = _check_args(bench_args)
     if not isinstance(jobs, list):
         raise BadInput(f"fleet jobs must be a list, not {type(jobs).__name__}")
@@ -262,9 +276,16 @@ def run(address: str, jobs: list[dict[str, Any]], bench_args: dict[str, Any]) ->
         results: dict[int, list[dict[str, Any]]] = {}
         inflight: dict[Any, tuple[int, float]] = {}
 
+        def done(k: int, recs: list[dict[str, Any]]) -> None:
+            results[k] = recs
+            if on_records is not None:
+                on_records(recs)
+
         def fail(k: int, message: str) -> None:
             j = norm[k]
-            results[k] = _error_records(j, message, runs, warmup, {"ray_node_id": j["node"], "ray_address": address})
+            where = {"hostname": nodes.get(j["node"], {}).get("hostname"), "ray_node_id": j["node"],
+                     "ray_address": address}  # what the caller knows of the node
+            done(k, _error_records(j, message, runs, warmup, where))
 
         def submit(node: str | None) -> None:
             while queues.get(node):
@@ -290,10 +311,12 @@ def run(address: str, jobs: list[dict[str, Any]], bench_args: dict[str, Any]) ->
             for ref in ready:
                 k, _ = inflight.pop(ref)
                 try:
-                    results[k] = ray.get(ref)
+                    recs = ray.get(ref)
                 except Exception as e:  # noqa: BLE001 - a crashed worker or a lost node: this job's records
                     first = str(e).strip().splitlines()[0] if str(e).strip() else ""
                     fail(k, f"the job failed on its Ray node ({type(e).__name__}: {first})")
+                else:
+                    done(k, recs)
                 submit(norm[k]["node"])
             if timeout is not None:
                 now = time.monotonic()
