@@ -75,8 +75,14 @@ def new_record(model: str, engine: str, device: str, threads: int, **fields: Any
 
 
 def key(rec: dict[str, Any]) -> tuple[str, str, str, int]:
-    """What pairs records of two files: (model, engine, device, threads)."""
-    return rec["model"], rec["engine"], rec["device"], rec["threads"]
+    """What pairs records of two files: (model, engine, device, threads). Records a fleet measured
+    (``--ray``: conditions carry ``ray_node_id``) name their node's host in the device, ``cpu@host``, since
+    every node measures the same (model, engine, device, threads)."""
+    cond = rec.get("conditions") or {}
+    device = rec["device"]
+    if cond.get("ray_node_id"):
+        device = f"{device}@{cond.get('hostname') or cond.get('ray_node_ip') or cond['ray_node_id']}"
+    return rec["model"], rec["engine"], device, rec["threads"]
 
 
 def _check(rec: Any, where: str) -> dict[str, Any]:
