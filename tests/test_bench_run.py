@@ -16,6 +16,10 @@ from vkinfer.cli import main
 COND_KEYS = {"cpu_model", "cpu_flags", "logical_cpus", "threads", "pinned", "pinned_cpus", "affinity", "cpu_variant",
              "vulkan", "versions", "git_commit", "date", "hostname"}
 FAST = ["--runs", "5", "--warmup", "1"]
+try:
+    from ncnn import __version__ as NCNN_VERSION
+except ImportError:
+    NCNN_VERSION = None
 
 
 @pytest.fixture
@@ -58,7 +62,7 @@ def test_bench_onnx_end_to_end(onnx_model, tmp_path, capsys):
         assert r["model_bytes"] == onnx_model.stat().st_size and r["peak_activation_bytes"] > 0
         assert COND_KEYS <= set(r["conditions"]) and r["conditions"]["threads"] == 1
         assert r["conditions"]["versions"]["onnxruntime"] == ort.__version__
-        assert r["conditions"]["versions"]["ncnn"] is None and r["per_layer"] is None
+        assert r["conditions"]["versions"]["ncnn"] == NCNN_VERSION and r["per_layer"] is None
     assert recs[0]["agreement"] is None  # the reference itself
     assert recs[1]["agreement"] == {"reference": "vkinfer", "reference_device": "cpu", "identical_fraction": 1.0,
                                     "max_abs_diff": 0.0}
@@ -74,7 +78,8 @@ def test_missing_engine_and_unavailable_device_are_records(onnx_model, tmp_path,
                      "--runs", "2", "--warmup", "0", "--out", str(out)]) == 0
     recs = {(r["engine"], r["device"]): r for r in records.read(out)}
     assert recs["vkinfer", "cpu"]["status"] == "ok" and recs["onnxruntime", "cpu"]["status"] == "ok"
-    for k, want in [(("vkinfer", "vulkan:99"), "vulkan:99 is not available"), (("ncnn", "cpu"), "not installed"),
+    ncnn_why = "not installed" if NCNN_VERSION is None else "needs --ncnn-model"  # no ncnn model given here
+    for k, want in [(("vkinfer", "vulkan:99"), "vulkan:99 is not available"), (("ncnn", "cpu"), ncnn_why),
                     (("litert", "cpu"), ".tflite models only")]:
         assert recs[k]["status"] == "missing" and want in recs[k]["error"] and recs[k]["latencies_ms"] == []
     # no Vulkan driver at all

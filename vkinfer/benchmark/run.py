@@ -2,7 +2,7 @@
 
     vkinfer bench [MODEL...] [--zoo] [--config FILE] [--device cpu,vulkan,auto] [--peer onnxruntime,litert,ncnn|none]
                   [--threads 1,2] [--runs N] [--warmup N] [--vulkan-runs N] [--out FILE.jsonl] [--pin CPUS]
-                  [--plot DIR] [--per-layer] [--dataset FILE.npz] [--ray ADDRESS]
+                  [--plot DIR] [--per-layer] [--dataset FILE.npz] [--ray ADDRESS] [--ncnn-model FILE.param[:FILE.bin]]
 
 For each model and thread count every engine is created (vkinfer once per --device; each peer on the CPU) and
 then run interleaved: each round runs every engine once, the order rotated by one each round (A B C, B C A,
@@ -15,9 +15,30 @@ terminal, and nothing otherwise.
 - onnxruntime (.onnx models): CPUExecutionProvider, default graph optimizations, intra-op T threads, inter-op 1,
   sequential, spinning off (an idle spinning ORT pool takes the cores from the engine that runs next).
 - litert (.tflite models): ai-edge-litert's Interpreter, num_threads T (its default XNNPACK CPU path).
-- ncnn: reported as missing (running it needs a model converted to ncnn's format, not supported yet).
+- ncnn: the model the user converted to ncnn's format from the same float ONNX (with pnnx, say), given as
+  ``--ncnn-model FILE.param`` (the weights in FILE.bin next to it) or ``--ncnn-model FILE.param:FILE.bin`` for a
+  single-model run, or a config entry's ``ncnn`` (below). ncnn.Net with opt.num_threads T, use_vulkan_compute
+  off (a peer runs on the CPU, as the others do), openmp_blocktime 0 (idle OpenMP workers do not spin, as ORT's
+  do not), ncnn's other options at their defaults; load_param (a text .param) and load_model. Blobs: the model's
+  input and output names where the .param has blobs of those names, else the .param's Input layers' blobs in
+  order for the inputs (the first for a one-input model) and the last layer's last output blob for the one
+  output. The input is the one the others get (an 8-bit input dequantized with its scale and zero point where
+  the model has them, see _qparams), as an ncnn.Mat without the batch dimension (C-contiguous float32); each
+  output comes back as numpy with the batch dimension put back. Without an ncnn model the row is "missing"
+  (needs --ncnn-model ...), as it is where the ncnn package is not installed; a .param or .bin that ncnn cannot
+  load is an "error" row.
 
-Default peers: onnxruntime for .onnx models, litert for .tflite; ``--peer none`` for vkinfer alone. A peer that is
+  Agreement of ncnn: it runs the float model while the others run the quantized one, so identical_fraction is
+  expected below 1 and max_abs_diff is the float model's distance from the quantized one (no claim of
+  exactness). It is measured in the float domain: a reference output that is 8-bit is dequantized first, with
+  the scale and zero point of the quantized model's output (a DequantizeLinear or QuantizeLinear, or the QLinear
+  operator, that makes it, seen through shape-only operators; a .tflite output's own quantization); where none
+  is found the integers are compared as they are, and the agreement's ``note`` says so. An ncnn output whose
+  shape differs from the reference's only by dimensions of size 1 (ncnn drops them) is compared in the
+  reference's shape.
+
+Default peers: onnxruntime for .onnx models, litert for .tflite, plus ncnn where an ncnn model is given;
+``--peer none`` for vkinfer alone. A peer that is
 not installed, a device this machine does not have and an engine that fails on a model each give a record with
 status "missing" or "error" and the reason; the other engines still run.
 
@@ -36,7 +57,8 @@ Models: MODEL paths (.onnx, .tflite), and/or
 
       {"models": ["a.onnx",
                   {"path": "b.tflite", "name": "b-int8", "inputs": "b_inputs.npz"},
-                  {"path": "c.onnx", "inputs": "c_input.npy"}]}
+                  {"path": "c.onnx", "inputs": "c_input.npy"},
+                  {"path": "d.onnx", "ncnn": "d-float.param"}]}
 
       # the same in TOML
       models = ["a.onnx"]
@@ -44,6 +66,7 @@ Models: MODEL paths (.onnx, .tflite), and/or
       path = "b.tflite"
       name = "b-int8"            # the record's "model" (default: the path as written)
       inputs = "b_inputs.npz"    # arrays named by the model's inputs; a .npy for a one-input model
+      ncnn = "b.param"           # the ncnn peer's model (as --ncnn-model: "FILE.param" or "FILE.param:FILE.bin")
 
   Paths are relative to the config file. Without ``inputs`` the seeded random input below is used. Inputs must
   name exactly the model's inputs, with its dtypes and ranks. Any other key, a missing file or a mismatch is
@@ -168,6 +191,7 @@ class Model:
     tflite: bool
     feed: dict[str, np.ndarray] = field(default_factory=dict)
     name: str | None = None  # the records' "model" (default: the path)
+    ncnn: tuple[str, str] | None = None  # the ncnn peer's (.param, .bin), converted from the same float ONNX
 
     @property
     def label(self) -> str:
@@ -176,6 +200,11 @@ class Model:
     @property
     def default_peer(self) -> str:
         return "litert" if self.tflite else "onnxruntime"
+
+    @property
+    def default_peers(self) -> list[str]:
+        """The peers without --peer: the format's own, and ncnn where an ncnn model is given."""
+        return [self.default_peer] + (["ncnn"] if self.ncnn is not None else [])
 
 
 def _random(rng: np.random.Generator, dtype: np.dtype, shape: list[int], tflite: bool) -> np.ndarray:
@@ -358,6 +387,232 @@ def _litert_factory(model: Model, threads: int) -> Callable[[], tuple[Callable, 
     return make
 
 
+NCNN_NEEDS = "needs --ncnn-model (a model converted from the same float ONNX, e.g. with pnnx)"
+NCNN_MAGIC = "7767517"  # the first line of a text .param
+
+
+def ncnn_files(spec: str, where: str = "--ncnn-model", base: Path | None = None) -> tuple[str, str]:
+    """The (.param, .bin) of ``FILE.param`` (FILE.bin next to it) or ``FILE.param:FILE.bin``, relative to `base`
+    when given; BadInput naming the file when one is missing or unreadable."""
+    def at(s: str) -> Path:
+        return base / s if base is not None else Path(s)
+
+    param, binf = spec, ""
+    if not at(spec).is_file() and ":" in spec:
+        param, _, binf = spec.rpartition(":")
+    if not param:
+        raise BadInput(f"{where}: expected FILE.param or FILE.param:FILE.bin, got {spec!r}")
+    pp = at(param)
+    bp = at(binf) if binf else pp.with_suffix(".bin")
+    for what, f in (("ncnn .param", pp), ("ncnn .bin", bp)):
+        try:
+            with open(f, "rb") as fh:
+                fh.read(1)
+        except OSError as e:
+            raise BadInput(f"{where}: {f}: cannot read the {what}: {e.strerror or e}") from None
+    return str(pp), str(bp)
+
+
+def ncnn_param_blobs(path: str) -> tuple[list[str], list[str], set[str]]:
+    """(the Input layers' blobs in order, the last layer's output blobs, every blob) of a text ncnn .param;
+    RuntimeError naming ncnn and the file when it is not one (checked before ncnn reads it)."""
+    def bad(why: str) -> RuntimeError:
+        return RuntimeError(f"ncnn model {path}: {why}")
+
+    try:
+        lines = [ln.split() for ln in Path(path).read_text(encoding="utf-8").splitlines() if ln.strip()]
+    except (OSError, UnicodeDecodeError) as e:
+        raise bad(f"not a readable text .param ({getattr(e, 'strerror', None) or e})") from None
+    if not lines or lines[0] != [NCNN_MAGIC]:
+        raise bad(f"not a text .param (the first line is not the magic {NCNN_MAGIC})")
+    try:
+        n_layers, _ = (int(v) for v in lines[1])
+    except (IndexError, ValueError):
+        raise bad("the second line is not 'layer_count blob_count'") from None
+    if n_layers < 1 or len(lines) - 2 != n_layers:
+        raise bad(f"declares {n_layers} layers but has {len(lines) - 2}")
+    inputs: list[str] = []
+    blobs: set[str] = set()
+    outs: list[str] = []
+    for i, tok in enumerate(lines[2:], 3):
+        try:
+            n_in, n_out = int(tok[2]), int(tok[3])
+        except (IndexError, ValueError):
+            raise bad(f"line {i} is not 'type name inputs outputs blobs... params...'") from None
+        if n_in < 0 or n_out < 0 or len(tok) < 4 + n_in + n_out:
+            raise bad(f"line {i} names fewer blobs than it declares")
+        outs = tok[4 + n_in:4 + n_in + n_out]
+        blobs.update(tok[4:4 + n_in + n_out])
+        if tok[0] == "Input":
+            inputs += outs
+    if not outs:
+        raise bad("its last layer has no output blob")
+    return inputs, outs, blobs
+
+
+def _graph_names(model: Model) -> tuple[list[str], list[str]]:
+    """The model's input (as fed) and output names, in order."""
+    if not model.tflite:
+        import onnx
+
+        g = onnx.load_model_from_string(model.data).graph
+        return list(model.feed), [o.name for o in g.output]
+    try:
+        from ai_edge_litert.interpreter import Interpreter
+
+        return list(model.feed), [d["name"] for d in Interpreter(model_content=model.data).get_output_details()]
+    except Exception:  # noqa: BLE001 - names are a preference; the .param's own blobs stand in
+        return list(model.feed), []
+
+
+# (scale, zero point) input positions of the operators that make (_Q_OUT) or read (_Q_IN) an 8-bit tensor
+_Q_OUT = {"QuantizeLinear": (1, 2), "QLinearConv": (6, 7), "QLinearMatMul": (6, 7), "QLinearAdd": (6, 7),
+          "QLinearMul": (6, 7), "QGemm": (6, 7), "QLinearSigmoid": (3, 4), "QLinearLeakyRelu": (3, 4),
+          "QLinearSoftmax": (3, 4), "QLinearGlobalAveragePool": (3, 4), "QLinearAveragePool": (3, 4),
+          "QLinearConcat": (0, 1)}
+_Q_IN = {"DequantizeLinear": (1, 2), **{op: (1, 2) for op in _Q_OUT if op not in ("QuantizeLinear", "QLinearConcat")}}
+_Q_SHAPE = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Identity", "MaxPool")  # keep the scale
+
+
+def _qparams(model: Model) -> tuple[dict[str, tuple[float, int]], list[tuple[float, int] | None]]:
+    """The (scale, zero point) of the model's 8-bit inputs (by name) and of each output (None: not 8-bit or not
+    found): ONNX from the operator that makes the output (through shape-only operators) or first reads the
+    input, .tflite from the interpreter's quantization. Empty where it cannot be told."""
+    ins: dict[str, tuple[float, int]] = {}
+    outs: list[tuple[float, int] | None] = []
+    try:
+        if model.tflite:
+            from ai_edge_litert.interpreter import Interpreter
+
+            it = Interpreter(model_content=model.data)
+            for d in it.get_input_details():
+                s, z = d["quantization"]
+                if s:
+                    ins[d["name"]] = (float(s), int(z))
+            outs = [(float(d["quantization"][0]), int(d["quantization"][1])) if d["quantization"][0] else None
+                    for d in it.get_output_details()]
+            return ins, outs
+        import onnx
+        from onnx import numpy_helper
+
+        g = onnx.load_model_from_string(model.data).graph
+        consts = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+        made = {o: n for n in g.node for o in n.output}
+
+        def pair(n, at: tuple[int, int]) -> tuple[float, int] | None:
+            i, j = at
+            if len(n.input) <= i or n.input[i] not in consts:
+                return None
+            s = consts[n.input[i]]
+            z = consts.get(n.input[j]) if len(n.input) > j else None
+            if s.size != 1 or (z is not None and z.size != 1):
+                return None
+            return float(s.reshape(())), int(z.reshape(())) if z is not None else 0
+
+        for name in model.feed:
+            reader = next((n for n in g.node if name in n.input[:1] and n.op_type in _Q_IN), None)
+            q = pair(reader, _Q_IN[reader.op_type]) if reader is not None else None
+            if q is not None:
+                ins[name] = q
+        for o in g.output:
+            n, q = made.get(o.name), None
+            while n is not None and n.op_type in _Q_SHAPE:
+                n = made.get(n.input[0])
+            if n is not None and n.op_type in _Q_OUT:
+                q = pair(n, _Q_OUT[n.op_type])
+            outs.append(q)
+    except Exception:  # noqa: BLE001 - no scale known: compared (or fed) as integers, and said so
+        return {}, []
+    return ins, outs
+
+
+def _ncnn_input(x: np.ndarray, q: tuple[float, int] | None) -> np.ndarray:
+    """The float32 C-contiguous array ncnn is fed for input `x`: without its batch dimension, dequantized when
+    `x` is 8-bit and `q` its (scale, zero point)."""
+    if np.issubdtype(x.dtype, np.integer) and q is not None:
+        x = (x.astype(np.float32) - q[1]) * np.float32(q[0])
+    a = np.asarray(x, np.float32)
+    if a.ndim > 1 and a.shape[0] == 1:
+        a = a[0]
+    return np.ascontiguousarray(a, np.float32)
+
+
+def _ncnn_factory(model: Model, threads: int) -> Callable[[], tuple[Callable, Any]]:
+    import ncnn
+
+    param, binf = model.ncnn  # type: ignore[misc]
+
+    def make():
+        in_blobs, last, blobs = ncnn_param_blobs(param)
+        in_names, out_names = _graph_names(model)
+        if in_names and all(n in blobs for n in in_names):
+            ins = list(in_names)
+        elif len(in_blobs) >= len(in_names):
+            ins = in_blobs[:len(in_names)]
+        else:
+            raise RuntimeError(f"ncnn model {param}: {len(in_blobs)} Input blob(s) for the model's "
+                               f"{len(in_names)} input(s) {', '.join(in_names)}")
+        outs = list(out_names) if out_names and all(n in blobs for n in out_names) else last[-1:]
+        qin, _ = _qparams(model)
+        xs = [(b, _ncnn_input(model.feed[n], qin.get(n))) for b, n in zip(ins, in_names, strict=True)]
+        net = ncnn.Net()
+        net.opt.num_threads = threads
+        net.opt.use_vulkan_compute = False
+        net.opt.openmp_blocktime = 0
+        if net.load_param(param) != 0:
+            raise RuntimeError(f"ncnn could not load {param} (load_param failed)")
+        if net.load_model(binf) != 0:
+            raise RuntimeError(f"ncnn could not load the weights {binf} for {param} (load_model failed)")
+
+        def run() -> list[np.ndarray]:
+            with net.create_extractor() as ex:
+                for b, x in xs:
+                    if ex.input(b, ncnn.Mat(x)) != 0:
+                        raise RuntimeError(f"ncnn: no input blob {b!r} in {param}")
+                got = []
+                for b in outs:
+                    r, m = ex.extract(b)
+                    if r != 0:
+                        raise RuntimeError(f"ncnn could not compute blob {b!r} of {param} (extract returned {r})")
+                    got.append(np.array(m)[None])  # a copy, with the batch dimension
+            return got
+
+        return run, net
+
+    return make
+
+
+def _float_pair(model: Model, ref: Engine, e: Engine) -> tuple[list[np.ndarray], list[np.ndarray], str | None]:
+    """The outputs of `ref` and `e` (one of them ncnn) made comparable in the float domain: the non-ncnn side's
+    8-bit outputs dequantized (_qparams), ncnn's reshaped to the other's shape where they differ only by
+    dimensions of size 1. The note says what was compared as integers, if anything."""
+    _, qout = _qparams(model)
+    raw: list[int] = []
+
+    def deq(outs: list[np.ndarray]) -> list[np.ndarray]:
+        res = []
+        for i, a in enumerate(outs):
+            q = qout[i] if i < len(qout) else None
+            if np.issubdtype(a.dtype, np.integer):
+                if q is None:
+                    raw.append(i)
+                else:
+                    a = (a.astype(np.float64) - q[1]) * q[0]
+            res.append(a)
+        return res
+
+    a = ref.outputs if ref.name == "ncnn" else deq(ref.outputs)  # type: ignore[arg-type]
+    b = e.outputs if e.name == "ncnn" else deq(e.outputs)  # type: ignore[arg-type]
+    nc, other = (b, a) if e.name == "ncnn" else (a, b)
+    fixed = [x.reshape(o.shape) if x.shape != o.shape and x.size == o.size and
+             [d for d in x.shape if d != 1] == [d for d in o.shape if d != 1] else x
+             for x, o in zip(nc, other, strict=False)] + list(nc[len(other):])
+    a, b = (a, fixed) if e.name == "ncnn" else (fixed, b)
+    note = (f"float ncnn model against the quantized one; output(s) {sorted(set(raw))} are 8-bit with no scale "
+            "found and compared as integers") if raw else None
+    return a, b, note
+
+
 def _missing_module(module: str) -> bool:
     try:
         return importlib.util.find_spec(module) is None
@@ -391,7 +646,9 @@ def _why_missing(name: str, device: str, model: Model) -> str | None:
         return None
     if _missing_module("ncnn"):
         return "ncnn is not installed (pip install ncnn)"
-    return "ncnn needs a model converted to ncnn's .param/.bin format, which vkinfer bench does not do yet"
+    if model.ncnn is None:
+        return NCNN_NEEDS
+    return None
 
 
 def _create(engine: Engine, make: Callable[[], tuple[Callable, Any]]) -> None:
@@ -424,7 +681,8 @@ def make_engines(model: Model, devices: list[str], peers: list[str], threads: in
             continue
         try:
             make = (_vkinfer_factory(model, e.device, threads) if e.name == "vkinfer" else
-                    _ort_factory(model, threads) if e.name == "onnxruntime" else _litert_factory(model, threads))
+                    _ort_factory(model, threads) if e.name == "onnxruntime" else
+                    _ncnn_factory(model, threads) if e.name == "ncnn" else _litert_factory(model, threads))
         except ImportError as err:
             e.status, e.error = "missing", f"{e.name}: {err}"
             continue
@@ -539,8 +797,13 @@ def bench_model(model: Model, devices: list[str], peers: list[str], threads: int
             if macs is not None and rec["p50_ms"] > 0:
                 rec["gops"] = 2 * macs / (rec["p50_ms"] * 1e-3) / 1e9
             if ref is not None and e is not ref:
-                rec["agreement"] = agreement(ref.outputs, e.outputs, ref.name)
+                a, b, note = ref.outputs, e.outputs, None
+                if "ncnn" in (e.name, ref.name):  # the float model against the quantized one (module docstring)
+                    a, b, note = _float_pair(model, ref, e)
+                rec["agreement"] = agreement(a, b, ref.name)
                 rec["agreement"]["reference_device"] = ref.device
+                if note is not None:
+                    rec["agreement"]["note"] = "; ".join(filter(None, (rec["agreement"].get("note"), note)))
             if id(e) in profiles:
                 rec["per_layer"] = profiles[id(e)]
         if dataset is not None and "accuracy" in rec:
@@ -912,7 +1175,7 @@ def zoo_models(names: list[str] | None = None) -> list[Model]:
     return out
 
 
-CONFIG_KEYS = ("path", "name", "inputs")
+CONFIG_KEYS = ("path", "name", "inputs", "ncnn")
 
 
 def _load_inputs(where: str, path: Path, model: Model) -> dict[str, np.ndarray]:
@@ -980,7 +1243,7 @@ def load_config(path: str) -> list[Model]:
             raise BadInput(f"{where}: unknown key(s) {', '.join(extra)} (allowed: {', '.join(CONFIG_KEYS)})")
         if not isinstance(ent.get("path"), str) or not ent["path"]:
             raise BadInput(f"{where}: needs a path (a string)")
-        for k in ("name", "inputs"):
+        for k in ("name", "inputs", "ncnn"):
             if k in ent and (not isinstance(ent[k], str) or not ent[k]):
                 raise BadInput(f"{where}: {k} must be a non-empty string")
         mpath = p.parent / ent["path"]
@@ -990,6 +1253,8 @@ def load_config(path: str) -> list[Model]:
             raise BadInput(f"{where}: {e}") from None
         if "inputs" in ent:
             m.feed = _load_inputs(where, p.parent / ent["inputs"], m)
+        if "ncnn" in ent:
+            m.ncnn = ncnn_files(ent["ncnn"], f"{where}: ncnn", p.parent)
         out.append(m)
     return out
 
@@ -1073,6 +1338,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--per-layer", action="store_true", help="time each node (after the timed runs)")
     ap.add_argument("--dataset", metavar="FILE.npz", help="labelled data (x, y): top-1 accuracy of every engine")
     ap.add_argument("--ray", metavar="ADDRESS", help="run the jobs on the nodes of this Ray cluster")
+    ap.add_argument("--ncnn-model", metavar="FILE.param[:FILE.bin]",
+                    help="the ncnn peer's model, converted from the same float ONNX (one MODEL only)")
     a = ap.parse_args(argv)
     if not a.models and not a.zoo and a.config is None:
         raise BadInput("no models: give MODEL paths, --zoo or --config FILE")
@@ -1084,10 +1351,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         a.device = "cpu,vulkan" if a.zoo else "cpu"
     if a.dataset is not None:
         _check_dataset(a.dataset)
+    if a.ncnn_model is not None:
+        if len(a.models) != 1 or a.zoo or a.config is not None:
+            raise BadInput("--ncnn-model goes with exactly one MODEL (with --config, give each model's ncnn entry)")
+        a.ncnn = ncnn_files(a.ncnn_model)
     if a.ray is not None:
         _module("fleet", "--ray", "pip install vkinfer[fleet]")
         alone = [f for f, v in (("--per-layer", a.per_layer), ("--dataset", a.dataset),
-                                ("--vulkan-runs", a.vulkan_runs)) if v]
+                                ("--vulkan-runs", a.vulkan_runs), ("--ncnn-model", a.ncnn_model)) if v]
         if alone:
             raise BadInput(f"--ray does not take {', '.join(alone)} (the fleet runs timing jobs only)")
     if a.plot is not None:
@@ -1181,6 +1452,8 @@ class _Progress:
 
 def _models(a: argparse.Namespace) -> list[Model]:
     models = [load_model(p) for p in a.models]
+    if a.ncnn_model is not None:
+        models[0].ncnn = a.ncnn
     if a.config is not None:
         models += load_config(a.config)
     if a.zoo:
@@ -1241,7 +1514,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             vk, commit = vulkan_devices(), git_commit()
             for m in models:
-                peers = [m.default_peer] if a.peers is None else a.peers
+                peers = m.default_peers if a.peers is None else a.peers
                 for t in a.thread_counts:
                     progress.describe(f"{Path(m.label).name} t{t}")
                     cond = conditions(t, a.cpus, vulkan=vk, commit=commit)
