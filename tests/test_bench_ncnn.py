@@ -186,3 +186,51 @@ def test_ncnn_not_installed_is_missing(models, monkeypatch):
     monkeypatch.setattr(run, "_missing_module", lambda mod: mod == "ncnn" or real(mod))
     [e] = run.make_engines(m, [], ["ncnn"], 1)
     assert e.status == "missing" and "not installed" in e.error
+
+
+def test_agreement_with_an_8bit_reference_is_dequantized(models, tmp_path):
+    """A quantized model whose output is uint8 (its final DequantizeLinear removed): ncnn's float output is
+    compared with the reference's output dequantized by the QGemm's output scale and zero point, which gives
+    the same difference as the model that dequantizes it itself."""
+    fp, qp, param, _ = models
+    q = onnx.load(str(qp))
+    [dq] = [n for n in q.graph.node if n.op_type == "DequantizeLinear"]
+    q.graph.node.remove(dq)
+    q.graph.output[0].name = dq.input[0]
+    q.graph.output[0].type.tensor_type.elem_type = TensorProto.UINT8
+    qu = tmp_path / "tiny-q-u8.onnx"
+    qu.write_bytes(q.SerializeToString())
+    got = {}
+    for path in (qp, qu):
+        m = run.load_model(str(path))
+        m.ncnn = run.ncnn_files(str(param))
+        recs = {r["engine"]: r for r in run.bench_model(m, ["cpu"], ["ncnn"], 1, 2, 0, {})}
+        assert recs["ncnn"]["status"] == "ok", recs["ncnn"]["error"]
+        got[path] = recs["ncnn"]["agreement"]
+    assert "note" not in got[qu] and got[qu]["max_abs_diff"] == pytest.approx(got[qp]["max_abs_diff"], abs=1e-5)
+    # the scale found is the model's own
+    scale = [numpy_helper.to_array(t) for t in q.graph.initializer if t.name == dq.input[1]][0]
+    assert run._qparams(run.load_model(str(qu)))[1][0][0] == pytest.approx(float(scale))
+
+
+def test_8bit_input_is_dequantized_for_ncnn(models, tmp_path):
+    """A quantized model that takes uint8 (its QuantizeLinear removed): ncnn is fed that input dequantized with
+    the QLinearConv's input scale and zero point, so its output is the float model's on those float values."""
+    fp, qp, param, _ = models
+    q = onnx.load(str(qp))
+    [ql] = [n for n in q.graph.node if n.op_type == "QuantizeLinear"]
+    q.graph.node.remove(ql)
+    q.graph.input[0].name = ql.output[0]
+    q.graph.input[0].type.tensor_type.elem_type = TensorProto.UINT8
+    qu = tmp_path / "tiny-u8-in.onnx"
+    qu.write_bytes(q.SerializeToString())
+    m = run.load_model(str(qu))
+    m.ncnn = run.ncnn_files(str(param))
+    [x] = m.feed.values()
+    assert x.dtype == np.uint8
+    init = {t.name: numpy_helper.to_array(t) for t in q.graph.initializer}
+    xf = (x.astype(np.float32) - init[ql.input[2]].astype(np.float32)) * init[ql.input[1]]
+    want = ort.InferenceSession(str(fp), providers=["CPUExecutionProvider"]).run(None, {"input": xf})[0]
+    [e] = run.make_engines(m, [], ["ncnn"], 1)
+    assert e.status == "ok", e.error
+    np.testing.assert_allclose(e.run()[0], want, rtol=0, atol=1e-4)

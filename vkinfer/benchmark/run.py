@@ -467,7 +467,7 @@ def _graph_names(model: Model) -> tuple[list[str], list[str]]:
 
 # (scale, zero point) input positions of the operators that make (_Q_OUT) or read (_Q_IN) an 8-bit tensor
 _Q_OUT = {"QuantizeLinear": (1, 2), "QLinearConv": (6, 7), "QLinearMatMul": (6, 7), "QLinearAdd": (6, 7),
-          "QLinearMul": (6, 7), "QGemm": (6, 7), "QLinearSigmoid": (3, 4), "QLinearLeakyRelu": (3, 4),
+          "QLinearMul": (6, 7), "QGemm": (7, 8), "QLinearSigmoid": (3, 4), "QLinearLeakyRelu": (3, 4),
           "QLinearSoftmax": (3, 4), "QLinearGlobalAveragePool": (3, 4), "QLinearAveragePool": (3, 4),
           "QLinearConcat": (0, 1)}
 _Q_IN = {"DequantizeLinear": (1, 2), **{op: (1, 2) for op in _Q_OUT if op not in ("QuantizeLinear", "QLinearConcat")}}
