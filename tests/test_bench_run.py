@@ -332,10 +332,6 @@ def test_zoo_builds_into_cache(tmp_path, monkeypatch):
     (["{m}", "--ray", "127.0.0.1:1"], "--ray"),
 ])
 def test_bad_new_options_exit_2(onnx_model, tmp_path, capsys, monkeypatch, args, culprit):
-    import importlib.util
-
-    if "--ray" in args and importlib.util.find_spec("vkinfer.benchmark.fleet") is not None:
-        pytest.skip("the fleet module is there (its own tests cover --ray)")
     argv = ["bench", *(a.format(m=onnx_model) for a in args), "--out", str(tmp_path / "r.jsonl")]
     assert main(argv) == 2
     err = capsys.readouterr().err

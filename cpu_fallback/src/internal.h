@@ -81,6 +81,12 @@ typedef void (*vki_dwp_fn)(size_t pixels, size_t channels, size_t ks, const uint
                            uint8_t* y, size_t y_stride, const vki_qparams* q);
 typedef size_t (*vki_dwp_pack_fn)(size_t channels, size_t ks, const int16_t* wt, const int32_t* bias,
                                   const float* scale, void* out);
+/* Optional: two output rows of a 3x3 (ks 9) depthwise with vertical stride and dilation 1, on the same
+ * packed block: pixel p of the top row has taps a[p * 9 + t] and output y + p * y_stride; the row below has
+ * taps a[a_row + p * 9 + t] (whose kernel rows 0 and 1 are the top row's 1 and 2: the kernel may read them
+ * from either) and output y + y_row + p * y_stride. */
+typedef void (*vki_dwp2_fn)(size_t pixels, size_t channels, const uint8_t* const* a, size_t a_row, const void* w,
+                            uint8_t* y, size_t y_stride, size_t y_row, const vki_qparams* q);
 
 typedef struct {
     const char* name;
@@ -94,6 +100,7 @@ typedef struct {
     int32_t u8s8_xoff;         /* activation offset the u8s8 kernels subtract (0 or 128) */
     vki_dwp_fn dw_u8s8;        /* NULL: depthwise always on the int16 kernels below */
     vki_dwp_pack_fn dw_u8s8_pack;
+    vki_dwp2_fn dw_u8s8_rows2; /* NULL: rows one at a time */
     uint32_t cr;          /* depthwise channel padding of packed weights */
     vki_dw_fn dw9;        /* ks == 9  (3x3): unipass */
     vki_dw_fn dw25;       /* ks == 25 (5x5): unipass */

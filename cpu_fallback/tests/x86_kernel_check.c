@@ -489,6 +489,82 @@ static int check_dw_u8s8(const vki_isa* isa, const char* label, size_t pixels, s
     return bad == 0;
 }
 
+/* The two-row 3x3 depthwise kernel: input rows 0..3 of `pixels` + 2 columns (cells randomly padding, i.e. the
+ * x_zp row, the same cell for both output rows), output row j's taps are (ky + j, p + kx), its pointers a
+ * a_row entries after the top row's; outputs at a stride with sentinels, the second row y_row bytes on. */
+static int check_dw_rows2(const vki_isa* isa, const char* label, size_t pixels, size_t channels)
+{
+    const vki_qparams q = rnd_qparams();
+    const size_t cols = pixels + 2, amode = rndu(6);
+    uint8_t* zrow = xmalloc(channels);
+    memset(zrow, q.x_zp, channels);
+    uint8_t* img = xmalloc(4 * cols * channels);
+    const uint8_t** cell = xmalloc(4 * cols * sizeof(*cell));
+    for (size_t i = 0; i < 4 * cols; i++) {
+        for (size_t ch = 0; ch < channels; ch++) img[i * channels + ch] = rnd_act((int)amode);
+        cell[i] = rndu(5) == 0 ? zrow : img + i * channels;
+    }
+    const size_t a_row = pixels * 9 + rndu(3);
+    const uint8_t** a = xmalloc((a_row + pixels * 9) * sizeof(*a));
+    for (size_t i = 0; i < a_row + pixels * 9; i++) a[i] = zrow;
+    for (size_t j = 0; j < 2; j++)
+        for (size_t p = 0; p < pixels; p++)
+            for (size_t t = 0; t < 9; t++) a[j * a_row + p * 9 + t] = cell[(t / 3 + j) * cols + p + t % 3];
+    int16_t* wt = xmalloc(9 * channels * sizeof(int16_t));
+    int32_t* bias = xmalloc(channels * sizeof(int32_t));
+    int32_t* bias1 = xmalloc(channels * sizeof(int32_t));
+    float* scale = xmalloc(channels * sizeof(float));
+    int32_t* dots = xmalloc(2 * pixels * channels * sizeof(int32_t));
+    const int wmode = (int)rndu(5);
+    for (size_t i = 0; i < 9 * channels; i++) wt[i] = rnd_wt7(isa, wmode);
+    for (size_t ch = 0; ch < channels; ch++) {
+        int64_t wsum = 0;
+        for (size_t t = 0; t < 9; t++) wsum += wt[t * channels + ch];
+        for (size_t j = 0; j < 2; j++)
+            for (size_t p = 0; p < pixels; p++) {
+                int32_t acc = 0;
+                for (size_t t = 0; t < 9; t++)
+                    acc += ((int32_t)a[j * a_row + p * 9 + t][ch] - q.x_zp) * wt[t * channels + ch];
+                dots[(j * pixels + p) * channels + ch] = acc;
+            }
+        rnd_bias_scale(&dots[ch], 1, &bias[ch], &scale[ch]);
+        bias1[ch] = (int32_t)(uint32_t)((uint64_t)(uint32_t)bias[ch] -
+                                        (uint64_t)((int64_t)(q.x_zp - isa->u8s8_xoff) * wsum));
+    }
+    const size_t bytes = isa->dw_u8s8_pack(channels, 9, wt, bias1, scale, NULL);
+    uint8_t* block = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!block) exit(2);
+    memset(block, 0xEE, (bytes + 63) / 64 * 64);
+    isa->dw_u8s8_pack(channels, 9, wt, bias1, scale, block);
+    const size_t y_stride = channels + rndu(5), y_row = (pixels - 1) * y_stride + channels + rndu(7);
+    const size_t y_bytes = y_row + (pixels - 1) * y_stride + channels;
+    uint8_t* y = xmalloc(y_bytes);
+    uint8_t* sentinel = xmalloc(y_bytes);
+    for (size_t i = 0; i < y_bytes; i++) sentinel[i] = y[i] = (uint8_t)rnd();
+    isa->dw_u8s8_rows2(pixels, channels, a, a_row, block, y, y_stride, y_row, &q);
+    int bad = 0;
+    uint8_t* want = xmalloc(y_bytes);
+    memcpy(want, sentinel, y_bytes);
+    for (size_t j = 0; j < 2; j++)
+        for (size_t p = 0; p < pixels; p++)
+            for (size_t ch = 0; ch < channels; ch++) {
+                const int64_t acc = (int64_t)bias[ch] + dots[(j * pixels + p) * channels + ch];
+                want[j * y_row + p * y_stride + ch] = (uint8_t)vki_requant_scalar((int32_t)acc, scale[ch], &q);
+            }
+    for (size_t i = 0; i < y_bytes; i++)
+        if (y[i] != want[i]) {
+            if (bad < 5)
+                fprintf(stderr, "MISMATCH %s dw_u8s8_rows2 pixels=%zu channels=%zu byte %zu: got %u want %u\n", label,
+                        pixels, channels, i, y[i], want[i]);
+            bad++;
+        }
+    free(zrow), free(img), free(cell), free(a), free(wt), free(bias), free(bias1), free(scale), free(dots);
+    free(block), free(y), free(sentinel), free(want);
+    if (bad) n_fail++;
+    else n_pass++;
+    return bad == 0;
+}
+
 /* ------------------------------------------------------------------------------------------------
  * One ISA variant: a grid of edge cases, then random cases.
  */
@@ -541,6 +617,14 @@ static void check_isa(const vki_isa* isa, const char* label, size_t random_cases
             for (size_t px = 1; px <= 6; px++) check_dw_u8s8(isa, label, px, tails[i], i % 2 ? 9 : 25);
         for (size_t i = 0; i < random_cases / 2; i++)
             check_dw_u8s8(isa, label, 1 + rndu(20), 1 + rndu(rndu(4) ? 200 : 1000), dks[rndu(9)]);
+        if (isa->dw_u8s8_rows2) {
+            for (size_t ic = 0; ic < sizeof(chs) / sizeof(chs[0]); ic++)
+                check_dw_rows2(isa, label, 1 + rndu(6), chs[ic]);
+            static const size_t tails2[] = {80, 96, 112, 128, 160, 208};
+            for (size_t i = 0; i < sizeof(tails2) / sizeof(tails2[0]); i++)
+                for (size_t px = 1; px <= 6; px++) check_dw_rows2(isa, label, px, tails2[i]);
+            for (size_t i = 0; i < random_cases / 4; i++) check_dw_rows2(isa, label, 1 + rndu(20), 1 + rndu(300));
+        }
     }
 
     for (size_t ic = 0; ic < sizeof(chs) / sizeof(chs[0]); ic++) {
@@ -1128,6 +1212,31 @@ static void bench_isa(const vki_isa* isa)
             }
             printf("  %s dw ks=%zu ch=%-4zu %6.2f GMAC/s\n", isa->name_u8s8, ks, ch,
                    (double)(it16 * 16 * ks * ch) / dt * 1e-9);
+            if (isa->dw_u8s8_rows2 && ks == 9) { /* two rows of 16 pixels per call */
+                uint8_t* y32 = xmalloc(32 * ch);
+                const size_t it32 = iters / 32 + 1;
+                dt = 1e30;
+                for (int rep = 0; rep < 9; rep++) {
+                    const double t0 = now_s();
+                    for (size_t it = 0; it < it32; it++)
+                        isa->dw_u8s8_rows2(16, ch, a16, 0, pk, y32, ch, 16 * ch, &q);
+                    dt = fmin(dt, now_s() - t0);
+                }
+                printf("  %s dw rows2 ks=%zu ch=%-4zu %6.2f GMAC/s\n", isa->name_u8s8, ks, ch,
+                       (double)(it32 * 32 * ks * ch) / dt * 1e-9);
+                dt = 1e30;
+                for (int rep = 0; rep < 9; rep++) {
+                    const double t0 = now_s();
+                    for (size_t it = 0; it < it32; it++) {
+                        isa->dw_u8s8(16, ch, ks, a16, pk, y32, ch, &q);
+                        isa->dw_u8s8(16, ch, ks, a16, pk, y32 + 16 * ch, ch, &q);
+                    }
+                    dt = fmin(dt, now_s() - t0);
+                }
+                printf("  %s dw 2x1row ks=%zu ch=%-4zu %6.2f GMAC/s\n", isa->name_u8s8, ks, ch,
+                       (double)(it32 * 32 * ks * ch) / dt * 1e-9);
+                free(y32);
+            }
             free(wv), free(bv), free(sv), free(pk), free(a16), free(y16);
         }
         free(rows);

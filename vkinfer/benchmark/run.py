@@ -1529,8 +1529,9 @@ def main(argv: list[str] | None = None) -> int:
     except (records.RecordError, BadInput, ValueError, RuntimeError, ConnectionError) as e:
         if a.ray is None:
             raise
-        print(f"vkinfer bench: error: --ray {a.ray}: {e}", file=sys.stderr)
-        status = 1
+        msg = str(e) if str(e).startswith(f"--ray {a.ray}") else f"--ray {a.ray}: {e}"
+        print(f"vkinfer bench: error: {msg}", file=sys.stderr)
+        status = 2 if isinstance(e, BadInput) else 1  # an address or set-up refused: bad input
     finally:
         progress.close()
         writer.close()
