@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import platform
-import subprocess
 import time
 from collections.abc import Callable
 from importlib import metadata
@@ -52,14 +51,9 @@ def package_version(name: str) -> str | None:
 
 def git_revision(root: Path) -> str | None:
     """The commit checked out in `root`, with "-dirty" when tracked files differ from it; None without git."""
-    try:
-        rev = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             check=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "diff", "--quiet", "HEAD", "--"], capture_output=True,
-                               timeout=10).returncode != 0
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return rev + ("-dirty" if dirty else "")
+    from vkinfer.benchmark.conditions import git_commit
+
+    return git_commit(root)
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:

@@ -180,19 +180,11 @@ Runner = tuple[Callable[[], list[np.ndarray]], list[str]]
 
 
 def ort_runner(model: bytes, feed: dict[str, np.ndarray], threads: int) -> Runner:
-    """ORT CPU session with `threads` intra-op threads, 1 inter-op thread and default graph optimizations.
+    """ORT CPU session with vkinfer bench's peer options (vkinfer.benchmark.run.ort_session_options: `threads`
+    intra-op threads, 1 inter-op thread, default graph optimizations, spinning off, with the measurement)."""
+    from vkinfer.benchmark.run import ort_session_options
 
-    Spinning is off: ORT's idle intra-op threads otherwise keep spinning after each run and take the cores
-    from whatever runs next. With the A/B interleaving that is vkinfer: measured on MobileNetV2, 2 threads,
-    2 cores, vkinfer took 18.9 ms beside a spinning ORT and 9.0 ms beside a non-spinning one, while ORT
-    itself took 5.9 and 5.6 ms (not slower without spinning)."""
-    opts = ort.SessionOptions()
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    opts.log_severity_level = 3
-    o = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+    o = ort.InferenceSession(model, ort_session_options(threads), providers=["CPUExecutionProvider"])
     return (lambda: o.run(None, feed)), [x.name for x in o.get_outputs()]
 
 

@@ -79,6 +79,7 @@ def _info(path: str, device: str, placement: str | None = None, profile: str | N
           objective: str = "median", threads: int | None = None) -> int:
     from .model.plan import trace
     from .model.session import InferenceSession
+    from .model.stats import macs_and_peak
 
     if profile is not None:
         return _info_profile(path, profile, objective, threads)
@@ -91,36 +92,11 @@ def _info(path: str, device: str, placement: str | None = None, profile: str | N
     plan = sess.plan(feed)
     info = plan.info if plan is not None else trace(g, feed)
 
-    def nbytes(name: str) -> int:
-        shape, dtype = info.get(name, ((), np.dtype(np.uint8)))
-        return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-
-    macs, counts, last_use = 0, {}, {}
-    for i, n in enumerate(g.nodes):
+    macs, peak = macs_and_peak(g, info)
+    counts: dict[tuple[str, str], int] = {}
+    for n in g.nodes:
         where = plan.placement[n.name] if plan is not None else "reference"
         counts[(n.op, where)] = counts.get((n.op, where), 0) + 1
-        for name in n.inputs:
-            last_use[name] = i
-        out = info.get(n.outputs[0], ((),))[0] if n.outputs else ()
-        w = g.consts.get(n.inputs[3]) if len(n.inputs) > 3 else None
-        if n.op in ("QLinearConv", "vkinfer:QLinearConvClamp") and w is not None:
-            macs += int(np.prod(out)) * int(np.prod(w.shape[1:]))
-        elif n.op in ("ConvInteger",) and n.inputs[1] in g.consts:
-            macs += int(np.prod(out)) * int(np.prod(g.consts[n.inputs[1]].shape[1:]))
-        elif n.op in ("QLinearMatMul", "com.microsoft:QGemm", "vkinfer:QGemmClamp", "MatMulInteger"):
-            a = info.get(n.inputs[0], ((),))[0]
-            if a:
-                macs += int(np.prod(out)) * int(a[-2] if n.attrs.get("transA", 0) else a[-1])
-    # Host view: bytes of activations alive at once, walking the nodes in order (freed after the last reader).
-    outputs = {o.name for o in g.outputs}
-    live = {t.name: nbytes(t.name) for t in g.inputs}
-    peak = sum(live.values())
-    for i, n in enumerate(g.nodes):
-        for name in n.outputs:
-            live[name] = nbytes(name)
-        peak = max(peak, sum(live.values()))
-        for name in [k for k in live if last_use.get(k, -1) <= i and k not in outputs]:
-            del live[name]
     params = sum(v.size for v in g.consts.values())
     print(f"model {path}: {len(g.nodes)} nodes, {macs / 1e6:.2f} M MACs, {params / 1e6:.3f} M parameter values")
     print(f"peak activation memory: {peak / 1024:.1f} KiB of live tensors (each freed after its last reader)")

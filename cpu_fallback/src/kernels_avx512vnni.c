@@ -483,6 +483,20 @@ static inline __attribute__((always_inline)) void v5d_store(const int mode, uint
     }
 }
 
+/* 64 accumulators (vectors j = 0..3 in the interleave's order) to 64 output bytes in channel order: the low byte
+ * of each requantized result (the contract), then unsigned packs that cannot saturate. */
+static inline __attribute__((always_inline)) __m512i v5d_out(__m512i a0, __m512i a1, __m512i a2, __m512i a3,
+                                                             const float* ps, __m512 vfmin, __m512 vfmax,
+                                                             __m512i vyzp)
+{
+    const __m512i vff = _mm512_set1_epi32(0xff);
+    const __m512i r0 = _mm512_and_si512(v5_requant(a0, _mm512_loadu_ps(ps), vfmin, vfmax, vyzp), vff);
+    const __m512i r1 = _mm512_and_si512(v5_requant(a1, _mm512_loadu_ps(ps + 16), vfmin, vfmax, vyzp), vff);
+    const __m512i r2 = _mm512_and_si512(v5_requant(a2, _mm512_loadu_ps(ps + 32), vfmin, vfmax, vyzp), vff);
+    const __m512i r3 = _mm512_and_si512(v5_requant(a3, _mm512_loadu_ps(ps + 48), vfmin, vfmax, vyzp), vff);
+    return _mm512_packus_epi16(_mm512_packus_epi32(r0, r1), _mm512_packus_epi32(r2, r3));
+}
+
 /* One block of channels over the run of pixels, `mode` a constant in each instantiation. */
 static inline __attribute__((always_inline)) void v5d_block(const int mode, size_t pixels, const size_t ks,
                                                             const uint8_t* const* a, const uint8_t* blk,
@@ -494,7 +508,6 @@ static inline __attribute__((always_inline)) void v5d_block(const int mode, size
     const __m512 vfmin = _mm512_set1_ps(q->fmin);
     const __m512 vfmax = _mm512_set1_ps(q->fmax);
     const __m512i vyzp = _mm512_set1_epi32(q->y_zp);
-    const __m512i vff = _mm512_set1_epi32(0xff);
     const int32_t* pb = (const int32_t*)(const void*)blk;
     const float* ps = (const float*)(const void*)(blk + V5D_CB * 4);
     const int8_t* pw = (const int8_t*)(blk + V5D_CB * 8);
@@ -530,13 +543,8 @@ static inline __attribute__((always_inline)) void v5d_block(const int mode, size
             acc3 = _mm512_dpbusd_epi32(acc3, _mm512_unpackhi_epi16(h01, h23),
                                        _mm512_loadu_si512((const void*)(wg + 192)));
         }
-        /* The low byte of each result (the contract), then unsigned packs that cannot saturate. */
-        const __m512i r0 = _mm512_and_si512(v5_requant(acc0, _mm512_loadu_ps(ps), vfmin, vfmax, vyzp), vff);
-        const __m512i r1 = _mm512_and_si512(v5_requant(acc1, _mm512_loadu_ps(ps + 16), vfmin, vfmax, vyzp), vff);
-        const __m512i r2 = _mm512_and_si512(v5_requant(acc2, _mm512_loadu_ps(ps + 32), vfmin, vfmax, vyzp), vff);
-        const __m512i r3 = _mm512_and_si512(v5_requant(acc3, _mm512_loadu_ps(ps + 48), vfmin, vfmax, vyzp), vff);
-        const __m512i out = _mm512_packus_epi16(_mm512_packus_epi32(r0, r1), _mm512_packus_epi32(r2, r3));
-        v5d_store(mode, yp, pixels - px < slots ? pixels - px : slots, c0, m, out);
+        v5d_store(mode, yp, pixels - px < slots ? pixels - px : slots, c0, m,
+                  v5d_out(acc0, acc1, acc2, acc3, ps, vfmin, vfmax, vyzp));
     }
 }
 
@@ -571,7 +579,6 @@ static inline __attribute__((always_inline)) void v5d_block2(const int mode, siz
     const __m512 vfmin = _mm512_set1_ps(q->fmin);
     const __m512 vfmax = _mm512_set1_ps(q->fmax);
     const __m512i vyzp = _mm512_set1_epi32(q->y_zp);
-    const __m512i vff = _mm512_set1_epi32(0xff);
     const int32_t* pb = (const int32_t*)(const void*)blk;
     const float* ps = (const float*)(const void*)(blk + V5D_CB * 4);
     const int8_t* pw = (const int8_t*)(blk + V5D_CB * 8);
@@ -617,25 +624,9 @@ static inline __attribute__((always_inline)) void v5d_block2(const int mode, siz
                 v3 = _mm512_dpbusd_epi32(v3, q3, _mm512_loadu_si512((const void*)(wg + 192)));
             }
         }
-        const __m512 s0 = _mm512_loadu_ps(ps), s1 = _mm512_loadu_ps(ps + 16);
-        const __m512 s2 = _mm512_loadu_ps(ps + 32), s3 = _mm512_loadu_ps(ps + 48);
         const size_t live = pixels - px < slots ? pixels - px : slots;
-        {
-            const __m512i r0 = _mm512_and_si512(v5_requant(u0, s0, vfmin, vfmax, vyzp), vff);
-            const __m512i r1 = _mm512_and_si512(v5_requant(u1, s1, vfmin, vfmax, vyzp), vff);
-            const __m512i r2 = _mm512_and_si512(v5_requant(u2, s2, vfmin, vfmax, vyzp), vff);
-            const __m512i r3 = _mm512_and_si512(v5_requant(u3, s3, vfmin, vfmax, vyzp), vff);
-            v5d_store(mode, yp0, live, c0, m,
-                      _mm512_packus_epi16(_mm512_packus_epi32(r0, r1), _mm512_packus_epi32(r2, r3)));
-        }
-        {
-            const __m512i r0 = _mm512_and_si512(v5_requant(v0, s0, vfmin, vfmax, vyzp), vff);
-            const __m512i r1 = _mm512_and_si512(v5_requant(v1, s1, vfmin, vfmax, vyzp), vff);
-            const __m512i r2 = _mm512_and_si512(v5_requant(v2, s2, vfmin, vfmax, vyzp), vff);
-            const __m512i r3 = _mm512_and_si512(v5_requant(v3, s3, vfmin, vfmax, vyzp), vff);
-            v5d_store(mode, yp1, live, c0, m,
-                      _mm512_packus_epi16(_mm512_packus_epi32(r0, r1), _mm512_packus_epi32(r2, r3)));
-        }
+        v5d_store(mode, yp0, live, c0, m, v5d_out(u0, u1, u2, u3, ps, vfmin, vfmax, vyzp));
+        v5d_store(mode, yp1, live, c0, m, v5d_out(v0, v1, v2, v3, ps, vfmin, vfmax, vyzp));
     }
 }
 
