@@ -24,9 +24,12 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 setup: apt $(VENV)/.installed native cpu
 
-# The C CPU fallback (cpu_fallback/): a shared library loaded through ctypes, rebuilt when a source changes.
+# The C CPU fallback (cpu_fallback/): a shared library loaded through ctypes, rebuilt when a source changes,
+# and once the venv exists the small extension that runs a native graph without ctypes (vkinfer._fastrun).
+PY_INCLUDE = $(shell $(VPY) -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null)
 cpu:
 	@$(MAKE) --no-print-directory -C cpu_fallback lib
+	@if [ -x $(VPY) ]; then $(MAKE) --no-print-directory -C cpu_fallback pyext PYINC=$(PY_INCLUDE) PYEXT=$(EXT_SUFFIX); fi
 
 # Debian packages: installed only when dpkg says one is missing (a second run takes well under a second).
 apt:

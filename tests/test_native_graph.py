@@ -86,3 +86,54 @@ def test_eight_threads_on_one_session(device):
     for t in threads:
         t.join()
     assert not errors, errors[:5]
+
+
+def _one_graph(model: str, dtype: str):
+    blob = getattr(field_zoo, model)(0, dtype=dtype)
+    feed = field_zoo.field_inputs(model, 0, dtype)
+    sess = vkinfer.InferenceSession(blob, device="cpu", threads=1)
+    plan = sess.plan(feed)
+    (seg,) = [s.runner for s in plan.segments if s.device.startswith("cpu")]
+    return sess, feed, seg
+
+
+@pytest.mark.parametrize("model, dtype", [("ds_cnn_kws", "int8"), ("resnet8", "uint8"), ("tiny_conv", "int8")])
+def test_fastrun_extension_equals_the_ctypes_path(model, dtype):
+    """`make cpu` builds vkinfer._fastrun; a graph run through it gives the bytes the ctypes path gives, and
+    both equal the reference session's."""
+    from vkinfer.cpu import graph as native
+
+    assert native._fastrun is not None, "vkinfer._fastrun is missing: `make cpu` builds it"
+    sess, feed, seg = _one_graph(model, dtype)
+    assert seg.graph._fast is not None
+    ref = vkinfer.InferenceSession(getattr(field_zoo, model)(0, dtype=dtype), device="reference").run(None, feed)
+    arrays = [feed[t] for t, _, _ in seg.in_specs]
+    fast = seg.run_arrays(arrays, 1)
+    seg.graph._fast, saved = None, seg.graph._fast
+    try:
+        slow = seg.run_arrays(arrays, 1)
+    finally:
+        seg.graph._fast = saved
+    for a, b, r in zip(fast, slow, ref, strict=True):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a, r.reshape(a.shape))
+
+
+def test_fastrun_refuses_wrong_buffers():
+    """Sizes and layout are checked before C sees a pointer: a short, a long and a non-contiguous buffer raise,
+    as does the wrong number of buffers."""
+    _, feed, seg = _one_graph("tiny_conv", "int8")
+    g = seg.graph
+    arrays = [feed[t] for t, _, _ in seg.in_specs] + [np.empty(s, d) for _, s, d in seg.out_specs]
+    g.run(arrays, 1)
+    short = [arrays[0].reshape(-1)[:-1], *arrays[1:]]
+    with pytest.raises(ValueError, match="external buffer 0 is"):
+        g.run(short, 1)
+    longer = [np.zeros(arrays[0].size + 1, arrays[0].dtype), *arrays[1:]]
+    with pytest.raises(ValueError, match="external buffer 0 is"):
+        g.run(longer, 1)
+    wide = np.zeros((arrays[0].size, 2), arrays[0].dtype)[:, 0]  # strided, same byte count as a view
+    with pytest.raises((ValueError, BufferError)):
+        g.run([wide, *arrays[1:]], 1)
+    with pytest.raises(ValueError, match="external buffers for a graph of"):
+        g.run(arrays[:1], 1)

@@ -182,12 +182,13 @@ class CpuSegment:
 
     def run_arrays(self, arrays: list[np.ndarray], threads: int = 0) -> list[np.ndarray]:
         """The outputs for input arrays already checked against `in_specs` (the session's fast path)."""
-        for t, a in zip(self.nan_checked, arrays, strict=True):
-            # The quantize operator gives qmin for NaN where the reference refuses it; max propagates NaN with
-            # no temporary array.
-            if t and a.size and np.isnan(a.max()):
-                raise ValueError(f"tensor {t!r} contains NaN (ONNX Runtime's QuantizeLinear result is position "
-                                 "dependent)")
+        if any(self.nan_checked):
+            for t, a in zip(self.nan_checked, arrays, strict=True):
+                # The quantize operator gives qmin for NaN where the reference refuses it; max propagates NaN
+                # with no temporary array.
+                if t and a.size and np.isnan(a.max()):
+                    raise ValueError(f"tensor {t!r} contains NaN (ONNX Runtime's QuantizeLinear result is "
+                                     "position dependent)")
         arrays = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in arrays]
         outs = [np.empty(shape, dt) for _, shape, dt in self.out_specs]
         self.graph.run(arrays + outs, threads)

@@ -318,16 +318,17 @@ class InferenceSession:
             # The common call (every input at its declared static shape): checks as below, at a fraction of the
             # cost, on the plan compiled at creation. Anything else takes the general path, which also
             # produces the errors.
-            feed = {}
+            arrays = []
             for name, dt, shape in fast[1]:
                 v = input_feed.get(name)
                 if type(v) is not np.ndarray or v.dtype != dt or v.shape != shape:
                     break
-                feed[name] = v
+                arrays.append(v)
             else:
                 if fast[3] is not None:  # the whole model is one native call
-                    return fast[3].run_arrays(list(feed.values()), self._threads())
-                return fast[0].run(feed, fast[2], self._threads())
+                    return fast[3].run_arrays(arrays, self._threads())
+                return fast[0].run(dict(zip((f[0] for f in fast[1]), arrays, strict=True)), fast[2],
+                                   self._threads())
         g = self.graph
         values: dict[str, np.ndarray] = dict(g.consts)
         for t in g.inputs:
