@@ -122,12 +122,15 @@ static vki_status pack_igemm(vki_conv* cv, const vki_conv_desc* d)
 {
     const vki_isa* isa = cv->isa;
     const bool u8s8 = use_u8s8(cv, d);
-    cv->mr = u8s8 && isa->u8s8_mr ? isa->u8s8_mr : isa->mr;
+    /* At most 16 output channels per group: the variant's narrow u8s8 tile, if it has one (AVX-512 VNNI: 14 x 16
+     * where 7 x 32 leaves half its accumulators on zero weights). */
+    const bool narrow = u8s8 && isa->igemm_u8s8_narrow && isa->u8s8_mr_narrow && cv->mg <= 16;
+    cv->mr = narrow ? isa->u8s8_mr_narrow : u8s8 && isa->u8s8_mr ? isa->u8s8_mr : isa->mr;
     cv->nr = u8s8 && isa->u8s8_nr ? isa->u8s8_nr : isa->nr;
     if (cv->mr > MAX_MR) FAIL(VKI_EINVAL, "variant %s has MR > %d", isa->name, MAX_MR);
     size_t nr = cv->nr, kr = u8s8 ? VKI_U8S8_KR : isa->kr, kcg = round_up(cv->kc, kr) / kr;
     size_t wbytes = u8s8 ? 1 : 2;
-    cv->igemm = u8s8 ? isa->igemm_u8s8 : isa->igemm;
+    cv->igemm = narrow ? isa->igemm_u8s8_narrow : u8s8 ? isa->igemm_u8s8 : isa->igemm;
     cv->kernel = u8s8 ? isa->name_u8s8 : isa->name;
     cv->nblocks = (uint32_t)((cv->mg + nr - 1) / nr);
     cv->block_bytes = round_up(nr * 8 + (size_t)cv->ks * kcg * nr * kr * wbytes, 64);

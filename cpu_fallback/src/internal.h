@@ -96,6 +96,11 @@ typedef struct {
     vki_igemm_fn igemm_u8s8;   /* NULL: no u8s8 path; packing: see VKI_U8S8_KR above */
     const char* name_u8s8;     /* what vki_conv_kernel() reports for layers on igemm_u8s8 / dw_u8s8 */
     uint32_t u8s8_mr, u8s8_nr; /* igemm_u8s8's tile (0: mr, nr) */
+    /* Optional: a u8s8 igemm for layers of at most 16 output channels per group, on the same packed block
+     * (u8s8_nr columns, the ones past 16 unused), with u8s8_mr_narrow rows: a[] holds that many pointers
+     * per tap. NULL: such layers take igemm_u8s8. */
+    vki_igemm_fn igemm_u8s8_narrow;
+    uint32_t u8s8_mr_narrow;
     int32_t u8s8_wmin, u8s8_wmax;  /* exact weight range of the u8s8 kernels (both 0: +-VKI_U8S8_WMAX) */
     int32_t u8s8_xoff;         /* activation offset the u8s8 kernels subtract (0 or 128) */
     vki_dwp_fn dw_u8s8;        /* NULL: depthwise always on the int16 kernels below */

@@ -294,6 +294,7 @@ static void v5_dw_any(size_t channels, size_t ks, const uint8_t* const* a, const
  */
 #define V5Q_MR 7
 #define V5Q_NR 32
+#define V5Q_MR_NARROW 14 /* igemm_u8s8_narrow: 14 accumulators of 16 channels */
 
 /* 4 activation bytes at p as one dword (n = 4), or the first n = 1..3 of them, zero above. */
 static inline int32_t v5q_dword(const uint8_t* p, size_t n)
@@ -306,27 +307,30 @@ static inline int32_t v5q_dword(const uint8_t* p, size_t n)
     return (int32_t)(uint32_t)v5_load_partial(p, n);
 }
 
-static inline __attribute__((always_inline)) void v5q_tile(const size_t R, size_t nc, size_t kc, size_t ks,
+/* R rows (a[] holds AS pointers per tap) x NV zmm of 16 channels: the 7 x 32 tile (NV 2, AS 7), or the narrow
+ * 14 x 16 one (NV 1, AS 14) for layers of at most 16 output channels per group, where the wide tile's second
+ * vector would multiply zero weights: ResNet-8's 16-channel 3x3 layers ran at 177 GMAC/s on it. */
+static inline __attribute__((always_inline)) void v5q_tile(const size_t R, const size_t NV, const size_t AS,
+                                                           size_t nc, size_t kc, size_t ks,
                                                            const uint8_t* const* a, const void* w, uint8_t* c,
                                                            size_t c_stride, const vki_qparams* q)
 {
-    enum { NV = V5Q_NR / 16 }; /* zmm per row */
     const int32_t* bias = (const int32_t*)w;
     const float* scale = (const float*)(bias + V5Q_NR);
     const int8_t* wt = (const int8_t*)(scale + V5Q_NR);
-    __m512i acc[V5Q_MR][NV];
+    __m512i acc[V5Q_MR_NARROW][V5Q_NR / 16];
     _Pragma("GCC unroll 8") for (size_t v = 0; v < NV; v++) {
         const __m512i b0 = _mm512_loadu_si512((const void*)(bias + 16 * v));
-        _Pragma("GCC unroll 8") for (size_t r = 0; r < R; r++) acc[r][v] = b0;
+        _Pragma("GCC unroll 16") for (size_t r = 0; r < R; r++) acc[r][v] = b0;
     }
-    for (size_t t = 0; t < ks; t++, a += V5Q_MR) {
-        const uint8_t* p[V5Q_MR];
-        _Pragma("GCC unroll 8") for (size_t r = 0; r < R; r++) p[r] = a[r];
+    for (size_t t = 0; t < ks; t++, a += AS) {
+        const uint8_t* p[V5Q_MR_NARROW];
+        _Pragma("GCC unroll 16") for (size_t r = 0; r < R; r++) p[r] = a[r];
         size_t k = 0;
         for (; k + 4 <= kc; k += 4, wt += 4 * V5Q_NR) {
             __m512i wv[NV];
             _Pragma("GCC unroll 8") for (size_t v = 0; v < NV; v++) wv[v] = _mm512_loadu_si512((const void*)(wt + 64 * v));
-            _Pragma("GCC unroll 8") for (size_t r = 0; r < R; r++) {
+            _Pragma("GCC unroll 16") for (size_t r = 0; r < R; r++) {
                 const __m512i x = _mm512_set1_epi32(v5q_dword(p[r] + k, 4));
                 _Pragma("GCC unroll 8") for (size_t v = 0; v < NV; v++) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], x, wv[v]);
             }
@@ -334,7 +338,7 @@ static inline __attribute__((always_inline)) void v5q_tile(const size_t R, size_
         if (k < kc) { /* 1..3 k left: the missing bytes are zero here and their packed weights zero */
             __m512i wv[NV];
             _Pragma("GCC unroll 8") for (size_t v = 0; v < NV; v++) wv[v] = _mm512_loadu_si512((const void*)(wt + 64 * v));
-            _Pragma("GCC unroll 8") for (size_t r = 0; r < R; r++) {
+            _Pragma("GCC unroll 16") for (size_t r = 0; r < R; r++) {
                 const __m512i x = _mm512_set1_epi32(v5q_dword(p[r] + k, kc - k));
                 _Pragma("GCC unroll 8") for (size_t v = 0; v < NV; v++) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], x, wv[v]);
             }
@@ -344,7 +348,7 @@ static inline __attribute__((always_inline)) void v5q_tile(const size_t R, size_
     const __m512 vfmin = _mm512_set1_ps(q->fmin);
     const __m512 vfmax = _mm512_set1_ps(q->fmax);
     const __m512i vyzp = _mm512_set1_epi32(q->y_zp);
-    _Pragma("GCC unroll 8") for (size_t r = 0; r < R; r++)
+    _Pragma("GCC unroll 16") for (size_t r = 0; r < R; r++)
         _Pragma("GCC unroll 8") for (size_t v = 0; v < NV; v++) {
             const __m128i o = v5_pack16(v5_requant(acc[r][v], _mm512_loadu_ps(scale + 16 * v), vfmin, vfmax, vyzp));
             const size_t n0 = 16 * v;
@@ -358,13 +362,40 @@ static void v5q_igemm(size_t mr, size_t nc, size_t kc, size_t ks, const uint8_t*
                       uint8_t* c, size_t c_stride, const vki_qparams* q)
 {
     switch (mr) {
-    case 1: v5q_tile(1, nc, kc, ks, a, w, c, c_stride, q); break;
-    case 2: v5q_tile(2, nc, kc, ks, a, w, c, c_stride, q); break;
-    case 3: v5q_tile(3, nc, kc, ks, a, w, c, c_stride, q); break;
-    case 4: v5q_tile(4, nc, kc, ks, a, w, c, c_stride, q); break;
-    case 5: v5q_tile(5, nc, kc, ks, a, w, c, c_stride, q); break;
-    case 6: v5q_tile(6, nc, kc, ks, a, w, c, c_stride, q); break;
-    default: v5q_tile(7, nc, kc, ks, a, w, c, c_stride, q); break;
+    case 1: v5q_tile(1, 2, V5Q_MR, nc, kc, ks, a, w, c, c_stride, q); break;
+    case 2: v5q_tile(2, 2, V5Q_MR, nc, kc, ks, a, w, c, c_stride, q); break;
+    case 3: v5q_tile(3, 2, V5Q_MR, nc, kc, ks, a, w, c, c_stride, q); break;
+    case 4: v5q_tile(4, 2, V5Q_MR, nc, kc, ks, a, w, c, c_stride, q); break;
+    case 5: v5q_tile(5, 2, V5Q_MR, nc, kc, ks, a, w, c, c_stride, q); break;
+    case 6: v5q_tile(6, 2, V5Q_MR, nc, kc, ks, a, w, c, c_stride, q); break;
+    default: v5q_tile(7, 2, V5Q_MR, nc, kc, ks, a, w, c, c_stride, q); break;
+    }
+}
+
+/* nc <= 16 (the variant's igemm_u8s8_narrow): up to 14 rows, a[] with 14 pointers per tap. */
+static void v5q_igemm_narrow(size_t mr, size_t nc, size_t kc, size_t ks, const uint8_t* const* a, const void* w,
+                             uint8_t* c, size_t c_stride, const vki_qparams* q)
+{
+    if (mr > 7) { /* 8..14 rows in one tile, 1..7 in a half-height one */
+        switch (mr) {
+        case 8: v5q_tile(8, 1, V5Q_MR_NARROW, nc, kc, ks, a, w, c, c_stride, q); break;
+        case 9: v5q_tile(9, 1, V5Q_MR_NARROW, nc, kc, ks, a, w, c, c_stride, q); break;
+        case 10: v5q_tile(10, 1, V5Q_MR_NARROW, nc, kc, ks, a, w, c, c_stride, q); break;
+        case 11: v5q_tile(11, 1, V5Q_MR_NARROW, nc, kc, ks, a, w, c, c_stride, q); break;
+        case 12: v5q_tile(12, 1, V5Q_MR_NARROW, nc, kc, ks, a, w, c, c_stride, q); break;
+        case 13: v5q_tile(13, 1, V5Q_MR_NARROW, nc, kc, ks, a, w, c, c_stride, q); break;
+        default: v5q_tile(14, 1, V5Q_MR_NARROW, nc, kc, ks, a, w, c, c_stride, q); break;
+        }
+        return;
+    }
+    switch (mr) {
+    case 1: v5q_tile(1, 1, V5Q_MR_NARROW, nc, kc, ks, a, w, c, c_stride, q); break;
+    case 2: v5q_tile(2, 1, V5Q_MR_NARROW, nc, kc, ks, a, w, c, c_stride, q); break;
+    case 3: v5q_tile(3, 1, V5Q_MR_NARROW, nc, kc, ks, a, w, c, c_stride, q); break;
+    case 4: v5q_tile(4, 1, V5Q_MR_NARROW, nc, kc, ks, a, w, c, c_stride, q); break;
+    case 5: v5q_tile(5, 1, V5Q_MR_NARROW, nc, kc, ks, a, w, c, c_stride, q); break;
+    case 6: v5q_tile(6, 1, V5Q_MR_NARROW, nc, kc, ks, a, w, c, c_stride, q); break;
+    default: v5q_tile(7, 1, V5Q_MR_NARROW, nc, kc, ks, a, w, c, c_stride, q); break;
     }
 }
 
@@ -693,6 +724,8 @@ const vki_isa vki_isa_avx512vnni = {
     .name_u8s8 = "avx512vnni-u8s8",
     .u8s8_mr = V5Q_MR,
     .u8s8_nr = V5Q_NR,
+    .igemm_u8s8_narrow = v5q_igemm_narrow,
+    .u8s8_mr_narrow = V5Q_MR_NARROW,
     .u8s8_wmin = -128,
     .u8s8_wmax = 127,
     .u8s8_xoff = 0,

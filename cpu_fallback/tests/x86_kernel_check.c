@@ -183,10 +183,14 @@ static int16_t rnd_wt7(const vki_isa* isa, int mode)
 static int check_igemm_kind(const vki_isa* isa, const char* label, size_t mr, size_t nc, size_t kc, size_t ks,
                             int u8s8)
 {
-    const size_t MR = u8s8 && isa->u8s8_mr ? isa->u8s8_mr : isa->mr, NR = u8s8 && isa->u8s8_nr ? isa->u8s8_nr : isa->nr;
+    /* u8s8: 1 the u8s8 igemm, 2 its narrow form (at most 16 channels, u8s8_mr_narrow rows, same block) */
+    const int narrow = u8s8 == 2;
+    const size_t MR = narrow ? isa->u8s8_mr_narrow : u8s8 && isa->u8s8_mr ? isa->u8s8_mr : isa->mr;
+    const size_t NR = u8s8 && isa->u8s8_nr ? isa->u8s8_nr : isa->nr;
     const size_t KR = u8s8 ? VKI_U8S8_KR : isa->kr, kcg = (kc + KR - 1) / KR;
     if (mr > MR) mr = MR;
     if (nc > NR) nc = NR;
+    if (narrow && nc > 16) nc = 16;
     const size_t wbytes = u8s8 ? 1 : sizeof(int16_t);
     const vki_qparams q = rnd_qparams();
 
@@ -274,7 +278,7 @@ static int check_igemm_kind(const vki_isa* isa, const char* label, size_t mr, si
     uint8_t* sentinel = xmalloc(c_bytes);
     for (size_t i = 0; i < c_bytes; i++) sentinel[i] = c[i] = (uint8_t)rnd();
 
-    (u8s8 ? isa->igemm_u8s8 : isa->igemm)(mr, nc, kc, ks, a, block, c, c_stride, &q);
+    (narrow ? isa->igemm_u8s8_narrow : u8s8 ? isa->igemm_u8s8 : isa->igemm)(mr, nc, kc, ks, a, block, c, c_stride, &q);
 
     int bad = 0;
     for (size_t i = 0; i < mr; i++) {
@@ -291,7 +295,7 @@ static int check_igemm_kind(const vki_isa* isa, const char* label, size_t mr, si
                     fprintf(stderr,
                             "MISMATCH %s igemm%s mr=%zu nc=%zu kc=%zu ks=%zu row=%zu ch=%zu: got %u want %u "
                             "(acc=%lld scale=%a x_zp=%d y_zp=%d fmin=%g fmax=%g)\n",
-                            label, u8s8 ? "-u8s8" : "", mr, nc, kc, ks, i, n, got, want, (long long)acc, (double)scale[n], q.x_zp,
+                            label, narrow ? "-u8s8-narrow" : u8s8 ? "-u8s8" : "", mr, nc, kc, ks, i, n, got, want, (long long)acc, (double)scale[n], q.x_zp,
                             q.y_zp, (double)q.fmin, (double)q.fmax);
                 bad++;
             }
@@ -605,6 +609,17 @@ static void check_isa(const vki_isa* isa, const char* label, size_t random_cases
             check_igemm_kind(isa, label, 1 + rndu(umr), 1 + rndu(unr), 1 + rndu(rndu(4) ? 70 : 600), kss[rndu(4)], 1);
         /* K beyond 2^16 (ks * kc = 66,560): sums of extreme products must not wrap or saturate */
         check_igemm_kind(isa, label, umr, unr, 520, 128, 1);
+    }
+    if (isa->igemm_u8s8_narrow) { /* the narrow tile: every row count, 16 channels and fewer */
+        for (size_t ik = 0; ik < sizeof(kcs) / sizeof(kcs[0]); ik++)
+            for (size_t mr = 1; mr <= isa->u8s8_mr_narrow; mr++) {
+                check_igemm_kind(isa, label, mr, 16, kcs[ik], kss[ik % 4], 2);
+                check_igemm_kind(isa, label, mr, 1 + rndu(16), kcs[ik], kss[(ik + 1) % 4], 2);
+            }
+        for (size_t i = 0; i < random_cases; i++)
+            check_igemm_kind(isa, label, 1 + rndu(isa->u8s8_mr_narrow), 1 + rndu(16), 1 + rndu(rndu(4) ? 70 : 600),
+                             kss[rndu(4)], 2);
+        check_igemm_kind(isa, label, isa->u8s8_mr_narrow, 16, 520, 128, 2);
     }
     if (isa->dw_u8s8) {
         static const size_t dks[] = {1, 2, 3, 4, 5, 8, 9, 25, 13};
@@ -1139,7 +1154,8 @@ static void bench_isa(const vki_isa* isa)
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
         const size_t ks = shapes[s][0], kc = shapes[s][1], MR = isa->mr, NR = isa->nr;
         const size_t UMR = isa->u8s8_mr ? isa->u8s8_mr : MR, UNR = isa->u8s8_nr ? isa->u8s8_nr : NR;
-        const size_t AR = UMR > MR ? UMR : MR;
+        size_t AR = UMR > MR ? UMR : MR;
+        if (isa->u8s8_mr_narrow > AR) AR = isa->u8s8_mr_narrow;
         const size_t kcg = (kc + isa->kr - 1) / isa->kr;
         uint8_t* rows = xmalloc(ks * AR * kc);
         const uint8_t** a = xmalloc(ks * AR * sizeof(*a));
@@ -1168,6 +1184,21 @@ static void bench_isa(const vki_isa* isa)
             }
             printf("  %s igemm ks=%zu kc=%-4zu %6.2f GMAC/s\n", isa->name_u8s8, ks, kc,
                    (double)(iters * ks * kc * UMR * UNR) / dt * 1e-9);
+            if (isa->igemm_u8s8_narrow && isa->u8s8_mr_narrow <= AR) { /* 16 channels: wide tile vs narrow */
+                const size_t NM = isa->u8s8_mr_narrow;
+                double dw = 1e30, dn = 1e30;
+                for (int rep = 0; rep < 9; rep++) {
+                    double t0 = now_s();
+                    for (size_t it = 0; it < 2 * iters; it++) isa->igemm_u8s8(UMR, 16, kc, ks, a, block, c, 16, &q);
+                    dw = fmin(dw, now_s() - t0);
+                    t0 = now_s();
+                    for (size_t it = 0; it < iters; it++) isa->igemm_u8s8_narrow(NM, 16, kc, ks, a, block, c, 16, &q);
+                    dn = fmin(dn, now_s() - t0);
+                }
+                printf("  %s 16 channels ks=%zu kc=%-4zu wide %6.2f narrow %6.2f GMAC/s\n", isa->name_u8s8, ks, kc,
+                       (double)(2 * iters * ks * kc * UMR * 16) / dw * 1e-9,
+                       (double)(iters * ks * kc * NM * 16) / dn * 1e-9);
+            }
         }
         free(rows);
         free(a);
