@@ -83,7 +83,7 @@ on), are compared with the reference engine's (vkinfer on the first device, or t
 MACs and peak activation memory are vkinfer's analysis of the model, as ``vkinfer info`` prints them.
 
 --per-layer: after the timed runs (so the timers do not perturb them), each vkinfer session's plan is profiled
-over PROFILE_ROUNDS inferences into the record's ``per_layer``: one entry per native operator of its CPU
+over per_layer.PROFILE_ROUNDS inferences into the record's ``per_layer``: one entry per native operator of its CPU
 segments (the native executor's per-operator timers; ``node`` is ``"<edge>"`` for a segment's layout
 conversions), per node of its Vulkan segments (device time from Vulkan timestamp queries, as the dispatcher's
 calibration measures a node) and per host node (wall time), each ``{"node", "device", "op", "measured_ms",
@@ -120,7 +120,7 @@ import numpy as np
 
 from . import records
 from .conditions import conditions, git_commit, vulkan_devices
-from .per_layer import PROFILE_ROUNDS, per_layer  # noqa: F401 - PROFILE_ROUNDS: part of run's interface
+from .per_layer import per_layer
 from .stats import summary
 
 DEFAULT_OUT = "vkinfer-bench.jsonl"
@@ -139,11 +139,6 @@ class _Parser(argparse.ArgumentParser):
 
 
 # --------------------------------------------------------------------------------------------- statistics
-
-
-def _summary(latencies_ms: list[float]) -> dict[str, float]:
-    """The record's statistics of the latencies (stats.summary)."""
-    return summary(latencies_ms)
 
 
 def agreement(ref: list[np.ndarray], out: list[np.ndarray], reference: str) -> dict[str, Any]:
@@ -768,7 +763,7 @@ def bench_model(model: Model, devices: list[str], peers: list[str], threads: int
                                  model_bytes=len(model.data), peak_activation_bytes=peak, conditions=cond)
         if e.status == "ok":
             rec["latencies_ms"] = list(e.latencies)
-            rec.update(_summary(e.latencies))
+            rec.update(summary(e.latencies))
             if macs is not None and rec["p50_ms"] > 0:
                 rec["gops"] = 2 * macs / (rec["p50_ms"] * 1e-3) / 1e9
             if ref is not None and e is not ref:
