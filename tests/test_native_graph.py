@@ -137,3 +137,123 @@ def test_fastrun_refuses_wrong_buffers():
         g.run([wide, *arrays[1:]], 1)
     with pytest.raises(ValueError, match="external buffers for a graph of"):
         g.run(arrays[:1], 1)
+
+
+# --- the session's run in one C call (vkinfer._fastrun.Runner) ----------------------------------------
+
+def _general(sess, output_names, feed):
+    """The same run through the Python path (the C runner switched off for one call)."""
+    native, sess._native = sess._native, None
+    try:
+        return sess.run(output_names, feed)
+    finally:
+        sess._native = native
+
+
+@pytest.mark.parametrize("model, dtype", [("tiny_conv", "int8"), ("tiny_conv", "uint8"), ("ds_cnn_kws", "int8"),
+                                          ("resnet8", "uint8")])
+def test_session_run_is_one_c_call_and_equals_the_reference(model, dtype):
+    blob = getattr(field_zoo, model)(0, dtype=dtype)
+    sess = vkinfer.InferenceSession(blob, device="cpu", threads=1)
+    assert sess._native is not None, "a whole-CPU static-shape model must run through vkinfer._fastrun.Runner"
+    ref = vkinfer.InferenceSession(blob, device="reference")
+    outs = [o.name for o in sess.get_outputs()]
+    for seed in range(3):
+        feed = field_zoo.field_inputs(model, seed, dtype)
+        want = ref.run(None, feed)
+        assert sess._native(feed) is not None
+        for got in (sess.run(None, feed), sess.run(outs, feed), _general(sess, None, feed)):
+            assert [type(a) for a in got] == [np.ndarray] * len(want)
+            for a, b in zip(got, want, strict=True):
+                assert a.dtype == b.dtype and a.shape == b.shape
+                np.testing.assert_array_equal(a, b)
+    first, second = sess.run(None, feed), sess.run(None, feed)
+    assert all(not np.shares_memory(a, b) for a, b in zip(first, second, strict=True)), "outputs must be fresh"
+
+
+def test_session_run_hands_every_other_feed_to_the_checked_path():
+    """The C runner takes only a dict of exactly the inputs as C-contiguous ndarrays of their dtype and shape;
+    everything else returns None to the Python path, which runs it (strided, read-only, subclass) or raises
+    the error naming the input."""
+    blob = field_zoo.tiny_conv(0, dtype="int8")
+    sess = vkinfer.InferenceSession(blob, device="cpu", threads=1)
+    ref = vkinfer.InferenceSession(blob, device="reference")
+    name = sess.get_inputs()[0].name
+    feed = field_zoo.field_inputs("tiny_conv", 5, "int8")
+    x = feed[name]
+    want = ref.run(None, feed)[0]
+
+    class Sub(np.ndarray):
+        pass
+
+    strided = np.zeros((*x.shape[:-1], 2 * x.shape[-1]), x.dtype)[..., ::2]
+    strided[...] = x
+    ro = x.copy()
+    ro.flags.writeable = False
+    for ok in (strided, np.asfortranarray(x), x.view(Sub), ro):
+        if ok is not ro:
+            assert sess._native({name: ok}) is None
+        np.testing.assert_array_equal(sess.run(None, {name: ok})[0], want)
+    bad = [({name: x.astype(np.uint8)}, TypeError, "must be a numpy array of int8"),
+           ({name: x.astype(np.float32)}, TypeError, "int8"),
+           ({name: x.reshape(1, -1)}, ValueError, "must have shape"),
+           ({name: x[..., :-1].copy()}, ValueError, "must have shape"),
+           ({}, ValueError, "missing input"),
+           ({"other": x}, ValueError, "missing input"),
+           ({name: x, "extra": x}, ValueError, "unknown input"),
+           ({name: x.tolist()}, TypeError, "numpy array")]
+    for f, err, msg in bad:
+        assert sess._native(f) is None
+        with pytest.raises(err, match=msg):
+            sess.run(None, f)
+    with pytest.raises(ValueError, match="unknown output"):
+        sess.run(["nope"], feed)
+    with pytest.raises(TypeError):
+        sess._native(feed, feed)
+
+
+def test_session_run_refuses_nan_in_c_as_in_python():
+    from vkinfer.models import zoo
+
+    q = zoo.quantize(zoo.mlp(), fmt="qoperator", per_channel=True, reduce_range=True)
+    sess = vkinfer.InferenceSession(q.SerializeToString(), device="cpu", threads=1)
+    assert sess._native is not None
+    x = zoo.random_inputs(q)["input"]
+    want = vkinfer.InferenceSession(q.SerializeToString(), device="reference").run(None, {"input": x})[0]
+    np.testing.assert_array_equal(sess.run(None, {"input": x})[0], want)
+    for pos in [(0, 0), (0, x.shape[1] - 1), (0, x.shape[1] // 2)]:
+        y = x.copy()
+        y[pos] = np.nan
+        with pytest.raises(ValueError, match="'input' contains NaN"):
+            sess.run(None, {"input": y})
+        with pytest.raises(ValueError, match="contains NaN"):
+            _general(sess, None, {"input": y})
+    y = x.copy()
+    y[0, 1] = np.inf  # not NaN: the quantizer saturates it, as ORT does
+    np.testing.assert_array_equal(sess.run(None, {"input": y})[0], _general(sess, None, {"input": y})[0])
+
+
+def test_runner_refuses_bad_construction():
+    from vkinfer import _fastrun
+
+    with pytest.raises(TypeError):
+        _fastrun.Runner()
+    args = [1, 1, None, ("x",), ("b",), ((1, 2),), (False,), ((1,),), (np.dtype(np.int8),), 1, np.ndarray, np.empty]
+    _fastrun.Runner(*args)
+    for k, v, err in [(0, 0, ValueError), (3, ("x", "y"), ValueError), (4, ("q",), ValueError),
+                      (5, ((1, -2),), ValueError), (6, (True,), ValueError), (5, ((1,) * 9,), ValueError)]:
+        with pytest.raises(err):
+            _fastrun.Runner(*args[:k], v, *args[k + 1:])
+
+
+def test_threads_are_fixed_at_session_creation(monkeypatch):
+    blob = field_zoo.tiny_conv(0, dtype="int8")
+    monkeypatch.setenv("VKINFER_CPU_THREADS", "2")
+    sess = vkinfer.InferenceSession(blob, device="cpu")
+    assert sess._run_threads == 2
+    monkeypatch.setenv("VKINFER_CPU_THREADS", "many")  # read at creation only, as ORT's session options are
+    feed = field_zoo.field_inputs("tiny_conv", 0, "int8")
+    sess.run(None, feed)
+    with pytest.raises(ValueError, match="VKINFER_CPU_THREADS"):
+        vkinfer.InferenceSession(blob, device="cpu")
+    assert vkinfer.InferenceSession(blob, device="cpu", threads=3)._run_threads == 3

@@ -194,6 +194,24 @@ class CpuSegment:
         self.graph.run(arrays + outs, threads)
         return outs
 
+    def native_runner(self, threads: int):
+        """A vkinfer._fastrun.Runner for this segment's whole-model run on `threads` threads (the session's `run`
+        in one C call for a feed of exactly these inputs), or None without the extension or for an input type
+        it does not take."""
+        fast = self.graph._fast
+        if fast is None or any(len(s) > 8 for _, s, _ in self.in_specs + self.out_specs):
+            return None
+        from .graph import _fastrun
+
+        formats = tuple(memoryview(np.empty(0, dt)).format for _, _, dt in self.in_specs)
+        try:
+            return _fastrun.Runner(fast[0], fast[1], self.graph, tuple(t for t, _, _ in self.in_specs), formats,
+                                   tuple(s for _, s, _ in self.in_specs), tuple(bool(t) for t in self.nan_checked),
+                                   tuple(s for _, s, _ in self.out_specs), tuple(dt for _, _, dt in self.out_specs),
+                                   int(threads), np.ndarray, np.empty)
+        except ValueError:  # an input dtype the runner has no format for (int64, say): the Python path
+            return None
+
     def ops(self) -> list[str]:
         """The native operators in order."""
         return self.graph.ops()

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import ops
+from ..cpu import threads_for_run
 from ..dispatch.placement import OBJECTIVES
 from ..errors import PlacementError, VulkanUnavailableError
 from .graph import Graph, TensorInfo
@@ -82,7 +83,8 @@ class InferenceSession:
         """`placement`: node name -> "cpu", "cpu:<variant>", "vulkan", "vulkan:<which>" or "host", overriding
         where those nodes run (the rest follow `device`); a name or device that does not exist, or a node the
         device cannot run, raises ValueError naming the node and the reason. `threads`: CPU threads per run
-        (None: $VKINFER_CPU_THREADS, else vkinfer.cpu.default_threads(), read on each run).
+        (None: $VKINFER_CPU_THREADS as set when the session is created, else vkinfer.cpu.default_threads(); fixed
+        for the session's life, as ONNX Runtime's intra_op_num_threads is).
 
         Thread safety: `run` may be called from several threads at once. Each CPU segment's native graph and
         each Vulkan segment's buffers serve one run at a time (a lock each), so concurrent runs on one
@@ -100,6 +102,8 @@ class InferenceSession:
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
             raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
         self.threads = threads
+        # Resolved once: reading $VKINFER_CPU_THREADS took 1.3 us per run, twice a tiny model's compute.
+        self._run_threads = threads if threads is not None else threads_for_run()
         supported = {name: None for name in OPS}
         self.graph: Graph = import_tflite(model, supported) if is_tflite(model) else import_onnx(model, supported)
         for node in self.graph.nodes:
@@ -121,6 +125,8 @@ class InferenceSession:
         self._latest: Plan | None = None
         # For static shapes: (plan, [(input, dtype, shape)], output names, its CPU segment when that is all of it)
         self._fast: tuple | None = None
+        # The common call in C (vkinfer._fastrun.Runner) when the plan is one native CPU graph; None otherwise.
+        self._native = None
         self._backends: dict[str, object] = {}
         kind, _, which = self.device.partition(":")
         self._compile = kind in ("vulkan", "cpu", "auto") and os.environ.get("VKINFER_PLAN", "1") != "0"
@@ -157,6 +163,8 @@ class InferenceSession:
                     whole = not rest and seg0.device.startswith("cpu") and seg0.runner.inputs == [
                         t[0] for t in ins] and seg0.runner.outputs == outs
                     self._fast = (plan, ins, outs, seg0.runner if whole else None)
+                    if whole and not self._variables:
+                        self._native = seg0.runner.native_runner(self._run_threads)
                 except PlacementError:
                     raise
                 except (ValueError, TypeError):
@@ -264,11 +272,7 @@ class InferenceSession:
         return "\n".join(lines)
 
     def _threads(self) -> int:
-        if self.threads is not None:
-            return self.threads
-        from ..cpu import threads_for_run
-
-        return threads_for_run()
+        return self._run_threads
 
     def get_inputs(self) -> list[NodeArg]:
         return [NodeArg(t) for t in self.graph.inputs if t.name not in self._state_names]
@@ -290,6 +294,15 @@ class InferenceSession:
         Concurrent `run` calls on one stateful session are serialised by a lock (each sees the state the previous
         one left, in the order they take the lock); stateless sessions run concurrently as described in
         `__init__`."""
+        native = self._native
+        if native is not None and (output_names is None or output_names == self._outs):
+            out = native(input_feed)  # None: a feed the general path must check (and name what is wrong)
+            if type(out) is list:
+                return out
+            if out is not None:
+                from ..cpu import _check
+
+                _check(out, "native graph run")
         if not self._variables:
             return self._run_graph(output_names, input_feed)
         if not isinstance(input_feed, dict):
