@@ -154,3 +154,35 @@ def test_bad_placements_name_the_node():
             vkinfer.InferenceSession(blob, device="cpu", placement={softmax: "cpu"})
     with pytest.raises(ValueError, match="placement"):
         vkinfer.InferenceSession(blob, device="reference", placement={conv: "cpu"})
+
+
+@pytest.mark.parametrize("name,blob,feed", [m for m in _zoo_models() if m[0] != "tiny_cnn-i8"] + [
+    ("mobilenet_v2_kws-i8", field_zoo.mobilenet_v2_kws(0, dtype="int8"),
+     field_zoo.field_inputs("mobilenet_v2_kws", 0, "int8"))], ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize("offset", [0, 1])
+def test_device_segments_hand_over_in_the_cpu_form(name, blob, feed, offset):
+    """8-bit tensors passed between CPU and Vulkan segments cross in the CPU graph's form (canonical bytes, NHWC,
+    (N, H, W, A, B) for 5-D), packed as rows on the device: no NCHW transpose on either side; the bits are the
+    reference's for int8 (XOR at the device edge) and uint8, 4-D and 5-D."""
+    g = vkinfer.InferenceSession(blob, device="reference").graph
+    order: dict[str, int] = {}
+
+    def choose(n, devs):
+        order[n] = len(order)
+        dev = [d for d in devs if d != HOST]
+        return dev[(order[n] + offset) % len(dev)] if dev else HOST
+    plan = _check(g, feed, choose, _backends())
+    handed = set()
+    for seg in plan.segments:
+        io = getattr(seg.runner, "form_io", None)
+        if io is not None:
+            handed |= io & set(seg.inputs + seg.outputs)
+    crossing = {t.tensor for t in plan.transfers if {t.src.split(":")[0], t.dst.split(":")[0]} == {"cpu", "vulkan"}}
+    assert handed, f"no tensor crossed in the CPU form; transfers {plan.transfers}"
+    assert handed <= {t for t, _ in plan.info.items()}
+    ranks = {len(plan.info[t][0]) for t in handed}
+    dtypes = {plan.info[t][1] for t in handed}
+    assert 4 in ranks and dtypes <= {np.dtype(np.int8), np.dtype(np.uint8)}
+    assert crossing & handed
+    if name.startswith("shufflenet"):
+        assert any(len(plan.info[t][0]) == 5 for t in crossing), "the channel shuffle's 5-D tensor should cross"

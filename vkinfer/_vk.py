@@ -188,20 +188,22 @@ class Buffer:
             raise TypeError(f"write_nchw needs a numpy array, got {type(x).__name__}")
         self.raw.write_nchw(x if x.flags.c_contiguous else np.ascontiguousarray(x))
 
-    def write_rows(self, x: np.ndarray) -> None:
-        """Pack a uint8/int8 array as rows of its last axis, whatever its rank (native `rows_to_packed`)."""
+    def write_rows(self, x: np.ndarray, flip: int = 0) -> None:
+        """Pack a uint8/int8 array as rows of its last axis, whatever its rank (native `rows_to_packed`), each
+        byte XORed with `flip` (0x80: the CPU graph's canonical int8 bytes to raw int8)."""
         if not isinstance(x, np.ndarray):
             raise TypeError(f"write_rows needs a numpy array, got {type(x).__name__}")
-        self.raw.write_rows(x if x.flags.c_contiguous else np.ascontiguousarray(x))
+        self.raw.write_rows(x if x.flags.c_contiguous else np.ascontiguousarray(x), flip)
 
     def read_nchw(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         """A new array of `shape` and `dtype` (uint8/int8) unpacked from the buffer (native
         `_layout.from_packed`: NCHW for 4-D and 5-D shapes, rows of the last axis otherwise)."""
         return self.raw.read_nchw([int(d) for d in shape], np.dtype(dtype))
 
-    def read_rows(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        """A new array of `shape` and `dtype` unpacked from rows of its last axis, whatever its rank."""
-        return self.raw.read_rows([int(d) for d in shape], np.dtype(dtype))
+    def read_rows(self, shape: tuple[int, ...], dtype: np.dtype, flip: int = 0) -> np.ndarray:
+        """A new array of `shape` and `dtype` unpacked from rows of its last axis, whatever its rank, each byte
+        XORed with `flip`."""
+        return self.raw.read_rows([int(d) for d in shape], np.dtype(dtype), flip)
 
 
 class Program:

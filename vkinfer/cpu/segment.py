@@ -25,6 +25,12 @@ from .graph import NativeGraph, Ref
 _INDIRECT = {"QLinearConv", "vkinfer:QLinearConvClamp", "com.microsoft:QGemm", "vkinfer:QGemmClamp", "QLinearMatMul"}
 
 
+def form_key(t: str) -> str:
+    """The run's key for tensor `t` handed between device segments in the CPU graph's form (canonical bytes,
+    4-D NHWC), beside `t` itself in the host's form."""
+    return t + "\x00form"
+
+
 def _compose(p1, p2) -> tuple[int, ...]:
     """The permutation of a.transpose(p1).transpose(p2)."""
     return tuple(p1[i] for i in p2)
@@ -42,7 +48,11 @@ class CpuSegment:
 
     kind = "cpu"
 
-    def __init__(self, layers, inputs: list[str], outputs: list[str], info: dict, consts: dict):
+    def __init__(self, layers, inputs: list[str], outputs: list[str], info: dict, consts: dict,
+                 form_io: frozenset[str] = frozenset()):
+        """`form_io`: 8-bit inputs and outputs exchanged with another device's segment in this graph's own form
+        (canonical bytes, 4-D as NHWC; see `form_key`): no transpose or XOR at the edge, and the Vulkan side
+        packs rows, its own layout, from them."""
         self.info = info
         self.inputs = [t for t in inputs if t not in consts]
         self.outputs = list(outputs)
@@ -67,10 +77,12 @@ class CpuSegment:
             shape, dt = info[t]
             if not is_8bit(dt):
                 continue  # float: read in place by its reader (the quantize operator)
-            dst, perm = t, form_perm(shape)
+            dst, perm, fshape = t, form_perm(shape), form_shape(shape)
+            if t in form_io:
+                shape, perm, dt = fshape, tuple(range(len(shape))), np.uint8
             rd = readers.get(t, [])
             if len(rd) == 1 and layers[rd[0]].move is not None and t not in outs \
-                    and layers[rd[0]].out not in outs and tuple(layers[rd[0]].move[0]) == form_shape(shape):
+                    and layers[rd[0]].out not in outs and tuple(layers[rd[0]].move[0]) == fshape:
                 lay = layers[rd[0]]
                 skip.add(rd[0])
                 dst, perm = lay.out, _compose(perm, lay.move[1])
@@ -95,6 +107,8 @@ class CpuSegment:
             if not is_8bit(dt):
                 continue
             src, perm, src_shape = t, unform_perm(shape), form_shape(shape)
+            if t in form_io:
+                perm, dt = tuple(range(len(shape))), np.uint8
             i = producer.get(t)
             if i is not None and layers[i].move is not None and i not in skip:
                 s = layers[i].acts[0]
@@ -174,8 +188,14 @@ class CpuSegment:
         for src, k, shape, perm, xor in out_conv:
             g.add("transpose", len(shape) or 1, u32(shape or [1]), u32(perm or [0]), 1, xor, ref(src),
                   Ref(k, 0, nbytes(src)))
-        self.in_specs = [(t, tuple(info[t][0]), np.dtype(info[t][1])) for t in self.inputs]
-        self.out_specs = [(t, tuple(info[t][0]), np.dtype(info[t][1])) for t in self.outputs]
+        self.form_io = frozenset(t for t in form_io if is_8bit(info[t][1]))
+
+        def spec(t: str) -> tuple[str, tuple[int, ...], np.dtype]:
+            if t in self.form_io:
+                return form_key(t), form_shape(tuple(info[t][0])), np.dtype(np.uint8)
+            return t, tuple(info[t][0]), np.dtype(info[t][1])
+        self.in_specs = [spec(t) for t in self.inputs]
+        self.out_specs = [spec(t) for t in self.outputs]
         # Per input, its name where it is float (checked for NaN on each run), else "".
         self.nan_checked = [t if np.dtype(info[t][1]) == np.float32 else "" for t in self.inputs]
         self.layers = [lay for _, lay in live]

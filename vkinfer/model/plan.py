@@ -241,8 +241,9 @@ class Plan:
                 self.placement[node.name] = HOST
         self.backends = backends
         self.segments = self._segments(layers)
+        form_io = self._form_handoffs()
         for seg in self.segments:
-            seg.runner = self._runner(seg, layers)
+            seg.runner = self._runner(seg, layers, form_io)
         self._host = any(seg.device == HOST for seg in self.segments)
 
     @staticmethod
@@ -295,7 +296,23 @@ class Plan:
             segs.append(Segment(dev, nodes, ins, outs))
         return segs
 
-    def _runner(self, seg: Segment, layers: dict[str, Layer]):
+    def _form_handoffs(self) -> frozenset[str]:
+        """8-bit tensors that pass only between device segments (made by one, read by others, neither the host's
+        nor a model output): they cross in the CPU graph's form, which is the Vulkan layout without its padding,
+        rather than in the model's NCHW, which costs a transpose on each side."""
+        graph_outs = {t.name for t in self.g.outputs}
+        made: dict[str, str] = {}
+        read: dict[str, list[str]] = {}
+        for seg in self.segments:
+            for t in seg.inputs:
+                read.setdefault(t, []).append(seg.device)
+            for t in seg.outputs:
+                made[t] = seg.device
+        return frozenset(t for t, dev in made.items()
+                         if dev != HOST and t not in graph_outs and t in read and HOST not in read[t]
+                         and self.info[t][1].itemsize == 1)
+
+    def _runner(self, seg: Segment, layers: dict[str, Layer], form_io: frozenset[str] = frozenset()):
         if seg.device == HOST:
             return HostSegment(self.g, seg.nodes, self.host_device)
         lays = [layers[n.name] for n in seg.nodes]
@@ -303,10 +320,10 @@ class Plan:
         if be.kind == "cpu":
             from ..cpu.segment import CpuSegment
 
-            return CpuSegment(lays, seg.inputs, seg.outputs, self.info, self.g.consts)
+            return CpuSegment(lays, seg.inputs, seg.outputs, self.info, self.g.consts, form_io)
         from ..vulkan.segment import VulkanSegment
 
-        return VulkanSegment(be.dev, lays, seg.inputs, seg.outputs, self.info, self.g.consts)
+        return VulkanSegment(be.dev, lays, seg.inputs, seg.outputs, self.info, self.g.consts, form_io)
 
     @property
     def transfers(self) -> list[Transfer]:

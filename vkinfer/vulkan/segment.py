@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..cpu._form import flip, form_shape, is_8bit
+from ..cpu.segment import form_key
 from ..model.lowering import alias_roots
 from ..model.memory import lifetimes, plan_slots
 from ._layout import packed_words
@@ -26,7 +28,12 @@ class VulkanSegment:
 
     kind = "vulkan"
 
-    def __init__(self, dev, layers, inputs: list[str], outputs: list[str], info: dict, consts: dict):
+    def __init__(self, dev, layers, inputs: list[str], outputs: list[str], info: dict, consts: dict,
+                 form_io: frozenset[str] = frozenset()):
+        """`form_io`: 8-bit tensors exchanged with a CPU segment in the CPU graph's form (vkinfer.cpu.segment:
+        canonical bytes, 4-D NHWC), which is this device's packed layout without the padding: packing them is
+        a row copy (and an XOR for int8), where the host's NCHW takes a transpose on each side. MobileNetV2's
+        224x224x3 input: CPU transpose 48 us + NCHW pack 47 us -> one 3-to-4-byte row pack."""
         self.dev, self.layers, self.info = dev, layers, info
         root = alias_roots(layers)
 
@@ -63,12 +70,20 @@ class VulkanSegment:
 
         def buf(x):
             return self.const_bufs[x] if x in self.const_bufs else self.buffers[slot_of[r(x)]]
-        self.ups = [(t, buf(t)) for t in self.inputs]
-        self.downs = [(t, buf(t), *info[t]) for t in outputs]
+        def edge(t):  # (key in the run's values, packed as rows (the CPU form), XOR byte, rows shape, form shape)
+            if t in form_io and is_8bit(info[t][1]):
+                shape = tuple(info[t][0])
+                f = form_shape(shape)
+                k = 2 if len(shape) == 5 else 1  # 5-D (N, A, B, H, W): pixels of A*B, as _layout packs it
+                rows = (int(np.prod(f[:-k], dtype=np.int64)), int(np.prod(f[-k:], dtype=np.int64)))
+                return form_key(t), rows, flip(info[t][1]), f
+            return t, None, 0, None
+        self.ups = [(*edge(t), buf(t)) for t in self.inputs]
+        self.downs = [(*edge(t), buf(t), *info[t]) for t in outputs]
         seq = dev.sequence()
         seq.barrier()  # the previous run's (or segment's) reads finish before we overwrite
         if self.ups:
-            seq.upload(*dict.fromkeys(b for _, b in self.ups))
+            seq.upload(*dict.fromkeys(e[-1] for e in self.ups))
         for lay in layers:
             if not lay.alias:
                 for prog in _bind(lay.build(), [buf(a) for a in lay.acts], buf(lay.out)):
@@ -76,7 +91,7 @@ class VulkanSegment:
                     seq.dispatch(prog)
         seq.barrier()
         if self.downs:
-            seq.download(*dict.fromkeys(b for _, b, *_ in self.downs))
+            seq.download(*dict.fromkeys(e[4] for e in self.downs))
             seq.barrier()
         self.seq = seq
 
@@ -87,11 +102,15 @@ class VulkanSegment:
         """Pack the inputs from `values` straight into their buffers (native code; on unified memory those are
         the buffers the shaders read), submit once, unpack the outputs into `values`."""
         with self.dev.lock:  # the planned buffers are shared by every caller of this segment
-            for name, b in self.ups:
-                b.write_nchw(values[name])
+            for key, rows, xor, _, b in self.ups:
+                if rows:
+                    b.write_rows(values[key].reshape(rows), xor)
+                else:
+                    b.write_nchw(values[key])
             ns = self.seq.run(timed=self.timed)
             if self.timed:
                 self.last_device_ns = ns
-            outs = [(name, b.read_nchw(shape, dtype)) for name, b, shape, dtype in self.downs]
+            outs = [(key, b.read_rows(rows, np.uint8, xor).reshape(fshape) if rows else b.read_nchw(shape, dtype))
+                    for key, rows, xor, fshape, b, shape, dtype in self.downs]
         for name, a in outs:
             values[name] = a
