@@ -257,3 +257,95 @@ def test_threads_are_fixed_at_session_creation(monkeypatch):
     with pytest.raises(ValueError, match="VKINFER_CPU_THREADS"):
         vkinfer.InferenceSession(blob, device="cpu")
     assert vkinfer.InferenceSession(blob, device="cpu", threads=3)._run_threads == 3
+
+
+# --- a plan of CPU and Vulkan segments in one native call (vkinfer.model.plan.NativePlan) --------------
+
+def _python_path(plan, feed, names, threads):
+    saved = dict(plan._natives)
+    plan._natives[threads] = None
+    try:
+        return plan.run(feed, names, threads)
+    finally:
+        plan._natives.clear()
+        plan._natives.update(saved)
+
+
+@pytest.mark.parametrize("model, dtype", [("mobilenet_v2_kws", "int8"), ("ds_cnn_kws", "uint8")])
+def test_cpu_and_vulkan_segments_run_in_one_native_call(model, dtype):
+    """Alternating CPU / Vulkan placements (tensors handed over in the CPU form, int8 XORed at the device edge):
+    the native plan, the Python segment-by-segment path and the reference agree bit for bit; timed runs fill
+    each Vulkan segment's device time."""
+    blob = field_zoo.FIELD_MODELS[model](0, dtype=dtype)
+    ref = vkinfer.InferenceSession(blob, device="reference")
+    names = [n.name for n in ref.graph.nodes]
+    placement = {n: "cpu" for n in names[::3]}  # the rest on Vulkan where it runs them, else the CPU
+    sess = vkinfer.InferenceSession(blob, device="vulkan", placement=placement, threads=1)
+    plan = sess._fast[0]
+    native = plan.native(1)
+    assert native is not None and plan.submits >= 3 and plan.native_calls >= 3
+    outs = [o.name for o in sess.get_outputs()]
+    for seed in range(3):
+        feed = field_zoo.field_inputs(model, seed, dtype)
+        want = ref.run(None, feed)
+        got = sess.run(None, feed)
+        slow = _python_path(plan, feed, outs, 1)
+        for a, b, c in zip(got, slow, want, strict=True):
+            np.testing.assert_array_equal(a, c)
+            np.testing.assert_array_equal(b, c)
+    vks = [s.runner for s in plan.segments if s.device.startswith("vulkan")]
+    for s in vks:
+        s.timed, s.last_device_ns = True, None
+    try:
+        sess.run(None, feed)
+    finally:
+        for s in vks:
+            s.timed = False
+    if vks[0].dev.timestamps:
+        assert all(isinstance(s.last_device_ns, int) and s.last_device_ns > 0 for s in vks)
+
+
+def test_plan_runner_refuses_bad_construction_and_arrays():
+    from vkinfer._vk import _native, get_device
+
+    vk = _native()
+    dev = get_device()
+    buf = dev.buffer(64)
+    with pytest.raises(ValueError, match="persistent slot"):
+        vk.PlanRunner(1, 1, [4, 4], {0: np.zeros(4, np.uint8)}, [])
+    with pytest.raises(ValueError, match="wrong size"):
+        vk.PlanRunner(1, 1, [4, 4, 8], {2: np.zeros(4, np.uint8)}, [])
+    with pytest.raises(ValueError, match="no array"):
+        vk.PlanRunner(1, 1, [4, 4, 8], {}, [])
+    seq = dev.sequence()
+    seq.barrier()
+    with pytest.raises(ValueError, match="differs in size"):
+        vk.PlanRunner(1, 1, [4, 4], {}, [("vulkan", seq.raw, [(0, buf.raw, [1, 8], False, 0)], [])])
+    with pytest.raises(ValueError, match="fewer slots"):
+        vk.PlanRunner(2, 1, [4, 4], {}, [])
+    with pytest.raises(ValueError, match="slot out of range"):
+        vk.PlanRunner(1, 1, [4, 4], {}, [("cpu", 1, 1, None, [5], 1)])
+    with pytest.raises(ValueError, match="unknown step"):
+        vk.PlanRunner(1, 1, [4, 4], {}, [("gpu",)])
+    with pytest.raises(ValueError, match="exceeds|takes"):  # 4096 bytes do not fit a 64-byte buffer
+        vk.PlanRunner(1, 1, [4096, 4096], {}, [("vulkan", seq.raw, [(0, buf.raw, [64, 64], False, 0)], [])])
+    # A copy through the device: input slot -> buffer -> output slot, int8 XOR on the way in and out.
+    r = vk.PlanRunner(1, 1, [12, 12], {}, [("vulkan", seq.raw, [(0, buf.raw, [4, 3], False, 0x80)],
+                                                       [(1, buf.raw, [4, 3], False, 0x80)])])
+    x = np.arange(12, dtype=np.uint8) * 21
+    y = np.zeros(12, np.uint8)
+    status, ns = r.run([x], [y], False)
+    assert status == 0 and ns == [None]
+    np.testing.assert_array_equal(y, x)
+    raw = buf.read_rows((4, 3), np.uint8)
+    np.testing.assert_array_equal(raw, (x ^ 0x80).reshape(4, 3))
+    with pytest.raises(ValueError, match="bytes or a strided layout"):
+        r.run([x[:-1]], [y], False)
+    with pytest.raises(ValueError, match="bytes or a strided layout"):
+        r.run([np.zeros(24, np.uint8)[::2]], [y], False)
+    with pytest.raises(ValueError, match="number of inputs"):
+        r.run([x, x], [y], False)
+    with pytest.raises((ValueError, BufferError)):
+        ro = np.zeros(12, np.uint8)
+        ro.flags.writeable = False
+        r.run([x], [ro], False)

@@ -267,6 +267,19 @@ class Sequence:
         with self.lock:
             return self.raw.run(timed)
 
+    def run_io(self, ins: list[tuple[Buffer, np.ndarray, bool, int]],
+               outs: list[tuple[Buffer, tuple[int, ...], np.dtype, bool, int]],
+               timed: bool = False) -> tuple[list[np.ndarray], int | None]:
+        """One inference in one native call: pack each input `(buffer, array, nchw, flip)` (nchw: as
+        `write_nchw`, else as `write_rows` with XOR byte `flip`), `run(timed)`, and unpack each output
+        `(buffer, shape, dtype, nchw, flip)` into a new array, with no Python between the wait and the unpacking.
+        Returns (outputs, device ns as `run` gives it)."""
+        with self.lock:
+            return self.raw.run_io([(b.raw, x if x.flags.c_contiguous else np.ascontiguousarray(x), nchw, fl)
+                                    for b, x, nchw, fl in ins],
+                                   [(b.raw, [int(d) for d in shape], np.dtype(dt), nchw, fl)
+                                    for b, shape, dt, nchw, fl in outs], timed)
+
 
 # --- the pipeline cache file -------------------------------------------------------------------------
 # <cache>/pipelines/<vendor>-<device>-<key>.vkpc, next to <cache>/spirv (see _glsl.cache_dir). The key

@@ -695,14 +695,14 @@ def _vk_sequence(dev, runner, repeats: int):
 
     root = alias_roots(runner.layers)
     bufs = dict(runner.const_bufs)
-    bufs.update({root.get(t, t): b for t, b in runner.ups})
-    bufs.update({root.get(t, t): b for t, b, *_ in runner.downs})
+    bufs.update({root.get(t, t): b for t, b in runner.in_buffers.items()})
+    bufs.update({root.get(t, t): b for t, b in runner.out_buffers.items()})
     [lay] = [lay for lay in runner.layers if not lay.alias]
     progs = _bind(lay.build(), [bufs.get(a) or bufs[root.get(a, a)] for a in lay.acts], bufs[root.get(lay.out,
                                                                                                      lay.out)])
     seq = dev.sequence()
     seq.barrier()
-    ups = list(dict.fromkeys(b for _, b in runner.ups))
+    ups = list(dict.fromkeys(runner.in_buffers.values()))
     if ups:
         seq.upload(*ups)
     for _ in range(repeats):
@@ -710,7 +710,7 @@ def _vk_sequence(dev, runner, repeats: int):
             seq.barrier()
             seq.dispatch(prog)
     seq.barrier()
-    seq.download(*dict.fromkeys(b for _, b, *_ in runner.downs))
+    seq.download(*dict.fromkeys(runner.out_buffers.values()))
     seq.barrier()
     return seq
 

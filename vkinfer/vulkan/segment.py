@@ -78,6 +78,8 @@ class VulkanSegment:
                 rows = (int(np.prod(f[:-k], dtype=np.int64)), int(np.prod(f[-k:], dtype=np.int64)))
                 return form_key(t), rows, flip(info[t][1]), f
             return t, None, 0, None
+        self.in_buffers = {t: buf(t) for t in self.inputs}  # tensor name -> its buffer
+        self.out_buffers = {t: buf(t) for t in outputs}
         self.ups = [(*edge(t), buf(t)) for t in self.inputs]
         self.downs = [(*edge(t), buf(t), *info[t]) for t in outputs]
         seq = dev.sequence()
@@ -102,15 +104,14 @@ class VulkanSegment:
         """Pack the inputs from `values` straight into their buffers (native code; on unified memory those are
         the buffers the shaders read), submit once, unpack the outputs into `values`."""
         with self.dev.lock:  # the planned buffers are shared by every caller of this segment
-            for key, rows, xor, _, b in self.ups:
-                if rows:
-                    b.write_rows(values[key].reshape(rows), xor)
-                else:
-                    b.write_nchw(values[key])
-            ns = self.seq.run(timed=self.timed)
+            arrays, ns = self.seq.run_io(
+                [(b, values[key].reshape(rows) if rows else values[key], rows is None, xor)
+                 for key, rows, xor, _, b in self.ups],
+                [(b, rows if rows else shape, np.uint8 if rows else dtype, rows is None, xor)
+                 for key, rows, xor, _, b, shape, dtype in self.downs], timed=self.timed)
             if self.timed:
                 self.last_device_ns = ns
-            outs = [(key, b.read_rows(rows, np.uint8, xor).reshape(fshape) if rows else b.read_nchw(shape, dtype))
-                    for key, rows, xor, fshape, b, shape, dtype in self.downs]
+        outs = [(key, a.reshape(fshape) if rows else a)
+                for (key, rows, _, fshape, *_), a in zip(self.downs, arrays, strict=True)]
         for name, a in outs:
             values[name] = a
