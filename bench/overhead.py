@@ -5,13 +5,16 @@ fixed costs (session creation cold and warm, host-side cost per inference beside
 
 CPU (1 thread, pinned to one core): each model runs interleaved with its peer (ONNX Runtime, 1 intra-op thread,
 or ai-edge-litert, 1 thread) for --repeat runs after warm-ups; then --repeat profiled runs give each native
-operator's time. "outside kernels" is the share of those profiled runs' wall time not spent in the
-convolutions (the kernels: the next CPU issue's subject): the graph's other operators (edges, pools, tables),
-its run loop, the timers themselves and the Python call.
+operator's time. "outside convolutions" is the share of those profiled runs' wall time not spent in the
+convolutions: the graph's other operators (edges, pools, tables), its run loop, the timers themselves and the
+Python call. "outside native operators" is the unprofiled median less every operator's time: the Python call,
+the input checks, the output arrays and the run loop.
 Vulkan (the default device): a fresh process creates the session with empty SPIR-V and pipeline caches (cold),
 then others with the caches it left (warm), each timing creation and its first run (which waits for the
-pipelines); then --repeat runs, with the device's execution time from Vulkan timestamp queries where the driver
-has them, give the host-side cost per inference (everything but the device's own execution).
+pipelines), then a second session of the same model in that process; then --repeat untimed runs give the wall
+time and the calling thread's CPU time per run (all the host does: Python, checks, CPU segments, packing,
+submit; the wait excluded), and --repeat timed runs the host-side cost per inference paired per run (wall less
+the device's execution from Vulkan timestamp queries, where the driver has them).
 Results go to bench/results/overhead-<UTC time>.json; the tables are printed as markdown.
 """
 
@@ -105,7 +108,11 @@ def cpu_rows(repeat: int) -> list[dict]:
                      "peer_ms": float(np.median(t_peer)) * 1e3, "kernels_ms": kernels,
                      "other_ops_ms": other_ns / repeat / 1e6, "run_loop_ms": loop_ns / repeat / 1e6,
                      "profiled_ms": profiled, "outside_kernels_ms": profiled - kernels,
-                     "outside_pct": 100 * (profiled - kernels) / profiled})
+                     "outside_pct": 100 * (profiled - kernels) / profiled,
+                     # Outside every native operator: the unprofiled run's median less the operators' own time
+                     # (the Python call, input checks, output allocation, the run loop).
+                     "outside_ops_ms": total - kernels - other_ns / repeat / 1e6,
+                     "outside_ops_pct": 100 * (total - kernels - other_ns / repeat / 1e6) / total})
     return rows
 
 
@@ -120,7 +127,12 @@ i = sess.get_inputs()[0]
 import numpy as np
 sess.run(None, {i.name: np.zeros(i.shape, np.float32)})
 t3 = time.perf_counter()
-print(json.dumps({"import_s": t1 - t0, "create_s": t2 - t1, "first_run_s": t3 - t2}))
+again = vkinfer.InferenceSession(open(sys.argv[1], "rb").read(), device="vulkan")
+t4 = time.perf_counter()
+again.run(None, {i.name: np.zeros(i.shape, np.float32)})
+t5 = time.perf_counter()
+print(json.dumps({"import_s": t1 - t0, "create_s": t2 - t1, "first_run_s": t3 - t2,
+                  "second_in_process_create_s": t4 - t3, "second_in_process_first_run_s": t5 - t4}))
 """
 
 
@@ -144,17 +156,29 @@ def vulkan_rows(repeat: int) -> list[dict]:
     [vseg] = [s.runner for s in plan.segments if s.device.startswith("vulkan")]
     for _ in range(3):
         sess.run(None, feed)
+    # Untimed runs (as users run): wall time and the calling thread's CPU time (everything the host does for a
+    # run, device waits excluded). Then timed runs: wall less the device's own time (Vulkan timestamps), paired
+    # per run; the timestamps themselves add to both.
+    untimed, cpu = [], []
+    for _ in range(repeat):
+        c0, t0 = time.thread_time(), time.perf_counter()
+        sess.run(None, feed)
+        untimed.append(time.perf_counter() - t0)
+        cpu.append(time.thread_time() - c0)
     vseg.timed = True
-    wall, dev = [], []
+    wall, dev, host = [], [], []
     for _ in range(repeat):
         t0 = time.perf_counter()
         sess.run(None, feed)
         wall.append(time.perf_counter() - t0)
         ns = vseg.last_device_ns
         dev.append(None if ns is None else ns * 1e-9)
+        host.append(None if ns is None else wall[-1] - ns * 1e-9)
     w = float(np.median(wall)) * 1e3
     d = None if any(v is None for v in dev) else float(np.median(dev)) * 1e3
-    rows.append({"what": "run", "wall_ms": w, "device_ms": d, "host_side_us": None if d is None else (w - d) * 1e3,
+    rows.append({"what": "run", "wall_ms": w, "untimed_wall_ms": float(np.median(untimed)) * 1e3,
+                 "device_ms": d, "host_side_us": None if d is None else float(np.median(host)) * 1e6,
+                 "host_thread_cpu_us": float(np.median(cpu)) * 1e6, "native_plan": plan.native(1) is not None,
                  "segments": [s.device for s in plan.segments]})
     return rows
 
@@ -171,10 +195,11 @@ def main() -> int:
         out["cpu_rows"] = cpu_rows(args.repeat)
         print(markdown_table(
             ["model", "segments", "vkinfer ms", "peer", "peer ms", "ratio", "conv kernels ms", "other ops ms",
-             "run loop ms", "outside kernels"],
+             "run loop ms", "outside convolutions (profiled)", "outside native operators"],
             [[r["model"], " ".join(r["segments"]), f"{r['vkinfer_ms']:.2f}", r["peer"], f"{r['peer_ms']:.2f}",
               f"{r['vkinfer_ms'] / r['peer_ms']:.2f}", f"{r['kernels_ms']:.2f}", f"{r['other_ops_ms']:.3f}",
-              f"{r['run_loop_ms']:.4f}", f"{r['outside_pct']:.1f}%"] for r in out["cpu_rows"]]))
+              f"{r['run_loop_ms']:.4f}", f"{r['outside_pct']:.1f}%",
+              f"{r['outside_ops_ms'] * 1e3:.0f} us ({r['outside_ops_pct']:.1f}%)"] for r in out["cpu_rows"]]))
     if not args.cpu_only:
         out["vulkan_rows"] = vulkan_rows(args.repeat)
         for r in out["vulkan_rows"]:
