@@ -116,12 +116,18 @@ typedef struct {
     char nan[MAX_EXT];
 } Runner;
 
-static int has_nan(const float* p, Py_ssize_t n)
+static int has_nan(const void* buf, Py_ssize_t n)
 {
-    /* x != x only for NaN; an OR over the whole buffer vectorises where a branch per element would not */
-    int any = 0;
-    for (Py_ssize_t i = 0; i < n; i++) any |= p[i] != p[i];
-    return any;
+    /* On the bits: NaN iff |x|'s pattern exceeds +inf's. A float compare (x != x) stays scalar under GCC's
+     * default -ftrapping-math: 36 us for a 224x224x3 input, 2.4% of MobileNetV2's run; this loop vectorises. */
+    const unsigned char* p = buf;
+    uint32_t any = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint32_t b;
+        memcpy(&b, p + 4 * i, 4);
+        any |= (b & 0x7FFFFFFFu) > 0x7F800000u;
+    }
+    return any != 0;
 }
 
 static PyObject* runner_call(PyObject* self_, PyObject* const* args, size_t nargsf, PyObject* kwnames)
@@ -158,7 +164,7 @@ static PyObject* runner_call(PyObject* self_, PyObject* const* args, size_t narg
             goto other;
         }
         ptrs[got] = b->buf;
-        if (self->nan[got] && has_nan((const float*)b->buf, b->len / (Py_ssize_t)sizeof(float))) {
+        if (self->nan[got] && has_nan(b->buf, b->len / 4)) {
             PyErr_Format(PyExc_ValueError,
                          "tensor %R contains NaN (ONNX Runtime's QuantizeLinear result is position dependent)",
                          PyTuple_GET_ITEM(self->names, got));
