@@ -7,8 +7,9 @@ CPU (1 thread, pinned to one core): each model runs interleaved with its peer (O
 or ai-edge-litert, 1 thread) for --repeat runs after warm-ups; then --repeat profiled runs give each native
 operator's time. "outside convolutions" is the share of those profiled runs' wall time not spent in the
 convolutions: the graph's other operators (edges, pools, tables), its run loop, the timers themselves and the
-Python call. "outside native operators" is the unprofiled median less every operator's time: the Python call,
-the input checks, the output arrays and the run loop.
+Python call. "outside native operators" is the session's run less the bare native graph run on the same arrays,
+alternated --repeat times, the median of the paired differences: the Python call, the input checks, the output
+arrays (not the run loop, which is in both).
 Vulkan (the default device): a fresh process creates the session with empty SPIR-V and pipeline caches (cold),
 then others with the caches it left (warm), each timing creation and its first run (which waits for the
 pipelines), then a second session of the same model in that process; then --repeat untimed runs give the wall
@@ -103,16 +104,33 @@ def cpu_rows(repeat: int) -> list[dict]:
             r.graph.profile(False)
         total = float(np.median(t_ours)) * 1e3
         kernels = conv_ns / repeat / 1e6
+        # Outside every native operator, measured A/B: the session's run against the bare graph run on the same
+        # arrays (preallocated outputs), alternated, the median of the paired differences. Total less the
+        # operators' profiled time mixes runs interleaved with the peer (cold caches) with back-to-back ones.
+        outside_ops = None
+        if plan.native_calls == 1 and len(plan.segments) == 1 and segs[0].graph._fast is not None:
+            from vkinfer import _fastrun
+
+            seg, gf = segs[0], segs[0].graph._fast
+            ext = tuple([feed[k] for k, _, _ in seg.in_specs] + [np.empty(sh, dt) for _, sh, dt in seg.out_specs])
+            diffs = []
+            for i in range(repeat + 5):
+                t0 = time.perf_counter()
+                ours()
+                t1 = time.perf_counter()
+                _fastrun.run(gf[0], gf[1], ext, gf[2], 1)
+                t2 = time.perf_counter()
+                if i >= 5:
+                    diffs.append((t1 - t0) - (t2 - t1))
+            outside_ops = float(np.median(diffs)) * 1e3
         rows.append({"model": case.key, "segments": [s.device for s in plan.segments],
                      "native_calls": plan.native_calls, "vkinfer_ms": total, "peer": case.peer,
                      "peer_ms": float(np.median(t_peer)) * 1e3, "kernels_ms": kernels,
                      "other_ops_ms": other_ns / repeat / 1e6, "run_loop_ms": loop_ns / repeat / 1e6,
                      "profiled_ms": profiled, "outside_kernels_ms": profiled - kernels,
                      "outside_pct": 100 * (profiled - kernels) / profiled,
-                     # Outside every native operator: the unprofiled run's median less the operators' own time
-                     # (the Python call, input checks, output allocation, the run loop).
-                     "outside_ops_ms": total - kernels - other_ns / repeat / 1e6,
-                     "outside_ops_pct": 100 * (total - kernels - other_ns / repeat / 1e6) / total})
+                     "outside_ops_ms": outside_ops,
+                     "outside_ops_pct": None if outside_ops is None else 100 * outside_ops / total})
     return rows
 
 
@@ -199,7 +217,9 @@ def main() -> int:
             [[r["model"], " ".join(r["segments"]), f"{r['vkinfer_ms']:.2f}", r["peer"], f"{r['peer_ms']:.2f}",
               f"{r['vkinfer_ms'] / r['peer_ms']:.2f}", f"{r['kernels_ms']:.2f}", f"{r['other_ops_ms']:.3f}",
               f"{r['run_loop_ms']:.4f}", f"{r['outside_pct']:.1f}%",
-              f"{r['outside_ops_ms'] * 1e3:.0f} us ({r['outside_ops_pct']:.1f}%)"] for r in out["cpu_rows"]]))
+              "-" if r["outside_ops_ms"] is None
+              else f"{r['outside_ops_ms'] * 1e3:.0f} us ({r['outside_ops_pct']:.1f}%)"]
+             for r in out["cpu_rows"]]))
     if not args.cpu_only:
         out["vulkan_rows"] = vulkan_rows(args.repeat)
         for r in out["vulkan_rows"]:
