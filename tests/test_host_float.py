@@ -17,6 +17,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import vkinfer
+from vkinfer.model import host_float
 from vkinfer.model.graph import Node
 from vkinfer.model.kernels import OPS
 from vkinfer.model.onnx_import import UnsupportedModelError
@@ -403,3 +404,25 @@ def test_int32_dequantize_of_a_quantized_bias_exact():
     with pytest.raises(ValueError, match="zero point"):
         _host(helper.make_node("DequantizeLinear", ["x", "s", "z"], ["y"]),
               [x, np.array(1, np.float32), np.array(3, np.int32)], 13)
+
+
+def test_reference_op_list_is_cached_per_onnx_version(tmp_path, monkeypatch):
+    """The op list onnx.reference runs is kept in the cache directory (importing onnx.reference cost 90 ms of
+    each process's first session); a corrupt or foreign file is recomputed and rewritten, never trusted."""
+    import json
+
+    monkeypatch.setenv("VKINFER_CACHE", str(tmp_path))
+    want = host_float._reference_op_names()
+    assert len(want) > 150 and "Relu" in want and "If" not in want
+    assert host_float._cached_reference_op_names() == want
+    [path] = list((tmp_path / "onnx_reference_ops").iterdir())
+    assert path.name == f"onnx-{onnx.__version__}.json" and json.loads(path.read_text()) == want
+    for bad in ("", "not json", "{}", "[]", "[1, 2]", '["relu"]'):
+        path.write_text(bad)
+        assert host_float._cached_reference_op_names() == want
+        assert json.loads(path.read_text()) == want
+    path.write_text(json.dumps(["Relu", "Abs"]))  # a well-formed file is read as is (it is keyed by version)
+    assert host_float._cached_reference_op_names() == ["Relu", "Abs"]
+    monkeypatch.setenv("VKINFER_CACHE", str(tmp_path / "file"))
+    (tmp_path / "file").write_text("")  # the directory cannot be made: computed, not cached
+    assert host_float._cached_reference_op_names() == want

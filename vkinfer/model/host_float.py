@@ -41,6 +41,8 @@ they are exact here wherever the single ops are. A float model fed to vkinfer is
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import onnx
 from onnx import helper
@@ -72,6 +74,32 @@ def _reference_op_names() -> list[str]:
     names |= {s.name for s in onnx.defs.get_all_schemas() if s.domain == "" and
               (s.has_function or s.has_context_dependent_function)}
     return sorted(n for n in names - _EXCLUDED if n[:1].isupper())
+
+
+def _cached_reference_op_names() -> list[str]:
+    """`_reference_op_names()`, kept per onnx version in the cache directory: importing onnx.reference's op
+    list took 90 ms of every process's first session (335 ms to import vkinfer.model.session). A missing,
+    unreadable or malformed file is recomputed; an unwritable directory only costs the recomputation."""
+    import json
+
+    from .._glsl import cache_dir
+
+    path = cache_dir().parent / "onnx_reference_ops" / f"onnx-{onnx.__version__}.json"
+    try:
+        names = json.loads(path.read_text())
+        if isinstance(names, list) and names and all(isinstance(n, str) and n[:1].isupper() for n in names):
+            return names
+    except (OSError, ValueError):
+        pass
+    names = _reference_op_names()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(names))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return names
 
 
 def _node_proto(node: Node) -> onnx.NodeProto:
@@ -146,7 +174,7 @@ def reference_kernel(node: Node, x: list, device: str) -> list:
 
 
 # Every op onnx.reference runs and no other module registered (kernels.py's own kernels take precedence).
-for _name in _reference_op_names():
+for _name in _cached_reference_op_names():
     if _name not in OPS:
         OPS[_name] = reference_kernel
 
