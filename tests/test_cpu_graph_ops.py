@@ -355,6 +355,33 @@ def test_quantize_nan_gives_qmin():
         assert list(y[::3]) == [lo] * 11 and list(y[2::3]) == [lo] * 11 and list(y[1::3]) == [min(zp + 2, hi)] * 11
 
 
+@pytest.mark.parametrize("shape, nchw", [((1, 3, 37, 41), True), ((2, 5, 9, 70), True), ((1, 1, 1, 40000), False),
+                                         ((1, 1, 1, 3), False)])
+@pytest.mark.parametrize("mode", [0, 1])
+def test_quantize_refuses_nan_when_asked(shape, nchw, mode):
+    """With VKI_QUANT_REFUSE_NAN (mode | 4: the session's quantize operators) a NaN anywhere, in every path (RGB
+    planes, NCHW tiles, flat spans across work items, 1 thread and several) makes the run return VKI_ENAN (a
+    ValueError saying NaN), and NaN-free inputs give the same bytes as without the flag; +-inf is not NaN."""
+    from vkinfer.cpu.quantize_linear import REFUSE_NAN
+
+    rng = np.random.default_rng(11)
+    x = rng.normal(0, 2, size=shape).astype(np.float32)
+    x.reshape(-1)[:: max(1, x.size // 7)] = np.inf
+    x.reshape(-1)[1:: max(1, x.size // 5)] = -np.inf
+    for dtype, zp in ((np.uint8, 114), (np.int8, -3)):
+        plain = native_quantize(mode, x, 0.0187, zp, dtype, nchw)
+        assert_same(native_quantize(mode | REFUSE_NAN, x, 0.0187, zp, dtype, nchw), plain, "refusing flag, no NaN")
+    flat = x.reshape(-1)
+    for pos in sorted({0, flat.size // 2, flat.size - 1, 16384 if flat.size > 16384 else 0}):
+        y = x.copy()
+        y.reshape(-1)[pos] = np.float32(np.nan) if pos % 2 else -np.float32(np.nan)
+        for threads in (1, 0):
+            n, c, h, w = shape if nchw else (1, 1, 1, y.size)
+            with pytest.raises(ValueError, match="NaN"):
+                run_op("quantize", [mode | REFUSE_NAN, n, c, h * w, int(nchw), 0.5, 0, 0], np.ascontiguousarray(y),
+                       np.zeros(y.size, np.uint8), threads)
+
+
 @SETTINGS
 @given(st.lists(st.floats(width=32, allow_nan=False), min_size=1, max_size=80), f32s(1e-6, 1e6),
        st.integers(0, 255), st.sampled_from(DTYPES), st.integers(0, 1))

@@ -26,7 +26,8 @@ typedef enum {
     VKI_OK = 0,
     VKI_EINVAL = 1,       /* a bad argument (message in vki_last_error) */
     VKI_ENOMEM = 2,       /* allocation failed */
-    VKI_EUNSUPPORTED = 3  /* the requested ISA variant cannot run on this CPU */
+    VKI_EUNSUPPORTED = 3, /* the requested ISA variant cannot run on this CPU */
+    VKI_ENAN = 4          /* a graph input holds NaN where an operator refuses it (quantize with VKI_QUANT_REFUSE_NAN) */
 } vki_status;
 
 typedef struct {

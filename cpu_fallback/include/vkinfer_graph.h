@@ -129,8 +129,10 @@ vki_status vki_graph_add_tflite_avgpool(vki_graph* g, uint32_t n, uint32_t h, ui
 /* float32 -> canonical 8-bit, per tensor. mode 0: ONNX QuantizeLinear (x / scale, ORT/MLAS), mode 1: TFLite
  * QUANTIZE (x * float32(1 / scale); the reciprocal must be finite). nchw != 0: x is NCHW (n x c x hw floats) and
  * y is written NHWC; else elementwise over n * c * hw values in order. zp in the logical type's range. NaN inputs
- * give qmin, as ORT's vectorised kernel (the references refuse NaN; the session checks inputs). float32 buffers
- * may have any alignment. */
+ * give qmin, as ORT's vectorised kernel; with VKI_QUANT_REFUSE_NAN or-ed into mode, a run that meets a NaN
+ * returns VKI_ENAN instead (the references refuse NaN: the session's check, fused into the one pass over the
+ * input that quantizing makes anyway). float32 buffers may have any alignment. */
+#define VKI_QUANT_REFUSE_NAN 4
 vki_status vki_graph_add_quantize(vki_graph* g, int32_t mode, uint32_t n, uint32_t c, uint64_t hw, int32_t nchw,
                                   float scale, int32_t zp, int32_t is_signed, vki_ref x, vki_ref y);
 /* canonical 8-bit -> float32: (x - zp) * scale (one float32 multiply), per tensor: ONNX DequantizeLinear, also

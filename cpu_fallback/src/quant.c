@@ -36,6 +36,7 @@ static int zp_bad(int32_t zp, int32_t is_signed) { return is_signed ? zp < -128 
 
 typedef struct {
     int32_t mode;      /* 0: x / scale (ONNX), 1: x * recip (TFLite) */
+    int32_t refuse_nan;
     uint32_t n, c;
     uint64_t hw;
     int32_t nchw;
@@ -48,7 +49,26 @@ typedef struct {
     const quant_t* t;
     const uint8_t* x;  /* float32 values, any alignment */
     uint8_t* y;
+    int nan;           /* set (relaxed atomic store) by any item that met a NaN */
 } quant_job;
+
+/* Whether n float32 values at x hold a NaN, on the bits (|x| above +inf's pattern): a float compare stays scalar
+ * under -ftrapping-math, this loop vectorises. Run over each span just quantized, so it reads L1. */
+static int span_has_nan(const uint8_t* restrict x, size_t n)
+{
+    uint32_t any = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t b;
+        memcpy(&b, x + 4 * i, 4);
+        any |= (b & 0x7FFFFFFFu) > 0x7F800000u;
+    }
+    return any != 0;
+}
+
+static void note_nan(quant_job* j, const uint8_t* x, size_t n)
+{
+    if (j->t->refuse_nan && span_has_nan(x, n)) __atomic_store_n(&j->nan, 1, __ATOMIC_RELAXED);
+}
 
 /* y = clamp(rne(q), qmin - zp, qmax - zp) + zp, clamping first (integer bounds: the same). After the clamp
  * |q| <= 255, and q + 1.5 * 2^23 lies in [2^23, 2^24) where the float32 spacing is 1: that add rounds q half to
@@ -98,10 +118,11 @@ static void quant_span(const quant_t* t, const uint8_t* restrict x, uint8_t* res
 #define ITEM_VALUES 16384
 static void quant_flat_item(void* ctx, size_t item)
 {
-    const quant_job* j = ctx;
+    quant_job* j = ctx;
     uint64_t total = (uint64_t)j->t->n * j->t->c * j->t->hw, i0 = (uint64_t)item * ITEM_VALUES;
     size_t m = total - i0 < ITEM_VALUES ? (size_t)(total - i0) : ITEM_VALUES;
     quant_span(j->t, j->x + 4 * i0, j->y + i0, m);
+    note_nan(j, j->x + 4 * i0, m);
 }
 
 /* RGB images (c = 3), the usual model input: the three planes are quantized VEC pixels at a time and each
@@ -138,7 +159,7 @@ QUANT_RGB(quant_rgb_mul, *)
  * channel (contiguous reads, vectorised) into a small buffer, then interleaved into the output pixels. */
 static void quant_nchw_item(void* ctx, size_t item)
 {
-    const quant_job* j = ctx;
+    quant_job* j = ctx;
     const quant_t* t = j->t;
     size_t per = (size_t)((t->hw + ITEM_PIXELS - 1) / ITEM_PIXELS), b = item / per, c = t->c;
     uint64_t p0 = (uint64_t)(item % per) * ITEM_PIXELS, p1 = p0 + ITEM_PIXELS < t->hw ? p0 + ITEM_PIXELS : t->hw;
@@ -149,6 +170,7 @@ static void quant_nchw_item(void* ctx, size_t item)
         const uint8_t* r = xb + p0 * 4;
         (t->mode == 0 ? quant_rgb_div : quant_rgb_mul)(t, r, r + plane, r + 2 * plane, yb + p0 * 3,
                                                        (size_t)(p1 - p0));
+        for (int k = 0; k < 3; k++) note_nan(j, r + k * plane, (size_t)(p1 - p0));
         return;
     }
     enum { TC = 64 };  /* channels per tile: the buffer stays at 4 KiB */
@@ -157,7 +179,10 @@ static void quant_nchw_item(void* ctx, size_t item)
         size_t np = p1 - p < TP ? (size_t)(p1 - p) : TP;
         for (size_t c0 = 0; c0 < c; c0 += TC) {
             size_t nc = c - c0 < TC ? c - c0 : TC;
-            for (size_t k = 0; k < nc; k++) quant_span(t, xb + ((c0 + k) * t->hw + p) * 4, buf + k * TP, np);
+            for (size_t k = 0; k < nc; k++) {
+                quant_span(t, xb + ((c0 + k) * t->hw + p) * 4, buf + k * TP, np);
+                note_nan(j, xb + ((c0 + k) * t->hw + p) * 4, np);
+            }
             uint8_t* d = yb + p * c + c0;
             for (size_t i = 0; i < np; i++)
                 for (size_t k = 0; k < nc; k++) d[i * c + k] = buf[k * TP + i];
@@ -168,13 +193,17 @@ static void quant_nchw_item(void* ctx, size_t item)
 static vki_status quant_run(void* p, uint8_t* const* ptr, uint32_t threads)
 {
     const quant_t* t = p;
-    quant_job j = {t, ptr[0], ptr[1]};
+    quant_job j = {t, ptr[0], ptr[1], 0};
     uint64_t total = (uint64_t)t->n * t->c * t->hw;
     if (t->nchw) {
         size_t per = (size_t)((t->hw + ITEM_PIXELS - 1) / ITEM_PIXELS);
         vki_for_items(t->n * per, total, threads, quant_nchw_item, &j);
     } else {
         vki_for_items((size_t)((total + ITEM_VALUES - 1) / ITEM_VALUES), total, threads, quant_flat_item, &j);
+    }
+    if (__atomic_load_n(&j.nan, __ATOMIC_RELAXED)) {
+        vki_set_error("quantize: the input holds NaN");
+        return VKI_ENAN;
     }
     return VKI_OK;
 }
@@ -183,6 +212,8 @@ vki_status vki_graph_add_quantize(vki_graph* g, int32_t mode, uint32_t n, uint32
                                   float scale, int32_t zp, int32_t is_signed, vki_ref x, vki_ref y)
 {
     is_signed = is_signed != 0;
+    const int32_t refuse_nan = (mode & VKI_QUANT_REFUSE_NAN) != 0;
+    mode &= ~VKI_QUANT_REFUSE_NAN;
     if (mode != 0 && mode != 1) FAIL(VKI_EINVAL, "quantize: mode must be 0 (ONNX) or 1 (TFLite), got %d", mode);
     if (!n || !c || !hw) FAIL(VKI_EINVAL, "quantize: shape n=%u c=%u hw=%llu must be positive", n, c,
                               (unsigned long long)hw);
@@ -201,8 +232,8 @@ vki_status vki_graph_add_quantize(vki_graph* g, int32_t mode, uint32_t n, uint32
     if (!t) FAIL(VKI_ENOMEM, "quantize: out of memory");
     int32_t lo = is_signed ? -128 : 0, hi = is_signed ? 127 : 255;
     /* TFLite multiplies by the float32 reciprocal, computed once as its kernel does. */
-    *t = (quant_t){mode, n, c, hw, nchw != 0, mode == 0 ? scale : 1.0f / scale, (float)(lo - zp), (float)(hi - zp),
-                   zp + 128 * is_signed};
+    *t = (quant_t){mode, refuse_nan, n, c, hw, nchw != 0, mode == 0 ? scale : 1.0f / scale, (float)(lo - zp),
+                   (float)(hi - zp), zp + 128 * is_signed};
     return vki_graph_push(g, mode == 0 ? "quantize:onnx" : "quantize:tflite", quant_run, free, t, 2, refs, need);
 }
 

@@ -65,10 +65,13 @@ def lib() -> ctypes.CDLL:
     return so
 
 
+ENAN = 4  # VKI_ENAN: a quantize operator met a NaN input (cpu/segment.py names the tensor)
+
+
 def _check_status(so: ctypes.CDLL, status: int, what: str) -> None:
     if status != 0:
         msg = so.vki_last_error().decode()
-        raise (ValueError if status in (1, 3) else VkInferError)(f"{what}: {msg}")
+        raise (ValueError if status in (1, 3, ENAN) else VkInferError)(f"{what}: {msg}")
 
 
 def _check(status: int, what: str) -> None:

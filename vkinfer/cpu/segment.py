@@ -25,6 +25,15 @@ from .graph import NativeGraph, Ref
 _INDIRECT = {"QLinearConv", "vkinfer:QLinearConvClamp", "com.microsoft:QGemm", "vkinfer:QGemmClamp", "QLinearMatMul"}
 
 
+def refuse_nan(names: list[str], arrays: list[np.ndarray]) -> None:
+    """After a native run refused NaN (VKI_ENAN: a quantize operator met one), the ValueError naming the float
+    input that holds it, as the references word it; returns where none does (the caller re-raises its error)."""
+    for t, a in zip(names, arrays, strict=True):
+        if t and a.dtype.kind == "f" and a.size and np.isnan(a).any():
+            raise ValueError(f"tensor {t!r} contains NaN (ONNX Runtime's QuantizeLinear result is position "
+                             "dependent)")
+
+
 def form_key(t: str) -> str:
     """The run's key for tensor `t` handed between device segments in the CPU graph's form (canonical bytes,
     4-D NHWC), beside `t` itself in the host's form."""
@@ -196,22 +205,19 @@ class CpuSegment:
             return t, tuple(info[t][0]), np.dtype(info[t][1])
         self.in_specs = [spec(t) for t in self.inputs]
         self.out_specs = [spec(t) for t in self.outputs]
-        # Per input, its name where it is float (checked for NaN on each run), else "".
+        # Per input, its name where it is float (named when a quantize operator refuses its NaN), else "".
         self.nan_checked = [t if np.dtype(info[t][1]) == np.float32 else "" for t in self.inputs]
         self.layers = [lay for _, lay in live]
 
     def run_arrays(self, arrays: list[np.ndarray], threads: int = 0) -> list[np.ndarray]:
         """The outputs for input arrays already checked against `in_specs` (the session's fast path)."""
-        if any(self.nan_checked):
-            for t, a in zip(self.nan_checked, arrays, strict=True):
-                # The quantize operator gives qmin for NaN where the reference refuses it; max propagates NaN
-                # with no temporary array.
-                if t and a.size and np.isnan(a.max()):
-                    raise ValueError(f"tensor {t!r} contains NaN (ONNX Runtime's QuantizeLinear result is "
-                                     "position dependent)")
         arrays = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in arrays]
         outs = [np.empty(shape, dt) for _, shape, dt in self.out_specs]
-        self.graph.run(arrays + outs, threads)
+        try:
+            self.graph.run(arrays + outs, threads)
+        except ValueError:
+            refuse_nan(self.nan_checked, arrays)
+            raise
         return outs
 
     def native_runner(self, threads: int):
@@ -225,8 +231,9 @@ class CpuSegment:
 
         formats = tuple(memoryview(np.empty(0, dt)).format for _, _, dt in self.in_specs)
         try:
+            # No NaN scan in the runner: the quantize operators refuse NaN as they read (VKI_ENAN).
             return _fastrun.Runner(fast[0], fast[1], self.graph, tuple(t for t, _, _ in self.in_specs), formats,
-                                   tuple(s for _, s, _ in self.in_specs), tuple(bool(t) for t in self.nan_checked),
+                                   tuple(s for _, s, _ in self.in_specs),
                                    tuple(s for _, s, _ in self.out_specs), tuple(dt for _, _, dt in self.out_specs),
                                    int(threads), np.ndarray, np.empty)
         except ValueError:  # an input dtype the runner has no format for (int64, say): the Python path

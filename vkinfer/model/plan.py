@@ -389,6 +389,9 @@ class NativePlan:
         self.plan, self.raw, self.in_names, self.out_specs = plan, raw, in_names, out_specs
         self.nan_checked, self.vk_segments, self.locks = nan_checked, vk_segments, locks
         self.outputs = frozenset(t for t, _, _ in out_specs)
+        info = plan.info
+        self.in_specs = [(t, np.dtype(info[t][1]), tuple(info[t][0])) for t in in_names]
+        self._lock = locks[0] if len(locks) == 1 else None
 
     @staticmethod
     def build(plan: Plan, threads: int) -> NativePlan | None:
@@ -456,15 +459,41 @@ class NativePlan:
         out_specs = [(t, tuple(info[t][0]), np.dtype(info[t][1])) for t in out_names]
         return NativePlan(plan, raw, in_names, out_specs, list(dict.fromkeys(nan_checked)), vk_segs, locks)
 
+    def run_feed(self, feed: dict) -> list[np.ndarray] | None:
+        """Every graph output for a feed of exactly the graph's inputs as C-contiguous arrays of their traced dtype
+        and shape; None for any other feed (the caller's checked path takes it). The session's common call: on
+        lavapipe each Python step after the device's wait costs several microseconds (the device's work evicts
+        the interpreter from the caches), so this path keeps them few."""
+        if type(feed) is not dict or len(feed) != len(self.in_specs):
+            return None
+        ins = []
+        for name, dt, shape in self.in_specs:
+            v = feed.get(name)
+            if type(v) is not np.ndarray or v.dtype != dt or v.shape != shape or not v.flags.c_contiguous:
+                return None
+            ins.append(v)
+        outs = [np.empty(shape, dt) for _, shape, dt in self.out_specs]
+        lock = self._lock
+        if lock is None or any(s.timed for s in self.vk_segments):
+            return self.run(feed, [t for t, _, _ in self.out_specs])
+        with lock:
+            status, _ = self.raw.run(ins, outs, False)
+        if status:
+            self._failed(status, feed)
+        return outs
+
+    def _failed(self, status: int, feed: dict) -> None:
+        from ..cpu import ENAN, _check
+        from ..cpu.segment import refuse_nan
+
+        if status == ENAN:
+            refuse_nan(self.nan_checked, [feed[t] for t in self.nan_checked])
+        _check(status, "native graph run")
+
     def run(self, feed: dict[str, np.ndarray], names: list[str]) -> list[np.ndarray]:
         """The outputs `names` (graph outputs) for `feed` (every graph input, checked by the caller)."""
         ins = [feed[t] for t in self.in_names]
         ins = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in ins]
-        for t in self.nan_checked:
-            a = feed[t]
-            if a.size and np.isnan(a.max()):
-                raise ValueError(f"tensor {t!r} contains NaN (ONNX Runtime's QuantizeLinear result is position "
-                                 "dependent)")
         outs = [np.empty(shape, dt) for _, shape, dt in self.out_specs]
         timed = any(s.timed for s in self.vk_segments)
         with contextlib.ExitStack() as stack:
@@ -472,9 +501,7 @@ class NativePlan:
                 stack.enter_context(lk)
             status, ns = self.raw.run(ins, outs, timed)
         if status:
-            from ..cpu import _check
-
-            _check(status, "native graph run")
+            self._failed(status, feed)
         if timed:
             for seg, v in zip(self.vk_segments, ns, strict=True):
                 seg.last_device_ns = v

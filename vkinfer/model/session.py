@@ -125,7 +125,9 @@ class InferenceSession:
         self._latest: Plan | None = None
         # For static shapes: (plan, [(input, dtype, shape)], output names, its CPU segment when that is all of it)
         self._fast: tuple | None = None
-        # The common call in C (vkinfer._fastrun.Runner) when the plan is one native CPU graph; None otherwise.
+        # The common call in one native call: vkinfer._fastrun.Runner when the plan is one native CPU graph,
+        # NativePlan.run_feed when it is CPU and Vulkan segments; None otherwise. Either returns None for a feed
+        # the checked path must take.
         self._native = None
         self._backends: dict[str, object] = {}
         kind, _, which = self.device.partition(":")
@@ -165,6 +167,9 @@ class InferenceSession:
                     self._fast = (plan, ins, outs, seg0.runner if whole else None)
                     if whole and not self._variables:
                         self._native = seg0.runner.native_runner(self._run_threads)
+                    elif not self._variables:
+                        nplan = plan.native(self._run_threads)
+                        self._native = nplan.run_feed if nplan is not None else None
                 except PlacementError:
                     raise
                 except (ValueError, TypeError):
@@ -300,8 +305,12 @@ class InferenceSession:
             if type(out) is list:
                 return out
             if out is not None:
-                from ..cpu import _check
+                from ..cpu import ENAN, _check
+                from ..cpu.segment import refuse_nan
 
+                if out == ENAN:
+                    seg = self._fast[3]
+                    refuse_nan(seg.nan_checked, [input_feed[t] for t, _, _ in seg.in_specs])
                 _check(out, "native graph run")
         if not self._variables:
             return self._run_graph(output_names, input_feed)
