@@ -34,6 +34,16 @@ def refuse_nan(names: list[str], arrays: list[np.ndarray]) -> None:
                              "dependent)")
 
 
+def run_failed(status: int, names: list[str], arrays: list[np.ndarray]) -> None:
+    """Raise the error of a failed native run (status != 0) over inputs `arrays` named `names` ("" for inputs
+    that are not float): a refused NaN names its tensor, any other status the library's message."""
+    from . import ENAN, _check
+
+    if status == ENAN:
+        refuse_nan(names, arrays)
+    _check(status, "native graph run")
+
+
 def form_key(t: str) -> str:
     """The run's key for tensor `t` handed between device segments in the CPU graph's form (canonical bytes,
     4-D NHWC), beside `t` itself in the host's form."""

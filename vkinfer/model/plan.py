@@ -369,7 +369,7 @@ class Plan:
         return self._natives[threads]
 
     def run(self, feed: dict[str, np.ndarray], names: list[str], threads: int = 0) -> list[np.ndarray]:
-        native = self._natives[threads] if threads in self._natives else self.native(threads)
+        native = self.native(threads)
         if native is not None and all(n in native.outputs for n in names):
             return native.run(feed, names)
         # Outputs go to the first map; the constants (which host nodes read) are not copied.
@@ -483,12 +483,9 @@ class NativePlan:
         return outs
 
     def _failed(self, status: int, feed: dict) -> None:
-        from ..cpu import ENAN, _check
-        from ..cpu.segment import refuse_nan
+        from ..cpu.segment import run_failed
 
-        if status == ENAN:
-            refuse_nan(self.nan_checked, [feed[t] for t in self.nan_checked])
-        _check(status, "native graph run")
+        run_failed(status, self.nan_checked, [feed[t] for t in self.nan_checked])
 
     def run(self, feed: dict[str, np.ndarray], names: list[str]) -> list[np.ndarray]:
         """The outputs `names` (graph outputs) for `feed` (every graph input, checked by the caller)."""

@@ -304,14 +304,11 @@ class InferenceSession:
             out = native(input_feed)  # None: a feed the general path must check (and name what is wrong)
             if type(out) is list:
                 return out
-            if out is not None:
-                from ..cpu import ENAN, _check
-                from ..cpu.segment import refuse_nan
+            if out is not None:  # a status (only the CPU runner returns one; the plan's raises itself)
+                from ..cpu.segment import run_failed
 
-                if out == ENAN:
-                    seg = self._fast[3]
-                    refuse_nan(seg.nan_checked, [input_feed[t] for t, _, _ in seg.in_specs])
-                _check(out, "native graph run")
+                seg = self._fast[3]
+                run_failed(out, seg.nan_checked, [input_feed[t] for t, _, _ in seg.in_specs])
         if not self._variables:
             return self._run_graph(output_names, input_feed)
         if not isinstance(input_feed, dict):
