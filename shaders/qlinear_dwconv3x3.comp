@@ -13,7 +13,7 @@ layout(constant_id = 2) const int IW = 1;
 layout(constant_id = 3) const int OH = 1;
 layout(constant_id = 4) const int OW = 1;
 layout(constant_id = 5) const int C = 1;
-layout(constant_id = 6) const int S = 1;    // stride, both axes: 1 or 2
+layout(constant_id = 6) const int S = 1;    // stride, both axes: 1 or 2 [spec]: sizes xv[]
 layout(constant_id = 7) const int PT = 0;
 layout(constant_id = 8) const int PL = 0;
 layout(constant_id = 9) const bool X_SIGNED = false;

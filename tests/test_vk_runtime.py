@@ -411,3 +411,87 @@ def _validated_workload() -> None:
 
 if __name__ == "__main__":
     _validated_workload()
+
+
+# --- shapes as push constants (Device.push_shapes) ------------------------------------------------------------
+
+SHADER_NAMES = sorted(p.stem for p in (HERE.parent / "shaders").glob("*.comp"))
+
+
+@pytest.mark.parametrize("name", SHADER_NAMES)
+def test_push_shapes_variant_of_every_shader_compiles_within_the_push_limit(name):
+    """Every int specialization constant but those marked [spec] moves to the push constants, after the shader's
+    own; both variants compile, and the variant's push block fits Vulkan's guaranteed 128 bytes."""
+    from vkinfer import _glsl
+
+    text = (HERE.parent / "shaders" / f"{name}.comp").read_text()
+    decls = {int(m.group(1)): (m.group(2), m.group(4)) for m in _glsl._SPEC_DECL.finditer(text)}
+    lay = _glsl.push_shapes(name)
+    assert lay.ids == {i for i, (t, c) in decls.items() if t == "int" and _glsl.KEEP_MARK not in c}
+    assert lay.ids and 4 * (lay.base + lay.slots) <= 128
+    assert _glsl.spirv(name) != _glsl.spirv(name, (), True)
+
+
+def test_push_shapes_source_rewrite():
+    from vkinfer import _glsl
+
+    src = ("layout(constant_id = 0) const int A = 1;\n"
+           "layout(constant_id = 1) const bool F = false;\n"
+           "layout(constant_id = 2) const int S = 1;  // [spec]: sizes v[]\n"
+           "layout(constant_id = 3) const int B = 2;\n"
+           "const int AB = A * B;\n"
+           "const int T = S + 1;\n"
+           "void main() { int v[T]; }\n")
+    out, lay = _glsl._push_shapes_source(src)
+    assert lay == _glsl.PushShapes(frozenset({0, 3}), 0, 4)
+    assert "#define A (pc.vki_shape[0])" in out and "#define B (pc.vki_shape[3])" in out
+    assert "#define AB (A * B)" in out and "const int T = S + 1;" in out and "const int S = 1;" in out
+    assert "layout(push_constant) uniform VkiShape { int vki_shape[4]; } pc;" in out
+    with_push = src + "layout(push_constant) uniform P { int lo; int hi; } pc;\n"
+    out, lay = _glsl._push_shapes_source(with_push)
+    assert lay.base == 2 and "{ int lo; int hi;  int vki_shape[4]; } pc;" in out
+    assert lay.push([5, 1, 2, 7], [10, 20]) == ([0, 1, 2, 0], [10, 20, 5, 0, 0, 7])
+    with pytest.raises(ValueError, match="2 push constants, got 1"):
+        lay.push([5, 1, 2, 7], [10])
+    with pytest.raises(vkinfer.ShaderCompileError, match="push block of ints"):
+        _glsl._push_shapes_source(src + "layout(push_constant) uniform P { float f; } pc;\n")
+
+
+def test_push_shapes_default_and_env(monkeypatch):
+    info = _vk._pick(None)
+    monkeypatch.delenv("VKINFER_PUSH_SHAPES", raising=False)
+    assert _vk.Device(info, pipeline_threads=0).push_shapes == (info.type == "cpu")
+    for v, want in (("0", False), ("1", True), ("off", False)):
+        monkeypatch.setenv("VKINFER_PUSH_SHAPES", v)
+        assert _vk.Device(info, pipeline_threads=0).push_shapes is want
+    assert _vk.Device(info, pipeline_threads=0, push_shapes=False).push_shapes is False
+    monkeypatch.setenv("VKINFER_PUSH_SHAPES", "maybe")
+    with pytest.raises(ValueError, match="VKINFER_PUSH_SHAPES"):
+        _vk.Device(info, pipeline_threads=0)
+
+
+def test_pushed_shapes_equal_specialized_ones_with_fewer_pipelines(cache_dir):
+    """Every conv kernel on several shapes, shapes pushed and specialized: both equal the reference, and pushed
+    shapes make one pipeline per kernel and signedness where specialized ones make one per shape."""
+    from cases import conv_table
+
+    from vkinfer.ops._spec import conv_spec
+    from vkinfer.vulkan import KERNELS, choose_kernel
+
+    specs, per_kernel = [], {}
+    for _, c in conv_table():
+        s = conv_spec(**c)
+        k = choose_kernel(s)
+        if per_kernel.get(k, 0) < 3:
+            per_kernel[k] = per_kernel.get(k, 0) + 1
+            specs.append(s)
+    assert set(per_kernel) == set(KERNELS)
+    info, made = _vk._pick(None), {}
+    for pushed in (False, True):
+        dev = _vk.Device(info, pipeline_threads=2, push_shapes=pushed)
+        for s in specs:
+            run, _ = _conv_runner(dev, s)
+            np.testing.assert_array_equal(run(s.x)[0], _reference(s, s.x), err_msg=f"pushed={pushed}")
+        dev.wait_pipelines()
+        made[pushed] = dev.stats["pipelines_created"]
+    assert made[True] < made[False] <= len(specs)

@@ -20,7 +20,7 @@ from test_moves import check_moves
 from test_requant import shader_requantize
 
 import vkinfer
-from vkinfer import ops
+from vkinfer import _vk, ops
 from vkinfer._vk import _pick, get_device
 from vkinfer.model.plan import Plan, VulkanBackend, interpret
 from vkinfer.models import tflite_zoo, zoo
@@ -43,6 +43,15 @@ def _others() -> list[vkinfer.DeviceInfo]:
 OTHERS = _others()
 DEVICE_IDS = [d.name.split()[0].lower() for d in OTHERS]
 TABLE = conv_table()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _shapes_specialized():
+    """These devices run shapes as specialization constants (`Device.push_shapes` False, the GPUs' form), while
+    the default device, lavapipe, runs every other test with shapes pushed (its default as a CPU implementation):
+    so both forms of every shader run, and test_checks_dispatch_every_shader asserts it."""
+    for d in OTHERS:
+        _vk._open[d.index] = _vk.Device(d, push_shapes=False)
 
 
 def _spec(d: vkinfer.DeviceInfo) -> str:
@@ -188,6 +197,7 @@ def test_under_validation_layer(info, mode, tmp_path, monkeypatch):
     """The Khronos validation layer with synchronization validation on this device: zero messages, and the
     chain without barriers reports hazards (the layer really checks this driver). About 4 s on SwiftShader."""
     monkeypatch.setenv("VKINFER_DEVICE", str(info.index))  # the subprocess's default device
+    monkeypatch.setenv("VKINFER_PUSH_SHAPES", "0")  # as above: the specialized form
     out, errors = _validated(mode, tmp_path)
     assert VALIDATION[mode] in out, out[-3000:]
     if mode == "chain-nobarrier":
@@ -205,4 +215,5 @@ def test_checks_dispatch_every_shader(info, monkeypatch):
     for check in CHECKS.keys() - _done.get(device, set()):
         _run(check, device, monkeypatch)
     assert get_device(_index(device)).dispatched == SHADERS
+    assert not get_device(_index(device)).push_shapes and get_device().push_shapes == (_pick(None).type == "cpu")
     assert len(SHADERS) >= 13 and set(KERNELS) <= SHADERS

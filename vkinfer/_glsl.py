@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ShaderCompileError
@@ -51,21 +52,109 @@ def _source_with_includes(path: Path, seen: set[Path] | None = None) -> str:
     return "\n".join(out)
 
 
+_SPEC_DECL = re.compile(r"^layout\s*\(\s*constant_id\s*=\s*(\d+)\s*\)\s*const\s+(\w+)\s+(\w+)\s*=\s*[^;]+;(.*)$",
+                        re.M)
+_GLOBAL_CONST = re.compile(r"^const\s+int\s+(\w+)\s*=\s*([^;]+);", re.M)
+_PUSH_BLOCK = re.compile(r"layout\s*\(\s*push_constant\s*\)\s*uniform\s+\w+\s*\{([^}]*)\}\s*pc\s*;")
+# A specialization constant whose declaration carries this in its comment stays one in the push-shapes
+# variant: it sizes an array, so it must be a compile-time constant.
+KEEP_MARK = "[spec]"
+
+
+@dataclass(frozen=True)
+class PushShapes:
+    """How a shader's push-shapes variant reads its int specialization constants: `ids` (constant_id
+    values) moved into the push constants, after the shader's own `base` ints, at index constant_id."""
+
+    ids: frozenset[int]
+    base: int
+    slots: int
+
+    def push(self, spec: list[int], push: list[int]) -> tuple[list[int], list[int]]:
+        """(specialization, push constants) for the variant, given the static variant's."""
+        if len(push) != self.base:
+            raise ValueError(f"the shader has {self.base} push constants, got {len(push)}")
+        moved = [spec[i] if i in self.ids and i < len(spec) else 0 for i in range(self.slots)]
+        return [0 if i in self.ids else v for i, v in enumerate(spec)], [*push, *moved]
+
+
+def _push_shapes_source(text: str) -> tuple[str, PushShapes]:
+    """The shader's text with every int specialization constant (unless marked KEEP_MARK) read from a push
+    constant array `pc.vki_shape[constant_id]`, and global int constants computed from them turned into
+    macros (a global const needs a constant initializer)."""
+    ids: dict[str, int] = {}
+
+    def to_push(m: re.Match) -> str:
+        cid, typ, name, comment = int(m.group(1)), m.group(2), m.group(3), m.group(4)
+        if typ != "int" or KEEP_MARK in comment:
+            return m.group(0)
+        ids[name] = cid
+        return f"#define {name} (pc.vki_shape[{cid}])"
+
+    out = _SPEC_DECL.sub(to_push, text)
+    if not ids:
+        return text, PushShapes(frozenset(), 0, 0)
+    slots = max(ids.values()) + 1
+    dyn = set(ids)
+    for m in _GLOBAL_CONST.finditer(text):
+        name, expr = m.group(1), m.group(2)
+        if dyn & set(re.findall(r"\w+", expr)):
+            dyn.add(name)
+            out = out.replace(m.group(0), f"#define {name} ({expr})", 1)
+    block = _PUSH_BLOCK.search(out)
+    member = f" int vki_shape[{slots}]; "
+    if block is not None:
+        members = [x.strip() for x in block.group(1).split(";") if x.strip()]
+        if not all(re.fullmatch(r"int\s+\w+", x) for x in members):
+            raise ShaderCompileError(f"push-shapes variant needs a push block of ints, got {block.group(1)!r}")
+        base = len(members)
+        out = out[:block.start(1)] + block.group(1) + member + out[block.end(1):]
+    else:
+        base = 0
+        # After the last specialization constant (declaration, or the #define that replaced it).
+        lines = out.splitlines(keepends=True)
+        at = max(i for i, ln in enumerate(lines) if "pc.vki_shape[" in ln or _SPEC_DECL.match(ln))
+        lines.insert(at + 1, f"layout(push_constant) uniform VkiShape {{{member}}} pc;\n")
+        out = "".join(lines)
+    return out, PushShapes(frozenset(ids.values()), base, slots)
+
+
 @functools.cache
-def spirv(name: str, defines: tuple[tuple[str, str], ...] = ()) -> bytes:
-    """SPIR-V words (as bytes) for shaders/<name>.comp compiled with the given -D defines."""
+def push_shapes(name: str) -> PushShapes:
+    """The push-constant layout of shaders/<name>.comp's push-shapes variant (see `spirv`)."""
+    return _push_shapes_source(_shader_path(name).read_text())[1]
+
+
+def _shader_path(name: str) -> Path:
     src = SHADER_DIR / f"{name}.comp"
     if not src.exists():
         raise ShaderCompileError(f"shader {src} not found (set VKINFER_SHADER_DIR to vkinfer's shaders/)")
+    return src
+
+
+@functools.cache
+def spirv(name: str, defines: tuple[tuple[str, str], ...] = (), shapes_pushed: bool = False) -> bytes:
+    """SPIR-V words (as bytes) for shaders/<name>.comp compiled with the given -D defines.
+
+    `shapes_pushed`: the variant whose int specialization constants are read from push constants
+    (layout: `push_shapes(name)`), so that one pipeline serves every shape. For drivers without a
+    persistent pipeline cache, where each distinct pipeline costs its compile in every process."""
+    src = _shader_path(name)
     exe, version = _glslang()
-    key = hashlib.sha256(repr((_source_with_includes(src), defines, version, TARGET_ENV)).encode()).hexdigest()
+    text = _source_with_includes(src)
+    key = hashlib.sha256(repr((text, defines, version, TARGET_ENV, shapes_pushed)).encode()).hexdigest()
     cached = cache_dir() / f"{name}-{key[:32]}.spv"
     if cached.exists():
         return cached.read_bytes()
     cached.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out.spv"
-        cmd = [exe, "-V", "--target-env", TARGET_ENV, *[f"-D{k}={v}" for k, v in defines], "-o", str(out), str(src)]
+        unit = src
+        if shapes_pushed:
+            unit = Path(tmp) / src.name
+            unit.write_text(_push_shapes_source(src.read_text())[0])
+        cmd = [exe, "-V", "--target-env", TARGET_ENV, f"-I{src.parent}", *[f"-D{k}={v}" for k, v in defines],
+               "-o", str(out), str(unit)]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             raise ShaderCompileError(f"glslang failed on {src.name}:\n{r.stdout}{r.stderr}")

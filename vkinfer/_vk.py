@@ -392,6 +392,17 @@ def _default_pipeline_threads() -> int:
     return min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 
 
+def _push_shapes_default(info: DeviceInfo) -> bool:
+    env = os.environ.get("VKINFER_PUSH_SHAPES", "").strip().lower()
+    if env in ("1", "on", "yes", "true"):
+        return True
+    if env in ("0", "off", "no", "false"):
+        return False
+    if env:
+        raise ValueError(f"$VKINFER_PUSH_SHAPES must be 0 or 1, got {env!r}")
+    return info.type == "cpu"
+
+
 class Device:
     """An open Vulkan device. Get one with `get_device()`.
 
@@ -404,13 +415,22 @@ class Device:
       (`zero_copy`, the default there) staged buffers are direct and uploads/downloads copy nothing.
     """
 
-    def __init__(self, info: DeviceInfo, *, zero_copy: bool | None = None, pipeline_threads: int | None = None):
+    def __init__(self, info: DeviceInfo, *, zero_copy: bool | None = None, pipeline_threads: int | None = None,
+                 push_shapes: bool | None = None):
         """Open device `info`. `zero_copy`: None decides from `unified_memory` (and $VKINFER_ZERO_COPY=0
         turns it off); False always uses staging copies; True always uses host-visible buffers.
         `pipeline_threads`: worker threads for pipeline creation (default $VKINFER_PIPELINE_THREADS, else
-        the CPUs this process may use, at most 8)."""
+        the CPUs this process may use, at most 8). `push_shapes`: see the attribute (None: $VKINFER_PUSH_SHAPES
+        as 0/1, else True exactly on CPU implementations)."""
         self.info = info
         self.limits = info.limits
+        #: Shapes go to shaders as push constants instead of specialization constants, so that one pipeline
+        #: serves every shape of a shader (`_glsl.spirv(..., shapes_pushed=True)`). The default on CPU
+        #: implementations: lavapipe 22.3 and SwiftShader keep no compiled pipeline across processes (their
+        #: VkPipelineCache is a stub), so each distinct pipeline costs its compile in every new process, and
+        #: lavapipe compiles again with LLVM at the first dispatch. GPUs keep specialized code (constant
+        #: loop bounds, divisions by constants) and their drivers cache it on disk.
+        self.push_shapes: bool = _push_shapes_default(info) if push_shapes is None else bool(push_shapes)
         inst = _instance()
         self.identity: dict = inst.identity(info.index)
         self.pipeline_cache_path: Path | None = _pipeline_cache_file(self.identity)
@@ -519,7 +539,10 @@ class Device:
         limit = self.limits["max_compute_workgroup_count"]
         if any(g < 1 or g > lim for g, lim in zip(groups, limit, strict=True)):
             raise ValueError(f"{shader}: dispatch of {groups} workgroups exceeds this device's limit {limit}")
-        code = _glsl.spirv(shader, tuple(sorted((k, str(v)) for k, v in (defines or {}).items())))
+        code = _glsl.spirv(shader, tuple(sorted((k, str(v)) for k, v in (defines or {}).items())),
+                           self.push_shapes)
+        if self.push_shapes:
+            spec, push = _glsl.push_shapes(shader).push(list(spec), list(push))
         spec_u = [int(v) & 0xFFFFFFFF for v in spec]
         push_u = [int(v) & 0xFFFFFFFF for v in push]
         if 4 * len(push_u) > self.limits["max_push_constants_size"]:
