@@ -495,3 +495,40 @@ def test_pushed_shapes_equal_specialized_ones_with_fewer_pipelines(cache_dir):
         dev.wait_pipelines()
         made[pushed] = dev.stats["pipelines_created"]
     assert made[True] < made[False] <= len(specs)
+
+
+def test_uncached_spirv_compiles_on_workers_and_the_program_is_made_when_recorded(cache_dir, tmp_path, monkeypatch):
+    """With an empty SPIR-V cache, `Device.program` returns before glslang finishes; the native program is made
+    when the sequence records it, equal programs share one compile, and a compile error surfaces there as
+    ShaderCompileError naming the shader."""
+    from vkinfer import _glsl
+    from vkinfer.vulkan import QLinearConv
+
+    monkeypatch.setattr(_glsl, "_futures", {})
+    _glsl.spirv.cache_clear()
+    dev = _vk.Device(_vk._pick(None), pipeline_threads=0)
+    spec = _conv_specs()[0]
+    op = QLinearConv(spec, dev)
+    xb, yb = dev.buffer(4 * op.in_words), dev.buffer(4 * op.out_words)
+    progs = [op.bind(xb, yb), op.bind(xb, yb)]
+    assert progs[0]._raw is None and len(_glsl._futures) == 1  # one compile for both
+    seq = dev.sequence()
+    seq.dispatch(progs[0])
+    seq.download(yb)
+    assert progs[0]._raw is not None
+    xb.write_nchw(spec.x)
+    seq.run()
+    np.testing.assert_array_equal(yb.read_nchw(op.out_shape, spec.out.dtype), _reference(spec, spec.x))
+    assert list(cache_dir.glob("spirv/*.spv"))  # and the next process finds it on disk
+    _glsl.spirv.cache_clear()
+    assert _glsl.spirv_future(op.kernel, (), dev.push_shapes).done()
+
+    bad = tmp_path / "shaders"
+    bad.mkdir()
+    (bad / "broken.comp").write_text("#version 450\nlayout(local_size_x = 1) in;\nvoid main() { nope; }\n")
+    monkeypatch.setattr(_glsl, "SHADER_DIR", bad)
+    prog = dev.program("broken", [yb], (1, 1, 1))
+    with pytest.raises(vkinfer.ShaderCompileError, match="broken.comp"):
+        dev.sequence().dispatch(prog)
+    with pytest.raises(vkinfer.ShaderCompileError, match="not found"):
+        dev.program("missing", [yb], (1, 1, 1))

@@ -213,8 +213,21 @@ class Program:
     when first run. Programs with equal SPIR-V, specialization constants and layout share one pipeline.
     """
 
-    def __init__(self, raw: Any, name: str):
-        self.raw, self.name = raw, name
+    def __init__(self, raw: Any, name: str, pending: tuple[Any, Any] | None = None):
+        self._raw, self.name, self._pending = raw, name, pending
+        self._lock = threading.Lock() if pending is not None else None
+
+    @property
+    def raw(self) -> Any:
+        """The native program; made here, once, for a program whose SPIR-V was still compiling (raises the
+        compiler's ShaderCompileError then)."""
+        if self._raw is None:
+            with self._lock:
+                if self._raw is None:
+                    fut, make = self._pending
+                    self._raw = make(fut.result())
+                    self._pending = None
+        return self._raw
 
     @property
     def ready(self) -> bool:
@@ -539,15 +552,24 @@ class Device:
         limit = self.limits["max_compute_workgroup_count"]
         if any(g < 1 or g > lim for g, lim in zip(groups, limit, strict=True)):
             raise ValueError(f"{shader}: dispatch of {groups} workgroups exceeds this device's limit {limit}")
-        code = _glsl.spirv(shader, tuple(sorted((k, str(v)) for k, v in (defines or {}).items())),
-                           self.push_shapes)
+        code = _glsl.spirv_future(shader, tuple(sorted((k, str(v)) for k, v in (defines or {}).items())),
+                                  self.push_shapes)
         if self.push_shapes:
             spec, push = _glsl.push_shapes(shader).push(list(spec), list(push))
         spec_u = [int(v) & 0xFFFFFFFF for v in spec]
         push_u = [int(v) & 0xFFFFFFFF for v in push]
         if 4 * len(push_u) > self.limits["max_push_constants_size"]:
             raise ValueError(f"{shader}: {4 * len(push_u)} bytes of push constants exceed the device limit")
-        return Program(self.raw.program(code, [b.raw for b in buffers], tuple(groups), spec_u, push_u), shader)
+        raws, groups = [b.raw for b in buffers], tuple(groups)
+
+        def make(spv: bytes) -> Any:
+            return self.raw.program(spv, raws, groups, spec_u, push_u)
+
+        if code.done():  # cached SPIR-V (the usual case): made now, and compile errors raised here
+            return Program(make(code.result()), shader)
+        # Still compiling: the native program is made when first recorded (Sequence.dispatch), so a plan's
+        # shader variants compile in parallel while it binds the rest.
+        return Program(None, shader, (code, make))
 
     def sequence(self) -> Sequence:
         """An empty command sequence on this device's compute queue."""
