@@ -349,3 +349,56 @@ def test_plan_runner_refuses_bad_construction_and_arrays():
         ro = np.zeros(12, np.uint8)
         ro.flags.writeable = False
         r.run([x], [ro], False)
+
+
+def test_vulkan_plan_session_call_is_native_and_hands_every_other_feed_to_the_checked_path():
+    """A CPU + Vulkan plan's common call is PlanRunner.run_feed (checks, output arrays, device locks and run in
+    C++): it equals the reference; every other feed returns None to the Python path, which runs it or raises the
+    error naming the input; NaN raises the quantizer's error naming the input, on both paths."""
+    from vkinfer.models import zoo
+
+    q = zoo.quantize(zoo.mlp(), fmt="qoperator", per_channel=True, reduce_range=True)
+    blob = q.SerializeToString()
+    sess = vkinfer.InferenceSession(blob, device="vulkan", threads=1)
+    plan = sess._fast[0]
+    assert plan.native(1) is not None and sess._native == plan.native(1).raw.run_feed
+    assert {s.device.split(":")[0] for s in plan.segments} == {"cpu", "vulkan"}
+    ref = vkinfer.InferenceSession(blob, device="reference")
+    x = zoo.random_inputs(q, seed=4)["input"]
+    want = ref.run(None, {"input": x})
+    got = sess._native({"input": x})
+    assert type(got) is list
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(a, b)
+    first, second = sess.run(None, {"input": x}), sess.run(None, {"input": x})
+    assert not np.shares_memory(first[0], second[0]), "outputs must be fresh"
+
+    class Sub(np.ndarray):
+        pass
+
+    strided = np.zeros((x.shape[0], 2 * x.shape[1]), x.dtype)[:, ::2]
+    strided[...] = x
+    ro = x.copy()
+    ro.flags.writeable = False
+    for ok in (strided, np.asfortranarray(x) if x.shape[0] > 1 else strided, x.view(Sub)):
+        assert sess._native({"input": ok}) is None
+        np.testing.assert_array_equal(sess.run(None, {"input": ok})[0], want[0])
+    np.testing.assert_array_equal(sess._native({"input": ro})[0], want[0])  # inputs are only read
+    bad = [({"input": x.astype(np.float64)}, TypeError, "float32"),
+           ({"input": x.reshape(1, -1, 1)}, ValueError, "must have shape"),
+           ({}, ValueError, "missing input"),
+           ({"other": x}, ValueError, "missing input"),
+           ({"input": x, "extra": x}, ValueError, "unknown input"),
+           ({"input": x.tolist()}, TypeError, "numpy array")]
+    for f, err, msg in bad:
+        assert sess._native(f) is None
+        with pytest.raises(err, match=msg):
+            sess.run(None, f)
+    assert sess._native([("input", x)]) is None
+    y = x.copy()
+    y[0, -1] = np.nan
+    with pytest.raises(ValueError, match="'input' contains NaN"):
+        sess.run(None, {"input": y})
+    with pytest.raises(ValueError, match="contains NaN"):
+        _general(sess, None, {"input": y})
+    np.testing.assert_array_equal(sess.run(None, {"input": x})[0], want[0])  # and the next run is fine

@@ -391,7 +391,9 @@ class NativePlan:
         self.outputs = frozenset(t for t, _, _ in out_specs)
         info = plan.info
         self.in_specs = [(t, np.dtype(info[t][1]), tuple(info[t][0])) for t in in_names]
-        self._lock = locks[0] if len(locks) == 1 else None
+        raw.set_feed(in_names, [memoryview(np.empty(0, dt)).format for _, dt, _ in self.in_specs],
+                     [list(shape) for _, _, shape in self.in_specs], [(shape, dt) for _, shape, dt in out_specs],
+                     np.ndarray, np.empty, locks, vk_segments)
 
     @staticmethod
     def build(plan: Plan, threads: int) -> NativePlan | None:
@@ -461,26 +463,13 @@ class NativePlan:
 
     def run_feed(self, feed: dict) -> list[np.ndarray] | None:
         """Every graph output for a feed of exactly the graph's inputs as C-contiguous arrays of their traced dtype
-        and shape; None for any other feed (the caller's checked path takes it). The session's common call: on
-        lavapipe each Python step after the device's wait costs several microseconds (the device's work evicts
-        the interpreter from the caches), so this path keeps them few."""
-        if type(feed) is not dict or len(feed) != len(self.in_specs):
-            return None
-        ins = []
-        for name, dt, shape in self.in_specs:
-            v = feed.get(name)
-            if type(v) is not np.ndarray or v.dtype != dt or v.shape != shape or not v.flags.c_contiguous:
-                return None
-            ins.append(v)
-        outs = [np.empty(shape, dt) for _, shape, dt in self.out_specs]
-        lock = self._lock
-        if lock is None or any(s.timed for s in self.vk_segments):
-            return self.run(feed, [t for t, _, _ in self.out_specs])
-        with lock:
-            status, _ = self.raw.run(ins, outs, False)
-        if status:
-            self._failed(status, feed)
-        return outs
+        and shape; None for any other feed (the caller's checked path takes it). The whole call is native
+        (PlanRunner.run_feed: the checks, the output arrays, the devices' locks, the run): on lavapipe its Python
+        form took 71 us a run, the device's work on the same core evicting the interpreter from the caches."""
+        out = self.raw.run_feed(feed)
+        if out is not None and type(out) is not list:
+            self._failed(out, feed)
+        return out
 
     def _failed(self, status: int, feed: dict) -> None:
         from ..cpu.segment import run_failed

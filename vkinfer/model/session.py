@@ -167,13 +167,21 @@ class InferenceSession:
                     self._fast = (plan, ins, outs, seg0.runner if whole else None)
                     if whole and not self._variables:
                         self._native = seg0.runner.native_runner(self._run_threads)
+                        self._native_failed = self._cpu_failed
                     elif not self._variables:
                         nplan = plan.native(self._run_threads)
-                        self._native = nplan.run_feed if nplan is not None else None
+                        if nplan is not None:
+                            self._native, self._native_failed = nplan.raw.run_feed, nplan._failed
                 except PlacementError:
                     raise
                 except (ValueError, TypeError):
                     pass  # zeros are not valid for some input (a scale, say): compile on the first run instead
+
+    def _cpu_failed(self, status: int, feed: dict) -> None:
+        from ..cpu.segment import run_failed
+
+        seg = self._fast[3]
+        run_failed(status, seg.nan_checked, [feed[t] for t, _, _ in seg.in_specs])
 
     def _check_placement(self, placement: dict[str, str] | None) -> dict[str, str]:
         if placement is None:
@@ -304,11 +312,8 @@ class InferenceSession:
             out = native(input_feed)  # None: a feed the general path must check (and name what is wrong)
             if type(out) is list:
                 return out
-            if out is not None:  # a status (only the CPU runner returns one; the plan's raises itself)
-                from ..cpu.segment import run_failed
-
-                seg = self._fast[3]
-                run_failed(out, seg.nan_checked, [input_feed[t] for t, _, _ in seg.in_specs])
+            if out is not None:  # a CPU graph's status: raise its error
+                self._native_failed(out, input_feed)
         if not self._variables:
             return self._run_graph(output_names, input_feed)
         if not isinstance(input_feed, dict):
