@@ -461,16 +461,6 @@ class NativePlan:
         out_specs = [(t, tuple(info[t][0]), np.dtype(info[t][1])) for t in out_names]
         return NativePlan(plan, raw, in_names, out_specs, list(dict.fromkeys(nan_checked)), vk_segs, locks)
 
-    def run_feed(self, feed: dict) -> list[np.ndarray] | None:
-        """Every graph output for a feed of exactly the graph's inputs as C-contiguous arrays of their traced dtype
-        and shape; None for any other feed (the caller's checked path takes it). The whole call is native
-        (PlanRunner.run_feed: the checks, the output arrays, the devices' locks, the run): on lavapipe its Python
-        form took 71 us a run, the device's work on the same core evicting the interpreter from the caches."""
-        out = self.raw.run_feed(feed)
-        if out is not None and type(out) is not list:
-            self._failed(out, feed)
-        return out
-
     def _failed(self, status: int, feed: dict) -> None:
         from ..cpu.segment import run_failed
 

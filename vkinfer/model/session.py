@@ -126,9 +126,10 @@ class InferenceSession:
         # For static shapes: (plan, [(input, dtype, shape)], output names, its CPU segment when that is all of it)
         self._fast: tuple | None = None
         # The common call in one native call: vkinfer._fastrun.Runner when the plan is one native CPU graph,
-        # NativePlan.run_feed when it is CPU and Vulkan segments; None otherwise. Either returns None for a feed
-        # the checked path must take.
+        # its NativePlan's PlanRunner.run_feed when it is CPU and Vulkan segments; None otherwise. Either returns
+        # None for a feed the checked path must take, or a CPU graph's status (`_native_failed` raises its error).
         self._native = None
+        self._native_failed = self._cpu_failed
         self._backends: dict[str, object] = {}
         kind, _, which = self.device.partition(":")
         self._compile = kind in ("vulkan", "cpu", "auto") and os.environ.get("VKINFER_PLAN", "1") != "0"
