@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model.lowering import Layer, binary_fn, binary_mode, lower, static_params, unary_fn
+from ..model.lowering import Layer, binary_mode, binary_table_fn, lower, static_params, unary_fn
 from ..vulkan.qlinear_lut import binary_table, unary_table
 from ._form import table1, table2
 
@@ -26,7 +26,7 @@ def lower_binary(ctx, node, backend):
     mode = binary_mode(ctx, node)
     if not mode or (mode == "row" and len(ctx.shape(a)) == 5) or ctx.dtype(y) != ctx.dtype(a):
         return None
-    t = table2(binary_table(ctx.dtype(a), binary_fn(node, ctx.g.consts)), ctx.dtype(a), ctx.dtype(y))
+    t = table2(binary_table(ctx.dtype(a), binary_table_fn(node, ctx.g.consts)), ctx.dtype(a), ctx.dtype(y))
     n = int(np.prod(ctx.shape(a)))
     period = 0 if mode == "equal" else int(np.prod(ctx.shape(b)))
 

@@ -54,7 +54,7 @@ class QLinearLut:
 
 
 # --- lowering (vkinfer/model/lowering.py) ---
-from ..model.lowering import Layer, binary_fn, binary_mode, lower, static_params, unary_fn  # noqa: E402
+from ..model.lowering import Layer, binary_mode, binary_table_fn, lower, static_params, unary_fn  # noqa: E402
 
 
 @lower("vulkan", "com.microsoft:QLinearAdd", "com.microsoft:QLinearMul", "vkinfer:TFLiteAdd")
@@ -62,29 +62,11 @@ def lower_binary(ctx, node, backend):
     ins = node.inputs
     if not (mode := binary_mode(ctx, node)):
         return None
-    fn = _table_fn(node, ctx.g.consts)
+    fn = binary_table_fn(node, ctx.g.consts)
     # The 65536-entry table is made only if the node runs here.
     return Layer(node, [ins[0], ins[3]], node.outputs[0],
                  make=lambda: QLinearLut(binary_table(ctx.dtype(ins[0]), fn), ctx.shape(ins[0]), backend.dev,
                                          mode == "row"))
-
-
-def _table_fn(node, consts):
-    """fn(a, b) filling a binary table: QLinearAdd through the C kernel when the CPU library is built (equal
-    shapes, exact and tested against the reference: 0.1 ms a table where the reference's float32 emulation
-    takes 3 ms, 30 ms of MobileNetV2's session creation), else the reference."""
-    ref = binary_fn(node, consts)
-    if node.op != "com.microsoft:QLinearAdd":
-        return ref
-    from .. import cpu
-    from ..errors import VkInferError
-
-    try:
-        cpu.lib()
-    except (VkInferError, OSError):
-        return ref
-    p = [consts.get(n) if n else None for n in node.inputs]
-    return lambda a, b: cpu.qlinear_add(a, p[1], p[2], b, p[4], p[5], p[6], p[7])
 
 
 @lower("vulkan", "com.microsoft:QLinearLeakyRelu", "com.microsoft:QLinearSigmoid")
