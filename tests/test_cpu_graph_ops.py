@@ -382,6 +382,60 @@ def test_quantize_refuses_nan_when_asked(shape, nchw, mode):
                        np.zeros(y.size, np.uint8), threads)
 
 
+def native_quantize_packed(mode, x, scale, zp, dtype):
+    """VKI_QUANT_PACKED: x float32 NCHW when 4-D, else rows of its last axis; the device layout's bytes."""
+    from vkinfer.cpu.quantize_linear import PACKED
+    from vkinfer.vulkan._layout import packed_words
+
+    if x.ndim == 4:
+        n, c, h, w = x.shape
+        n, c, hw, nchw = n, c, h * w, 1
+    else:
+        c = x.shape[-1] if x.ndim else 1
+        n, hw, nchw = 1, x.size // c, 0
+    return run_both("quantize", [mode | PACKED, n, c, hw, nchw, scale, zp, int(dtype == np.int8)],
+                    np.ascontiguousarray(x), np.zeros(4 * packed_words(x.shape), np.uint8))
+
+
+# c = 3 takes the RGB path (one word per pixel); c = 4, 8: no pad; the rest pad each row to whole words.
+PACKED_SHAPES = [(1, 3, 224, 224), (1, 3, 1, 1), (1, 3, 4, 4), (2, 3, 1, 17), (1, 3, 64, 65), (1, 1, 5, 3),
+                 (2, 17, 9, 9), (1, 70, 3, 5), (1, 4, 3, 3), (1, 8, 2, 7), (7, 3), (5, 1), (3, 70), (1, 40000),
+                 (2, 9, 6), (100, 4)]
+
+
+@pytest.mark.parametrize("shape", PACKED_SHAPES)
+@pytest.mark.parametrize("mode", [0, 1])
+def test_quantize_packed_is_the_device_layout_of_the_reference(shape, mode):
+    """A CPU quantize feeding a Vulkan segment writes the device's packed layout (raw bytes, zero pad) in place
+    of the canonical one: equal to vkinfer.vulkan._layout.to_packed of the reference, pads zero, every path
+    (RGB words, NCHW tiles, rows across work items), edge floats included."""
+    from vkinfer.vulkan._layout import to_packed
+
+    rng = np.random.default_rng(7)
+    x = rng.normal(0, 2, size=shape).astype(np.float32)
+    flat = x.reshape(-1)
+    edge = special_floats(0.0187)
+    flat[: min(flat.size, edge.size)] = edge[: flat.size]
+    rng.shuffle(flat)
+    for dtype, scale, zp in ((np.uint8, 0.0187, 114), (np.int8, 0.0187, -3), (np.int8, 0.5, 127), (np.uint8, 2.0, 0)):
+        ref = to_packed(ref_quantize(mode, x, scale, zp, dtype)).view(np.uint8).reshape(-1)
+        assert_same(native_quantize_packed(mode, x, scale, zp, dtype), ref, f"packed {shape} mode {mode} {dtype}")
+
+
+@pytest.mark.parametrize("shape", [(1, 3, 37, 41), (2, 5, 9, 70), (300, 70), (1, 40000)])
+def test_quantize_packed_refuses_nan(shape):
+    from vkinfer.cpu.quantize_linear import REFUSE_NAN
+
+    x = np.random.default_rng(3).normal(0, 2, size=shape).astype(np.float32)
+    plain = native_quantize_packed(0, x, 0.0187, 9, np.uint8)
+    assert_same(native_quantize_packed(REFUSE_NAN, x, 0.0187, 9, np.uint8), plain, "refusing flag, no NaN")
+    for pos in (0, x.size // 2, x.size - 1):
+        y = x.copy()
+        y.reshape(-1)[pos] = np.nan
+        with pytest.raises(ValueError, match="NaN"):
+            native_quantize_packed(REFUSE_NAN, y, 0.0187, 9, np.uint8)
+
+
 @SETTINGS
 @given(st.lists(st.floats(width=32, allow_nan=False), min_size=1, max_size=80), f32s(1e-6, 1e6),
        st.integers(0, 255), st.sampled_from(DTYPES), st.integers(0, 1))

@@ -131,8 +131,13 @@ vki_status vki_graph_add_tflite_avgpool(vki_graph* g, uint32_t n, uint32_t h, ui
  * y is written NHWC; else elementwise over n * c * hw values in order. zp in the logical type's range. NaN inputs
  * give qmin, as ORT's vectorised kernel; with VKI_QUANT_REFUSE_NAN or-ed into mode, a run that meets a NaN
  * returns VKI_ENAN instead (the references refuse NaN: the session's check, fused into the one pass over the
- * input that quantizing makes anyway). float32 buffers may have any alignment. */
+ * input that quantizing makes anyway). float32 buffers may have any alignment.
+ * With VKI_QUANT_PACKED or-ed into mode, y is the Vulkan device layout instead of the canonical one: rows of c
+ * values (NCHW: the n * hw pixels; else n * hw rows of c consecutive values) each padded with zero bytes to
+ * 4 * ceil(c / 4), raw bytes (int8 as two's complement); y then takes n * hw * 4 * ceil(c / 4) bytes. A CPU
+ * quantize that feeds only a Vulkan segment writes straight into the device's input buffer so. */
 #define VKI_QUANT_REFUSE_NAN 4
+#define VKI_QUANT_PACKED 8
 vki_status vki_graph_add_quantize(vki_graph* g, int32_t mode, uint32_t n, uint32_t c, uint64_t hw, int32_t nchw,
                                   float scale, int32_t zp, int32_t is_signed, vki_ref x, vki_ref y);
 /* canonical 8-bit -> float32: (x - zp) * scale (one float32 multiply), per tensor: ONNX DequantizeLinear, also

@@ -40,9 +40,11 @@ typedef struct {
     uint32_t n, c;
     uint64_t hw;
     int32_t nchw;
+    int32_t packed;    /* rows of c padded with zero bytes to `stride` (the Vulkan layout), raw bytes */
+    uint32_t stride;   /* output bytes per row (pixel): c, or 4 * ceil(c / 4) packed */
     float s;           /* scale (mode 0) or float32(1 / scale) (mode 1) */
     float fmin, fmax;  /* qmin - zp, qmax - zp */
-    int32_t off;       /* zp + 128 (int8): into the canonical domain */
+    int32_t off;       /* zp + 128 (int8): into the canonical domain; zp (raw int8 bytes) when packed */
 } quant_t;
 
 typedef struct {
@@ -52,22 +54,14 @@ typedef struct {
     int nan;           /* set (relaxed atomic store) by any item that met a NaN */
 } quant_job;
 
-/* Whether n float32 values at x hold a NaN, on the bits (|x| above +inf's pattern): a float compare stays scalar
- * under -ftrapping-math, this loop vectorises. Run over each span just quantized, so it reads L1. */
-static int span_has_nan(const uint8_t* restrict x, size_t n)
-{
-    uint32_t any = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t b;
-        memcpy(&b, x + 4 * i, 4);
-        any |= (b & 0x7FFFFFFFu) > 0x7F800000u;
-    }
-    return any != 0;
-}
+/* A NaN test on the bits (|x| above +inf's pattern), or-ed up inside the quantize loops: a float compare stays
+ * scalar under -ftrapping-math, this vectorises. A separate pass over the span just quantized cost MobileNetV2's
+ * 224x224x3 input 18 us of its 54 (Zen 5, 1 thread). */
+static inline uint32_t nan_bits(uint32_t b) { return (b & 0x7FFFFFFFu) > 0x7F800000u; }
 
-static void note_nan(quant_job* j, const uint8_t* x, size_t n)
+static void note_nan(quant_job* j, uint32_t any)
 {
-    if (j->t->refuse_nan && span_has_nan(x, n)) __atomic_store_n(&j->nan, 1, __ATOMIC_RELAXED);
+    if (j->t->refuse_nan && any) __atomic_store_n(&j->nan, 1, __ATOMIC_RELAXED);
 }
 
 /* y = clamp(rne(q), qmin - zp, qmax - zp) + zp, clamping first (integer bounds: the same). After the clamp
@@ -87,31 +81,54 @@ static inline uint32_t quant1_u32(float q, float fmin, float fmax, int32_t off)
     memcpy(&bits, &g, 4);
     return (bits + (uint32_t)off) & 0xFF;
 }
-static inline uint8_t quant1(float q, float fmin, float fmax, int32_t off)
-{
-    return (uint8_t)quant1_u32(q, fmin, fmax, off);
-}
 
-/* float32 loads and stores through memcpy: external buffers may have any alignment (the compiler still emits
- * plain vector loads). */
-static inline float ld_f32(const uint8_t* p)
+/* float32 loads through memcpy: external buffers may have any alignment (the compiler still emits plain vector
+ * loads). */
+static inline uint32_t ld_u32(const uint8_t* p)
 {
-    float v;
+    uint32_t v;
     memcpy(&v, p, 4);
     return v;
 }
-
-/* n contiguous values at x (bytes). One float32 division (MLAS divides, not a multiply by the reciprocal) or
- * multiply. */
-static void quant_span(const quant_t* t, const uint8_t* restrict x, uint8_t* restrict y, size_t n)
+static inline float as_f32(uint32_t b)
 {
-    float s = t->s, fmin = t->fmin, fmax = t->fmax;
-    int32_t off = t->off;
-    if (t->mode == 0) {
-        for (size_t i = 0; i < n; i++) y[i] = quant1(ld_f32(x + 4 * i) / s, fmin, fmax, off);
-    } else {
-        for (size_t i = 0; i < n; i++) y[i] = quant1(ld_f32(x + 4 * i) * s, fmin, fmax, off);
+    float v;
+    memcpy(&v, &b, 4);
+    return v;
+}
+
+/* The loops below are compiled for x86-64-v4 and AVX2 beside the baseline, picked once at load (as graph.c's
+ * TFLite ADD): the division dominates, and SSE2 divides 4 lanes at a time. MobileNetV2's 224x224x3 input: 36 ->
+ * N us (Zen 5, 1 thread). The bits are the same in every clone: IEEE division and compares, no contraction. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__) && \
+    !defined(__SANITIZE_ADDRESS__)  /* ifunc resolvers run before the sanitizer runtime is up */
+#define QUANT_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#else
+#define QUANT_CLONES
+#endif
+
+/* n contiguous values at x (bytes) -> n bytes at y. One float32 division (MLAS divides, not a multiply by the
+ * reciprocal) or multiply. Returns whether a value was NaN. */
+#define QUANT_SPAN(NAME, OP)                                                                                  \
+    QUANT_CLONES static uint32_t NAME(const quant_t* t, const uint8_t* restrict x, uint8_t* restrict y,       \
+                                      size_t n)                                                               \
+    {                                                                                                         \
+        float s = t->s, fmin = t->fmin, fmax = t->fmax;                                                       \
+        int32_t off = t->off;                                                                                 \
+        uint32_t any = 0;                                                                                     \
+        for (size_t i = 0; i < n; i++) {                                                                      \
+            uint32_t b = ld_u32(x + 4 * i);                                                                   \
+            any |= nan_bits(b);                                                                               \
+            y[i] = (uint8_t)quant1_u32(as_f32(b) OP s, fmin, fmax, off);                                      \
+        }                                                                                                     \
+        return any;                                                                                           \
     }
+QUANT_SPAN(quant_span_div, /)
+QUANT_SPAN(quant_span_mul, *)
+
+static uint32_t quant_span(const quant_t* t, const uint8_t* x, uint8_t* y, size_t n)
+{
+    return (t->mode == 0 ? quant_span_div : quant_span_mul)(t, x, y, n);
 }
 
 /* Elementwise: item i covers values [i * ITEM, ...). */
@@ -121,73 +138,100 @@ static void quant_flat_item(void* ctx, size_t item)
     quant_job* j = ctx;
     uint64_t total = (uint64_t)j->t->n * j->t->c * j->t->hw, i0 = (uint64_t)item * ITEM_VALUES;
     size_t m = total - i0 < ITEM_VALUES ? (size_t)(total - i0) : ITEM_VALUES;
-    quant_span(j->t, j->x + 4 * i0, j->y + i0, m);
-    note_nan(j, j->x + 4 * i0, m);
+    note_nan(j, quant_span(j->t, j->x + 4 * i0, j->y + i0, m));
+}
+
+/* Packed rows (not NCHW): n * hw rows of c values, each padded with zero bytes to the stride. */
+static size_t rows_per_item(const quant_t* t) { return t->c >= ITEM_VALUES ? 1 : ITEM_VALUES / t->c; }
+static void quant_rows_item(void* ctx, size_t item)
+{
+    quant_job* j = ctx;
+    const quant_t* t = j->t;
+    uint64_t rows = (uint64_t)t->n * t->hw, r0 = (uint64_t)item * rows_per_item(t);
+    uint64_t r1 = r0 + rows_per_item(t) < rows ? r0 + rows_per_item(t) : rows;
+    uint32_t any = 0;
+    for (uint64_t r = r0; r < r1; r++) {
+        uint8_t* d = j->y + r * t->stride;
+        any |= quant_span(t, j->x + 4 * r * t->c, d, t->c);
+        memset(d + t->c, 0, t->stride - t->c);
+    }
+    note_nan(j, any);
 }
 
 /* RGB images (c = 3), the usual model input: the three planes are quantized VEC pixels at a time and each
- * pixel's 3 bytes leave as one 4-byte store (its 4th byte is rewritten by the next pixel's store). The last
- * pixels take byte stores, so nothing is written past the item's range. One loop per item: a per-tile call
- * cost more than the interleave itself. */
-#define QUANT_RGB(NAME, OP)                                                                                   \
-    static void NAME(const quant_t* t, const uint8_t* restrict r, const uint8_t* restrict g,                  \
-                     const uint8_t* restrict b, uint8_t* restrict d, size_t np)                               \
+ * pixel's bytes leave as one 4-byte store. Unpacked (STRIDE 3), a store's 4th byte is rewritten by the next
+ * pixel's, and the last pixels take byte stores, so nothing is written past the item's range; packed (STRIDE 4),
+ * the word is the pixel with its zero pad. One loop per item: a per-tile call cost more than the interleave. */
+#define QUANT_RGB(NAME, OP, STRIDE)                                                                           \
+    QUANT_CLONES static uint32_t NAME(const quant_t* t, const uint8_t* restrict r, const uint8_t* restrict g,  \
+                                      const uint8_t* restrict b, uint8_t* restrict d, size_t np)              \
     {                                                                                                         \
         float s = t->s, fmin = t->fmin, fmax = t->fmax;                                                       \
         int32_t off = t->off;                                                                                 \
+        uint32_t any = 0;                                                                                     \
         size_t i = 0;                                                                                         \
-        for (; i + VEC < np; i += VEC) { /* < : a pixel follows the block, the 4th byte is its */           \
+        for (; i + VEC < np + (STRIDE == 4); i += VEC) { /* 3: a pixel follows the block, the 4th byte is its */ \
             uint32_t w[VEC];                                                                                  \
             for (size_t k = 0; k < VEC; k++) {                                                                \
                 size_t o = 4 * (i + k);                                                                       \
-                w[k] = quant1_u32(ld_f32(r + o) OP s, fmin, fmax, off) |                                      \
-                       quant1_u32(ld_f32(g + o) OP s, fmin, fmax, off) << 8 |                                 \
-                       quant1_u32(ld_f32(b + o) OP s, fmin, fmax, off) << 16;                                 \
+                uint32_t br = ld_u32(r + o), bg = ld_u32(g + o), bb = ld_u32(b + o);                          \
+                any |= nan_bits(br) | nan_bits(bg) | nan_bits(bb);                                            \
+                w[k] = quant1_u32(as_f32(br) OP s, fmin, fmax, off) |                                         \
+                       quant1_u32(as_f32(bg) OP s, fmin, fmax, off) << 8 |                                    \
+                       quant1_u32(as_f32(bb) OP s, fmin, fmax, off) << 16;                                    \
             }                                                                                                 \
-            for (size_t k = 0; k < VEC; k++) memcpy(d + 3 * (i + k), &w[k], 4);                               \
+            for (size_t k = 0; k < VEC; k++) memcpy(d + STRIDE * (i + k), &w[k], 4);                          \
         }                                                                                                     \
         for (; i < np; i++) {                                                                                 \
-            d[3 * i] = quant1(ld_f32(r + 4 * i) OP s, fmin, fmax, off);                                       \
-            d[3 * i + 1] = quant1(ld_f32(g + 4 * i) OP s, fmin, fmax, off);                                   \
-            d[3 * i + 2] = quant1(ld_f32(b + 4 * i) OP s, fmin, fmax, off);                                   \
+            uint32_t br = ld_u32(r + 4 * i), bg = ld_u32(g + 4 * i), bb = ld_u32(b + 4 * i);                  \
+            any |= nan_bits(br) | nan_bits(bg) | nan_bits(bb);                                                \
+            uint32_t w = quant1_u32(as_f32(br) OP s, fmin, fmax, off) |                                       \
+                         quant1_u32(as_f32(bg) OP s, fmin, fmax, off) << 8 |                                  \
+                         quant1_u32(as_f32(bb) OP s, fmin, fmax, off) << 16;                                  \
+            memcpy(d + STRIDE * i, &w, STRIDE);                                                               \
         }                                                                                                     \
+        return any;                                                                                           \
     }
-QUANT_RGB(quant_rgb_div, /)
-QUANT_RGB(quant_rgb_mul, *)
+QUANT_RGB(quant_rgb_div, /, 3)
+QUANT_RGB(quant_rgb_mul, *, 3)
+QUANT_RGB(quant_rgb4_div, /, 4)
+QUANT_RGB(quant_rgb4_mul, *, 4)
 
-/* NCHW in, NHWC out: image b, pixels [p * ITEM_PIXELS, ...). Each tile of TP pixels is quantized channel by
- * channel (contiguous reads, vectorised) into a small buffer, then interleaved into the output pixels. */
+/* NCHW in, NHWC out (rows of `stride` bytes per pixel): image b, pixels [p * ITEM_PIXELS, ...). Each tile of TP
+ * pixels is quantized channel by channel (contiguous reads, vectorised) into a small buffer, then interleaved
+ * into the output pixels. */
 static void quant_nchw_item(void* ctx, size_t item)
 {
     quant_job* j = ctx;
     const quant_t* t = j->t;
-    size_t per = (size_t)((t->hw + ITEM_PIXELS - 1) / ITEM_PIXELS), b = item / per, c = t->c;
+    size_t per = (size_t)((t->hw + ITEM_PIXELS - 1) / ITEM_PIXELS), b = item / per, c = t->c, st = t->stride;
     uint64_t p0 = (uint64_t)(item % per) * ITEM_PIXELS, p1 = p0 + ITEM_PIXELS < t->hw ? p0 + ITEM_PIXELS : t->hw;
     const uint8_t* xb = j->x + (uint64_t)b * c * t->hw * 4;
-    uint8_t* yb = j->y + (uint64_t)b * c * t->hw;
+    uint8_t* yb = j->y + (uint64_t)b * st * t->hw;
     if (c == 3 && LITTLE_ENDIAN_BYTES) {
         size_t plane = t->hw * 4;
         const uint8_t* r = xb + p0 * 4;
-        (t->mode == 0 ? quant_rgb_div : quant_rgb_mul)(t, r, r + plane, r + 2 * plane, yb + p0 * 3,
-                                                       (size_t)(p1 - p0));
-        for (int k = 0; k < 3; k++) note_nan(j, r + k * plane, (size_t)(p1 - p0));
+        uint32_t (*fn)(const quant_t*, const uint8_t*, const uint8_t*, const uint8_t*, uint8_t*, size_t) =
+            st == 4 ? (t->mode == 0 ? quant_rgb4_div : quant_rgb4_mul) : (t->mode == 0 ? quant_rgb_div : quant_rgb_mul);
+        note_nan(j, fn(t, r, r + plane, r + 2 * plane, yb + p0 * st, (size_t)(p1 - p0)));
         return;
     }
     enum { TC = 64 };  /* channels per tile: the buffer stays at 4 KiB */
     uint8_t buf[TC * TP];
+    uint32_t any = 0;
     for (uint64_t p = p0; p < p1; p += TP) {
         size_t np = p1 - p < TP ? (size_t)(p1 - p) : TP;
         for (size_t c0 = 0; c0 < c; c0 += TC) {
             size_t nc = c - c0 < TC ? c - c0 : TC;
-            for (size_t k = 0; k < nc; k++) {
-                quant_span(t, xb + ((c0 + k) * t->hw + p) * 4, buf + k * TP, np);
-                note_nan(j, xb + ((c0 + k) * t->hw + p) * 4, np);
-            }
-            uint8_t* d = yb + p * c + c0;
+            for (size_t k = 0; k < nc; k++) any |= quant_span(t, xb + ((c0 + k) * t->hw + p) * 4, buf + k * TP, np);
+            uint8_t* d = yb + p * st + c0;
             for (size_t i = 0; i < np; i++)
-                for (size_t k = 0; k < nc; k++) d[i * c + k] = buf[k * TP + i];
+                for (size_t k = 0; k < nc; k++) d[i * st + k] = buf[k * TP + i];
         }
+        if (st > c)
+            for (size_t i = 0; i < np; i++) memset(yb + (p + i) * st + c, 0, st - c);
     }
+    note_nan(j, any);
 }
 
 static vki_status quant_run(void* p, uint8_t* const* ptr, uint32_t threads)
@@ -198,6 +242,10 @@ static vki_status quant_run(void* p, uint8_t* const* ptr, uint32_t threads)
     if (t->nchw) {
         size_t per = (size_t)((t->hw + ITEM_PIXELS - 1) / ITEM_PIXELS);
         vki_for_items(t->n * per, total, threads, quant_nchw_item, &j);
+    } else if (t->packed) {
+        uint64_t rows = (uint64_t)t->n * t->hw;
+        vki_for_items((size_t)((rows + rows_per_item(t) - 1) / rows_per_item(t)), total, threads, quant_rows_item,
+                      &j);
     } else {
         vki_for_items((size_t)((total + ITEM_VALUES - 1) / ITEM_VALUES), total, threads, quant_flat_item, &j);
     }
@@ -212,8 +260,8 @@ vki_status vki_graph_add_quantize(vki_graph* g, int32_t mode, uint32_t n, uint32
                                   float scale, int32_t zp, int32_t is_signed, vki_ref x, vki_ref y)
 {
     is_signed = is_signed != 0;
-    const int32_t refuse_nan = (mode & VKI_QUANT_REFUSE_NAN) != 0;
-    mode &= ~VKI_QUANT_REFUSE_NAN;
+    const int32_t refuse_nan = (mode & VKI_QUANT_REFUSE_NAN) != 0, packed = (mode & VKI_QUANT_PACKED) != 0;
+    mode &= ~(VKI_QUANT_REFUSE_NAN | VKI_QUANT_PACKED);
     if (mode != 0 && mode != 1) FAIL(VKI_EINVAL, "quantize: mode must be 0 (ONNX) or 1 (TFLite), got %d", mode);
     if (!n || !c || !hw) FAIL(VKI_EINVAL, "quantize: shape n=%u c=%u hw=%llu must be positive", n, c,
                               (unsigned long long)hw);
@@ -223,8 +271,10 @@ vki_status vki_graph_add_quantize(vki_graph* g, int32_t mode, uint32_t n, uint32
     /* TFLite multiplies by the float32 reciprocal: an infinite one (scale < 2^-128) would turn 0 into NaN. */
     if (mode == 1 && !isfinite(1.0f / scale))
         FAIL(VKI_EINVAL, "quantize: scale %g has no finite float32 reciprocal (TFLite mode)", (double)scale);
+    if (packed && c > UINT32_MAX - 3) FAIL(VKI_EINVAL, "quantize: c=%u too large to pack", c);
+    uint32_t stride = packed ? 4 * ((c + 3) / 4) : c;
     uint64_t count = vki_mul2(vki_mul2(n, c), hw);
-    uint64_t need[2] = {vki_mul2(count, 4), count};
+    uint64_t need[2] = {vki_mul2(count, 4), vki_mul2(vki_mul2(n, hw), stride)};
     vki_ref refs[2] = {x, y};
     if (x.bytes == need[0] && y.bytes == need[1] && count && vki_refs_overlap(x, y))
         FAIL(VKI_EINVAL, "quantize: x and y overlap");
@@ -232,8 +282,8 @@ vki_status vki_graph_add_quantize(vki_graph* g, int32_t mode, uint32_t n, uint32
     if (!t) FAIL(VKI_ENOMEM, "quantize: out of memory");
     int32_t lo = is_signed ? -128 : 0, hi = is_signed ? 127 : 255;
     /* TFLite multiplies by the float32 reciprocal, computed once as its kernel does. */
-    *t = (quant_t){mode, refuse_nan, n, c, hw, nchw != 0, mode == 0 ? scale : 1.0f / scale, (float)(lo - zp),
-                   (float)(hi - zp), zp + 128 * is_signed};
+    *t = (quant_t){mode, refuse_nan, n, c, hw, nchw != 0, packed, stride, mode == 0 ? scale : 1.0f / scale,
+                   (float)(lo - zp), (float)(hi - zp), zp + (packed ? 0 : 128 * is_signed)};
     return vki_graph_push(g, mode == 0 ? "quantize:onnx" : "quantize:tflite", quant_run, free, t, 2, refs, need);
 }
 

@@ -33,6 +33,7 @@ def _geometry(shape):
 
 
 REFUSE_NAN = 4  # VKI_QUANT_REFUSE_NAN (vkinfer_graph.h)
+PACKED = 8  # VKI_QUANT_PACKED: the output in the Vulkan device layout (rows padded to words, raw bytes)
 
 
 @lower("cpu", "QuantizeLinear", "vkinfer:TFLiteQuantize")
