@@ -43,6 +43,26 @@ def main(n: int) -> int:
             for a, b in zip(got, ref, strict=True):
                 np.testing.assert_array_equal(a, b)
             passed += 1
+    # The quantize's device-layout output (VKI_QUANT_PACKED) into buffers of exactly its size: every path (RGB
+    # words, NCHW tiles with pads, rows) against the reference's packed form.
+    from vkinfer.cpu.quantize_linear import PACKED, REFUSE_NAN
+    from vkinfer.reference.quantize_linear import quantize_linear
+    from vkinfer.vulkan._layout import packed_words, to_packed
+
+    for shape in ((1, 3, 17, 5), (2, 3, 1, 1), (1, 5, 7, 3), (1, 70, 2, 3), (9, 10), (3, 1), (1, 16385)):
+        x = rng.normal(0, 2, shape).astype(np.float32)
+        nchw = len(shape) == 4
+        n, c, hw = (shape[0], shape[1], shape[2] * shape[3]) if nchw else (1, shape[-1], x.size // shape[-1])
+        for dtype, zp in ((np.uint8, 131), (np.int8, -5)):
+            out = 4 * packed_words(shape)
+            g = NativeGraph(0, [x.nbytes, out])
+            g.add("quantize", REFUSE_NAN | PACKED, n, c, hw, int(nchw), 0.03, zp, int(dtype == np.int8),
+                  Ref(1, 0, x.nbytes), Ref(2, 0, out))
+            y = np.full(out, 0xA5, np.uint8)
+            g.run([x, y])
+            want = to_packed(quantize_linear(x, np.float32(0.03), np.array(zp, dtype))).view(np.uint8).reshape(-1)
+            np.testing.assert_array_equal(y, want)
+            passed += 1
     # Ranges at and past every boundary: accepted exactly in bounds, refused (ValueError) one byte out.
     g = NativeGraph(64, [6, 6])
     for src, dst, ok in [(Ref(1, 0, 6), Ref(0, 58, 6), True), (Ref(1, 0, 6), Ref(0, 59, 6), False),

@@ -34,7 +34,7 @@ def test_random_graphs_under_asan_and_ubsan():
     assert "AddressSanitizer" not in r.stderr and "runtime error" not in r.stderr, where
     assert r.returncode == 0 and f"library: {ASAN_LIB}" in r.stdout, where
     m = re.search(r"native graphs: (\d+) passed", r.stdout)
-    assert m and int(m[1]) >= 25 + 6 + 10, where
+    assert m and int(m[1]) >= 25 + 6 + 14 + 10, where
 
 
 def _rss_kib() -> int:
@@ -402,3 +402,85 @@ def test_vulkan_plan_session_call_is_native_and_hands_every_other_feed_to_the_ch
     with pytest.raises(ValueError, match="contains NaN"):
         _general(sess, None, {"input": y})
     np.testing.assert_array_equal(sess.run(None, {"input": x})[0], want[0])  # and the next run is fine
+
+
+def _image_cases():
+    from vkinfer.models import zoo
+
+    yield "mobilenet_v1 u8 33x33", zoo.quantize(zoo.mobilenet_v1(size=33), fmt="qoperator").SerializeToString()
+    yield "mobilenet_v1 qdq s8 32x32", zoo.quantize(zoo.mobilenet_v1(size=32), fmt="qdq",
+                                                  activation_type="int8").SerializeToString()
+    yield "mlp 10 features", zoo.quantize(zoo.mlp(in_features=10), fmt="qoperator", per_channel=True,
+                                          reduce_range=True).SerializeToString()
+    g = zoo._Graph(0)
+    five = g.model("five", [1, 5, 9, 11], g.relu(g.conv(zoo.INPUT, 5, 8, 3)), [1, 8, 9, 11])
+    yield "conv s8 5 channels", zoo.quantize(five, fmt="qdq", activation_type="int8").SerializeToString()
+
+
+@pytest.mark.parametrize("case", list(range(4)))
+def test_cpu_quantize_writes_the_vulkan_input_buffer_in_place(case):
+    """A Vulkan session's input quantize runs in the CPU graph and writes the device layout (rows padded to whole
+    words, raw int8) straight into the Vulkan segment's input buffer: the native plan has no pack step for it
+    (PlanRunner.mapped), and its bits equal the reference and the Python segment-by-segment path (which copies
+    the same bytes), for 3 channels (a word per pixel), 5 channels and rows of 10 (padded), uint8 and int8. A NaN
+    in the input still raises the error naming it."""
+    from vkinfer.cpu.segment import packed_key
+
+    label, blob = list(_image_cases())[case]
+    sess = vkinfer.InferenceSession(blob, device="vulkan", threads=1)
+    ref = vkinfer.InferenceSession(blob, device="reference")
+    plan = sess._fast[0]
+    native = plan.native(1)
+    assert native is not None, label
+    cpu0, vk0 = plan.segments[0].runner, plan.segments[1].runner
+    assert plan.segments[0].device == "cpu" and plan.segments[1].device.startswith("vulkan"), label
+    [t] = cpu0.packed_io
+    assert [k for k, _, _ in cpu0.out_specs] == [packed_key(t)] and vk0.ups[0][0] == packed_key(t), label
+    assert len(native.raw.mapped) == 1, label
+    inp = sess.get_inputs()[0]
+    outs = [o.name for o in sess.get_outputs()]
+    for seed in range(2):
+        x = np.random.default_rng(seed).normal(0, 1.5, inp.shape).astype(np.float32)
+        x.reshape(-1)[:7] = [0.0, -0.0, np.inf, -np.inf, 1e30, -1e30, 1e-45]
+        want = ref.run(None, {inp.name: x})
+        got = sess.run(None, {inp.name: x})
+        slow = _python_path(plan, {inp.name: x}, outs, 1)
+        for a, b, c in zip(got, slow, want, strict=True):
+            np.testing.assert_array_equal(a, c, err_msg=label)
+            np.testing.assert_array_equal(b, c, err_msg=label)
+    x.reshape(-1)[-1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        sess.run(None, {inp.name: x})
+
+
+def test_plan_runner_maps_only_a_plain_copy_written_by_one_cpu_graph():
+    """PlanRunner drops a pack only where it is a plain copy (rows already whole words, no XOR) of a slot one
+    earlier CPU graph writes and nothing else reads; an XOR, a padded row or a second reader keeps the copy."""
+    from vkinfer._vk import _native, get_device
+    from vkinfer.cpu.graph import NativeGraph, Ref
+
+    vk = _native()
+    dev = get_device()
+    g = NativeGraph(0, [8, 8])
+    g.add("transpose", 1, np.array([8], np.uint32), np.array([0], np.uint32), 1, 0, Ref(1, 0, 8), Ref(2, 0, 8))
+    fast = g._fast
+    assert fast is not None, "vkinfer._fastrun is not built: make cpu"
+    x = np.arange(8, dtype=np.uint8) * 29 + 3
+
+    def runner(shape, xor, second_reader):
+        buf, seq = dev.buffer(64), dev.sequence()
+        seq.barrier()
+        steps = [("cpu", fast[0], fast[1], g, [0, 2], 1),
+                 ("vulkan", seq.raw, [(2, buf.raw, shape, False, xor)], [(1, buf.raw, [8], False, 0)])]
+        if second_reader:
+            steps.append(("vulkan", dev.sequence().raw, [(2, buf.raw, shape, False, 0)], []))
+        return vk.PlanRunner(1, 1, [8, 8, 8], {2: np.zeros(8, np.uint8)}, steps), buf
+
+    for shape, xor, second, mapped in (([2, 4], 0, False, [2]), ([8], 0, False, [2]), ([2, 4], 0x80, False, []),
+                                       ([4, 2], 0, False, []), ([2, 4], 0, True, [])):
+        r, buf = runner(shape, xor, second)
+        assert r.mapped == mapped, (shape, xor, second)
+        y = np.zeros(8, np.uint8)
+        assert r.run([x], [y], False)[0] == 0
+        if not xor and shape[-1] % 4 == 0:
+            np.testing.assert_array_equal(y, x)

@@ -50,6 +50,19 @@ def form_key(t: str) -> str:
     return t + "\x00form"
 
 
+def packed_key(t: str) -> str:
+    """The run's key for tensor `t` handed from a CPU segment to Vulkan ones in the device's packed layout
+    (vkinfer/vulkan/_layout.py: rows padded to whole words, raw bytes), written so by its producer."""
+    return t + "\x00packed"
+
+
+def packed_nbytes(shape) -> int:
+    """Bytes of a tensor of `shape` in the device's packed layout."""
+    from ..vulkan._layout import packed_words
+
+    return 4 * packed_words(tuple(shape))
+
+
 def _compose(p1, p2) -> tuple[int, ...]:
     """The permutation of a.transpose(p1).transpose(p2)."""
     return tuple(p1[i] for i in p2)
@@ -68,16 +81,22 @@ class CpuSegment:
     kind = "cpu"
 
     def __init__(self, layers, inputs: list[str], outputs: list[str], info: dict, consts: dict,
-                 form_io: frozenset[str] = frozenset()):
+                 form_io: frozenset[str] = frozenset(), packed_io: frozenset[str] = frozenset()):
         """`form_io`: 8-bit inputs and outputs exchanged with another device's segment in this graph's own form
         (canonical bytes, 4-D as NHWC; see `form_key`): no transpose or XOR at the edge, and the Vulkan side
-        packs rows, its own layout, from them."""
+        packs rows, its own layout, from them. `packed_io`: outputs only Vulkan segments read, written by their
+        producer's `packed` emitter in the device layout (see `packed_key`)."""
         self.info = info
         self.inputs = [t for t in inputs if t not in consts]
         self.outputs = list(outputs)
+        producer_of = {lay.out: lay for lay in layers if not lay.alias}
+        packed_io = frozenset(t for t in packed_io if t in self.outputs and t in producer_of
+                              and producer_of[t].packed is not None)
 
         def nbytes(t: str) -> int:
             shape, dt = info[t]
+            if t in packed_io:
+                return packed_nbytes(shape)
             return int(np.prod(shape, dtype=np.int64)) * np.dtype(dt).itemsize
 
         readers: dict[str, list[int]] = {}
@@ -123,7 +142,7 @@ class CpuSegment:
         producer = {lay.out: i for i, lay in enumerate(layers) if not lay.alias}
         for t in self.outputs:
             shape, dt = info[t]
-            if not is_8bit(dt):
+            if not is_8bit(dt) or t in packed_io:
                 continue
             src, perm, src_shape = t, unform_perm(shape), form_shape(shape)
             if t in form_io:
@@ -149,8 +168,8 @@ class CpuSegment:
                 in_conv.remove((dst, k, shape, perm, xor))
         srcs = [c[0] for c in out_conv]
         for t in self.outputs:
-            if not is_8bit(info[t][1]) and t in producer:
-                where[t] = Ref(ext_of_out[t], 0, nbytes(t))  # float: written in place by its producer
+            if (not is_8bit(info[t][1]) or t in packed_io) and t in producer:
+                where[t] = Ref(ext_of_out[t], 0, nbytes(t))  # float or packed: written in place by its producer
         for src, k, shape, perm, xor in list(out_conv):
             i = producer.get(src)
             if xor == 0 and _identity(shape, perm) and i is not None and i not in skip and srcs.count(src) == 1 \
@@ -202,14 +221,17 @@ class CpuSegment:
         for i, lay in live:
             if not lay.alias:
                 scratch = Ref(0, offsets[f"#scratch{i}"], lay.scratch) if lay.scratch else None
-                emit, out = replaced.get(i, (lay.impl, lay.out))
+                emit, out = replaced.get(i, (lay.packed if lay.out in packed_io else lay.impl, lay.out))
                 emit(g, [ref(a) for a in lay.acts], ref(out), scratch)
         for src, k, shape, perm, xor in out_conv:
             g.add("transpose", len(shape) or 1, u32(shape or [1]), u32(perm or [0]), 1, xor, ref(src),
                   Ref(k, 0, nbytes(src)))
         self.form_io = frozenset(t for t in form_io if is_8bit(info[t][1]))
+        self.packed_io = packed_io
 
         def spec(t: str) -> tuple[str, tuple[int, ...], np.dtype]:
+            if t in packed_io:
+                return packed_key(t), (nbytes(t),), np.dtype(np.uint8)
             if t in self.form_io:
                 return form_key(t), form_shape(tuple(info[t][0])), np.dtype(np.uint8)
             return t, tuple(info[t][0]), np.dtype(info[t][1])

@@ -243,8 +243,9 @@ class Plan:
         self.backends = backends
         self.segments = self._segments(layers)
         form_io = self._form_handoffs()
+        packed_io = self._packed_handoffs(layers, form_io)
         for seg in self.segments:
-            seg.runner = self._runner(seg, layers, form_io)
+            seg.runner = self._runner(seg, layers, form_io, packed_io)
         self._host = any(seg.device == HOST for seg in self.segments)
         self._natives: dict[int, NativePlan | None] = {}
 
@@ -314,7 +315,27 @@ class Plan:
                          if dev != HOST and t not in graph_outs and t in read and HOST not in read[t]
                          and self.info[t][1].itemsize == 1)
 
-    def _runner(self, seg: Segment, layers: dict[str, Layer], form_io: frozenset[str] = frozenset()):
+    def _packed_handoffs(self, layers: dict[str, Layer], form_io: frozenset[str]) -> frozenset[str]:
+        """Handoffs a CPU layer with a `packed` emitter makes for Vulkan segments only (no reader in its own
+        segment): written in the device's layout, so the Vulkan side copies nothing (the model's quantized
+        input above all)."""
+        out = set()
+        for seg in self.segments:
+            if seg.device == HOST or self.backends[seg.device].kind != "cpu":
+                continue
+            inner = {a for n in seg.nodes for a in layers[n.name].acts}
+            for n in seg.nodes:
+                lay = layers[n.name]
+                t = lay.out
+                if t not in form_io or lay.packed is None or lay.alias or t in inner or t not in seg.outputs:
+                    continue
+                readers = [s.device for s in self.segments if t in s.inputs]
+                if readers and all(d != HOST and self.backends[d].kind == "vulkan" for d in readers):
+                    out.add(t)
+        return frozenset(out)
+
+    def _runner(self, seg: Segment, layers: dict[str, Layer], form_io: frozenset[str] = frozenset(),
+                packed_io: frozenset[str] = frozenset()):
         if seg.device == HOST:
             return HostSegment(self.g, seg.nodes, self.host_device)
         lays = [layers[n.name] for n in seg.nodes]
@@ -322,10 +343,10 @@ class Plan:
         if be.kind == "cpu":
             from ..cpu.segment import CpuSegment
 
-            return CpuSegment(lays, seg.inputs, seg.outputs, self.info, self.g.consts, form_io)
+            return CpuSegment(lays, seg.inputs, seg.outputs, self.info, self.g.consts, form_io, packed_io)
         from ..vulkan.segment import VulkanSegment
 
-        return VulkanSegment(be.dev, lays, seg.inputs, seg.outputs, self.info, self.g.consts, form_io)
+        return VulkanSegment(be.dev, lays, seg.inputs, seg.outputs, self.info, self.g.consts, form_io, packed_io)
 
     @property
     def transfers(self) -> list[Transfer]:

@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..cpu._form import flip, form_shape, is_8bit
-from ..cpu.segment import form_key
+from ..cpu.segment import form_key, packed_key
 from ..model.lowering import alias_roots
 from ..model.memory import lifetimes, plan_slots
-from ._layout import packed_words
+from ._layout import ceil4, packed_words, rows_width
 
 
 def _bind(impl, ins: list, y) -> list:
@@ -29,11 +29,13 @@ class VulkanSegment:
     kind = "vulkan"
 
     def __init__(self, dev, layers, inputs: list[str], outputs: list[str], info: dict, consts: dict,
-                 form_io: frozenset[str] = frozenset()):
+                 form_io: frozenset[str] = frozenset(), packed_io: frozenset[str] = frozenset()):
         """`form_io`: 8-bit tensors exchanged with a CPU segment in the CPU graph's form (vkinfer.cpu.segment:
         canonical bytes, 4-D NHWC), which is this device's packed layout without the padding: packing them is
         a row copy (and an XOR for int8), where the host's NCHW takes a transpose on each side. MobileNetV2's
-        224x224x3 input: CPU transpose 48 us + NCHW pack 47 us -> one 3-to-4-byte row pack."""
+        224x224x3 input: CPU transpose 48 us + NCHW pack 47 us -> one 3-to-4-byte row pack. `packed_io`: inputs
+        a CPU segment writes in this device's layout itself (`packed_key`): a plain copy, which NativePlan
+        skips by mapping the CPU graph's output onto the buffer."""
         self.dev, self.layers, self.info = dev, layers, info
         root = alias_roots(layers)
 
@@ -71,6 +73,9 @@ class VulkanSegment:
         def buf(x):
             return self.const_bufs[x] if x in self.const_bufs else self.buffers[slot_of[r(x)]]
         def edge(t):  # (key in the run's values, packed as rows (the CPU form), XOR byte, rows shape, form shape)
+            if t in packed_io and t in self.inputs:
+                rows, width = rows_width(tuple(info[t][0]))
+                return packed_key(t), (rows, 4 * ceil4(width)), 0, (rows * 4 * ceil4(width),)
             if t in form_io and is_8bit(info[t][1]):
                 shape = tuple(info[t][0])
                 f = form_shape(shape)
