@@ -15,7 +15,10 @@ then others with the caches it left (warm), each timing creation and its first r
 pipelines), then a second session of the same model in that process; then --repeat untimed runs give the wall
 time and the calling thread's CPU time per run (all the host does: Python, checks, CPU segments, packing,
 submit; the wait excluded), and --repeat timed runs the host-side cost per inference paired per run (wall less
-the device's execution from Vulkan timestamp queries, where the driver has them).
+the device's execution from Vulkan timestamp queries, where the driver has them). Last, the driver's own floor
+beside it: a bare pre-recorded sequence of as many 1x1 convolutions as the model's dispatches, sized to about
+the model's device time, replayed with nothing of vkinfer's around the submit (no quantize, packing, Python
+session call): its wall less its timestamps.
 Results go to bench/results/overhead-<UTC time>.json; the tables are printed as markdown.
 """
 
@@ -198,7 +201,44 @@ def vulkan_rows(repeat: int) -> list[dict]:
                  "device_ms": d, "host_side_us": None if d is None else float(np.median(host)) * 1e6,
                  "host_thread_cpu_us": float(np.median(cpu)) * 1e6, "native_plan": plan.native(1) is not None,
                  "segments": [s.device for s in plan.segments]})
+    if d is not None:
+        rows.append(driver_floor(vseg.dev, vseg.seq.dispatches, d, repeat))
     return rows
+
+
+def driver_floor(dev, dispatches: int, device_ms: float, repeat: int) -> dict:
+    """The driver's host-side cost for a bare sequence of `dispatches` 1x1 convolutions (32 channels) whose
+    device time is near `device_ms`: lavapipe's grows with the device's work on the same core (66 dispatches
+    took 23 us beside 1.5 ms of device time, 104 us beside 110 ms, Zen 5)."""
+    from vkinfer.ops._spec import conv_spec
+    from vkinfer.vulkan import Chain
+
+    rng = np.random.default_rng(0)
+
+    def chain(side: int) -> Chain:
+        x = rng.integers(0, 256, (1, 32, side, side)).astype(np.uint8)
+        w = rng.integers(-20, 21, (32, 32, 1, 1)).astype(np.int8)
+        spec = conv_spec(x, 0.02, np.uint8(128), w, 0.01, np.int8(0), 0.05, np.uint8(128))
+        return Chain([spec] * dispatches, dev)
+
+    def timed(ch: Chain, n: int) -> tuple[float, float]:
+        host, ns = [], []
+        for _ in range(n):
+            t0 = time.perf_counter_ns()
+            v = ch.seq.run(timed=True)
+            host.append(time.perf_counter_ns() - t0 - v)
+            ns.append(v)
+        return float(np.median(ns)) / 1e6, float(np.median(host)) / 1e3
+    side = 16
+    probe = chain(side)
+    timed(probe, 2)
+    ms, _ = timed(probe, 3)
+    side = max(4, int(round(side * (device_ms / max(ms, 1e-3)) ** 0.5)))  # device time ~ pixels
+    ch = chain(side)
+    timed(ch, 3)
+    ms, host_us = timed(ch, repeat)
+    return {"what": "driver floor (bare sequence)", "dispatches": dispatches, "side": side, "device_ms": ms,
+            "host_side_us": host_us}
 
 
 def main() -> int:

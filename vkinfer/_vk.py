@@ -250,6 +250,7 @@ class Sequence:
 
     def __init__(self, raw: Any, lock: threading.RLock, dispatched: set[str]):
         self.raw, self.lock, self.dispatched = raw, lock, dispatched
+        self.dispatches = 0  # recorded so far (bench/overhead.py sizes its driver-floor sequence by it)
 
     def upload(self, *bufs: Buffer) -> None:
         """Record staging -> device copies of `bufs` (nothing for direct buffers: the submit itself makes
@@ -265,6 +266,7 @@ class Sequence:
         """Record one dispatch of `prog` (bind, push constants, dispatch)."""
         self.raw.dispatch(prog.raw)
         self.dispatched.add(prog.name)
+        self.dispatches += 1
 
     def barrier(self) -> None:
         """All earlier transfer/shader writes become visible to all later transfers, shaders, host reads."""
