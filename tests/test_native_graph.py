@@ -484,3 +484,31 @@ def test_plan_runner_maps_only_a_plain_copy_written_by_one_cpu_graph():
         assert r.run([x], [y], False)[0] == 0
         if not xor and shape[-1] % 4 == 0:
             np.testing.assert_array_equal(y, x)
+
+
+def test_eight_threads_on_a_session_whose_quantize_writes_the_vulkan_buffer():
+    """The mapped input buffer is written by the CPU quantize under the device's lock: 8 threads on one session,
+    each with its own inputs, get their own reference outputs."""
+    label, blob = next(_image_cases())
+    sess = vkinfer.InferenceSession(blob, device="vulkan", threads=1)
+    assert sess._fast[0].native(1).raw.mapped, label
+    ref = vkinfer.InferenceSession(blob, device="reference")
+    inp = sess.get_inputs()[0]
+    feeds = [{inp.name: np.random.default_rng(s).normal(0, 1.5, inp.shape).astype(np.float32)} for s in range(8)]
+    want = [ref.run(None, f) for f in feeds]
+    errors: list[str] = []
+
+    def work(i: int) -> None:
+        try:
+            for k in range(3):
+                j = (i + k) % 8
+                if not all(np.array_equal(a, b) for a, b in zip(sess.run(None, feeds[j]), want[j], strict=True)):
+                    errors.append(f"thread {i} run {k}: input {j} gave another input's or a wrong output")
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(f"thread {i}: {e!r}")
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:5]
