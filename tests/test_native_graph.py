@@ -59,16 +59,9 @@ def test_memory_is_flat_over_ten_thousand_runs():
     assert after - before < 1024, f"RSS grew {after - before} KiB over 10^4 runs"
 
 
-@pytest.mark.parametrize("device", ["cpu", "vulkan"])
-def test_eight_threads_on_one_session(device):
-    name = "mobilenet_v2_kws"
-    blob = field_zoo.FIELD_MODELS[name](0, dtype="uint8")
-    sess = vkinfer.InferenceSession(blob, device=device)
-    ref = vkinfer.InferenceSession(blob, device="reference")
-    feeds = [field_zoo.field_inputs(name, seed, "uint8") for seed in range(8)]
-    want = [ref.run(None, f) for f in feeds]
+def _eight_threads(sess, feeds: list[dict], want: list[list[np.ndarray]], runs: int) -> None:
+    """8 threads on one session, thread i running feeds (i + k) % 8 for k < runs: each gets its own outputs."""
     errors: list[str] = []
-    runs = 12 if device == "cpu" else 3
 
     def work(i: int) -> None:
         try:
@@ -86,6 +79,16 @@ def test_eight_threads_on_one_session(device):
     for t in threads:
         t.join()
     assert not errors, errors[:5]
+
+
+@pytest.mark.parametrize("device", ["cpu", "vulkan"])
+def test_eight_threads_on_one_session(device):
+    name = "mobilenet_v2_kws"
+    blob = field_zoo.FIELD_MODELS[name](0, dtype="uint8")
+    sess = vkinfer.InferenceSession(blob, device=device)
+    ref = vkinfer.InferenceSession(blob, device="reference")
+    feeds = [field_zoo.field_inputs(name, seed, "uint8") for seed in range(8)]
+    _eight_threads(sess, feeds, [ref.run(None, f) for f in feeds], 12 if device == "cpu" else 3)
 
 
 def _one_graph(model: str, dtype: str):
@@ -495,20 +498,4 @@ def test_eight_threads_on_a_session_whose_quantize_writes_the_vulkan_buffer():
     ref = vkinfer.InferenceSession(blob, device="reference")
     inp = sess.get_inputs()[0]
     feeds = [{inp.name: np.random.default_rng(s).normal(0, 1.5, inp.shape).astype(np.float32)} for s in range(8)]
-    want = [ref.run(None, f) for f in feeds]
-    errors: list[str] = []
-
-    def work(i: int) -> None:
-        try:
-            for k in range(3):
-                j = (i + k) % 8
-                if not all(np.array_equal(a, b) for a, b in zip(sess.run(None, feeds[j]), want[j], strict=True)):
-                    errors.append(f"thread {i} run {k}: input {j} gave another input's or a wrong output")
-        except Exception as e:  # noqa: BLE001 - reported below
-            errors.append(f"thread {i}: {e!r}")
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors[:5]
+    _eight_threads(sess, feeds, [ref.run(None, f) for f in feeds], 3)
