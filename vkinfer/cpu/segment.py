@@ -89,9 +89,7 @@ class CpuSegment:
         self.info = info
         self.inputs = [t for t in inputs if t not in consts]
         self.outputs = list(outputs)
-        producer_of = {lay.out: lay for lay in layers if not lay.alias}
-        packed_io = frozenset(t for t in packed_io if t in self.outputs and t in producer_of
-                              and producer_of[t].packed is not None)
+        packed_io = frozenset(t for t in packed_io if t in self.outputs)  # Plan._packed_handoffs chose them
 
         def nbytes(t: str) -> int:
             shape, dt = info[t]
