@@ -932,8 +932,9 @@ struct PlanRunner {
             for (size_t j = 0; j < packs.size();) {
                 const Move& mv = packs[j];
                 bool plain = !mv.f.nchw && mv.flip == 0 && mv.f.c == 4 * mv.f.words_per_row();
+                // writer: only CPU steps list ext slots
                 if (plain && mv.slot >= n_in + n_out && uses[mv.slot] == 2 && writer[mv.slot] >= 0 &&
-                    (size_t)writer[mv.slot] < i && !steps[(size_t)writer[mv.slot]].vulkan) {
+                    (size_t)writer[mv.slot] < i) {
                     slot_ptr[mv.slot] = mv.buf->host();
                     mapped.push_back(mv.slot);
                     packs.erase(packs.begin() + (std::ptrdiff_t)j);
