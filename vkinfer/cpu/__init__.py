@@ -25,6 +25,28 @@ from .threads import ThreadDefault, core_clusters
 # $VKINFER_CPU_LIB loads another build of the library (the sanitizer build in tests/test_native_graph.py).
 LIB_PATH = Path(os.environ.get("VKINFER_CPU_LIB") or Path(__file__).resolve().parent.parent / "libvkinfer_cpu.so")
 _u32, _i32 = ctypes.c_uint32, ctypes.c_int32
+# The integer ranges of the C arguments. ctypes narrows silently (2**62 passed as a uint32 becomes 0: a mutated
+# model's pads ran as a small, meaningless convolution until 2026-11), so every integer crossing into the library
+# goes through `checked`.
+_LIMITS = {ctypes.c_uint32: (0, 2 ** 32 - 1), ctypes.c_int32: (-2 ** 31, 2 ** 31 - 1),
+           ctypes.c_uint64: (0, 2 ** 64 - 1), ctypes.c_size_t: (0, 2 ** 64 - 1)}
+
+
+def checked(what: str, value, ctype):
+    """`value` as an argument of C type `ctype`; ValueError naming `what` when an integer does not fit it."""
+    lim = _LIMITS.get(ctype)
+    if lim is None or isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        return value
+    if not lim[0] <= int(value) <= lim[1]:
+        raise ValueError(f"{what} = {int(value)} does not fit the C library's {ctype.__name__} "
+                         f"[{lim[0]}, {lim[1]}]")
+    return int(value)
+
+
+def c_struct(cls: type[ctypes.Structure], what: str, **fields) -> ctypes.Structure:
+    """A ctypes structure with every integer field checked against its C type (see `checked`)."""
+    types = dict(cls._fields_)
+    return cls(**{k: checked(f"{what}.{k}", v, types[k]) for k, v in fields.items()})
 
 
 class _Desc(ctypes.Structure):
@@ -165,8 +187,8 @@ class _Conv:
         w_zp = np.ascontiguousarray(w_zp, np.int32)
         bias = np.ascontiguousarray(bias, np.int32)
         scale = np.ascontiguousarray(scale, np.float32)
-        d = _Desc(n=n, h=h, w=w, c=c, m=m, kh=kh, kw=kw, sh=strides[0], sw=strides[1], dh=dilations[0],
-                  dw=dilations[1], pt=pads[0], pl=pads[1], pb=pads[2], pr=pads[3], groups=groups,
+        d = c_struct(_Desc, "convolution", n=n, h=h, w=w, c=c, m=m, kh=kh, kw=kw, sh=strides[0], sw=strides[1],
+                     dh=dilations[0], dw=dilations[1], pt=pads[0], pl=pads[1], pb=pads[2], pr=pads[3], groups=groups,
                   weights=wb.ctypes.data, w_signed=int(weights.dtype == np.int8), w_zp=w_zp.ctypes.data,
                   bias=bias.ctypes.data, scale=scale.ctypes.data, x_zp=x_zp, y_zp=out.zero_point, y_lo=out.lo,
                   y_hi=out.hi, isa=_isa_index(isa))

@@ -1,7 +1,7 @@
 """The CPU graph's tensor form and the helpers CPU lowerings share.
 
-8-bit tensors are canonical unsigned bytes (int8 XOR 0x80); 4-D tensors are NHWC, 5-D (N, A, B, H, W) are
-(N, H, W, A, B) (a channel axis split in two, as a channel shuffle makes it), other ranks keep their layout.
+8-bit tensors are canonical unsigned bytes (int8 XOR 0x80) in the devices' element order (vkinfer/layout.py:
+4-D tensors are NHWC, 5-D (N, A, B, H, W) are (N, H, W, A, B), other ranks keep their layout).
 float32 tensors keep the host layout.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..layout import form_perm  # the one definition of the element order, shared with Vulkan
 from ..reference.requant import QRANGE
 
 
@@ -19,15 +20,6 @@ def flip(dtype) -> int:
 
 def is_8bit(dtype) -> bool:
     return np.dtype(dtype) in QRANGE
-
-
-def form_perm(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """The axes permutation host layout -> form (numpy transpose semantics)."""
-    if len(shape) == 4:
-        return 0, 2, 3, 1
-    if len(shape) == 5:
-        return 0, 3, 4, 1, 2
-    return tuple(range(len(shape)))
 
 
 def form_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -69,4 +61,14 @@ def canonical(x: np.ndarray) -> np.ndarray:
 
 
 def u32(seq) -> np.ndarray:
-    return np.ascontiguousarray(seq, np.uint32)
+    """`seq` (shapes, permutations, offsets for the C library) as uint32; ValueError when a value does not fit
+    (a cast would narrow it silently)."""
+    a = np.asarray(seq)
+    if a.size:
+        if a.dtype.kind not in "iuO":
+            raise ValueError(f"internal: {a.dtype} values passed as C uint32")
+        lo, hi = int(a.min()), int(a.max())
+        if lo < 0 or hi >= 2 ** 32:
+            raise ValueError(f"{lo if lo < 0 else hi} does not fit the C library's uint32 (a dimension, axis or "
+                             f"offset of {a.reshape(-1)[:8].tolist()})")
+    return np.ascontiguousarray(a, np.uint32)

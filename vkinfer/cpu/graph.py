@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import _check, _ptr, lib
+from . import _check, _ptr, c_struct, checked, lib
 
 try:  # built by `make cpu` (cpu_fallback/python/fastrun.c); without it runs go through ctypes
     from .. import _fastrun
@@ -40,7 +40,7 @@ class Ref(NamedTuple):
     nbytes: int
 
     def c(self) -> _Ref:
-        return _Ref(self.buf, 0, self.offset, self.nbytes)
+        return c_struct(_Ref, "tensor reference", ext=self.buf, unused=0, offset=self.offset, bytes=self.nbytes)
 
 
 _REF = _Ref
@@ -121,6 +121,10 @@ class NativeGraph:
     def add(self, op: str, *args) -> None:
         """Append operator `op` (SIGNATURES) with its C arguments; arrays are copied by C or kept by the op."""
         fn = getattr(self._so, f"vki_graph_add_{op}")
+        types = SIGNATURES[op]
+        if len(args) != len(types):
+            raise ValueError(f"internal: native {op} takes {len(types)} arguments, got {len(args)}")
+        args = [checked(f"native {op} argument {i}", a, t) for i, (a, t) in enumerate(zip(args, types, strict=True))]
         _check(fn(self.handle, *[_arg(a) for a in args]), f"native {op}")
 
     def write(self, offset: int, data: np.ndarray) -> None:

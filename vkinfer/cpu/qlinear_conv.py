@@ -8,7 +8,7 @@ import numpy as np
 
 from ..model.lowering import Layer, conv_spec_of, lower, qgemm_spec_of
 from ..ops._spec import ConvSpec
-from . import _Desc, _isa_index
+from . import _Desc, _isa_index, c_struct
 
 
 def desc(*, n, h, w, c, m, kh, kw, strides, dilations, pads, groups, weights, w_zp, bias, scale, x_zp, x_dtype,
@@ -19,8 +19,8 @@ def desc(*, n, h, w, c, m, kh, kw, strides, dilations, pads, groups, weights, w_
     y_shift = 128 if out.dtype == np.int8 else 0
     keep = [np.ascontiguousarray(weights).view(np.uint8), np.ascontiguousarray(w_zp, np.int32),
             np.ascontiguousarray(bias, np.int32), np.ascontiguousarray(scale, np.float32)]
-    d = _Desc(n=n, h=h, w=w, c=c, m=m, kh=kh, kw=kw, sh=strides[0], sw=strides[1], dh=dilations[0],
-              dw=dilations[1], pt=pads[0], pl=pads[1], pb=pads[2], pr=pads[3], groups=groups,
+    d = c_struct(_Desc, "convolution", n=n, h=h, w=w, c=c, m=m, kh=kh, kw=kw, sh=strides[0], sw=strides[1],
+              dh=dilations[0], dw=dilations[1], pt=pads[0], pl=pads[1], pb=pads[2], pr=pads[3], groups=groups,
               weights=keep[0].ctypes.data, w_signed=int(weights.dtype == np.int8), w_zp=keep[1].ctypes.data,
               bias=keep[2].ctypes.data, scale=keep[3].ctypes.data, x_zp=x_zp + x_shift,
               y_zp=out.zero_point + y_shift, y_lo=out.lo + y_shift, y_hi=out.hi + y_shift, isa=_isa_index(isa))

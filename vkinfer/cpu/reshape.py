@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model.lowering import ALIAS_OPS, Layer, alias_ok, channel_perm, lower, reshape_like
+from ..model.lowering import ALIAS_OPS, Layer, alias_ok, channel_perm, lower, reshape_like, transpose_perm
 from ._form import form_perm, same_bytes, u32, unform_perm
 
 
@@ -29,7 +29,7 @@ def lower_reshape(ctx, node, backend):
     if not reshape_like(ctx, node):
         return None
     xs, ys = ctx.shape(x), ctx.shape(y)
-    if alias_ok(ctx, node) or (same_bytes(xs) and same_bytes(ys)):
+    if alias_ok(ctx, node, "cpu"):  # the one rule (vkinfer/layout.py): the same element order
         return Layer(node, [x], y, alias=True)
     nbytes = int(np.prod(xs))
     fx = [xs[p] for p in form_perm(xs)]
@@ -46,8 +46,6 @@ def lower_reshape(ctx, node, backend):
     return Layer(node, [x], y, emit, scratch=nbytes if both else 0)
 
 
-
-
 def _compose(p1, p2) -> tuple[int, ...]:
     """The permutation of a.transpose(p1).transpose(p2)."""
     return tuple(p1[i] for i in p2)
@@ -61,13 +59,10 @@ def lower_transpose(ctx, node, backend):
     if not y or not ctx.quantized(x, y):
         return None
     xs, ys = ctx.shape(x), ctx.shape(y)
-    perm = node.attrs.get("perm")
-    perm = tuple(range(len(xs)))[::-1] if perm is None else tuple(int(p) for p in perm)
-    q = _compose(_compose(unform_perm(xs), perm), form_perm(ys))
-    fx = [xs[p] for p in form_perm(xs)]
-    moved = [a for a in q if fx[a] != 1]
-    if moved == sorted(moved):
+    if alias_ok(ctx, node, "cpu"):  # the one rule (vkinfer/layout.py): only size-1 axes move in the form
         return Layer(node, [x], y, alias=True)
+    q = _compose(_compose(unform_perm(xs), transpose_perm(node, len(xs))), form_perm(ys))
+    fx = [xs[p] for p in form_perm(xs)]
     shape, qq = u32(fx), u32(q)
 
     def emit(g, refs, out, scratch):

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..layout import aliases
 from ..reference.qlinear_add import qlinear_add
 from ..reference.qlinear_concat import qlinear_concat
 from ..reference.qlinear_leaky_relu import qlinear_leaky_relu
@@ -74,13 +75,6 @@ def lower_node(kind: str, ctx: Ctx, node: Node, backend) -> Layer | None:
 
 EIGHT_BIT = (np.dtype(np.uint8), np.dtype(np.int8))
 ALIAS_OPS = ("Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze")
-
-
-def rows_width(shape: tuple[int, ...]) -> tuple[int, int]:
-    """The packed (rows, width) form of a shape (vkinfer/vulkan/_layout.py): reshapes that keep it are aliases."""
-    from ..vulkan._layout import rows_width as rw
-
-    return rw(shape)
 
 
 @dataclasses.dataclass
@@ -220,6 +214,12 @@ def static(ctx: Ctx, node: Node, acts: int) -> bool:
     return all(ctx.const(n) for n in node.inputs[acts:])
 
 
+def transpose_perm(node: Node, rank: int) -> tuple[int, ...]:
+    """A Transpose node's permutation (ONNX's default: the axes reversed)."""
+    perm = node.attrs.get("perm")
+    return tuple(range(rank))[::-1] if perm is None else tuple(int(p) for p in perm)
+
+
 def reshape_like(ctx: Ctx, node: Node) -> bool:
     """A node that keeps the row-major order of a quantized tensor's elements: the reshape family, or a
     Transpose that only moves size-1 axes."""
@@ -229,16 +229,28 @@ def reshape_like(ctx: Ctx, node: Node) -> bool:
     if node.op in ALIAS_OPS:
         return True
     if node.op == "Transpose":
-        shape, perm = ctx.shape(x), node.attrs.get("perm")
-        perm = list(range(len(shape)))[::-1] if perm is None else [int(p) for p in perm]
-        moved = [p for p in perm if shape[p] != 1]
+        shape = ctx.shape(x)
+        moved = [p for p in transpose_perm(node, len(shape)) if shape[p] != 1]
         return moved == sorted(moved)
     return False
 
 
-def alias_ok(ctx: Ctx, node: Node) -> bool:
-    """A reshape-like node whose input and output share one packed form: nothing to run."""
-    return reshape_like(ctx, node) and rows_width(ctx.shape(node.inputs[0])) == rows_width(ctx.shape(node.outputs[0]))
+def alias_ok(ctx: Ctx, node: Node, kind: str) -> bool:
+    """Whether a layout-changing node (the reshape family or any Transpose) on quantized tensors shares its
+    input's storage on device kind `kind` ("cpu", "vulkan"): vkinfer.layout.aliases, the one rule every device's
+    lowering of these ops asks. Elsewhere the lowering moves the bytes into the output's own form."""
+    x, y = node.inputs[0] if node.inputs else "", node.outputs[0] if node.outputs else ""
+    if not x or not y or not ctx.quantized(x, y):
+        return False
+    xs, ys = ctx.shape(x), ctx.shape(y)
+    if node.op in ALIAS_OPS:
+        return aliases(kind, xs, ys)
+    if node.op == "Transpose":
+        perm = transpose_perm(node, len(xs))
+        if sorted(perm) != list(range(len(xs))) or [xs[p] for p in perm] != list(ys):
+            return False
+        return aliases(kind, xs, ys, perm)
+    return False
 
 
 def channel_concat_ok(ctx: Ctx, node: Node, xs: list[str], axis: int) -> bool:

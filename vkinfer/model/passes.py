@@ -32,7 +32,9 @@ def check_graph(g: Graph) -> None:
     """ValueError naming the node and tensor when `g` is not a well-formed graph: a node with no output, one
     reading a tensor that no initializer, graph input or earlier node produces (the nodes must be in
     topological order), one writing a tensor something else already produces, one missing an input its op
-    needs (kernels.REQUIRED_INPUTS), a graph output nothing produces."""
+    needs (kernels.REQUIRED_INPUTS), a graph output nothing produces, an integer attribute out of range or
+    inconsistent (vkinfer/model/attrs.py)."""
+    from .attrs import check_node_attrs
     from .kernels import REQUIRED_INPUTS
 
     known = set(g.consts) | {t.name for t in g.inputs}
@@ -48,6 +50,7 @@ def check_graph(g: Graph) -> None:
             for i in required:
                 if not n.inputs[i]:
                     raise ValueError(f"{where}: input {i} is empty, but the op needs it")
+        check_node_attrs(n, g.consts)
         for i in n.inputs:
             if i and i not in known:
                 raise ValueError(f"{where} reads tensor {i!r}, which no initializer, graph input or earlier "

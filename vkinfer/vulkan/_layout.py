@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..layout import rows_width  # the one definition, shared with the alias rule (vkinfer/layout.py)
+
 
 def ceil4(n: int) -> int:
     """Words needed for `n` bytes (channels) packed 4 per word."""
@@ -51,22 +53,6 @@ def packed_to_nchw(words: np.ndarray, shape: tuple[int, int, int, int], dtype: n
 def rows_to_packed(a: np.ndarray) -> np.ndarray:
     """(..., K) uint8/int8 -> (..., K/4) uint32 words (zero padded)."""
     return np.ascontiguousarray(pad_last(as_bytes(np.ascontiguousarray(a)), 4 * ceil4(a.shape[-1]))).view(np.uint32)
-
-
-def rows_width(shape: tuple[int, ...]) -> tuple[int, int]:
-    """The packed form of a tensor as (rows, width): 4-D NCHW packs as N*H*W rows of C channels,
-    5-D (N, A, B, H, W) as N*H*W rows of A*B channels (a channel axis split in two, as ShuffleNet's
-    channel shuffle does), any other rank as rows of its last axis. (N, C, 1, 1) and (N, C) therefore
-    share one form, and so do (N, C, H, W) and (N, g, C/g, H, W)."""
-    if len(shape) == 4:
-        n, c, h, w = shape
-        return n * h * w, c
-    if len(shape) == 5:
-        n, a, b, h, w = shape
-        return n * h * w, a * b
-    if len(shape) == 0:
-        return 1, 1
-    return int(np.prod(shape[:-1], dtype=np.int64)), int(shape[-1])
 
 
 def packed_words(shape: tuple[int, ...]) -> int:

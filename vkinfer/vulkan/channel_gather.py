@@ -27,7 +27,8 @@ class ChannelGather:
 
 
 # --- lowering (vkinfer/model/lowering.py) ---
-from ..model.lowering import Layer, channel_perm, lower, rows_width  # noqa: E402
+from ..model.lowering import Layer, channel_perm, lower  # noqa: E402
+from ._layout import rows_width  # noqa: E402
 
 
 @lower("vulkan", "Transpose")

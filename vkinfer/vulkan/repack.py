@@ -1,6 +1,7 @@
 """Reshape of a packed tensor whose packed form changes (shaders/repack.comp): Reshape, Flatten, Squeeze,
-Unsqueeze, or a Transpose that only moves size-1 axes, between shapes whose (rows, width) forms differ.
-Where the forms agree the plan aliases the buffer instead and nothing runs."""
+Unsqueeze, or a Transpose that only moves size-1 axes, between shapes whose packed forms differ: in element
+order (a 4-D tensor is stored NHWC, its reshape to (N*H*W, C) row-major) or in row padding. Where the forms
+agree (vkinfer.layout.aliases) the plan aliases the buffer instead and nothing runs."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ from ..model.lowering import ALIAS_OPS, Layer, alias_ok, lower, reshape_like  # 
 @lower("vulkan", *ALIAS_OPS, "Transpose")
 def lower_reshape(ctx, node, backend):
     x, y = node.inputs[0], node.outputs[0] if node.outputs else ""
-    if alias_ok(ctx, node):
+    if alias_ok(ctx, node, "vulkan"):  # the one rule (vkinfer/layout.py): same element order and row padding
         return Layer(node, [x], y, alias=True)
     if reshape_like(ctx, node):
         return Layer(node, [x], y, make=lambda: Repack(ctx.shape(x), ctx.shape(y), backend.dev))

@@ -1,0 +1,126 @@
+"""Integer attributes checked at import, before any kernel sees them.
+
+ONNX stores integer attributes as int64. The C kernels, the Vulkan shaders and the native plan take 32-bit
+dimensions, so an attribute that does not fit int32 would be narrowed somewhere below: a mutated model with
+`pads=[0, 0, 2**62, 0]` ran on the CPU as a small, meaningless convolution (2026-11, the reference, Vulkan and
+ONNX Runtime refuse it). Every integer attribute of every node is therefore checked here for range, and the
+geometry of the convolution and pooling ops (kernel_shape, strides, dilations, pads, group, output_padding,
+output_shape) for sign, for lengths that agree with each other and with constant weights. A failure is a
+ValueError naming the node and the attribute. Checks that need activation shapes (an axis against a rank, a
+kernel against the padded input) run where the shapes are known: the ops' kernels and specs.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .graph import Graph, Node
+
+INT32_MAX = 2 ** 31 - 1
+
+# Attributes whose int64 values are meaningful beyond int32: ONNX clamps them (Slice-1's starts and ends, where
+# INT64_MAX means "to the end"; Shape-15's start and end).
+_WIDE = {("Slice", "starts"), ("Slice", "ends"), ("Shape", "start"), ("Shape", "end")}
+
+# Ops with convolution or pooling geometry, and the input holding their weights (None: no weights).
+_GEOMETRY = {
+    "QLinearConv": 3, "Conv": 1, "ConvInteger": 1, "ConvTranspose": 1, "vkinfer:QLinearConvClamp": 3,
+    "vkinfer:QLinearConvTranspose": 3, "MaxPool": None, "AveragePool": None, "LpPool": None,
+    "com.microsoft:QLinearAveragePool": None, "vkinfer:TFLiteAveragePool": None,
+}
+_TRANSPOSED = {"ConvTranspose", "vkinfer:QLinearConvTranspose"}  # weights (C, M/group, kH, kW)
+
+
+def _fail(node: Node, attr: str, value, why: str) -> ValueError:
+    shown = value if not isinstance(value, list) or len(value) <= 8 else [*value[:8], "..."]
+    return ValueError(f"node {node.name!r} ({node.op}): attribute {attr!r} = {shown}: {why}")
+
+
+def _int_values(v) -> list[int] | None:
+    """The attribute's integers (an INT or INTS attribute), else None (floats, strings, tensors, graphs)."""
+    if isinstance(v, bool):
+        return [int(v)]
+    if isinstance(v, numbers.Integral):
+        return [int(v)]
+    if isinstance(v, (list, tuple)) and v and all(isinstance(i, numbers.Integral) for i in v):
+        return [int(i) for i in v]
+    if isinstance(v, np.ndarray) and v.dtype.kind in "iu":
+        return [int(i) for i in v.reshape(-1)]
+    return None
+
+
+def check_node_attrs(node: Node, consts: dict[str, np.ndarray]) -> None:
+    """ValueError naming `node` and the attribute when one of its integer attributes is out of range or
+    inconsistent (see the module's docstring)."""
+    for name, value in node.attrs.items():
+        if name.startswith("_"):
+            continue  # the importer's own annotations
+        ints = _int_values(value)
+        if ints is None or (node.op, name) in _WIDE:
+            continue
+        bad = [i for i in ints if not -INT32_MAX <= i <= INT32_MAX]
+        if bad:
+            raise _fail(node, name, ints, f"{bad[0]} does not fit a 32-bit integer")
+    if node.op in _GEOMETRY:
+        _check_geometry(node, consts)
+
+
+def _ints(node: Node, name: str, minimum: int) -> list[int] | None:
+    if name not in node.attrs:
+        return None
+    ints = _int_values(node.attrs[name])
+    if ints is None:
+        if isinstance(node.attrs[name], (list, tuple)) and not node.attrs[name]:
+            return []
+        raise _fail(node, name, node.attrs[name], "must be integers")
+    if any(i < minimum for i in ints):
+        raise _fail(node, name, ints, f"every value must be >= {minimum}")
+    return ints
+
+
+def _check_geometry(node: Node, consts: dict[str, np.ndarray]) -> None:
+    kernel = _ints(node, "kernel_shape", 1)
+    strides = _ints(node, "strides", 1)
+    dilations = _ints(node, "dilations", 1)
+    pads = _ints(node, "pads", 0)
+    out_pad = _ints(node, "output_padding", 0)
+    out_shape = _ints(node, "output_shape", 1)
+    group = _ints(node, "group", 1)
+    if group is not None and len(group) != 1:
+        raise _fail(node, "group", group, "must be one integer")
+    w_index = _GEOMETRY[node.op]
+    w = None
+    if w_index is not None and len(node.inputs) > w_index and node.inputs[w_index] in consts:
+        w = np.asarray(consts[node.inputs[w_index]])
+    rank = None  # spatial rank
+    if w is not None:
+        if w.ndim < 3:
+            raise ValueError(f"node {node.name!r} ({node.op}): weights {node.inputs[w_index]!r} of shape "
+                             f"{list(w.shape)} need at least 3 dimensions")
+        rank = w.ndim - 2
+    elif kernel is not None:
+        rank = len(kernel)
+    if rank is None:
+        if node.op in ("MaxPool", "AveragePool", "LpPool", "com.microsoft:QLinearAveragePool"):
+            raise ValueError(f"node {node.name!r} ({node.op}): attribute 'kernel_shape' is required")
+        return
+    for name, v, per in (("kernel_shape", kernel, 1), ("strides", strides, 1), ("dilations", dilations, 1),
+                         ("pads", pads, 2), ("output_padding", out_pad, 1), ("output_shape", out_shape, 1)):
+        if v is not None and len(v) != per * rank:
+            raise _fail(node, name, v, f"must have {per * rank} values for {rank} spatial dimensions")
+    if w is not None and kernel is not None and list(w.shape[2:]) != kernel:
+        raise _fail(node, "kernel_shape", kernel, f"contradicts the weights {node.inputs[w_index]!r} of shape "
+                                                  f"{list(w.shape)}")
+    if w is not None and group is not None:
+        out_ch = w.shape[1] * group[0] if node.op in _TRANSPOSED else w.shape[0]
+        if out_ch % group[0]:
+            raise _fail(node, "group", group[0], f"does not divide the {out_ch} output channels of the weights "
+                                                 f"{node.inputs[w_index]!r}")
+
+
+def check_attrs(g: Graph) -> None:
+    """check_node_attrs on every node of `g`."""
+    for n in g.nodes:
+        check_node_attrs(n, g.consts)
