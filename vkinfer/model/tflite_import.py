@@ -1085,7 +1085,7 @@ def _more_codes() -> dict:
              B.GATHER: t.GatherOptions, B.DEPTH_TO_SPACE: t.DepthToSpaceOptions,
              B.RESIZE_NEAREST_NEIGHBOR: t.ResizeNearestNeighborOptions, B.TANH: None, B.HARD_SWISH: None,
              B.LEAKY_RELU: t.LeakyReluOptions, B.SUB: t.SubOptions, B.MAXIMUM: None, B.MINIMUM: None,
-             B.PRELU: None}
+             B.PRELU: None, B.TRANSPOSE: t.TransposeOptions}
     _MORE.update(codes)
     return codes
 
@@ -1097,6 +1097,7 @@ def _more_needs() -> dict:
     return {B.STRIDED_SLICE: ("Slice", "Reshape"), B.SPLIT: ("Slice",), B.SPLIT_V: ("Slice",),
             B.PACK: ("Reshape", "Concat"), B.UNPACK: ("Slice", "Reshape"), B.SQUEEZE: ("Reshape",),
             B.GATHER: ("Gather",), B.DEPTH_TO_SPACE: ("DepthToSpace",), B.RESIZE_NEAREST_NEIGHBOR: ("Gather",),
+            B.TRANSPOSE: ("Transpose",),
             **{getattr(B, n): ("vkinfer:Table",) for n in _UNARY_TABLE_OPS},
             **{getattr(B, n): ("vkinfer:Table2",) for n in _BINARY_TABLE_OPS}}
 
@@ -1121,7 +1122,7 @@ def _check_more(code, ins, outs, opts, tensors) -> str | None:
     def known(i):
         return tensors[i].dtype in _DTYPES
     name = _builtin_names().get(code, code)
-    if opts is None and _MORE.get(code) is not None and code not in (B.SQUEEZE, B.SUB):
+    if opts is None and _MORE.get(code) is not None and code not in (B.SQUEEZE, B.SUB, B.TRANSPOSE):
         return f"missing {_MORE[code].__name__}"
     if name in _UNARY_TABLE_OPS:
         if not (q8(ins[0]) and q8(outs[0])) or tensors[ins[0]].dtype != tensors[outs[0]].dtype:
@@ -1147,6 +1148,8 @@ def _check_more(code, ins, outs, opts, tensors) -> str | None:
         return "inputs and output must share one scale and zero point"
     if code == B.DEPTH_TO_SPACE and len(tensors[ins[0]].shape) != 4:
         return "input is not 4-D"
+    if code == B.TRANSPOSE and tensors[ins[0]].scale is not None and not _same_q(tensors[ins[0]], tensors[outs[0]]):
+        return "input and output must share one scale and zero point"
     if code == B.RESIZE_NEAREST_NEIGHBOR and len(tensors[ins[0]].shape) != 4:
         return "input is not 4-D"
     return None
@@ -1161,6 +1164,8 @@ def _build_more(imp: _Importer, B, code, ins, outs, opts) -> None:
         imp.pack(ins, outs, opts)
     elif code == B.SQUEEZE:
         imp.squeeze(ins, outs)
+    elif code == B.TRANSPOSE:
+        imp.transpose(ins, outs)
     elif code == B.GATHER:
         imp.gather(ins, outs, opts)
     elif code == B.DEPTH_TO_SPACE:
@@ -1310,6 +1315,16 @@ def _importer_more(cls):
         self.node("Reshape", [self.get(x), self.const("shape", np.array(self.t[outs[0]].shape, np.int64))],
                   [self.put(outs[0])])
 
+    def transpose(self, ins, outs) -> None:
+        """TRANSPOSE (a constant permutation) -> Transpose of the tensor in TFLite's own layout."""
+        x = ins[0]
+        shape = self.t[x].shape
+        perm = _const_ints(self.t, ins[1], "perm") if len(ins) > 1 else np.arange(len(shape))[::-1]
+        if sorted(perm.tolist()) != list(range(len(shape))):
+            raise ValueError(f"perm {perm.tolist()} is not a permutation of the {len(shape)} axes of the input")
+        _expect_shape(self, outs[0], [shape[p] for p in perm], f"transposing by {perm.tolist()}")
+        self.node("Transpose", [self.get(x)], [self.put(outs[0])], perm=[int(p) for p in perm])
+
     def gather(self, ins, outs, opts) -> None:
         x, idx = ins[0], ins[1]
         shape = self.t[x].shape
@@ -1402,7 +1417,7 @@ def _importer_more(cls):
                                      self.const("table", table.view(np.uint8))], [self.put(outs[0], layout)],
                   dtype=np.dtype(dt).name)
 
-    for f in (slice_axis, strided_slice, split, pack, squeeze, gather, depth_to_space, resize_nearest,
+    for f in (slice_axis, strided_slice, split, pack, squeeze, transpose, gather, depth_to_space, resize_nearest,
               unary_table, binary_table):
         setattr(cls, f.__name__, f)
     return cls
