@@ -15,6 +15,7 @@ import numpy as np
 from ..reference.requant import QRANGE, multiplier, quantize_scalar
 
 QTYPES = (np.dtype(np.uint8), np.dtype(np.int8))
+_INT32_MAX = 2 ** 31 - 1
 
 
 def _array(name: str, v, *, quant: bool = False) -> np.ndarray:
@@ -190,9 +191,21 @@ def conv_spec(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zer
     dilations = _ints("dilations", dilations, 2, 1)
     pads = _ints("pads", pads, 4, 0)
     ekh, ekw = (kh - 1) * dilations[0] + 1, (kw - 1) * dilations[1] + 1
+    # Every device computes positions and sizes in 32-bit integers (the C kernels, the shaders): refuse
+    # geometry whose padded input, dilated kernel or output does not fit, instead of letting it wrap.
+    for what, v in (("padded input height", h + pads[0] + pads[2]), ("padded input width", wd + pads[1] + pads[3]),
+                    ("dilated kernel height", ekh), ("dilated kernel width", ekw),
+                    ("strides", max(strides))):
+        if v > _INT32_MAX:
+            raise ValueError(f"{what} {v} (pads {list(pads)}, strides {list(strides)}, dilations "
+                             f"{list(dilations)}) does not fit a 32-bit integer")
     if ekh > h + pads[0] + pads[2] or ekw > wd + pads[1] + pads[3]:
         raise ValueError(f"kernel {kh}x{kw} (dilated {ekh}x{ekw}) is larger than the padded input "
                          f"{h + pads[0] + pads[2]}x{wd + pads[1] + pads[3]}")
+    oh = (h + pads[0] + pads[2] - ekh) // strides[0] + 1
+    ow = (wd + pads[1] + pads[3] - ekw) // strides[1] + 1
+    if n * m * oh * ow > _INT32_MAX:
+        raise ValueError(f"the output {n}x{m}x{oh}x{ow} (pads {list(pads)}) has over {_INT32_MAX} elements")
     xzp, wzp, out = _quant(("x", "w", "y"), x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale,
                            y_zero_point, m, activation)
     if bias is None:
