@@ -66,14 +66,27 @@ static vki_status check(const vki_conv_desc* d, uint32_t* oh, uint32_t* ow)
     if (ekh > ph || ekw > pw) FAIL(VKI_EINVAL, "kernel (dilated %llux%llu) larger than padded input %llux%llu",
                                    (unsigned long long)ekh, (unsigned long long)ekw, (unsigned long long)ph,
                                    (unsigned long long)pw);
-    *oh = (uint32_t)((ph - ekh) / d->sh + 1);
-    *ow = (uint32_t)((pw - ekw) / d->sw + 1);
-    /* Keep every byte offset well inside size_t and every count inside int32 for the kernels. */
-    uint64_t in = (uint64_t)d->n * d->h * d->w * d->c, out = (uint64_t)d->n * *oh * *ow * d->m;
-    if (in > (1ull << 31) || out > (1ull << 31) || (uint64_t)d->kh * d->kw * d->c > (1ull << 24))
-        FAIL(VKI_EINVAL, "tensor too large for the CPU fallback");
+    /* The output size in 64 bits first: a padded input of up to 3 * 2^32 rows would wrap a uint32 quotient into
+     * a small, meaningless output (pads of 2^62 once reached here narrowed to 32 bits, 2026-11). */
+    uint64_t oh64 = (ph - ekh) / d->sh + 1, ow64 = (pw - ekw) / d->sw + 1;
+    if (oh64 > INT32_MAX || ow64 > INT32_MAX)
+        FAIL(VKI_EINVAL, "output %llux%llu does not fit the kernels' 32-bit counts", (unsigned long long)oh64,
+             (unsigned long long)ow64);
+    *oh = (uint32_t)oh64;
+    *ow = (uint32_t)ow64;
+    /* First: it bounds kh * kw, so kh * kw * c below cannot overflow. */
     if ((uint64_t)d->kh * d->kw > MAX_TAPS)
         FAIL(VKI_EINVAL, "kernel %ux%u has more than %d taps", d->kh, d->kw, MAX_TAPS);
+    /* Keep every byte offset well inside size_t and every count inside int32 for the kernels (each factor is
+     * below 2^32, so the products are checked two at a time and cannot overflow 64 bits). */
+    uint64_t in = (uint64_t)d->n * d->h, out = (uint64_t)d->n * *oh;
+    in = in > (1ull << 31) ? in : in * d->w;
+    in = in > (1ull << 31) ? in : in * d->c;
+    out = out > (1ull << 31) ? out : out * *ow;
+    out = out > (1ull << 31) ? out : out * d->m;
+    if (in > (1ull << 31) || out > (1ull << 31) || (uint64_t)d->kh * d->kw * d->c > (1ull << 24))
+        FAIL(VKI_EINVAL, "tensor too large for the CPU fallback (input %ux%ux%ux%u, output %ux%ux%ux%u)", d->n, d->h,
+             d->w, d->c, d->n, *oh, *ow, d->m);
     for (uint32_t i = 0; i < d->m; i++) {
         int32_t z = d->w_zp[i];
         if (d->w_signed ? (z < -128 || z > 127) : (z < 0 || z > 255))
