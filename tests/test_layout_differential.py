@@ -242,7 +242,7 @@ def _check(model: bytes, feed: dict):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["uint8", "int8"])
-@settings(max_examples=25, **SETTINGS)
+@settings(max_examples=120, **SETTINGS)
 @given(data=st.data())
 def test_alone(dtype, data):
     shape = data.draw(_shapes())
@@ -252,7 +252,7 @@ def test_alone(dtype, data):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["uint8", "int8"])
-@settings(max_examples=12, **SETTINGS)
+@settings(max_examples=60, **SETTINGS)
 @given(data=st.data())
 def test_after_conv(dtype, data):
     shape = data.draw(_shapes(4, 4, 240))
@@ -263,7 +263,7 @@ def test_after_conv(dtype, data):
 
 @pytest.mark.parametrize("context", ["matmul", "gemm"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=["uint8", "int8"])
-@settings(max_examples=8, **SETTINGS)
+@settings(max_examples=40, **SETTINGS)
 @given(data=st.data())
 def test_before_matmul(dtype, context, data):
     shape = data.draw(_shapes(2, 6, 240))
@@ -303,8 +303,8 @@ def _tfl_model(dtype, shape, ops, rng) -> tuple[bytes, dict]:
     xp = (0.05, 3 if dt == np.uint8 else -5)
     m = ModelBuilder()
     x = m.tensor("x", shape, dt, None, *xp)
-    cur, cur_shape = x, tuple(shape)
-    for k, (op, arg) in enumerate(ops):
+    cur, cur_shape, cur_q = x, tuple(shape), xp  # layout ops keep their input's scale and zero point (TFLite's
+    for k, (op, arg) in enumerate(ops):           # converter writes them so; its kernels copy bytes)
         last = k == len(ops) - 1
         name = "out" if last else f"t{k}"
         if op == "dwconv":
@@ -312,7 +312,8 @@ def _tfl_model(dtype, shape, ops, rng) -> tuple[bytes, dict]:
             w = _qint(rng, dt, (1, 3, 3, c), *((0, 255) if dt == np.uint8 else (-127, 127)))
             tw = m.tensor(f"w{k}", w.shape, dt, w, 0.02, 128 if dt == np.uint8 else 0)
             tb = m.tensor(f"b{k}", (c,), np.int32, rng.integers(-300, 300, c).astype(np.int32), 0.05 * 0.02, 0)
-            y = m.tensor(name, cur_shape, dt, None, 0.05 * 0.02 * 300 * (20 if dt == np.uint8 else 1), xp[1])
+            y_q = (0.05 * 0.02 * 300 * (20 if dt == np.uint8 else 1), xp[1])
+            y = m.tensor(name, cur_shape, dt, None, *y_q)
             m.op(B.DEPTHWISE_CONV_2D, [cur, tw, tb], [y], A.DepthwiseConv2DOptions, Padding=tflite.Padding.SAME,
                  StrideW=1, StrideH=1, DepthMultiplier=1)
             new = cur_shape
@@ -321,28 +322,29 @@ def _tfl_model(dtype, shape, ops, rng) -> tuple[bytes, dict]:
             known = math.prod(d for d in t if d != -1)
             new = tuple(math.prod(cur_shape) // known if d == -1 else d for d in t)
             ts = m.tensor(f"s{k}", (len(t),), np.int32, np.array(t, np.int32))
-            y = m.tensor(name, new, dt, None, *xp)
+            y = m.tensor(name, new, dt, None, *cur_q)
             m.op(B.RESHAPE, [cur, ts], [y], A.ReshapeOptions, NewShape=t)
         elif op == "squeeze":
             new = tuple(d for i, d in enumerate(cur_shape) if i not in arg)
-            y = m.tensor(name, new, dt, None, *xp)
+            y = m.tensor(name, new, dt, None, *cur_q)
             m.op(B.SQUEEZE, [cur], [y], A.SqueezeOptions, SqueezeDims=list(arg))
         elif op == "transpose":
             new = tuple(cur_shape[p] for p in arg)
             tp = m.tensor(f"p{k}", (len(arg),), np.int32, np.array(arg, np.int32))
-            y = m.tensor(name, new, dt, None, *xp)
+            y = m.tensor(name, new, dt, None, *cur_q)
             m.op(B.TRANSPOSE, [cur, tp], [y], A.TransposeOptions)
         else:  # fully_connected with K = arg (the input flattened to [-1, K])
             kdim, units = arg, int(rng.integers(1, 6))
             w = _qint(rng, dt, (units, kdim), *((0, 255) if dt == np.uint8 else (-127, 127)))
             tw = m.tensor(f"w{k}", w.shape, dt, w, 0.02, 128 if dt == np.uint8 else 0)
             tb = m.tensor(f"b{k}", (units,), np.int32, rng.integers(-300, 300, units).astype(np.int32),
-                          np.float32(xp[0]) * np.float32(0.02), 0)
+                          np.float32(cur_q[0]) * np.float32(0.02), 0)
             new = (math.prod(cur_shape) // kdim, units)
-            y = m.tensor(name, new, dt, None, 0.05 * 0.02 * 6 * math.sqrt(kdim) * (25 if dt == np.uint8 else 1),
-                         xp[1])
+            y_q = (cur_q[0] * 0.02 * 6 * math.sqrt(kdim) * (25 if dt == np.uint8 else 1), xp[1])
+            y = m.tensor(name, new, dt, None, *y_q)
             m.op(B.FULLY_CONNECTED, [cur, tw, tb], [y], A.FullyConnectedOptions, FusedActivationFunction=0)
         cur, cur_shape = y, new
+        cur_q = y_q if op in ("dwconv", "fully_connected") else cur_q
     return m.finish([x], [cur]), {"x": _qint(rng, dt, shape)}
 
 
@@ -366,7 +368,7 @@ def _tfl_case(draw):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["uint8", "int8"])
-@settings(max_examples=20, **SETTINGS)
+@settings(max_examples=40, **SETTINGS)
 @given(case=_tfl_case(), seed=st.integers(0, 2 ** 31))
 def test_tflite(dtype, case, seed):
     shape, ops = case

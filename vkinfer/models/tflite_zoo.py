@@ -832,10 +832,19 @@ def _more_op(m: ModelBuilder, op: str, x: int, xp, qdt, shape, params, rng, kw) 
 
 def litert_run(model: bytes, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Run a .tflite model in ai-edge-litert's Interpreter: {output name: array}."""
-    from ai_edge_litert.interpreter import Interpreter
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
     it = Interpreter(model_content=model)
-    it.allocate_tensors()
+    try:
+        it.allocate_tensors()
+    except RuntimeError as e:
+        # XNNPACK's delegate refuses some valid graphs as it prepares (an identity TRANSPOSE of a uint8 tensor:
+        # "failed to delegate TRANSPOSE node"); litert's own builtin kernels are the same oracle without it.
+        if "XNNPack" not in str(e) and "delegate" not in str(e):
+            raise
+        it = Interpreter(model_content=model,
+                         experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+        it.allocate_tensors()
     for d in it.get_input_details():
         it.set_tensor(d["index"], inputs[d["name"]])
     it.invoke()
