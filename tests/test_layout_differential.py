@@ -142,7 +142,7 @@ def _chain(draw, shape: tuple[int, ...], end_rank: int | None = None):
             nodes.append(("Unsqueeze", {}, np.array(axes, np.int64)))
         cur = new
     if end_rank is not None and len(cur) != end_rank:
-        k = cur[-1]
+        k = cur[-1] if cur else 1  # a Squeeze may have left a scalar
         nodes.append(("Reshape", {}, np.array([-1, k], np.int64)))
         cur = (math.prod(cur) // k, k)
     if not nodes:

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from agree import DEVICES, run_devices, run_sessions
 from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
@@ -167,16 +168,12 @@ def test_move_equals_ort_on_every_device(cid):
     k = [c[0] for c in CASES].index(cid)
     dtype = (np.uint8, np.int8)[k % 2]
     blob = case_model(cid, dtype)
-    for seed in range(2):
+    sessions = {d: vkinfer.InferenceSession(blob, device=d) for d in DEVICES}
+    for seed in range(2):  # the second feed through the same sessions: nothing stale in reused buffers
         feed = feeds(blob, seed)
-        want = ort_run(onnx.load_model_from_string(blob), feed)
-        for device in ("reference", "cpu", "vulkan"):
-            sess = vkinfer.InferenceSession(blob, device=device)
-            got = sess.run(None, feed)
-            _device_ok(sess, device, cid.endswith("_host"))
-            for g, w in zip(got, want, strict=True):
-                assert g.dtype == w.dtype and g.shape == w.shape, (device, g.shape, w.shape)
-                np.testing.assert_array_equal(g, w, f"{cid} {device} seed {seed}")
+        run_sessions(sessions, feed, want=ort_run(onnx.load_model_from_string(blob), feed))
+    for device, sess in sessions.items():
+        _device_ok(sess, device, cid.endswith("_host"))
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.float32])
@@ -197,10 +194,7 @@ def test_linear_resize_equals_ort(lid, dtype):
         np.testing.assert_array_equal(got, want)
         return
     feed = feeds(blob, 3)
-    want = ort_run(onnx.load_model_from_string(blob), feed)
-    for device in ("reference", "cpu"):
-        got = vkinfer.InferenceSession(blob, device=device).run(None, feed)
-        np.testing.assert_array_equal(got[0], want[0], f"{lid} {device}")
+    run_devices(blob, feed, want=ort_run(onnx.load_model_from_string(blob), feed))
 
 
 # ------------------------------------------------------------------------------------------- QDQ models
@@ -251,11 +245,10 @@ def test_qdq_moves_fold_and_equal_ort(dtype):
     blob = qdq_model(dtype)
     feed = {"x": np.random.default_rng(7).uniform(-5, 5, (1, 8, 6, 4)).astype(np.float32)}
     want = ort_run(onnx.load_model_from_string(blob), feed, config=INT8_QDQ if dtype == np.int8 else None)
+    sessions = {d: vkinfer.InferenceSession(blob, device=d) for d in DEVICES}
+    run_sessions(sessions, feed, want=want)
     for device in ("cpu", "vulkan"):
-        sess = vkinfer.InferenceSession(blob, device=device)
-        got = sess.run(None, feed)
-        for i, (g, w) in enumerate(zip(got, want, strict=True)):
-            np.testing.assert_array_equal(g, w, f"{device} output {i}")
+        sess = sessions[device]
         moves = {n: d for n, d in sess.placement.items() if not n.startswith(("QuantizeLinear", "DequantizeLinear"))
                  and "resize10" not in n}
         ops = {n.split("#")[0].rstrip("0123456789") for n in moves}
@@ -288,13 +281,15 @@ BAD = [
 
 @pytest.mark.parametrize("k", range(len(BAD)))
 def test_bad_input_names_the_node(k):
+    """The same refusal on every device (at load or at the first run)."""
     op, ins, attrs, n_out, msg = BAD[k]
     blob = single(op, ins, attrs, np.uint8, n_out, 13 if op == "Split" else 19)
-    with pytest.raises(ValueError, match="node") as e:
-        sess = vkinfer.InferenceSession(blob, device="cpu")
-        sess.run(None, feeds(blob, 0))
-    assert msg in str(e.value) and "node" in str(e.value), str(e.value)
-    assert not isinstance(e.value, KeyError | IndexError)
+    for device in DEVICES:
+        with pytest.raises(ValueError, match="node") as e:
+            sess = vkinfer.InferenceSession(blob, device=device)
+            sess.run(None, feeds(blob, 0))
+        assert msg in str(e.value) and "node" in str(e.value), (device, str(e.value))
+        assert not isinstance(e.value, KeyError | IndexError), device
 
 
 def test_native_gather_checks_every_run():
@@ -332,15 +327,16 @@ def test_gather_under_asan():
     env = {**os.environ, "LD_PRELOAD": libasan, "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1",
            "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1",
            "VKINFER_CPU_LIB": str(ROOT / "build" / "cpu" / "libvkinfer_cpu-asan.so")}
-    code = ("import test_moves as t, vkinfer, numpy as np\n"
+    # The reference and the ASan build of the CPU library only: the point is the C code; Vulkan's bits for the same
+    # cases are checked against these in test_move_equals_ort_on_every_device.
+    code = ("import test_moves as t, numpy as np\n"
+            "from agree import run_devices\n"
             "from vkinfer.cpu import LIB_PATH\n"
             "n = 0\n"
             "for c in t.CASES:\n"
             "    for dt in (np.uint8, np.int8):\n"
             "        b = t.case_model(c[0], dt); f = t.feeds(b, 1)\n"
-            "        r = vkinfer.InferenceSession(b, device='reference').run(None, f)\n"
-            "        g = vkinfer.InferenceSession(b, device='cpu').run(None, f)\n"
-            "        assert all(np.array_equal(x, y) for x, y in zip(g, r)); n += 1\n"
+            "        run_devices(b, f, devices=('reference', 'cpu')); n += 1\n"
             "print('lib', LIB_PATH, 'cases', n)\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT / "tests", env=env, capture_output=True, text=True,
                        timeout=600)
@@ -351,14 +347,13 @@ def test_gather_under_asan():
 
 def check_moves(device: str) -> None:
     """A few byte gathers (one and several inputs, fill, strided and element rows) on `device` against the
-    reference: tests/test_vulkan_devices.py runs it on every other Vulkan device."""
+    reference (and cpu and the default Vulkan device): tests/test_vulkan_devices.py runs it on every other Vulkan
+    device."""
     for cid in ("slice_r4_hw_steps", "concat_axis_h", "pad_r4_reflect", "resize_crop_extrapolate",
                 "transpose_r5", "gather_axis1_2d"):
         for dtype in (np.uint8, np.int8):
             blob = case_model(cid, dtype)
             feed = feeds(blob, 5)
-            want = vkinfer.InferenceSession(blob, device="reference").run(None, feed)
             sess = vkinfer.InferenceSession(blob, device=device)
             assert all(d.startswith("vulkan") for d in sess.placement.values()), sess.placement
-            for g, w in zip(sess.run(None, feed), want, strict=True):
-                np.testing.assert_array_equal(g, w, f"{cid} {device}")
+            run_devices(blob, feed, want=sess.run(None, feed))  # this device's bits, on every default device

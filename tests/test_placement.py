@@ -1,10 +1,12 @@
 """Placement (vkinfer/model/plan.py): any assignment of nodes to cpu, vulkan and host gives the reference's bits,
-a hand-given placement is honoured and shown by `vkinfer info`, and bad placements are refused naming the node."""
+a hand-given placement is honoured and shown by `vkinfer info`, and bad placements are refused naming the node.
+Every model here also runs whole on the reference, cpu and vulkan with the same bits (agree.run_devices)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from agree import assert_same, run_devices
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from plan_cases import build
@@ -54,9 +56,7 @@ def _check(g, feed, choose, backends):
     assert plan.placement == placement
     for seg in plan.segments:
         assert all(plan.placement[n.name] == seg.device for n in seg.nodes)
-    got = plan.run(feed, names)
-    for a, b, n in zip(got, _reference(g, feed, names), names, strict=True):
-        np.testing.assert_array_equal(a, b, err_msg=f"{n} with placement {placement}")
+    assert_same(plan.run(feed, names), _reference(g, feed, names), f"outputs {names} with placement {placement}")
     return plan
 
 
@@ -81,6 +81,18 @@ def _zoo_models():
     yield "ds_cnn_kws-u8", field_zoo.ds_cnn_kws(0, dtype="uint8"), field_zoo.field_inputs("ds_cnn_kws", 0, "uint8")
 
 
+def _mobilenet_v2_kws():
+    return ("mobilenet_v2_kws-i8", field_zoo.mobilenet_v2_kws(0, dtype="int8"),
+            field_zoo.field_inputs("mobilenet_v2_kws", 0, "int8"))
+
+
+@pytest.mark.parametrize("name,blob,feed", [*_zoo_models(), _mobilenet_v2_kws()],
+                         ids=lambda v: v if isinstance(v, str) else "")
+def test_models_agree_on_every_device(name, blob, feed):
+    """The models placed at random below, each whole on one device: the same bits on all three."""
+    run_devices(blob, feed)
+
+
 @pytest.mark.parametrize("name,blob,feed", list(_zoo_models()), ids=lambda v: v if isinstance(v, str) else "")
 @pytest.mark.parametrize("seed", [0, 1])
 def test_random_placements_of_zoo_models(name, blob, feed, seed):
@@ -91,8 +103,7 @@ def test_random_placements_of_zoo_models(name, blob, feed, seed):
 
 def test_alternating_devices_cross_through_host_arrays():
     """Every other node on another device: each boundary is a transfer, and the bits stay the reference's."""
-    blob = field_zoo.mobilenet_v2_kws(0, dtype="int8")
-    feed = field_zoo.field_inputs("mobilenet_v2_kws", 0, "int8")
+    _, blob, feed = _mobilenet_v2_kws()
     g = vkinfer.InferenceSession(blob, device="reference").graph
     order = {}
 
@@ -109,7 +120,7 @@ def test_hand_placement_is_honoured_and_shown(tmp_path, capsys):
     q = zoo.quantize(zoo.mobilenet_v1(), fmt="qoperator", per_channel=True, reduce_range=True)
     blob = q.SerializeToString()
     feed = zoo.random_inputs(q)
-    ref = vkinfer.InferenceSession(blob, device="reference").run(None, feed)
+    ref = run_devices(blob, feed)  # without a hand placement, every device: the bits the placed run must give
     g = vkinfer.InferenceSession(blob, device="reference").graph
     convs = [n.name for n in g.nodes if n.op == "QLinearConv"]
     placement = {convs[1]: "cpu", convs[2]: "host"}
@@ -119,8 +130,7 @@ def test_hand_placement_is_honoured_and_shown(tmp_path, capsys):
     assert plan.placement[convs[0]].startswith("vulkan")
     # The QuantizeLinear edge is on the native CPU graph (the Vulkan device has no float op).
     assert [s.device.split(":")[0] for s in plan.segments][:5] == ["cpu", "vulkan", "cpu", "host", "vulkan"]
-    for a, b in zip(sess.run(None, feed), ref, strict=True):
-        np.testing.assert_array_equal(a, b)
+    assert_same(sess.run(None, feed), ref, "vulkan with the hand placement")
     path = tmp_path / "m.onnx"
     path.write_bytes(blob)
     assert main(["info", str(path), "--device", "vulkan", "--placement", f"{convs[1]}=cpu,{convs[2]}=host"]) == 0
@@ -136,29 +146,29 @@ def test_bad_placements_name_the_node():
     conv = next(n.name for n in g.nodes if n.op == "QLinearConv")
     quant = next(n.name for n in g.nodes if n.op == "QuantizeLinear")
     softmax = next((n.name for n in g.nodes if n.op == "Softmax"), None)
-    with pytest.raises(ValueError, match="no_such_node"):
-        vkinfer.InferenceSession(blob, device="cpu", placement={"no_such_node": "cpu"})
-    with pytest.raises(ValueError, match=conv):
-        vkinfer.InferenceSession(blob, device="cpu", placement={conv: "tpu"})
-    with pytest.raises(ValueError, match=conv):
-        vkinfer.InferenceSession(blob, device="cpu", placement={conv: "reference"})
-    with pytest.raises(ValueError, match=conv):
-        vkinfer.InferenceSession(blob, device="cpu", placement={conv: 3})
-    with pytest.raises(TypeError, match="placement"):
-        vkinfer.InferenceSession(blob, device="cpu", placement=[(conv, "cpu")])
-    # A float op the Vulkan device has no lowering for: refused with the node's name and the reason.
-    with pytest.raises(ValueError, match=f"{quant}.*vulkan"):
-        vkinfer.InferenceSession(blob, device="cpu", placement={quant: "vulkan"})
-    if softmax is not None:
-        with pytest.raises(ValueError, match=softmax):
-            vkinfer.InferenceSession(blob, device="cpu", placement={softmax: "cpu"})
+    for device in ("cpu", "vulkan"):  # the same refusals whichever device the rest of the model follows
+        with pytest.raises(ValueError, match="no_such_node"):
+            vkinfer.InferenceSession(blob, device=device, placement={"no_such_node": "cpu"})
+        with pytest.raises(ValueError, match=conv):
+            vkinfer.InferenceSession(blob, device=device, placement={conv: "tpu"})
+        with pytest.raises(ValueError, match=conv):
+            vkinfer.InferenceSession(blob, device=device, placement={conv: "reference"})
+        with pytest.raises(ValueError, match=conv):
+            vkinfer.InferenceSession(blob, device=device, placement={conv: 3})
+        with pytest.raises(TypeError, match="placement"):
+            vkinfer.InferenceSession(blob, device=device, placement=[(conv, "cpu")])
+        # A float op the Vulkan device has no lowering for: refused with the node's name and the reason.
+        with pytest.raises(ValueError, match=f"{quant}.*vulkan"):
+            vkinfer.InferenceSession(blob, device=device, placement={quant: "vulkan"})
+        if softmax is not None:
+            with pytest.raises(ValueError, match=softmax):
+                vkinfer.InferenceSession(blob, device=device, placement={softmax: "cpu"})
     with pytest.raises(ValueError, match="placement"):
         vkinfer.InferenceSession(blob, device="reference", placement={conv: "cpu"})
 
 
-@pytest.mark.parametrize("name,blob,feed", [m for m in _zoo_models() if m[0] != "tiny_cnn-i8"] + [
-    ("mobilenet_v2_kws-i8", field_zoo.mobilenet_v2_kws(0, dtype="int8"),
-     field_zoo.field_inputs("mobilenet_v2_kws", 0, "int8"))], ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize("name,blob,feed", [m for m in _zoo_models() if m[0] != "tiny_cnn-i8"] + [_mobilenet_v2_kws()],
+                         ids=lambda v: v if isinstance(v, str) else "")
 @pytest.mark.parametrize("offset", [0, 1])
 def test_device_segments_hand_over_in_the_cpu_form(name, blob, feed, offset):
     """8-bit tensors passed between CPU and Vulkan segments cross in the CPU graph's form (canonical bytes, NHWC,

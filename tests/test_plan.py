@@ -1,6 +1,7 @@
 """Compiled plans (vkinfer/model/plan.py): every layer kind a backend runs in its own form equals the
 interpreter on device "reference" bit for bit, models become one Vulkan submit, buffers are reused by
-lifetime, and plans are made per input signature."""
+lifetime, and plans are made per input signature; every model run here gives the same bits on the reference, cpu
+and vulkan."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import logging
 import numpy as np
 import onnx
 import pytest
+from agree import DEVICES, assert_same, run_sessions
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from plan_cases import build
@@ -39,15 +41,17 @@ def _check_case(c, h, w, dtype, seed):
     ref = _reference(g, x)
     # Not a saturated or constant output (a tiny one, 7 values for c=5, h=1, w=3, may have 2 distinct values).
     assert ref.size < 16 or np.unique(ref).size > 2
+    # A plan_cases graph, not a model file: the plans of both backends against the interpreter stand for
+    # agree.run_devices (the same three devices, the same bits, dtype and shape).
     for be in _backends():
         plan = Plan(g, {"x": x}, be, be.name)
-        np.testing.assert_array_equal(plan.run({"x": x}, ["y"])[0], ref, err_msg=be.name)
+        assert_same(plan.run({"x": x}, ["y"]), [ref], be.name)
         # Every node on the device: one submit (Vulkan) or one native call (CPU) per run.
         assert set(plan.placement.values()) == {be.name}, plan.why_host
         assert (plan.submits if be.kind == "vulkan" else plan.native_calls) == 1
         # A second input through the same plan (buffers reused, nothing stale).
         x2 = rng.integers(0, 256, x.shape).astype(np.uint8).view(dtype)
-        np.testing.assert_array_equal(plan.run({"x": x2}, ["y"])[0], _reference(g, x2), err_msg=be.name)
+        assert_same(plan.run({"x": x2}, ["y"]), [_reference(g, x2)], f"{be.name}, second input")
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
@@ -73,13 +77,11 @@ ZOO = {"mobilenet_v2": lambda: zoo.mobilenet_v2(0.35, 48, 10), "mobilenet_v1": z
 def test_zoo_models_are_one_vulkan_submit(name, act):
     q = zoo.quantize(ZOO[name](), fmt="qoperator", per_channel=True, activation_type=act, reduce_range=True)
     feed = zoo.random_inputs(q, seed=3)
-    ref = vkinfer.InferenceSession(q.SerializeToString(), device="reference").run(None, feed)
+    sessions = {d: vkinfer.InferenceSession(q.SerializeToString(), device=d) for d in DEVICES}
+    run_sessions(sessions, feed)
     for device in ("vulkan", "cpu"):
-        sess = vkinfer.InferenceSession(q.SerializeToString(), device=device)
+        sess = sessions[device]
         plan = sess.plan(feed)
-        out = sess.run(None, feed)
-        for a, b in zip(out, ref, strict=True):
-            np.testing.assert_array_equal(a, b, err_msg=device)
         host = {n.op for n in sess.graph.nodes if plan.placement[n.name] == "host"}
         if device == "vulkan":
             # Only the float edges of the model stay on the host.
@@ -91,13 +93,11 @@ def test_zoo_models_are_one_vulkan_submit(name, act):
 
 def test_tflite_mobilenet_v2_is_one_vulkan_submit():
     model = tflite_zoo.mobilenet_v2(seed=0, size=32, width=0.35, num_classes=10)
-    sess = vkinfer.InferenceSession(model, device="vulkan")
-    i = sess.get_inputs()[0]
+    sessions = {d: vkinfer.InferenceSession(model, device=d) for d in DEVICES}
+    i = sessions["vulkan"].get_inputs()[0]
     x = np.random.default_rng(0).standard_normal(i.shape).astype(np.float32)
-    assert sess.plan({i.name: x}).submits == 1
-    ref = vkinfer.InferenceSession(model, device="reference").run(None, {i.name: x})
-    for a, b in zip(sess.run(None, {i.name: x}), ref, strict=True):
-        np.testing.assert_array_equal(a, b)
+    assert sessions["vulkan"].plan({i.name: x}).submits == 1
+    run_sessions(sessions, {i.name: x})
 
 
 def test_buffers_are_reused_by_lifetime():
@@ -119,28 +119,33 @@ def test_plans_per_input_signature_and_env_switch(monkeypatch):
     q.graph.output[0].type.tensor_type.shape.dim[0].dim_param = "batch"
     onnx.checker.check_model(q)
     blob = q.SerializeToString()
-    sess = vkinfer.InferenceSession(blob, device="vulkan")
-    assert not sess._plans  # nothing to compile until the first run gives the batch size
-    ref = vkinfer.InferenceSession(blob, device="reference")
+    sessions = {d: vkinfer.InferenceSession(blob, device=d) for d in DEVICES}
+    for device in ("vulkan", "cpu"):
+        assert not sessions[device]._plans  # nothing to compile until the first run gives the batch size
     rng = np.random.default_rng(0)
     for batch in (1, 3, 1):
         x = rng.standard_normal((batch, 3, 32, 32)).astype(np.float32)
-        np.testing.assert_array_equal(sess.run(None, {"input": x})[0], ref.run(None, {"input": x})[0])
-    assert len(sess._plans) == 2
+        ref = run_sessions(sessions, {"input": x})
+    for device in ("vulkan", "cpu"):
+        assert len(sessions[device]._plans) == 2, device
     monkeypatch.setenv("VKINFER_PLAN", "0")
-    off = vkinfer.InferenceSession(blob, device="cpu")
-    assert off.plan({"input": x}) is None
-    np.testing.assert_array_equal(off.run(None, {"input": x})[0], ref.run(None, {"input": x})[0])
+    # Interpreted node by node on every device: the compiled plans' bits still.
+    off = {d: vkinfer.InferenceSession(blob, device=d) for d in DEVICES}
+    for device in ("vulkan", "cpu"):
+        assert off[device].plan({"input": x}) is None, device
+    run_sessions(off, {"input": x}, want=ref)
 
 
-@pytest.mark.parametrize("device", ["cpu", "vulkan"])
+@pytest.mark.parametrize("device", DEVICES)
 def test_compiled_edges_keep_the_interpreters_errors(device):
+    """The interpreter (device "reference") refuses a NaN input; the compiled edges of cpu and vulkan alike."""
     q = zoo.quantize(zoo.mlp(), fmt="qoperator", per_channel=True, reduce_range=True)
     sess = vkinfer.InferenceSession(q.SerializeToString(), device=device)
     x = zoo.random_inputs(q)["input"]
-    first = sess.plan({"input": x}).segments[0]
-    # The QuantizeLinear edge is in the native graph (on Vulkan sessions too: the device has no float ops).
-    assert first.device == "cpu" and first.runner.ops()[0].startswith("quantize")
+    if device != "reference":
+        first = sess.plan({"input": x}).segments[0]
+        # The QuantizeLinear edge is in the native graph (on Vulkan sessions too: the device has no float ops).
+        assert first.device == "cpu" and first.runner.ops()[0].startswith("quantize")
     x[0, 3] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         sess.run(None, {"input": x})

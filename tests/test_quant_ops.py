@@ -14,6 +14,7 @@ import functools
 import numpy as np
 import onnxruntime as ort
 import pytest
+from agree import DEVICES, run_devices
 from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
 
@@ -21,7 +22,6 @@ import vkinfer
 from vkinfer.model.onnx_import import UnsupportedModelError
 from vkinfer.reference.qlinear_softmax import qlinear_softmax, softmax_table
 
-DEVICES = ["reference", "cpu", "vulkan"]
 _T = {np.dtype(np.uint8): TP.UINT8, np.dtype(np.int8): TP.INT8, np.dtype(np.float32): TP.FLOAT}
 _R = {np.dtype(np.uint8): (0, 256), np.dtype(np.int8): (-128, 128)}
 
@@ -43,10 +43,6 @@ def _ort(model: bytes, feed: dict, optimize: bool = False) -> list:
     o.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize
                                   else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
     return ort.InferenceSession(model, o, providers=["CPUExecutionProvider"]).run(None, feed)
-
-
-def _vk(model: bytes, feed: dict, device: str) -> list:
-    return vkinfer.InferenceSession(model, device=device).run(None, feed)
 
 
 # ------------------------------------------------------------------------------------------------ QLinearSoftmax
@@ -125,10 +121,9 @@ def _softmax_case(i):
 def test_qlinear_softmax_edges_vs_ort(i):
     shape, dt, xs, ys, yz, axis, opset, _ = SOFTMAX_EDGES[i]
     x, model, want = _softmax_case(i)
-    for device in DEVICES:
-        got = _vk(model, {"x": x}, device)[0]
-        assert got.dtype == want.dtype and got.shape == want.shape
-        _check_softmax_bound(x, got, want, xs, ys, axis, opset)
+    (got,) = run_devices(model, {"x": x})  # ORT is within the bound, not exact: checked next
+    assert got.dtype == want.dtype and got.shape == want.shape
+    _check_softmax_bound(x, got, want, xs, ys, axis, opset)
 
 
 def test_qlinear_softmax_random_vs_ort():
@@ -152,8 +147,7 @@ def test_qlinear_softmax_random_vs_ort():
             continue
         model = _softmax_model(shape, dt, xs, ys, yz, axis, opset)
         ref = _ort(model, {"x": x})[0]
-        got = _vk(model, {"x": x}, "reference")[0]
-        np.testing.assert_array_equal(got, want)
+        (got,) = run_devices(model, {"x": x}, want=[want])
         rows_off += _check_softmax_bound(x, got, ref, xs, ys, axis, opset)
         rows += x.size // max(1, shape[axis % r])
     assert rows_off <= max(2, rows // 50)
@@ -174,9 +168,8 @@ def test_qdq_softmax_folds_as_ort_fuses_it(opset, axis, dt, yz):
     want = _ort(model, {"x": x}, optimize=True)[0]
     sess = vkinfer.InferenceSession(model, device="reference")
     assert [n.op for n in sess.graph.nodes] == ["com.microsoft:QLinearSoftmax"]
-    for device in DEVICES:
-        got = _vk(model, {"x": x}, device)[0]
-        _check_softmax_bound(x, got, want, 0.07, 1 / 256, 1 if axis is None and opset < 13 else axis, opset)
+    (got,) = run_devices(model, {"x": x})
+    _check_softmax_bound(x, got, want, 0.07, 1 / 256, 1 if axis is None and opset < 13 else axis, opset)
 
 
 # ---------------------------------------------------------------------------------------------- QLinearReduceMean
@@ -221,10 +214,8 @@ def test_qlinear_reduce_mean_vs_ort_global_pool(i):
     x = np.random.default_rng(i).integers(*_R[dt], shape).astype(dt)
     want = _ort_gap_reduce(x, xs, xz, ys, yz, axes, keepdims)
     model = _reduce_mean_model(shape, dt, xs, xz, ys, yz, axes, keepdims)
-    for device in DEVICES:
-        got = _vk(model, {"x": x}, device)[0]
-        assert got.dtype == dt
-        np.testing.assert_array_equal(got, want)
+    assert want.dtype == dt
+    run_devices(model, {"x": x}, want=[want])
 
 
 def test_qlinear_reduce_mean_has_no_ort_kernel():
@@ -258,9 +249,7 @@ def test_qlinear_average_pool_channels_last_ceil_mode_vs_ort(i):
     lo = _R[dt][0]
     model = _model([node], {"x": x}, {"xs": np.float32(0.03), "xz": dt.type(lo + 5), "ys": np.float32(0.02),
                                       "yz": dt.type(lo + 9)}, dt)
-    want = _ort(model, {"x": x})[0]
-    for device in DEVICES:
-        np.testing.assert_array_equal(_vk(model, {"x": x}, device)[0], want)
+    run_devices(model, {"x": x}, want=_ort(model, {"x": x}))
 
 
 # ---------------------------------------------------------------------------------------------- QGemm transA
@@ -278,10 +267,9 @@ def test_qgemm_trans_a_vs_ort_every_device(m, k, n, trans_b):
     model = _model([node], {"a": a}, {"as": np.float32(0.02), "az": np.uint8(120), "b": b, "bs": np.float32(0.01),
                                       "bz": np.uint8(130), "c": c, "ys": np.float32(0.05), "yz": np.uint8(100)},
                    np.uint8)
-    want = _ort(model, {"a": a})[0]
-    for device in DEVICES:
+    run_devices(model, {"a": a}, want=_ort(model, {"a": a}))
+    for device in DEVICES:  # where each device's session puts the ops (run_devices hands back no sessions)
         sess = vkinfer.InferenceSession(model, device=device)
-        np.testing.assert_array_equal(sess.run(None, {"a": a})[0], want)
         q = next(nd for nd in sess.graph.nodes if nd.op == "com.microsoft:QGemm")
         assert not q.attrs.get("transA", 0)
         if device != "reference":  # the QGemm (and the transpose) run on the device, not the host
@@ -305,11 +293,7 @@ def test_qlinear_matmul_two_activations_vs_ort(sa, sb, dt):
     model = _model([node], {"a": a, "b": b}, {"as": np.float32(0.02), "az": dt.type(lo // 4 + 3),
                                               "bs": np.float32(0.03), "bz": dt.type(lo // 4 + 1),
                                               "ys": np.float32(0.2), "yz": dt.type(lo // 2 + 60)}, dt)
-    want = _ort(model, {"a": a, "b": b})[0]
-    for device in DEVICES:
-        got = _vk(model, {"a": a, "b": b}, device)[0]
-        assert got.shape == want.shape
-        np.testing.assert_array_equal(got, want)
+    run_devices(model, {"a": a, "b": b}, want=_ort(model, {"a": a, "b": b}))
 
 
 # ------------------------------------------------------------------------------------------ blocked Q / DQ
@@ -344,14 +328,11 @@ def test_blocked_quantize_dequantize_vs_ort(i):
         x.flat[2], x.flat[3] = np.float32(-1e30), np.float32(1e30)
     q = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=axis, block_size=bs)
     qm = _model([q], {"x": x}, {"s": s, "z": z}, dt, opset=21)
-    want_q = _ort(qm, {"x": x})[0]
+    run_devices(qm, {"x": x}, want=_ort(qm, {"x": x}))
     xq = rng.integers(*_R[np.dtype(dt)], shape).astype(dt)
     d = helper.make_node("DequantizeLinear", ["x", "s", "z"], ["y"], axis=axis, block_size=bs)
     dm = _model([d], {"x": xq}, {"s": s, "z": z}, np.float32, opset=21)
-    want_d = _ort(dm, {"x": xq})[0]
-    for device in DEVICES:
-        np.testing.assert_array_equal(_vk(qm, {"x": x}, device)[0], want_q)
-        np.testing.assert_array_equal(_vk(dm, {"x": xq}, device)[0], want_d)
+    run_devices(dm, {"x": xq}, want=_ort(dm, {"x": xq}))
 
 
 def test_blocked_quantize_rejects_what_ort_leaves_undefined():
@@ -376,19 +357,20 @@ def test_quantize_output_dtype_vs_ort(to, dt):
     x = np.random.default_rng(to).normal(0, 20, (3, 5)).astype(np.float32)
     node = helper.make_node("QuantizeLinear", ["x", "s"], ["y"], output_dtype=to, saturate=1)
     model = _model([node], {"x": x}, {"s": np.float32(0.1)}, dt, opset=21)
-    want = _ort(model, {"x": x})[0]
-    assert want.dtype == dt
-    for device in DEVICES:
-        np.testing.assert_array_equal(_vk(model, {"x": x}, device)[0], want)
+    want = _ort(model, {"x": x})
+    assert want[0].dtype == dt
+    run_devices(model, {"x": x}, want=want)
 
 
 # -------------------------------------------------------------------------------------------------- bad input
 
 def _bad(model: bytes, feed: dict, exc, *words):
-    with pytest.raises(exc) as e:
-        vkinfer.InferenceSession(model, device="reference").run(None, feed)
-    for w in words:
-        assert w in str(e.value), str(e.value)
+    """Every device refuses the model with `exc`, naming each of `words`."""
+    for device in DEVICES:
+        with pytest.raises(exc) as e:
+            vkinfer.InferenceSession(model, device=device).run(None, feed)
+        for w in words:
+            assert w in str(e.value), (device, str(e.value))
 
 
 def test_bad_input_raises_naming_the_node():

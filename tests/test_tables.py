@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
+from agree import DEVICES, run_devices, run_sessions
 from onnx import TensorProto, helper, numpy_helper
 
 import vkinfer
@@ -19,7 +20,6 @@ from vkinfer.model.tables import TABLE, TABLE2, swapped_table2, table2_operands
 from vkinfer.models.zoo import ort_run
 
 _T = {"uint8": TensorProto.UINT8, "int8": TensorProto.INT8}
-DEVICES = ["reference", "cpu", "vulkan"]
 
 
 def _c(name, v, dtype=np.float32):
@@ -75,22 +75,20 @@ def _every_byte(dtype, rng) -> np.ndarray:
     return rng.permutation(np.arange(256, dtype=np.uint8)).view(dtype).reshape(1, 4, 8, 8)
 
 
-def _oracle(model, feed, dtype):
+def _oracle(model, feed, dtype) -> list[np.ndarray]:
     cfg = {"session.qdqisint8allowed": "1"} if dtype == "int8" else None
-    return ort_run(model, feed, config=cfg)[0]
+    return ort_run(model, feed, config=cfg)
 
 
 def _check(model, feed, dtype, op):
-    want = _oracle(model, feed, dtype)
     blob = model.SerializeToString()
-    for device in DEVICES:
-        sess = vkinfer.InferenceSession(blob, device=device)
+    sessions = {d: vkinfer.InferenceSession(blob, device=d) for d in DEVICES}
+    for device, sess in sessions.items():
         ops = [n.op for n in sess.graph.nodes]
-        assert ops == [op], f"the chain did not fold into one {op} node: {ops}"
-        got = sess.run(None, feed)[0]
-        np.testing.assert_array_equal(got, want, err_msg=f"{device}")
-        if device != "reference":
-            assert all(d.startswith(device) for d in sess.placement.values()), sess.placement
+        assert ops == [op], f"{device}: the chain did not fold into one {op} node: {ops}"
+    run_sessions(sessions, feed, want=_oracle(model, feed, dtype))
+    for device in ("cpu", "vulkan"):
+        assert all(d.startswith(device) for d in sessions[device].placement.values()), sessions[device].placement
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "int8"])
@@ -127,7 +125,7 @@ def test_chain_with_a_per_channel_constant_is_not_a_table():
     feed = {"x_q": _every_byte("uint8", rng)}
     sess = vkinfer.InferenceSession(model.SerializeToString(), device="cpu")
     assert TABLE not in [n.op for n in sess.graph.nodes]
-    np.testing.assert_array_equal(sess.run(None, feed)[0], _oracle(model, feed, "uint8"))
+    run_devices(model, feed, want=_oracle(model, feed, "uint8"))
 
 
 def test_table2_operand_modes():
@@ -226,11 +224,10 @@ def test_qdq_unary_units_between_different_parameters(unit, dtype):
                               [helper.make_tensor_value_info("y", _T[dtype], None)], initializer=inits)
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     m.ir_version = 8
+    sessions = {d: vkinfer.InferenceSession(m.SerializeToString(), device=d) for d in DEVICES}
+    for device, sess in sessions.items():
+        assert want_op in [n.op for n in sess.graph.nodes], device
     rng = np.random.default_rng(unit)
-    for _ in range(3):
+    for _ in range(3):  # three inputs through the same sessions: nothing stale in reused buffers
         x = rng.integers(0, 256, (1, 8, 9, 9)).astype(np.uint8).view(np_dt)
-        want = _oracle(m, {"x": x}, dtype)
-        for device in DEVICES:
-            sess = vkinfer.InferenceSession(m.SerializeToString(), device=device)
-            assert want_op in [n.op for n in sess.graph.nodes]
-            np.testing.assert_array_equal(sess.run(None, {"x": x})[0], want, err_msg=f"{op} {attrs} on {device}")
+        run_sessions(sessions, {"x": x}, want=_oracle(m, {"x": x}, dtype))
