@@ -20,6 +20,7 @@ import numpy as np
 import onnxruntime as ort
 import ort_oracle as oo
 import pytest
+from agree import run_devices
 
 import vkinfer
 from vkinfer.benchmark import accuracy, records
@@ -90,6 +91,7 @@ def test_vkinfer_equals_ort_on_the_test_set(digits, fmt):
     ours = np.concatenate([sess.run(None, {"input": x[i:i + 1]})[0] for i in range(len(x))])
     theirs = _ort_outputs(model, x)
     assert ours.dtype == theirs.dtype and np.array_equal(ours, theirs)  # raw outputs, bit for bit
+    run_devices(model, {"input": x}, want=[theirs])  # the whole test set as one batch, on every device
     want_top1 = float((theirs.argmax(1) == y).mean())
     assert want_top1 > 0.5  # measured 0.933 for both formats
 

@@ -6,6 +6,7 @@ import json
 import numpy as np
 import onnxruntime as ort
 import pytest
+from agree import run_devices
 from test_session import _small_qmodel
 
 import vkinfer
@@ -34,8 +35,7 @@ def test_small_qmodel_vkinfer_is_exact_with_ort(onnx_model):
     x = run.load_model(str(onnx_model)).feed
     o = ort.InferenceSession(str(onnx_model), providers=["CPUExecutionProvider"])
     want = o.run(None, x)[0]
-    got = vkinfer.InferenceSession(str(onnx_model), device="cpu").run(None, x)[0]
-    np.testing.assert_array_equal(got, want)
+    run_devices(onnx_model, x, want=[want])
 
 
 def test_bench_onnx_end_to_end(onnx_model, tmp_path, capsys):

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from agree import run_devices
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -96,7 +97,7 @@ def _vkinfer_line(line: str, cwd: Path) -> None:
             if "--output" in args:
                 assert "--input" in args
                 sess = vkinfer.InferenceSession(_small_model(), device="reference")
-                want = sess.run(None, {sess.get_inputs()[0].name: x})
+                want = run_devices(_small_model(), {sess.get_inputs()[0].name: x})
                 got = np.load(cwd / args[args.index("--output") + 1])
                 assert len(got.files) == len(want)
                 for g, w in zip(got.values(), want, strict=True):
