@@ -1,7 +1,7 @@
 """Field models (vkinfer.models.field_zoo: DS-CNN and MobileNetV2 keyword spotters, MobileNetV1 0.25 visual wake
 words, MLPerf Tiny ResNet-8, and the fixed-cost tiny convolution) in int8 and uint8 through
-vkinfer.InferenceSession on the CPU and on Vulkan, against ai-edge-litert's Interpreter (and ONNX Runtime for the
-ONNX tiny convolution).
+vkinfer.InferenceSession on every device (tests/agree.py: reference, cpu and vulkan give the same bits), against
+ai-edge-litert's Interpreter (and ONNX Runtime for the ONNX tiny convolution).
 
 Bound: zero. Both the int8/uint8 ``logits`` and the SOFTMAX ``output`` must equal TFLite's exactly. The
 convolutions, MEAN and FULLY_CONNECTED follow XNNPACK's numerics (float32 multipliers, round half to even) and
@@ -13,6 +13,7 @@ import functools
 
 import numpy as np
 import pytest
+from agree import run_devices
 
 import vkinfer
 from vkinfer.models import field_zoo, tflite_zoo, zoo
@@ -27,42 +28,29 @@ def _blob(name: str, dtype: str) -> bytes:
     return builder(0, dtype)
 
 
-def _session(model, device: str):
-    # No Vulkan device raises VulkanUnavailableError saying what to install (`make test` installs lavapipe).
-    return vkinfer.InferenceSession(model, device=device)
-
-
-@pytest.mark.parametrize("device", ["cpu", "vulkan"])
 @pytest.mark.parametrize("dtype", ["int8", "uint8"])
 @pytest.mark.parametrize("name", MODELS)
-def test_matches_litert(name, dtype, device):
+def test_matches_litert(name, dtype):
+    """Every device gives litert's bits (dtype, shape, every byte) on each input seed."""
     blob = _blob(name, dtype)
-    sess = _session(blob, device)
-    names = [o.name for o in sess.get_outputs()]
+    names = [o.name for o in vkinfer.InferenceSession(blob, device="reference").get_outputs()]
     assert names == (["output"] if name == "tiny_conv" else ["logits", "output"])
     for seed in INPUT_SEEDS:
         feed = field_zoo.field_inputs(name, seed, dtype)
         want = tflite_zoo.litert_run(blob, feed)
-        got = dict(zip(names, sess.run(None, feed), strict=True))
-        for n in names:
-            assert got[n].dtype == want[n].dtype == np.dtype(dtype) and got[n].shape == want[n].shape, n
-            d = np.abs(got[n].astype(np.int64) - want[n].astype(np.int64))
-            assert d.max() == 0, f"{name} {dtype} {device} input seed {seed}: {n} differs by up to {d.max()} " \
-                                 f"on {np.mean(d > 0):.1%} of values"
+        assert all(want[n].dtype == np.dtype(dtype) for n in names), {n: want[n].dtype for n in names}
+        run_devices(blob, feed, want=[want[n] for n in names])
 
 
-@pytest.mark.parametrize("device", ["cpu", "vulkan"])
-def test_tiny_conv_onnx_matches_ort(device):
+def test_tiny_conv_onnx_matches_ort():
     model = field_zoo.tiny_conv_onnx(0)
     assert zoo.op_types(model) == ["QLinearConv"]
-    sess = _session(model.SerializeToString(), device)
     for seed in INPUT_SEEDS:
         feed = field_zoo.field_inputs("tiny_conv_onnx", seed)
         assert feed["input"].dtype == np.uint8 and feed["input"].shape == (1, 8, 8, 8)
-        (want,) = zoo.ort_run(model, feed)
-        (got,) = sess.run(None, feed)
-        assert got.dtype == want.dtype == np.uint8
-        np.testing.assert_array_equal(got, want)
+        want = zoo.ort_run(model, feed)
+        assert want[0].dtype == np.uint8
+        run_devices(model, feed, want=want)
 
 
 # (input shape, ops, MACs) of each model: the published sizes (DS-CNN-S ~2.7 M MACs, MobileNetV1 0.25/96 ~7.5 M,

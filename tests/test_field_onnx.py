@@ -1,7 +1,8 @@
 """Field-shaped ONNX models (vkinfer.models.field_onnx: MobileNetV3-small, a YOLOv8n-style detector, a DB text
 detector, a CRNN recognizer with attention), pre-processed and quantized by onnxruntime.quantization as a user does
 it (QDQ and QOperator; per-tensor and per-channel weights; uint8 and int8 activations), through
-vkinfer.InferenceSession on "cpu" and "vulkan" (and "auto" once), against ONNX Runtime (CPU EP, one thread).
+vkinfer.InferenceSession on every device (tests/agree.py: reference, cpu and vulkan give the same bits; "auto" once
+too), against ONNX Runtime (CPU EP, one thread).
 
 Tensor by tensor: every 8-bit tensor of the quantized graph (QuantizeLinear outputs, QLinear* outputs, 8-bit
 MaxPool / Split / Concat / Resize / Reshape outputs) is added to the graph outputs in both runtimes, and each is
@@ -26,6 +27,7 @@ import numpy as np
 import onnx
 import ort_oracle as oo
 import pytest
+from agree import DEVICES, run_devices
 from onnx import numpy_helper
 
 import vkinfer
@@ -46,7 +48,6 @@ SETTINGS = {
 # (format, setting): each format with uint8 and int8 activations, per-tensor and per-channel weights at least once
 CASES = [("qdq", "s8_per_tensor"), ("qdq", "u8_per_channel"), ("qoperator", "u8_per_channel"),
          ("qoperator", "s8_per_channel"), ("qoperator", "u8_per_channel_full")]
-DEVICES = ["cpu", "vulkan"]
 
 
 @functools.cache
@@ -286,19 +287,19 @@ def _cut(case: Case, model: bytes, tensors: list[str]) -> bytes:
     return m.SerializeToString()
 
 
-def _run_cut(case: Case, model: bytes, tensors: list[str], device: str) -> dict[str, np.ndarray]:
-    """Every output of `model` cut at `tensors`, run on `device` with those tensors fed ORT's bytes."""
+def _run_cut(case: Case, model: bytes, tensors: list[str], devices=DEVICES) -> dict[str, np.ndarray]:
+    """Every output of `model` cut at `tensors`, with those tensors fed ORT's bytes: the same bits on `devices`."""
     cut = _cut(case, model, tensors)
     names = [o.name for o in onnx.load_from_string(cut).graph.output]
     feed = dict(case.feed, **{t: case.want[t] for t in tensors})
-    return dict(zip(names, vkinfer.InferenceSession(cut, device=device).run(None, feed), strict=True))
+    return dict(zip(names, run_devices(cut, feed, devices=devices), strict=True))
 
 
-@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("fmt,setting", CASES, ids=[f"{f}-{s}" for f, s in CASES])
 @pytest.mark.parametrize("name", MODELS)
-def test_every_8bit_tensor_equals_onnxruntime(name, fmt, setting, device, record_property):
-    """Bound: zero on every tensor, except the outputs of two kinds of unit whose ORT arithmetic vkinfer cannot
+def test_every_8bit_tensor_equals_onnxruntime(name, fmt, setting, record_property):
+    """Every device gives the same bits on every tensor (tests/agree.py), and ORT's.
+    Bound against ORT: zero on every tensor, except the outputs of two kinds of unit whose ORT arithmetic vkinfer cannot
     reproduce bit for bit; there at most 1 step, and only on elements whose exact value (float64, from ORT's 8-bit
     input) lies within ORT's float32 error of a .5 tie:
     - a quantized softmax (QLinearSoftmax, or DequantizeLinear -> Softmax -> QuantizeLinear, which ORT fuses into
@@ -313,9 +314,9 @@ def test_every_8bit_tensor_equals_onnxruntime(name, fmt, setting, device, record
     Each such unit that differs is then cut off: the model is run again with its output fed ORT's bytes, and
     every other tensor must equal ORT's (and the next differing unit, if any, is checked the same way)."""
     case = _case(name, fmt, setting)
-    sess = vkinfer.InferenceSession(case.instrumented, device=device)
+    sess = vkinfer.InferenceSession(case.instrumented, device="reference")  # run_devices gives values, not names
     assert [o.name for o in sess.get_outputs()] == case.outputs
-    got = dict(zip(case.outputs, sess.run(None, case.feed), strict=True))
+    got = dict(zip(case.outputs, run_devices(case.instrumented, case.feed), strict=True))
     units, pinned = _pinned_units(case), []
     while True:  # the first bounded unit (in node order) that differs: check its bound, cut there, run again
         u = next((u for u in units if u.y not in pinned and u.y in got and (got[u.y] != case.want[u.y]).any()),
@@ -327,45 +328,45 @@ def test_every_8bit_tensor_equals_onnxruntime(name, fmt, setting, device, record
         near = u.near_tie(case)
         steps = np.abs(g.astype(np.int32) - w.astype(np.int32))[off]
         assert steps.max() == 1 and near[off].all(), (
-            f"{case} on {device}: {u.kind} {u.y}: {int(off.sum())} bytes differ, by up to {steps.max()}, "
+            f"{case} (every device): {u.kind} {u.y}: {int(off.sum())} bytes differ, by up to {steps.max()}, "
             f"{int((off & ~near).sum())} of them away from a .5 tie" + (
                 f" (after cutting at {pinned})" if pinned else ""))
         pinned.append(u.y)
         record_property(f"{u.kind}_ties_{u.y}", f"{int(off.sum())} of {off.size} ({int(near.sum())} near ties)")
-        got = _run_cut(case, case.instrumented, pinned, device)
+        got = _run_cut(case, case.instrumented, pinned)
     bad = _mismatches(case, got, {n: case.want[n] for n in got})
-    assert not bad, f"{case} on {device}: {len(bad)} of {len(got)} tensors differ from ORT" + (
+    assert not bad, f"{case} (every device): {len(bad)} of {len(got)} tensors differ from ORT" + (
         f" (bounded unit outputs {pinned} fed with ORT's bytes)" if pinned else "") + ":\n" + "\n".join(bad[:20])
 
 
 @pytest.mark.parametrize("fmt,setting", CASES, ids=[f"{f}-{s}" for f, s in CASES])
 @pytest.mark.parametrize("name", MODELS)
 def test_plain_model_equals_onnxruntime(name, fmt, setting):
-    """The model as quantized (no extra outputs, so every fusion both runtimes make applies) on cpu and vulkan;
-    and ORT's outputs of the plain and the instrumented model agree (the extra outputs change nothing in ORT).
+    """The model as quantized (no extra outputs, so every fusion both runtimes make applies): the same bits on every
+    device, and ORT's; and ORT's outputs of the plain and the instrumented model agree (the extra outputs change
+    nothing in ORT).
     Bound: zero, or, where the outputs differ and the model has units whose bound the test above pins (quantized
     softmax, QDQ ConvTranspose), zero on the model cut at those units' outputs, fed with ORT's bytes."""
     case = _case(name, fmt, setting)
     for n in case.public:
         np.testing.assert_array_equal(case.want[n], case.want_plain[n], err_msg=f"ORT: {case} plain vs instrumented")
     pinned = [u.y for u in _pinned_units(case)]
-    for device in DEVICES:
-        got = dict(zip(case.public, vkinfer.InferenceSession(case.plain, device=device).run(None, case.feed),
-                       strict=True))
-        bad = _mismatches(case, got, case.want_plain)
-        if bad and pinned:
-            bad = _mismatches(case, _run_cut(case, case.plain, pinned, device), case.want_plain)
-        assert not bad, f"{case} on {device}:\n" + "\n".join(bad)
+    got = dict(zip(case.public, run_devices(case.plain, case.feed), strict=True))
+    bad = _mismatches(case, got, case.want_plain)
+    if bad and pinned:
+        bad = _mismatches(case, _run_cut(case, case.plain, pinned), case.want_plain)
+    assert not bad, f"{case} (every device):\n" + "\n".join(bad)
 
 
 def test_auto_device():
-    """device="auto" (the dispatcher's placement across the CPU and Vulkan) gives ORT's bits too (the bounded
-    units' outputs fed with ORT's bytes, as above, where the outputs differ)."""
+    """device="auto" (the dispatcher's placement across the CPU and Vulkan) gives the bits of every device, and
+    ORT's (the bounded units' outputs fed with ORT's bytes, as above, where the outputs differ)."""
     case = _case("yolov8n", "qdq", "u8_per_channel")
-    got = vkinfer.InferenceSession(case.plain, device="auto").run(None, case.feed)
+    devices = ("auto", *DEVICES)
+    got = run_devices(case.plain, case.feed, devices=devices)
     bad = _mismatches(case, dict(zip(case.public, got, strict=True)), case.want_plain)
     if bad:
-        bad = _mismatches(case, _run_cut(case, case.plain, [u.y for u in _pinned_units(case)], "auto"),
+        bad = _mismatches(case, _run_cut(case, case.plain, [u.y for u in _pinned_units(case)], devices),
                           case.want_plain)
     assert not bad, "\n".join(bad)
 

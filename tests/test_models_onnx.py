@@ -1,5 +1,5 @@
 """Whole models from the seeded zoo (quantized by onnxruntime.quantization) through vkinfer.InferenceSession on
-every device, bit-identical to ONNX Runtime.
+every device (tests/agree.py: reference, cpu and vulkan give the same bits), bit-identical to ONNX Runtime.
 
 Where ORT's bits depend on the CPU, the tests find out which ORT this machine has and hold vkinfer to the exact
 result everywhere (README, "Numerics"):
@@ -22,9 +22,9 @@ import onnx
 import onnxruntime as ort
 import ort_oracle as oo
 import pytest
+from agree import run_devices
 from onnx import TensorProto, helper, numpy_helper
 
-import vkinfer
 from vkinfer.models import zoo
 from vkinfer.reference import multiplier
 from vkinfer.reference.conv_integer import conv_integer
@@ -43,37 +43,30 @@ VARIANTS = [("uint8", "int8", True, False), ("uint8", "int8", True, True), ("uin
                          ids=["u8s8_7bit", "u8s8_7bit_pc", "u8u8", "u8s8_pc", "s8s8_pc"])
 @pytest.mark.parametrize("name", MODELS)
 def test_qoperator_model_equals_onnxruntime(name, act, wt, reduce_range, per_channel):
-    """Full-range u8 x s8 weights (u8s8_pc) are compared with ORT where its u8 x s8 kernels are exact; where they
-    saturate int16 pairs (x86 AVX2 without VNNI), with the reference interpreter, whose exactness against ORT the
-    7-bit variants and tests/test_reference_vs_ort.py establish."""
+    """Every device gives the same bits, and ORT's. Full-range u8 x s8 weights (u8s8_pc) are compared with ORT where
+    its u8 x s8 kernels are exact; where they saturate int16 pairs (x86 AVX2 without VNNI), with the reference
+    interpreter (one of the devices run_devices holds equal), whose exactness against ORT the 7-bit variants and
+    tests/test_reference_vs_ort.py establish."""
     q = zoo.quantize(zoo.BUILDERS[name](seed=1, **SMALL.get(name, {})), fmt="qoperator", per_channel=per_channel,
                      activation_type=act,
                      weight_type=wt, reduce_range=reduce_range, seed=1)
     feed = zoo.random_inputs(q, seed=2)
     saturating = act == "uint8" and wt == "int8" and not reduce_range and oo.u8s8_behaviour() == oo.SATURATING
-    want = (vkinfer.InferenceSession(q, device="reference").run(None, feed) if saturating else zoo.ort_run(q, feed))
-    for device in ["reference", "cpu", "vulkan"]:
-        got = vkinfer.InferenceSession(q.SerializeToString(), device=device).run(None, feed)
-        assert len(got) == len(want)
-        for g, w in zip(got, want, strict=True):
-            np.testing.assert_array_equal(g, w, err_msg=f"{name} on {device}")
+    run_devices(q, feed, want=None if saturating else zoo.ort_run(q, feed))
 
 
 @pytest.mark.parametrize("act,per_channel", [("uint8", False), ("uint8", True), ("int8", False), ("int8", True)],
                          ids=["u8_per_tensor", "u8_per_channel", "s8_per_tensor", "s8_per_channel"])
 @pytest.mark.parametrize("name", MODELS)
 def test_qdq_model_equals_onnxruntime(name, act, per_channel):
-    """QDQ models: vkinfer folds DequantizeLinear -> op -> QuantizeLinear into the quantized ops, as
-    ORT's graph optimizer does, so both run the same integer arithmetic. int8 activations: ORT with
-    `session.qdqisint8allowed=1`, which fuses every unit as ORT does on ARM (see the module docstring)."""
+    """QDQ models, the same bits on every device and in ORT: vkinfer folds DequantizeLinear -> op -> QuantizeLinear
+    into the quantized ops, as ORT's graph optimizer does, so both run the same integer arithmetic. int8
+    activations: ORT with `session.qdqisint8allowed=1`, which fuses every unit as ORT does on ARM (see the module
+    docstring)."""
     q = zoo.quantize(zoo.BUILDERS[name](seed=3, **SMALL.get(name, {})), fmt="qdq", per_channel=per_channel,
                      activation_type=act, weight_type="int8", reduce_range=act == "uint8", seed=3)
     feed = zoo.random_inputs(q, seed=4)
-    want = zoo.ort_run(q, feed, config=EXACT_INT8_QDQ if act == "int8" else None)
-    for device in ["reference", "cpu", "vulkan"]:
-        got = vkinfer.InferenceSession(q.SerializeToString(), device=device).run(None, feed)
-        for g, w in zip(got, want, strict=True):
-            np.testing.assert_array_equal(g, w, err_msg=f"{name} (QDQ) on {device}")
+    run_devices(q, feed, want=zoo.ort_run(q, feed, config=EXACT_INT8_QDQ if act == "int8" else None))
 
 
 # ------------------------------------------------------------------ ORT's x86 float path for multi-reader int8 QDQ
@@ -117,7 +110,7 @@ def test_ort_x86_runs_multi_reader_int8_qdq_in_float():
     """Pins ORT's deviation down on a MobileNetV2 (int8 activations, QDQ): off ARM, the float Conv/Add nodes ORT
     leaves in its optimized graph are exactly those reading or writing a multi-reader int8 QDQ tensor (its
     QDQIsInt8Allowed() is false there, and QDQS8ToU8Transformer converts only a QuantizeLinear with one output edge);
-    on ARM none; with `session.qdqisint8allowed=1` none anywhere."""
+    on ARM none; with `session.qdqisint8allowed=1` none anywhere, and ORT then gives the bits of every device."""
     q = zoo.quantize(zoo.mobilenet_v2(seed=3, width=0.35, size=32, num_classes=10), fmt="qdq", per_channel=True,
                      activation_type="int8", weight_type="int8", seed=3)
     want = {n.name for n in q.graph.node if n.op_type in ("Conv", "Add")} & _multi_reader_int8_neighbours(q)
@@ -128,6 +121,8 @@ def test_ort_x86_runs_multi_reader_int8_qdq_in_float():
         return {n.name for n in _ort_optimized(q, config).graph.node if n.op_type in ("Conv", "Add")}
     assert float_nodes({}) == (want if x86 else set())
     assert float_nodes(EXACT_INT8_QDQ) == set()
+    feed = zoo.random_inputs(q, seed=4)
+    run_devices(q, feed, want=zoo.ort_run(q, feed, config=EXACT_INT8_QDQ))
 
 
 def _two_reader_conv_model(seed: int) -> tuple[onnx.ModelProto, dict[str, np.ndarray], list, list]:
@@ -175,9 +170,7 @@ def test_ort_x86_float_path_misses_only_near_ties_by_one_step():
     for seed in range(3):
         model, feed, real, bound = _two_reader_conv_model(seed)
         exact = [np.clip(np.rint(r) + (-5), -128, 127).astype(np.int8) for r in real]  # rint: half to even
-        for device in ["reference", "cpu", "vulkan"]:
-            for g, e in zip(vkinfer.InferenceSession(model, device=device).run(None, feed), exact, strict=True):
-                np.testing.assert_array_equal(g, e, err_msg=device)
+        run_devices(model, feed, want=exact)
         for g, e in zip(zoo.ort_run(model, feed, config=EXACT_INT8_QDQ), exact, strict=True):
             np.testing.assert_array_equal(g, e)
         for g, e, r, b in zip(zoo.ort_run(model, feed), exact, real, bound, strict=True):
