@@ -1,9 +1,9 @@
 """The `vkinfer` command line: devices, info, run (with and without --input), and errors."""
 
 import numpy as np
+from agree import run_devices
 from test_session import _small_qmodel
 
-import vkinfer
 from vkinfer.cli import main
 
 
@@ -29,15 +29,18 @@ def test_run_with_input_and_output(tmp_path, capsys):
     np.save(tmp_path / "x.npy", x)
     assert main(["run", str(path), "--device", "vulkan", "--input", str(tmp_path / "x.npy"),
                  "--output", str(tmp_path / "y.npz")]) == 0
-    want = vkinfer.InferenceSession(str(path), device="reference").run(None, {"x": x})[0]
-    np.testing.assert_array_equal(np.load(tmp_path / "y.npz")["y"], want)
+    # what the command wrote: the bits of the reference, cpu and vulkan sessions on the same input
+    run_devices(str(path), {"x": x}, want=[np.load(tmp_path / "y.npz")["y"]])
 
 
 def test_run_random_input_notice_and_errors(tmp_path, capsys):
     path = tmp_path / "m.onnx"
     path.write_bytes(_small_qmodel())
-    assert main(["run", str(path), "--device", "cpu"]) == 0
+    assert main(["run", str(path), "--device", "cpu", "--output", str(tmp_path / "y.npz")]) == 0
     assert "notice: no --input given" in capsys.readouterr().err
+    # the seeded random input the notice names (vkinfer/cli.py: default_rng(0)) gives every device's bits
+    x = np.random.default_rng(0).integers(0, 256, (1, 3, 9, 9)).astype(np.uint8)
+    run_devices(str(path), {"x": x}, want=[np.load(tmp_path / "y.npz")["y"]])
     (tmp_path / "bad.onnx").write_bytes(b"not a model")
     assert main(["run", str(tmp_path / "bad.onnx")]) == 2
     assert "not a readable ONNX model" in capsys.readouterr().err

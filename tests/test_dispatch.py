@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from agree import assert_same, run_devices
 
 import vkinfer
 from vkinfer import _vk
@@ -157,9 +158,7 @@ def test_tiny_model_stays_on_the_cpu_of_a_real_session(machine):
             assert x.reason.startswith("stays with its neighbours: on " + machine.gpu), x.reason
     assert "against: all-cpu" in sess.explain()
     x = np.random.default_rng(0).uniform(-1, 1, (1, 16, 16, 3)).astype(np.float32)
-    ref = vkinfer.InferenceSession(blob, device="reference").run(None, {"input": x})
-    for a, b in zip(sess.run(None, {"input": x}), ref, strict=True):
-        np.testing.assert_array_equal(a, b)
+    run_devices(blob, {"input": x}, want=sess.run(None, {"input": x}))  # auto's bits are every device's
 
 
 def _mnv2():
@@ -582,7 +581,7 @@ def _mixed_profile(machine, seed: int | None) -> Profile:
 
 @pytest.mark.parametrize("name,blob,feed", list(_zoo_cases()), ids=lambda v: v if isinstance(v, str) else "")
 def test_mixed_placements_give_the_reference_bits(machine, name, blob, feed):
-    ref = vkinfer.InferenceSession(blob, device="reference").run(None, feed)
+    ref = run_devices(blob, feed)  # the bits of every single device, which each mixed placement must give
     for seed in (None, 11):
         sess = vkinfer.InferenceSession(blob, device="auto", profile=_mixed_profile(machine, seed), threads=1)
         plan = sess.plan(feed)
@@ -592,8 +591,7 @@ def test_mixed_placements_give_the_reference_bits(machine, name, blob, feed):
         if seed is None:
             assert {"cpu", "vulkan"} <= kinds, sess.explain()
             assert plan.submits >= 2 and plan.native_calls >= 2, sess.explain()
-        for a, b, out in zip(sess.run(None, feed), ref, sess.get_outputs(), strict=True):
-            np.testing.assert_array_equal(a, b, err_msg=f"{name} {out.name} with placement {placed}")
+        assert_same(sess.run(None, feed), ref, f"{name} auto with placement {placed} vs every device")
 
 
 def test_nodes_placed_by_hand_stay_and_the_rest_is_dispatched(machine):
@@ -612,9 +610,7 @@ def test_nodes_placed_by_hand_stay_and_the_rest_is_dispatched(machine):
     assert {n: placed[n] for n in given} == given
     reasons = {d.node: d.reason for d in sess.plan(feed).dispatch.decisions}
     assert all(reasons[n] == "placed by hand" for n in given if given[n] != HOST), reasons
-    ref = vkinfer.InferenceSession(blob, device="reference").run(None, feed)
-    for a, b in zip(sess.run(None, feed), ref, strict=True):
-        np.testing.assert_array_equal(a, b)
+    run_devices(blob, feed, want=sess.run(None, feed))  # the hand-and-auto placement gives every device's bits
 
 
 def test_the_cpu_entry_is_the_one_for_the_sessions_thread_count():
@@ -867,9 +863,7 @@ def test_lavapipe_loses_to_the_cpu(calibrated, machine, capfd, name, blob, feed)
             assert dev == "cpu" or (dev == HOST and node in plan.why_host), sess.explain()
         assert plan.submits == 0
         assert plan.dispatch.single[machine.gpu] > 2 * plan.dispatch.predicted.total_ns, sess.explain()
-    ref = vkinfer.InferenceSession(blob, device="reference").run(None, feed)
-    for a, b in zip(sess.run(None, feed), ref, strict=True):
-        np.testing.assert_array_equal(a, b)
+    run_devices(blob, feed, want=sess.run(None, feed))  # auto's bits are every device's
     err = capfd.readouterr().err
     assert NOTICE not in err and "calibrat" not in err
 
@@ -1074,8 +1068,6 @@ def test_a_device_failing_calibration_leaves_auto_on_the_cpu_with_a_warning(fres
     assert record[0].filename == __file__
     assert set(sess.placement.values()) <= {"cpu", "host"} and "cpu" in sess.placement.values()
     assert sess.auto_devices == ["cpu"] and "no dispatcher" in sess.explain()
-    ref = vkinfer.InferenceSession(blob, device="reference")
     feed = {t.name: np.random.default_rng(1).uniform(-1, 1, t.shape).astype(t.dtype) for t in sess.graph.inputs}
-    for got, want in zip(sess.run(None, feed), ref.run(None, feed), strict=True):
-        np.testing.assert_array_equal(got, want)
+    run_devices(blob, feed, want=sess.run(None, feed))  # the CPU fallback's bits are every device's
     assert not list(fresh_cache.glob("cpu-*.json")), "a failed calibration stored entries"

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from agree import assert_same, refused_devices, run_devices, run_sessions, sessions
 from cpu_build import build_cpu
 
 import vkinfer
@@ -55,8 +56,9 @@ def test_memory_is_flat_over_ten_thousand_runs():
     for _ in range(10_000):
         out = sess.run(None, feed)
     after = _rss_kib()
-    np.testing.assert_array_equal(out[0], ref[0])
+    assert_same(out, ref, "run 11,000 vs run 1")
     assert after - before < 1024, f"RSS grew {after - before} KiB over 10^4 runs"
+    run_devices(blob, feed, want=ref)  # and those are every device's bits
 
 
 def _eight_threads(sess, feeds: list[dict], want: list[list[np.ndarray]], runs: int) -> None:
@@ -67,10 +69,10 @@ def _eight_threads(sess, feeds: list[dict], want: list[list[np.ndarray]], runs: 
         try:
             for k in range(runs):
                 j = (i + k) % 8
-                got = sess.run(None, feeds[j])
-                for a, b in zip(got, want[j], strict=True):
-                    if not np.array_equal(a, b):
-                        errors.append(f"thread {i} run {k}: input {j} gave another input's or a wrong output")
+                try:
+                    assert_same(sess.run(None, feeds[j]), want[j], f"thread {i} run {k} on input {j}")
+                except AssertionError as e:
+                    errors.append(f"{e} (another input's or a wrong output)")
         except Exception as e:  # noqa: BLE001 - reported below
             errors.append(f"thread {i}: {e!r}")
     threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
@@ -109,7 +111,7 @@ def test_fastrun_extension_equals_the_ctypes_path(model, dtype):
     assert native._fastrun is not None, "vkinfer._fastrun is missing: `make cpu` builds it"
     sess, feed, seg = _one_graph(model, dtype)
     assert seg.graph._fast is not None
-    ref = vkinfer.InferenceSession(getattr(field_zoo, model)(0, dtype=dtype), device="reference").run(None, feed)
+    ref = run_devices(getattr(field_zoo, model)(0, dtype=dtype), feed)  # the reference's bits, every device's
     arrays = [feed[t] for t, _, _ in seg.in_specs]
     fast = seg.run_arrays(arrays, 1)
     seg.graph._fast, saved = None, seg.graph._fast
@@ -159,17 +161,16 @@ def test_session_run_is_one_c_call_and_equals_the_reference(model, dtype):
     blob = getattr(field_zoo, model)(0, dtype=dtype)
     sess = vkinfer.InferenceSession(blob, device="cpu", threads=1)
     assert sess._native is not None, "a whole-CPU static-shape model must run through vkinfer._fastrun.Runner"
-    ref = vkinfer.InferenceSession(blob, device="reference")
+    others = sessions(blob, ("reference", "vulkan"))  # with `sess`, the three devices
     outs = [o.name for o in sess.get_outputs()]
     for seed in range(3):
         feed = field_zoo.field_inputs(model, seed, dtype)
-        want = ref.run(None, feed)
+        want = run_sessions(others, feed, what=f"seed {seed}")
         assert sess._native(feed) is not None
-        for got in (sess.run(None, feed), sess.run(outs, feed), _general(sess, None, feed)):
+        for path, got in (("C runner", sess.run(None, feed)), ("C runner, outputs named", sess.run(outs, feed)),
+                          ("Python path", _general(sess, None, feed))):
             assert [type(a) for a in got] == [np.ndarray] * len(want)
-            for a, b in zip(got, want, strict=True):
-                assert a.dtype == b.dtype and a.shape == b.shape
-                np.testing.assert_array_equal(a, b)
+            assert_same(got, want, f"seed {seed}: cpu ({path}) vs reference and vulkan")
     first, second = sess.run(None, feed), sess.run(None, feed)
     assert all(not np.shares_memory(a, b) for a, b in zip(first, second, strict=True)), "outputs must be fresh"
 
@@ -180,11 +181,10 @@ def test_session_run_hands_every_other_feed_to_the_checked_path():
     the error naming the input."""
     blob = field_zoo.tiny_conv(0, dtype="int8")
     sess = vkinfer.InferenceSession(blob, device="cpu", threads=1)
-    ref = vkinfer.InferenceSession(blob, device="reference")
     name = sess.get_inputs()[0].name
     feed = field_zoo.field_inputs("tiny_conv", 5, "int8")
     x = feed[name]
-    want = ref.run(None, feed)[0]
+    want = run_devices(blob, feed)[0]  # every device's bits, which every accepted form of the input must give
 
     class Sub(np.ndarray):
         pass
@@ -222,8 +222,7 @@ def test_session_run_refuses_nan_in_c_as_in_python():
     sess = vkinfer.InferenceSession(q.SerializeToString(), device="cpu", threads=1)
     assert sess._native is not None
     x = zoo.random_inputs(q)["input"]
-    want = vkinfer.InferenceSession(q.SerializeToString(), device="reference").run(None, {"input": x})[0]
-    np.testing.assert_array_equal(sess.run(None, {"input": x})[0], want)
+    run_devices(q, {"input": x}, want=sess.run(None, {"input": x}))  # the C runner's bits are every device's
     for pos in [(0, 0), (0, x.shape[1] - 1), (0, x.shape[1] // 2)]:
         y = x.copy()
         y[pos] = np.nan
@@ -231,6 +230,8 @@ def test_session_run_refuses_nan_in_c_as_in_python():
             sess.run(None, {"input": y})
         with pytest.raises(ValueError, match="contains NaN"):
             _general(sess, None, {"input": y})
+    # As every device refuses it (the reference names the QuantizeLinear node and its input x, not the model's)
+    refused_devices(q, {"input": y}, match="contains NaN")
     y = x.copy()
     y[0, 1] = np.inf  # not NaN: the quantizer saturates it, as ORT does
     np.testing.assert_array_equal(sess.run(None, {"input": y})[0], _general(sess, None, {"input": y})[0])
@@ -256,10 +257,12 @@ def test_threads_are_fixed_at_session_creation(monkeypatch):
     assert sess._run_threads == 2
     monkeypatch.setenv("VKINFER_CPU_THREADS", "many")  # read at creation only, as ORT's session options are
     feed = field_zoo.field_inputs("tiny_conv", 0, "int8")
-    sess.run(None, feed)
+    got = sess.run(None, feed)
     with pytest.raises(ValueError, match="VKINFER_CPU_THREADS"):
         vkinfer.InferenceSession(blob, device="cpu")
     assert vkinfer.InferenceSession(blob, device="cpu", threads=3)._run_threads == 3
+    monkeypatch.delenv("VKINFER_CPU_THREADS")  # which "many" would refuse on the cpu device below
+    run_devices(blob, feed, want=got)  # the 2-thread run's bits are every device's
 
 
 # --- a plan of CPU and Vulkan segments in one native call (vkinfer.model.plan.NativePlan) --------------
@@ -280,8 +283,8 @@ def test_cpu_and_vulkan_segments_run_in_one_native_call(model, dtype):
     the native plan, the Python segment-by-segment path and the reference agree bit for bit; timed runs fill
     each Vulkan segment's device time."""
     blob = field_zoo.FIELD_MODELS[model](0, dtype=dtype)
-    ref = vkinfer.InferenceSession(blob, device="reference")
-    names = [n.name for n in ref.graph.nodes]
+    devices = sessions(blob)  # each device alone: the mixed plan must give their (common) bits
+    names = [n.name for n in devices["reference"].graph.nodes]
     placement = {n: "cpu" for n in names[::3]}  # the rest on Vulkan where it runs them, else the CPU
     sess = vkinfer.InferenceSession(blob, device="vulkan", placement=placement, threads=1)
     plan = sess._fast[0]
@@ -290,12 +293,9 @@ def test_cpu_and_vulkan_segments_run_in_one_native_call(model, dtype):
     outs = [o.name for o in sess.get_outputs()]
     for seed in range(3):
         feed = field_zoo.field_inputs(model, seed, dtype)
-        want = ref.run(None, feed)
-        got = sess.run(None, feed)
-        slow = _python_path(plan, feed, outs, 1)
-        for a, b, c in zip(got, slow, want, strict=True):
-            np.testing.assert_array_equal(a, c)
-            np.testing.assert_array_equal(b, c)
+        want = run_sessions(devices, feed, what=f"seed {seed}")
+        assert_same(sess.run(None, feed), want, f"seed {seed}: the native mixed plan vs every device")
+        assert_same(_python_path(plan, feed, outs, 1), want, f"seed {seed}: the Python path vs every device")
     vks = [s.runner for s in plan.segments if s.device.startswith("vulkan")]
     for s in vks:
         s.timed, s.last_device_ns = True, None
@@ -366,13 +366,11 @@ def test_vulkan_plan_session_call_is_native_and_hands_every_other_feed_to_the_ch
     plan = sess._fast[0]
     assert plan.native(1) is not None and sess._native == plan.native(1).raw.run_feed
     assert {s.device.split(":")[0] for s in plan.segments} == {"cpu", "vulkan"}
-    ref = vkinfer.InferenceSession(blob, device="reference")
     x = zoo.random_inputs(q, seed=4)["input"]
-    want = ref.run(None, {"input": x})
+    want = run_devices(blob, {"input": x})  # every device's bits
     got = sess._native({"input": x})
     assert type(got) is list
-    for a, b in zip(got, want, strict=True):
-        np.testing.assert_array_equal(a, b)
+    assert_same(got, want, "PlanRunner.run_feed vs every device")
     first, second = sess.run(None, {"input": x}), sess.run(None, {"input": x})
     assert not np.shares_memory(first[0], second[0]), "outputs must be fresh"
 
@@ -431,7 +429,7 @@ def test_cpu_quantize_writes_the_vulkan_input_buffer_in_place(case):
 
     label, blob = list(_image_cases())[case]
     sess = vkinfer.InferenceSession(blob, device="vulkan", threads=1)
-    ref = vkinfer.InferenceSession(blob, device="reference")
+    others = sessions(blob, ("reference", "cpu"))  # with `sess`, the three devices
     plan = sess._fast[0]
     native = plan.native(1)
     assert native is not None, label
@@ -445,12 +443,9 @@ def test_cpu_quantize_writes_the_vulkan_input_buffer_in_place(case):
     for seed in range(2):
         x = np.random.default_rng(seed).normal(0, 1.5, inp.shape).astype(np.float32)
         x.reshape(-1)[:7] = [0.0, -0.0, np.inf, -np.inf, 1e30, -1e30, 1e-45]
-        want = ref.run(None, {inp.name: x})
-        got = sess.run(None, {inp.name: x})
-        slow = _python_path(plan, {inp.name: x}, outs, 1)
-        for a, b, c in zip(got, slow, want, strict=True):
-            np.testing.assert_array_equal(a, c, err_msg=label)
-            np.testing.assert_array_equal(b, c, err_msg=label)
+        want = run_sessions(others, {inp.name: x}, what=f"{label} seed {seed}")
+        assert_same(sess.run(None, {inp.name: x}), want, f"{label} seed {seed}: vulkan vs reference and cpu")
+        assert_same(_python_path(plan, {inp.name: x}, outs, 1), want, f"{label} seed {seed}: the Python path")
     x.reshape(-1)[-1] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         sess.run(None, {inp.name: x})

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from agree import run_sessions, sessions
 from cases import conv_table
 from chain_cases import chain_reference, chain_specs
 from plan_cases import build
@@ -142,26 +143,26 @@ def check_chain(device: str) -> None:
 
 def check_onnx_model(device: str) -> None:
     """A whole ShuffleNet-style QOperator model (channel shuffle, grouped and depthwise convolutions,
-    QLinearAdd/Concat, pooling) against ONNX Runtime, as in test_models_onnx.py."""
+    QLinearAdd/Concat, pooling) against ONNX Runtime, as in test_models_onnx.py, and the same bits as the
+    reference, cpu and default vulkan devices."""
     q = zoo.quantize(zoo.shufflenet_like(seed=1), fmt="qoperator", per_channel=True, activation_type="uint8",
                      weight_type="int8", reduce_range=True, seed=1)
     feed = zoo.random_inputs(q, seed=2)
     sess = vkinfer.InferenceSession(q.SerializeToString(), device=device)
     assert sess.plan(feed).submits == 1
-    for g, w in zip(sess.run(None, feed), zoo.ort_run(q, feed), strict=True):
-        np.testing.assert_array_equal(g, w)
+    run_sessions({device: sess, **sessions(q)}, feed, want=zoo.ort_run(q, feed))
 
 
 def check_tflite_model(device: str) -> None:
-    """A TFLite int8 CNN with an AVERAGE_POOL_2D head against ai-edge-litert, as in test_tflite.py."""
+    """A TFLite int8 CNN with an AVERAGE_POOL_2D head against ai-edge-litert, as in test_tflite.py, and the same
+    bits as the reference, cpu and default vulkan devices."""
     blob = tflite_zoo.tiny_cnn(0, dtype="int8", size=16, pool="average_pool", extra_outputs=("pool",))
-    sess = vkinfer.InferenceSession(blob, device=device)
+    devices = {device: vkinfer.InferenceSession(blob, device=device), **sessions(blob)}
     names = ["pool", "logits", "output"]
     for i in range(2):
         x = np.random.default_rng(100 + i).uniform(-1, 1, (1, 16, 16, 3)).astype(np.float32)
         want = tflite_zoo.litert_run(blob, {"input": x})
-        for n, got in zip(names, sess.run(names, {"input": x}), strict=True):
-            np.testing.assert_array_equal(got, want[n], n)
+        run_sessions(devices, {"input": x}, want=[want[n] for n in names], output_names=names, what=f"input {i}")
 
 
 CHECKS = {f.__name__[len("check_"):]: f for f in (check_conv_table, check_gemm_tiles, check_matmul,
