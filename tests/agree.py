@@ -115,8 +115,8 @@ def refused_devices(model, feed: dict[str, np.ndarray] | None = None, exc: type[
 def outcome_devices(model, feed: dict[str, np.ndarray] | None = None, *, devices: Sequence[str] = DEVICES,
                     **session_kw) -> list[np.ndarray] | Exception:
     """Like `run_devices` for a model that may be refused: every device either runs it with the same bits or
-    raises a clean error (`CLEAN`) of one class; returns the outputs or the first device's error. `feed`
-    defaults to deterministic values of each input's type and shape (see `default_feed`)."""
+    raises a clean error (`CLEAN`) of one class with a message; returns the outputs or the first device's error.
+    `feed` defaults to deterministic values of each input's type and shape (see `default_feed`)."""
     model = _model_arg(model)
     results: dict[str, list[np.ndarray] | Exception] = {}
     for device in devices:
@@ -133,6 +133,8 @@ def outcome_devices(model, feed: dict[str, np.ndarray] | None = None, *, devices
             results[device] = e
     kinds = {d: (type(r).__name__ if isinstance(r, Exception) else "outputs") for d, r in results.items()}
     assert len(set(kinds.values())) == 1, f"devices disagree on the model: {kinds}"
+    silent = [d for d, r in results.items() if isinstance(r, Exception) and not str(r).strip()]
+    assert not silent, f"{kinds[silent[0]]} with an empty message on {', '.join(silent)}"
     ran = [d for d, r in results.items() if not isinstance(r, Exception)]
     for d in ran[1:]:
         assert_same(results[d], results[ran[0]], f"{d} vs {ran[0]}")
