@@ -15,7 +15,7 @@ import zlib
 import numpy as np
 import onnx
 import pytest
-from agree import DEVICES, outcome_devices, run_devices
+from agree import DEVICES, outcome_devices, run_sessions, sessions
 from onnx import TensorProto, helper, numpy_helper
 
 import vkinfer
@@ -157,9 +157,10 @@ def test_devices_against_reference(name):
     """reference, cpu and vulkan give the reference's bits; the convolution runs on the device unless the pads
     depend on the input size or lie beyond the kernel (then the host kernel runs the whole op)."""
     model, x, _ = _case(name)
-    run_devices(model, {"x": x}, want=[_reference(name)])
-    for device in DEVICES[1:]:  # where each device's session puts the op (run_devices hands back no sessions)
-        sess = vkinfer.InferenceSession(model, device=device)
+    per_device = sessions(model)
+    run_sessions(per_device, {"x": x}, want=[_reference(name)])
+    for device in DEVICES[1:]:  # where each device's session puts the op
+        sess = per_device[device]
         where = sess.placement[f"ct_{name}"]
         assert (where == "host") == (name in HOST_CASES), (device, sess.placement)
         if name not in HOST_CASES:
@@ -236,9 +237,10 @@ def test_db_head(fmt, act):
     q = onnx.load_from_string(model)
     x = zoo.random_inputs(q, 5)
     (want,) = _ort(model, x)
-    (ref,) = run_devices(model, x)  # ORT is within one step, not exact: checked below
-    for device in DEVICES[1:] if fmt == "qdq" else ():  # placement (run_devices hands back no sessions)
-        sess = vkinfer.InferenceSession(model, device=device)
+    per_device = sessions(model)
+    (ref,) = run_sessions(per_device, x)  # ORT is within one step, not exact: checked below
+    for device in DEVICES[1:] if fmt == "qdq" else ():  # placement
+        sess = per_device[device]
         convs = [n for n in sess.graph.nodes if n.name.startswith("convtranspose")]
         assert len(convs) == 4 and all(sess.placement[n.name] != "host" for n in convs), sess.placement
     step = [t for t in q.graph.initializer if t.name == "output_scale"]

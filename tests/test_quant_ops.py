@@ -14,7 +14,7 @@ import functools
 import numpy as np
 import onnxruntime as ort
 import pytest
-from agree import DEVICES, run_devices
+from agree import DEVICES, run_devices, run_sessions, sessions
 from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
 
@@ -267,9 +267,9 @@ def test_qgemm_trans_a_vs_ort_every_device(m, k, n, trans_b):
     model = _model([node], {"a": a}, {"as": np.float32(0.02), "az": np.uint8(120), "b": b, "bs": np.float32(0.01),
                                       "bz": np.uint8(130), "c": c, "ys": np.float32(0.05), "yz": np.uint8(100)},
                    np.uint8)
-    run_devices(model, {"a": a}, want=_ort(model, {"a": a}))
-    for device in DEVICES:  # where each device's session puts the ops (run_devices hands back no sessions)
-        sess = vkinfer.InferenceSession(model, device=device)
+    per_device = sessions(model)
+    run_sessions(per_device, {"a": a}, want=_ort(model, {"a": a}))
+    for device, sess in per_device.items():  # where each device's session puts the ops
         q = next(nd for nd in sess.graph.nodes if nd.op == "com.microsoft:QGemm")
         assert not q.attrs.get("transA", 0)
         if device != "reference":  # the QGemm (and the transpose) run on the device, not the host
