@@ -241,6 +241,28 @@ def test_per_layer_on_vulkan_and_auto(onnx_model):
     assert sum(e["measured_ms"] for e in rows) > 0
 
 
+def test_per_layer_on_vulkan_of_a_model_with_a_float_input(tmp_path):
+    """A QuantizeLinear on the CPU hands its output to Vulkan packed (form_key/packed_key): the per-layer twins
+    must read the same keys. Before the fix every such model warned KeyError: 'input_quantized'."""
+    from vkinfer.models import zoo
+
+    q = zoo.quantize(zoo.mlp(in_features=16, hidden=32, batch=8), fmt="qoperator", num_calib=2)
+    m = run.load_model(_write(tmp_path / "mlp.onnx", q.SerializeToString()))
+    sess = vkinfer.InferenceSession(m.data, device="vulkan", threads=1)
+    sess.run(None, m.feed)
+    plan = sess.plan(m.feed)
+    assert plan.segments[0].runner.packed_io  # the handoff this test is about
+    rows = run.per_layer(sess, m.feed, 1, rounds=2)
+    named = {e["node"] for e in rows} - {"<edge>"}
+    assert named == {n.name for n in sess.graph.nodes}  # the CPU quantize node (packed emitter) included
+    assert any(e["device"].startswith("vulkan") and e["measured_ms"] > 0 for e in rows)
+
+
+def _write(path, data: bytes) -> str:
+    path.write_bytes(data)
+    return str(path)
+
+
 def test_vulkan_runs_cap_spreads_runs():
     e = run.Engine("vkinfer", "vulkan", cap=3)
     rounds = [r for r in range(2 + 12) if run._in_round(e, r, 12, 2)]

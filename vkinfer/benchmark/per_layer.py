@@ -49,8 +49,9 @@ def _cpu_op_nodes(plan, seg) -> list[str | None]:
         lay.build()
         lays.append(dataclasses.replace(
             lay, impl=_OpCounter(spans, n.name, lay.impl) if lay.impl is not None else None,
-            plain=_OpCounter(spans, n.name, lay.plain) if lay.plain is not None else None))
-    twin = CpuSegment(lays, seg.inputs, seg.outputs, plan.info, plan.g.consts)
+            plain=_OpCounter(spans, n.name, lay.plain) if lay.plain is not None else None,
+            packed=_OpCounter(spans, n.name, lay.packed) if lay.packed is not None else None))
+    twin = CpuSegment(lays, seg.inputs, seg.outputs, plan.info, plan.g.consts, *_edge_forms(seg.runner))
     ops = seg.runner.ops()
     if twin.ops() != ops:
         return [None] * len(ops)
@@ -59,6 +60,26 @@ def _cpu_op_nodes(plan, seg) -> list[str | None]:
         for i in range(first, first + count):
             owner[i] = node
     return owner
+
+
+def _edge_forms(runner) -> tuple[frozenset[str], frozenset[str]]:
+    """(form_io, packed_io) a segment's runner was built with (vkinfer/model/plan.py Plan._runner): the tensors
+    it exchanges with a neighbouring device segment in the CPU graph's form or the device's packed layout. A twin
+    built without them reads and writes plain NCHW tensors under the plain names, which the plan's run never
+    stores for such handoffs: every quantized model with a float input (QuantizeLinear on the CPU handing
+    `input_quantized` to Vulkan, packed) failed `--per-layer` on Vulkan with KeyError: 'input_quantized'."""
+    if hasattr(runner, "form_io"):  # CpuSegment keeps them
+        return frozenset(runner.form_io), frozenset(runner.packed_io)
+    from ..cpu.segment import form_key, packed_key
+
+    form, packed = set(), set()
+    for key in [e[0] for e in (*runner.ups, *runner.downs)]:  # VulkanSegment: read back from its edges' keys
+        t = key.partition("\x00")[0]
+        if key == form_key(t):
+            form.add(t)
+        elif key == packed_key(t):
+            packed.add(t)
+    return frozenset(form), frozenset(packed)
 
 
 class _SeqRecorder:
@@ -116,7 +137,7 @@ def _vulkan_node_times(plan, seg, rounds: int) -> dict[str, float]:
         t.__dict__.update(lay.__dict__)
         lays.append(t)
     twin = VulkanSegment(_DevRecorder(dev, log), lays, seg.inputs, seg.outputs,
-                         plan.info, plan.g.consts)
+                         plan.info, plan.g.consts, *_edge_forms(seg.runner))
     values = _segment_inputs(plan, seg)
     twin.run(values)
     progs: dict[str, list] = {}
@@ -170,8 +191,10 @@ def _replay(plan, feed: dict[str, np.ndarray], threads: int, host_ns: dict[str, 
     host = any(s.device == HOST for s in plan.segments)
     values = ChainMap(dict(feed), plan.g.consts) if host else dict(feed)
     for seg in plan.segments:
-        if keep:
-            _SEGMENT_VALUES[id(seg)] = {t: values[t] for t in seg.inputs if t in values}
+        if keep:  # under the keys the runner reads: plain names, or form_key/packed_key of handoffs
+            wanted = set(seg.inputs)
+            _SEGMENT_VALUES[id(seg)] = {k: values[k] for k in list(values.keys())
+                                        if k.partition("\x00")[0] in wanted}
         r = seg.runner
         if seg.device == HOST:
             for node, fast in zip(r.nodes, r.fast, strict=True):
