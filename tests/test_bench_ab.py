@@ -101,6 +101,9 @@ def test_plain_run_records_and_verdict(plain, models):
             assert c["ab_side"] == side and c["ab_rev"] == "HEAD" and c["ab_order"] == "ABBA"
     # base is REV's commit as git names it; new the working tree's
     assert {r["conditions"]["git_commit"] for r in base} == {commit}
+    # one run id for both files: compare keeps the verdicts of these interleaved pairs (and no others')
+    assert len({r["conditions"]["ab_run"] for r in base + new}) == 1
+    assert all(compare.interleaved(b, n) for b, n in zip(base, new, strict=True))
     assert {r["conditions"]["git_commit"].removesuffix("-dirty") for r in new} == {commit}
     # each side imported its own build: new the working tree's package, base one outside it (the worktree)
     assert Path(new[0]["conditions"]["ab_package"]) == ROOT / "vkinfer"

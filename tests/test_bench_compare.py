@@ -28,8 +28,13 @@ def latencies(seed: int, n: int = 150, scale: float = 1.0) -> np.ndarray:
     return x * scale
 
 
-def rec(lat, model: str = MODEL, engine: str = "vkinfer", device: str = "cpu", threads: int = 1, **kw) -> dict:
+def rec(lat, model: str = MODEL, engine: str = "vkinfer", device: str = "cpu", threads: int = 1, side=None,
+        **kw) -> dict:
+    """A record; `side` ("base"/"new") marks it as one side of an interleaved `vkinfer bench ab` run, whose verdicts
+    compare keeps (other pairs need a same-code control: test_drift_*)."""
     lat = [float(v) for v in lat]
+    if side is not None:
+        kw["conditions"] = {**kw.get("conditions", {}), "ab_side": side, "ab_run": "run-1"}
     return records.new_record(model, engine, device, threads, runs=len(lat), warmup=5, latencies_ms=lat,
                               **stats.summary(lat), **kw)
 
@@ -44,7 +49,9 @@ def scaled_copy(src, dst, factor: float) -> str:
     out = []
     for r in records.read(src):
         lat = [v * factor for v in r["latencies_ms"]]
-        out.append({**r, "latencies_ms": lat, **stats.summary(lat)} if r["status"] == "ok" else r)
+        cond = dict(r["conditions"], **({"ab_side": "new"} if "ab_side" in r["conditions"] else {}))
+        out.append({**r, "latencies_ms": lat, **stats.summary(lat), "conditions": cond} if r["status"] == "ok"
+                   else r)
     return write(dst, out)
 
 
@@ -113,7 +120,7 @@ def test_verdict_rule():
 def test_same_distribution_is_not_flagged_over_seeds():
     flagged = 0
     for s in range(20):
-        res = compare.compare([rec(latencies(2 * s))], [rec(latencies(2 * s + 1))])
+        res = compare.compare([rec(latencies(2 * s), side="base")], [rec(latencies(2 * s + 1), side="new")])
         assert len(res) == 1 and res[0]["verdict"] in ("slower", "faster", "no significant change")
         flagged += res[0]["verdict"] != "no significant change"
     assert flagged <= 1, flagged
@@ -121,7 +128,8 @@ def test_same_distribution_is_not_flagged_over_seeds():
 
 @pytest.mark.parametrize("threshold", [None, 5.0])
 def test_injected_slowdown_is_flagged(tmp_path, capsys, threshold):
-    base = write(tmp_path / "base.jsonl", [rec(latencies(1)), rec(latencies(2), engine="onnxruntime"),
+    base = write(tmp_path / "base.jsonl", [rec(latencies(1), side="base"),
+                                           rec(latencies(2), engine="onnxruntime", side="base"),
                                            records.new_record(MODEL, "vkinfer", "vulkan", 1, status="missing",
                                                               runs=0, error="no Vulkan device")])
     new = scaled_copy(base, tmp_path / "new.jsonl", 1.1)
@@ -132,14 +140,15 @@ def test_injected_slowdown_is_flagged(tmp_path, capsys, threshold):
     assert "2 pair(s): 2 slower, 0 faster" in out
     # a copy unchanged: nothing flagged; the same build measured again: nothing flagged
     assert compare.main([base, scaled_copy(base, tmp_path / "same.jsonl", 1.0)]) == 0
-    again = write(tmp_path / "again.jsonl", [rec(latencies(11)), rec(latencies(12), engine="onnxruntime")])
+    again = write(tmp_path / "again.jsonl", [rec(latencies(11), side="new"),
+                                             rec(latencies(12), engine="onnxruntime", side="new")])
     assert compare.main([base, again]) == 0
     assert "slower" not in capsys.readouterr().out.split("pair(s):")[0]
 
 
 def test_speedup_is_faster_and_json(tmp_path, capsys):
-    base = write(tmp_path / "base.jsonl", [rec(latencies(1)), rec(latencies(5), model="other.onnx")])
-    new = write(tmp_path / "new.jsonl", [rec(latencies(2, scale=0.9)), rec(latencies(6), threads=2)])
+    base = write(tmp_path / "base.jsonl", [rec(latencies(1), side="base"), rec(latencies(5), model="other.onnx")])
+    new = write(tmp_path / "new.jsonl", [rec(latencies(2, scale=0.9), side="new"), rec(latencies(6), threads=2)])
     assert compare.main([base, new, "--json"]) == 0
     res = json.loads(capsys.readouterr().out)
     assert [r["verdict"] for r in res] == ["faster", "unmatched", "unmatched"]
@@ -149,11 +158,73 @@ def test_speedup_is_faster_and_json(tmp_path, capsys):
 
 
 def test_threshold_controls_the_verdict(tmp_path, capsys):
-    base = write(tmp_path / "base.jsonl", [rec(latencies(1))])
+    base = write(tmp_path / "base.jsonl", [rec(latencies(1), side="base")])
     new = scaled_copy(base, tmp_path / "new.jsonl", 1.1)
     assert compare.main([base, new, "--threshold", "20"]) == 0
     assert compare.main([base, new, "--threshold", "0", "--alpha", "0.01"]) == 1
     capsys.readouterr()
+
+
+# --- drift is not change -------------------------------------------------------------------------------------
+
+def _cond(commit: str, ort: str = "1.20.1") -> dict:
+    return {"git_commit": commit, "versions": {"onnxruntime": ort}}
+
+
+def test_drift_two_runs_of_the_same_commit_are_inconclusive(tmp_path, capsys):
+    """Issue 23: two `vkinfer bench` runs of one clean commit, the machine 16% faster in the second, were
+    reported "faster" (ratio 0.84, p = 5e-12). The same code cannot be faster: inconclusive, exit 0."""
+    c = _cond("a" * 40)
+    base = write(tmp_path / "b.jsonl", [rec(latencies(1), conditions=c)])
+    new = write(tmp_path / "n.jsonl", [rec(latencies(2, scale=0.84), conditions=c)])
+    assert compare.main([base, new, "--json"]) == 0
+    [r] = json.loads(capsys.readouterr().out)
+    assert r["p"] < 1e-6 and r["ratio"] == pytest.approx(0.84, abs=0.03)  # the statistics alone say "faster"
+    assert r["verdict"] == "inconclusive" and "same code" in r["note"] and "drift" in r["note"]
+
+
+def test_drift_a_moving_control_makes_a_change_inconclusive(tmp_path, capsys):
+    """vkinfer at another commit 0.84x, but onnxruntime (same version, interleaved with it) moved as much: drift."""
+    base = write(tmp_path / "b.jsonl", [rec(latencies(1), conditions=_cond("a" * 40)),
+                                        rec(latencies(3), engine="onnxruntime", conditions=_cond("a" * 40))])
+    new = write(tmp_path / "n.jsonl", [rec(latencies(2, scale=0.84), conditions=_cond("b" * 40)),
+                                       rec(latencies(4, scale=0.84), engine="onnxruntime", conditions=_cond("b" * 40))])
+    assert compare.main([base, new]) == 0
+    out = capsys.readouterr().out
+    assert "faster" not in out.split("pair(s):")[0] and "2 inconclusive" in out
+    assert "control onnxruntime on cpu (onnxruntime 1.20.1 in both) moved" in out
+
+
+def test_drift_a_steady_control_keeps_the_verdict(tmp_path, capsys):
+    base = write(tmp_path / "b.jsonl", [rec(latencies(1), conditions=_cond("a" * 40)),
+                                        rec(latencies(3), engine="onnxruntime", conditions=_cond("a" * 40))])
+    new = write(tmp_path / "n.jsonl", [rec(latencies(2, scale=1.2), conditions=_cond("b" * 40)),
+                                       rec(latencies(4), engine="onnxruntime", conditions=_cond("b" * 40))])
+    assert compare.main([base, new, "--json"]) == 1
+    vk, ort_ = json.loads(capsys.readouterr().out)
+    assert vk["verdict"] == "slower" and "control onnxruntime" in vk["note"] and "steady" in vk["note"]
+    assert ort_["verdict"] == "no significant change"
+    # another ORT version is no control: nothing vouches for the machine, so inconclusive
+    new2 = write(tmp_path / "n2.jsonl", [rec(latencies(2, scale=1.2), conditions=_cond("b" * 40)),
+                                         rec(latencies(4), engine="onnxruntime", conditions=_cond("b" * 40, "1.21"))])
+    assert compare.main([base, new2, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["verdict"] == "inconclusive"
+
+
+def test_drift_only_one_ab_run_is_interleaved(tmp_path):
+    """Files of two different `bench ab` runs were not measured together: their ab_run ids differ."""
+    b = rec(latencies(1), side="base")
+    n = rec(latencies(2, scale=1.2), side="new")
+    assert compare.compare([b], [n])[0]["verdict"] == "slower"
+    n["conditions"]["ab_run"] = "run-2"
+    assert compare.compare([b], [n])[0]["verdict"] == "inconclusive"
+
+
+def test_compare_help_documents_the_rule(capsys):
+    with pytest.raises(SystemExit):
+        compare._parser().parse_args(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "inconclusive" in text and "interleaved" in text and "same-code control" in text
 
 
 # --- bad input --------------------------------------------------------------------------------------------------

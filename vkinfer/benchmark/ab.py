@@ -24,7 +24,8 @@ the only trustworthy A/B comparison runs both builds at the same time, alternati
 4. **Writes** one record (vkinfer.benchmark.records, engine ``vkinfer``) per (model, side) to
    ``FILE.base.jsonl`` and ``FILE.new.jsonl`` (from ``--out FILE.jsonl``, default ``vkinfer-ab.jsonl``; both
    replaced), so that ``vkinfer bench compare FILE.base.jsonl FILE.new.jsonl`` runs on them. The side is in the
-   record's conditions: ``ab_side`` (``"base"`` or ``"new"``), ``ab_rev`` (REV as given), ``git_commit`` (REV's
+   record's conditions: ``ab_side`` (``"base"`` or ``"new"``), ``ab_run`` (one id for both files of a run:
+   compare keeps the verdict of such interleaved pairs only), ``ab_rev`` (REV as given), ``git_commit`` (REV's
    commit, or the working tree's with ``-dirty``), ``ab_package`` and ``ab_cpu_lib`` (the vkinfer package
    directory the worker imported and the C library it loads).
 5. **Prints the verdict** of vkinfer.benchmark.compare (ratio of medians new/base with a bootstrap interval,
@@ -55,6 +56,7 @@ import sys
 import sysconfig
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -463,11 +465,12 @@ def _run(a: argparse.Namespace, root: Path, tmp: Path) -> int:
     hellos = {s: h for s, (_, h) in started.items()}
     vk = vulkan_devices() if a.device.partition(":")[0] != "cpu" else "not used (--device cpu)"
     conds = {}
+    run_id = uuid.uuid4().hex  # ties the two files together: compare trusts only interleaved pairs' verdicts
     for side in SIDES:
         c = conditions(a.threads, a.cpus, vulkan=vk, commit=sha if side == "base" else new_commit)
         if a.cpus is not None:
             c["affinity"] = list(a.cpus)
-        c.update(ab_side=side, ab_rev=a.rev, ab_order="ABBA", ab_package=hellos[side]["package"],
+        c.update(ab_side=side, ab_run=run_id, ab_rev=a.rev, ab_order="ABBA", ab_package=hellos[side]["package"],
                  ab_cpu_lib=hellos[side].get("cpu_lib"),
                  python_executable=python)
         if side == "new" and slowdown:
