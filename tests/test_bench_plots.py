@@ -25,8 +25,10 @@ def _rec(model, engine, lat, device="cpu", threads=1, **kw):
 
 def _records(scale=1.0, seed=0):
     rng = np.random.default_rng(seed)
-    return [_rec("a.onnx", "vkinfer", scale * rng.normal(10, 0.2, 40)),
-            _rec("a.onnx", "onnxruntime", rng.normal(12, 0.3, 40)),
+    # vkinfer at commit `seed` beside the same onnxruntime: the steady control compare needs to call a change
+    cond = {"git_commit": f"{seed:040d}", "versions": {"onnxruntime": "1.20.1"}}
+    return [_rec("a.onnx", "vkinfer", scale * rng.normal(10, 0.2, 40), conditions=cond),
+            _rec("a.onnx", "onnxruntime", rng.normal(12, 0.3, 40), conditions=cond),
             _rec("zoo:mlp/qoperator", "vkinfer", scale * rng.normal(1, 0.02, 40)),
             records.new_record("zoo:mlp/qoperator", "ncnn", "cpu", 1, status="missing", error="not installed")]
 
