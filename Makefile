@@ -20,7 +20,7 @@ APT_PKGS := mesa-vulkan-drivers libvulkan-dev glslang-tools spirv-tools vulkan-v
 APT_NORECOMMENDS := chromium-common
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup apt native cpu test demo bench lint clean
+.PHONY: setup apt native cpu test demo bench lint clean gpu-check gpu-prep
 
 setup: apt $(VENV)/.installed native cpu
 
@@ -84,6 +84,18 @@ demo: setup
 bench: setup
 	$(VPY) bench/ops.py
 	$(VPY) bench/models.py
+
+# The one-command GPU check on whatever Vulkan device is present: the Vulkan test subset, MobileNetV2 and the
+# field models with Vulkan timestamps beside ncnn's int8 Vulkan and ONNX Runtime/litert on the CPU, auto's
+# placement and a calibration profile -> $OUT/gpu_check.json, gpu_check.md, profile.json (scripts/gpu-check.sh).
+# On a bare GPU machine (no Debian packages, no network): `make gpu-prep` here fills .gpu/, then run
+# `bash scripts/gpu-check.sh` there carrying .gpu and build/deps/kp-0.9.0 (it builds what it needs).
+OUT ?= build/gpu-check
+gpu-check: setup
+	OUT=$(abspath $(OUT)) GPU_CHECK_PREPARED=1 GPU_CHECK_PY=$(abspath $(VPY)) bash scripts/gpu-check.sh
+
+gpu-prep:
+	bash scripts/gpu-prep.sh
 
 lint: setup
 	$(VPY) -m ruff check vkinfer tests bench

@@ -1,0 +1,448 @@
+"""The model half of `make gpu-check`: whole models on the Vulkan device beside the peers, written to JSON.
+
+    python bench/gpu_check.py --out DIR [--junit DIR/junit.xml] [--repeat N] [--budget S] [--threads T]
+
+On whatever Vulkan device vkinfer picks ($VKINFER_DEVICE), for MobileNetV2 1.0/224 (ONNX QOperator and QDQ,
+TFLite int8) and the small field models (field_zoo's TFLite keyword spotters and wake-word net, field_onnx's
+MobileNetV3-small, YOLOv8n, DB text detector and CRNN, quantized by ONNX Runtime u8/s8 per channel):
+- vkinfer vulkan: session creation and first run (pipelines built; the SPIR-V cache is whatever $VKINFER_CACHE
+  holds), then the median wall time of `run` and the median device time from Vulkan timestamps (every Vulkan
+  segment's `last_device_ns`, summed);
+- vkinfer cpu and vkinfer auto (with auto's placement: nodes per device) on T threads;
+- the peer on the CPU on the same T threads: ONNX Runtime (CPUExecutionProvider, spinning off) or litert;
+- ncnn's int8 Vulkan on the same device and ncnn's int8 CPU, for MobileNetV2 (bench/ncnn_export.py writes the
+  ncnn model from the same float network; ncnn's own int8 scheme, so its outputs are not compared bit for bit).
+Engines are timed round-robin (one block of runs each per round) so that drift hits all of them alike.
+Exactness: vulkan's and auto's outputs must equal cpu's bit for bit (one contract on every device), and cpu's
+must equal ONNX Runtime's (bound 0) or litert's logits within 1 step (fixed-point vs float32 requantization).
+
+Writes DIR/gpu_check.json (device and driver, the tests' pass/fail counts from --junit, per model and engine:
+times, exactness, placement) and DIR/gpu_check.md (the table, also printed). Exit 1 when a model is not exact
+or an engine of vkinfer failed; 0 otherwise. A model that does not fit in --budget seconds is recorded as
+skipped, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+import xml.etree.ElementTree as ET
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import cpu_model, git_revision, markdown_table, package_version  # noqa: E402
+
+import vkinfer  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _device() -> dict:
+    """The Vulkan device vkinfer uses, with its driver, or why there is none."""
+    try:
+        from vkinfer._vk import get_device
+
+        d = get_device()
+        i = d.info
+        out = {"name": i.name, "type": i.type, "driver": i.driver, "driver_info": i.driver_info,
+               "api_version": i.api_version, "vendor_id": i.vendor_id, "device_id": i.device_id,
+               "timestamps": bool(getattr(d, "timestamps", False))}
+        for k in ("integer_dot_product", "dot_product", "push_shapes", "unified_memory", "subgroup_size"):
+            v = getattr(d, k, None)
+            if v is not None and not callable(v):
+                out[k] = v if isinstance(v, bool | int | float | str) else str(v)
+        return out
+    except Exception as e:
+        return {"error": f"{type(e).__name__}: {e}"}
+
+
+def junit_counts(path: Path | None) -> dict:
+    """passed/failed/errors/skipped and the failed tests' names from a pytest junit XML (missing: say so)."""
+    if path is None or not path.is_file():
+        return {"missing": str(path) if path else "no --junit given"}
+    try:
+        root = ET.parse(path).getroot()
+    except ET.ParseError as e:  # pytest stopped while writing it
+        return {"missing": f"{path}: {e}"}
+    counts = Counter()
+    failed: list[str] = []
+    for case in root.iter("testcase"):
+        name = f"{case.get('classname')}::{case.get('name')}"
+        kinds = {c.tag for c in case}
+        if "failure" in kinds:
+            counts["failed"] += 1
+            failed.append(name)
+        elif "error" in kinds:
+            counts["errors"] += 1
+            failed.append(name)
+        elif "skipped" in kinds:
+            counts["skipped"] += 1
+        else:
+            counts["passed"] += 1
+    return {**{k: counts.get(k, 0) for k in ("passed", "failed", "errors", "skipped")}, "failed_names": failed}
+
+
+# ---------------------------------------------------------------------------------------------------- models
+class Model:
+    """One model to time: its bytes, a feed, the peer, and (for MobileNetV2) the float ONNX ncnn is made from."""
+
+    def __init__(self, name: str, fmt: str, blob: bytes, feed: dict[str, np.ndarray], float_onnx=None):
+        self.name, self.fmt, self.blob, self.feed, self.float_onnx = name, fmt, blob, feed, float_onnx
+
+    @property
+    def tflite(self) -> bool:
+        return self.fmt.startswith("tflite")
+
+    @property
+    def peer(self) -> str:
+        return "litert" if self.tflite else "onnxruntime"
+
+
+def _models(quick: bool) -> list[tuple[str, str, Callable[[], Model]]]:
+    """(name, format, builder) in the order they are timed: MobileNetV2 first, then the field models."""
+    import models as bm  # bench/models.py: its cases, model cache and feeds
+
+    from vkinfer.models import field_onnx, field_zoo, zoo
+
+    def zoo_case(name: str, fmt: str) -> Callable[[], Model]:
+        def build() -> Model:
+            case = bm.Case(name, fmt)
+            blob, _ = bm.cached_model(case)
+            if case.tflite:
+                return Model(name, fmt, blob, bm.tflite_feed(blob))
+            import onnx
+
+            feed = zoo.random_inputs(onnx.load_from_string(blob), seed=bm.INPUT_SEED)
+            return Model(name, fmt, blob, feed, zoo.BUILDERS[name](seed=bm.MODEL_SEED))
+        return build
+
+    def field_tflite(name: str) -> Callable[[], Model]:
+        def build() -> Model:
+            blob = field_zoo.FIELD_MODELS[name](seed=0, dtype="int8")
+            return Model(name, "tflite-i8", blob, field_zoo.field_inputs(name, seed=0, dtype="int8"))
+        return build
+
+    def field_onnx_case(name: str) -> Callable[[], Model]:
+        def build() -> Model:
+            import logging
+
+            logging.disable(logging.WARNING)
+            try:
+                q = zoo.quantize(field_onnx.preprocess(field_onnx.BUILDERS[name]()), fmt="qdq", seed=7, num_calib=4,
+                                 activation_type="uint8", per_channel=True, reduce_range=True)
+            finally:
+                logging.disable(logging.NOTSET)
+            return Model(name, "qdq", q.SerializeToString(), field_onnx.float_inputs(q, seed=11))
+        return build
+
+    out = [("mobilenet_v2", "qoperator", zoo_case("mobilenet_v2", "qoperator"))]
+    if not quick:
+        out += [("mobilenet_v2", "qdq", zoo_case("mobilenet_v2", "qdq")),
+                ("mobilenet_v2", "tflite-i8", zoo_case("mobilenet_v2", "tflite-i8"))]
+    out += [(n, "tflite-i8", field_tflite(n)) for n in field_zoo.FIELD_MODELS]
+    out += [(n, "qdq", field_onnx_case(n)) for n in field_onnx.BUILDERS]
+    return out
+
+
+# --------------------------------------------------------------------------------------------------- engines
+class Engine:
+    """A named way to run one model: `run()` returns the outputs; `device_ms()` the last run's device time."""
+
+    def __init__(self, name: str, run: Callable[[], list[np.ndarray]], names: list[str], threads: int,
+                 device_ms: Callable[[], float | None] | None = None):
+        self.name, self.run, self.names, self.threads = name, run, names, threads
+        self.device_ms = device_ms or (lambda: None)
+        self.wall: list[float] = []
+        self.dev: list[float] = []
+
+
+def _vk_segments(sess, feed) -> list:
+    plan = sess.plan(feed)
+    return [] if plan is None else [s.runner for s in plan.segments if str(s.device).startswith("vulkan")]
+
+
+def vkinfer_engine(m: Model, device: str, threads: int, info: dict) -> Engine:
+    t0 = time.perf_counter()
+    sess = vkinfer.InferenceSession(m.blob, device=device, threads=threads)
+    t1 = time.perf_counter()
+    out = sess.run(None, m.feed)
+    t2 = time.perf_counter()
+    info.update(create_s=t1 - t0, first_run_s=t2 - t1)
+    if device == "auto":
+        info["placement"] = dict(Counter(v.split(":")[0] for v in sess.placement.values()))
+    segs = _vk_segments(sess, m.feed) if device != "cpu" else []
+    for s in segs:
+        s.timed = True
+
+    def device_ms() -> float | None:
+        ns = [s.last_device_ns for s in segs]
+        return None if not ns or any(v is None for v in ns) else sum(ns) * 1e-6
+
+    names = [o.name for o in sess.get_outputs()]
+    eng = Engine(f"vkinfer {device}", lambda: sess.run(None, m.feed), names, threads, device_ms)
+    eng.first = out  # type: ignore[attr-defined]
+    return eng
+
+
+def peer_engine(m: Model, threads: int) -> Engine:
+    import models as bm
+
+    run, names = (bm.litert_runner if m.tflite else bm.ort_runner)(m.blob, m.feed, threads)
+    return Engine(m.peer, run, names, threads)
+
+
+def ncnn_engines(m: Model, threads: int, workdir: Path, vk_index: int | None) -> list[Engine]:
+    """ncnn's int8 MobileNetV2 on the Vulkan device and on the CPU (same float network, ncnn's int8 scheme)."""
+    import ncnn
+    import ncnn_export  # bench/ncnn_export.py
+
+    x = next(iter(m.feed.values()))
+    calib = [np.random.default_rng(s).standard_normal(x.shape).astype(np.float32) for s in range(4)]
+    param, binf = ncnn_export.export(m.float_onnx, workdir, m.name, int8=True, calib=calib)
+    out = []
+    for vulkan in (True, False):
+        if vulkan and ncnn.get_gpu_count() == 0:
+            continue
+        net = ncnn.Net()
+        net.opt.use_vulkan_compute = vulkan
+        net.opt.use_int8_inference = True
+        net.opt.num_threads = threads
+        if vulkan and vk_index is not None:
+            net.set_vulkan_device(vk_index)
+        net.load_param(str(param))
+        net.load_model(str(binf))
+        in_name, out_name = net.input_names()[0], net.output_names()[-1]
+        xin = np.ascontiguousarray(x[0], dtype=np.float32)
+
+        def run(net=net, in_name=in_name, out_name=out_name, xin=xin) -> list[np.ndarray]:
+            with net.create_extractor() as ex:
+                ex.input(in_name, ncnn.Mat(xin))
+                _, y = ex.extract(out_name)
+                return [np.array(y)]
+
+        out.append(Engine(f"ncnn int8 {'vulkan' if vulkan else 'cpu'}", run, [out_name], threads))
+    return out
+
+
+def _ncnn_vk_index(dev: dict) -> int | None:
+    """ncnn's index of the device vkinfer uses (matched by name), or None for ncnn's default."""
+    try:
+        import ncnn
+
+        for i in range(ncnn.get_gpu_count()):
+            if ncnn.get_gpu_info(i).device_name() == dev.get("name"):
+                return i
+    except Exception:
+        pass
+    return None
+
+
+# ------------------------------------------------------------------------------------------------- exactness
+def compare(got: Engine, want: Engine, bound: int, only: tuple[str, ...] | None = None) -> dict:
+    """Max difference (steps for integers, absolute for floats) over the outputs both have (`only` if given)."""
+    g = dict(zip(got.names, got.run(), strict=True))
+    w = dict(zip(want.names, want.run(), strict=True))
+    names = [n for n in w if (only is None or n in only)]
+    worst, exact, detail = 0.0, True, {}
+    for n in names:
+        a, b = g.get(n), w[n]
+        if a is None or a.shape != b.shape or a.dtype != b.dtype:
+            detail[n] = "missing" if a is None else f"{a.dtype}{a.shape} vs {b.dtype}{b.shape}"
+            exact, worst = False, float("inf")
+            continue
+        if a.dtype.kind in "iub":
+            d = float(np.abs(a.astype(np.int64) - b.astype(np.int64)).max(initial=0))
+        else:
+            same = (a.view(np.uint8) == b.view(np.uint8)).all()
+            d = 0.0 if same else float(np.nan_to_num(np.abs(a.astype(np.float64) - b.astype(np.float64)),
+                                                     nan=np.inf).max(initial=0))
+        detail[n] = d
+        worst = max(worst, d)
+        exact &= d == 0
+    return {"against": want.name, "exact": bool(exact), "max_diff": worst, "bound": bound,
+            "ok": bool(worst <= bound), "outputs": detail}
+
+
+# ---------------------------------------------------------------------------------------------------- timing
+def round_robin(engines: list[Engine], repeat: int, rounds: int, deadline: float) -> None:
+    """`repeat` timed runs per engine, in `rounds` blocks taken in turn (after one warm-up run each)."""
+    for e in engines:
+        e.run()
+    per = max(1, repeat // rounds)
+    for _ in range(rounds):
+        for e in engines:
+            for _ in range(per):
+                t0 = time.perf_counter()
+                e.run()
+                e.wall.append(time.perf_counter() - t0)
+                d = e.device_ms()
+                if d is not None:
+                    e.dev.append(d)
+        if time.monotonic() > deadline:
+            break
+
+
+def _ms(v: list[float], scale: float = 1e3) -> float | None:
+    return None if not v else round(float(np.median(v)) * scale, 4)
+
+
+def time_model(m: Model, threads: int, repeat: int, deadline: float, workdir: Path, dev: dict) -> dict:
+    rec: dict = {"model": m.name, "format": m.fmt, "peer": m.peer, "threads": threads, "engines": {}}
+    engines: list[Engine] = []
+    for device in ("vulkan", "cpu", "auto"):
+        info: dict = {}
+        rec["engines"][f"vkinfer {device}"] = info
+        try:
+            engines.append(vkinfer_engine(m, device, threads, info))
+        except Exception as e:
+            info["error"] = f"{type(e).__name__}: {e}"
+            info["traceback"] = traceback.format_exc(limit=6)
+    try:
+        peer = peer_engine(m, threads)
+        engines.append(peer)
+        rec["engines"][peer.name] = {}
+    except Exception as e:
+        peer = None
+        rec["engines"][m.peer] = {"error": f"{type(e).__name__}: {e}"}
+    if m.float_onnx is not None:
+        try:
+            for e in ncnn_engines(m, threads, workdir, _ncnn_vk_index(dev)):
+                engines.append(e)
+                rec["engines"][e.name] = {}
+        except Exception as e:
+            rec["engines"]["ncnn int8"] = {"error": f"{type(e).__name__}: {e}"}
+    by = {e.name: e for e in engines}
+    # exactness before timing: every device equals cpu bit for bit; cpu equals the peer
+    cpu = by.get("vkinfer cpu")
+    checks: dict = {}
+    for name in ("vkinfer vulkan", "vkinfer auto"):
+        if name in by and cpu is not None:
+            checks[name] = compare(by[name], cpu, 0)
+    if cpu is not None and peer is not None:
+        only = ("logits",) if m.tflite and "logits" in peer.names else None
+        checks["vkinfer cpu"] = compare(cpu, peer, 1 if m.tflite else 0, only)
+    rec["exact"] = checks
+    rec["ok"] = all(c["ok"] for c in checks.values()) and all(
+        "error" not in rec["engines"].get(f"vkinfer {d}", {}) for d in ("vulkan", "cpu", "auto"))
+    round_robin(engines, repeat, rounds=5, deadline=deadline)
+    for e in engines:
+        r = rec["engines"][e.name]
+        r.update(median_ms=_ms(e.wall), p90_ms=None if not e.wall else round(float(np.percentile(e.wall, 90)) * 1e3, 4),
+                 runs=len(e.wall), threads=e.threads)
+        if e.dev:
+            r["device_ms"] = _ms(e.dev, 1.0)
+    return rec
+
+
+# ----------------------------------------------------------------------------------------------------- table
+COLUMNS = ["vkinfer vulkan", "vkinfer cpu", "vkinfer auto", "onnxruntime", "litert", "ncnn int8 vulkan",
+           "ncnn int8 cpu"]
+
+
+def table(records: list[dict], threads: int) -> str:
+    head = ["model", "format", "vulkan ms (device ms)", f"cpu ms ({threads}t)", "auto ms [placement]",
+            f"peer ms ({threads}t)", "ncnn int8 vulkan ms", "ncnn int8 cpu ms", "exact"]
+    rows = []
+    for r in records:
+        if "skipped" in r:
+            rows.append([r["model"], r["format"], *(["-"] * 6), r["skipped"]])
+            continue
+        e = r["engines"]
+
+        def cell(k: str, e=e) -> str:
+            v = e.get(k, {})
+            if "error" in v:
+                return "error"
+            return "-" if v.get("median_ms") is None else f"{v['median_ms']:.3f}"
+
+        vk = cell("vkinfer vulkan")
+        if e.get("vkinfer vulkan", {}).get("device_ms") is not None:
+            vk += f" ({e['vkinfer vulkan']['device_ms']:.3f})"
+        auto = cell("vkinfer auto")
+        pl = e.get("vkinfer auto", {}).get("placement")
+        if pl:
+            auto += " [" + " ".join(f"{k}:{v}" for k, v in sorted(pl.items())) + "]"
+        exact = "yes" if r.get("ok") else "NO: " + ", ".join(
+            f"{k} {c['max_diff']}" for k, c in r.get("exact", {}).items() if not c["ok"])
+        rows.append([r["model"], r["format"], vk, cell("vkinfer cpu"), auto, cell(r["peer"]),
+                     cell("ncnn int8 vulkan"), cell("ncnn int8 cpu"), exact])
+    return markdown_table(head, rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, help="folder for gpu_check.json and gpu_check.md")
+    ap.add_argument("--junit", help="pytest's junit XML of the Vulkan test subset (its counts go in the JSON)")
+    ap.add_argument("--repeat", type=int, default=20, help="timed runs per engine and model (default 20)")
+    ap.add_argument("--threads", type=int, help="CPU threads for vkinfer cpu/auto and the peers (default: "
+                    "vkinfer.cpu.default_threads())")
+    ap.add_argument("--budget", type=float, default=240.0, help="seconds for all models; later ones are skipped")
+    ap.add_argument("--quick", action="store_true", help="MobileNetV2 QOperator and the field models only")
+    ap.add_argument("--merge-junit", action="store_true", help="only put --junit's counts into an existing "
+                    "DIR/gpu_check.json and rewrite the table (the tests run after the models)")
+    args = ap.parse_args(argv)
+    if args.repeat < 1 or (args.threads is not None and args.threads < 1) or args.budget <= 0:
+        ap.error("--repeat, --threads and --budget must be positive")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.merge_junit:
+        result = json.loads((out / "gpu_check.json").read_text())
+        result["tests"] = junit_counts(Path(args.junit) if args.junit else None)
+        return finish(result, out)
+    from vkinfer import cpu
+
+    threads = args.threads or cpu.default_threads()
+    start = time.monotonic()
+    dev = _device()
+    result = {"date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "device": dev,
+              "host": {"cpu": cpu_model(), "cpu_count": os.cpu_count(), "platform": platform.platform(),
+                       "python": platform.python_version()},
+              "versions": {p: package_version(p) for p in ("numpy", "onnx", "onnxruntime", "ai-edge-litert", "ncnn")},
+              "git": git_revision(ROOT), "threads": threads, "repeat": args.repeat,
+              "tests": junit_counts(Path(args.junit) if args.junit else None), "models": []}
+    print(f"device: {json.dumps(dev)}\nthreads {threads}, {args.repeat} runs per engine", flush=True)
+    work = out / "ncnn-models"
+    for name, fmt, build in _models(args.quick):
+        left = args.budget - (time.monotonic() - start)
+        if left < 5:
+            result["models"].append({"model": name, "format": fmt, "skipped": "over --budget"})
+            continue
+        t0 = time.monotonic()
+        try:
+            rec = time_model(build(), threads, args.repeat, time.monotonic() + left * 0.5, work, dev)
+        except Exception as e:
+            rec = {"model": name, "format": fmt, "ok": False, "error": f"{type(e).__name__}: {e}",
+                   "traceback": traceback.format_exc(limit=8), "engines": {}, "peer": "?"}
+        rec["seconds"] = round(time.monotonic() - t0, 2)
+        result["models"].append(rec)
+        print(f"  {name}/{fmt}: {rec['seconds']} s, ok={rec.get('ok')}", flush=True)
+        (out / "gpu_check.json").write_text(json.dumps(result, indent=1, default=str))  # partial results survive
+    return finish(result, out)
+
+
+def finish(result: dict, out: Path) -> int:
+    """Write gpu_check.json and gpu_check.md, print the table; 1 when a model is not exact or vkinfer failed."""
+    dev, tests, threads = result["device"], result["tests"], result["threads"]
+    md = table(result["models"], threads)
+    head = (f"GPU check: {dev.get('name', dev.get('error'))} (driver {dev.get('driver', '?')} "
+            f"{dev.get('driver_info', '')}); host {result['host']['cpu']}, {threads} CPU thread(s)\n"
+            f"tests: " + (", ".join(f"{k} {tests[k]}" for k in ("passed", "failed", "errors", "skipped"))
+                          if "passed" in tests else tests.get("missing", "?")) + "\n\n")
+    (out / "gpu_check.md").write_text(head + md + "\n")
+    (out / "gpu_check.json").write_text(json.dumps(result, indent=1, default=str))
+    print(head + md)
+    bad = [r for r in result["models"] if "skipped" not in r and not r.get("ok")]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
