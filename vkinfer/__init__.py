@@ -27,17 +27,42 @@ def devices() -> list[DeviceInfo]:
 
 
 if TYPE_CHECKING:
-    from .model.session import InferenceSession
+    from .ort import (
+        ExecutionMode,
+        GraphOptimizationLevel,
+        InferenceSession,
+        IOBinding,
+        ModelMetadata,
+        NodeArg,
+        OrtValue,
+        RunOptions,
+        SessionOptions,
+        get_all_providers,
+        get_available_providers,
+        get_device,
+    )
+
+
+# ONNX Runtime's API (vkinfer/ort.py: `import vkinfer as ort` runs an onnxruntime script) and LiteRT's
+# (vkinfer/tflite.py: vkinfer.tflite.Interpreter); they need the `onnx` package, so they load when first asked for.
+_ORT_NAMES = ("InferenceSession", "SessionOptions", "RunOptions", "GraphOptimizationLevel", "ExecutionMode",
+              "ModelMetadata", "IOBinding", "OrtValue", "NodeArg", "get_available_providers", "get_all_providers",
+              "get_device")
 
 
 def __getattr__(name: str):
-    # InferenceSession needs the `onnx` package; load it only when asked for.
-    if name == "InferenceSession":
-        from .model.session import InferenceSession
+    if name in _ORT_NAMES:
+        from . import ort
 
-        return InferenceSession
+        return getattr(ort, name)
+    if name in ("ort", "tflite"):
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'vkinfer' has no attribute {name!r}")
 
 
-__all__ = ["ops", "devices", "InferenceSession", "DeviceInfo", "VkInferError", "VulkanUnavailableError",
-           "PlacementError", "ShaderCompileError", "__version__"]
+__all__ = ["ops", "devices", "DeviceInfo", "VkInferError", "VulkanUnavailableError", "PlacementError",
+           "ShaderCompileError", "__version__", "InferenceSession", "SessionOptions", "RunOptions",
+           "GraphOptimizationLevel", "ExecutionMode", "ModelMetadata", "IOBinding", "OrtValue", "NodeArg",
+           "get_available_providers", "get_all_providers", "get_device"]

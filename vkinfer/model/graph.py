@@ -42,3 +42,8 @@ class Graph:
     inputs: list[TensorInfo]
     outputs: list[TensorInfo]
     consts: dict[str, np.ndarray]
+    # What the importer read from the file besides the computation (set once, after the import's passes):
+    # "model" (ONNX Runtime's ModelMetadata fields), "quantization" (graph input/output name -> (scale, zero point)
+    # of an 8-bit tensor where the model defines them) and, for TFLite, "tflite" (the file's tensor names, indices,
+    # shape signatures, quantization parameters and SignatureDefs; vkinfer.tflite.Interpreter reads them).
+    meta: dict = field(default_factory=dict)

@@ -116,4 +116,56 @@ def import_onnx(model, supported: dict[str, str | None]) -> Graph:
     if not eight_bit and not any(n.op in quant_ops or n.op.split(":")[-1].startswith("QLinear") for n in nodes):
         raise UnsupportedModelError("the model has no quantized tensors or ops: vkinfer runs 8-bit models; "
                                     "quantize it first, e.g. with onnxruntime.quantization.quantize_static")
+    graph.meta = _meta(m, consts, graph)
     return graph
+
+
+# Quantized ops as the model writes them: the input positions of their output's scale and zero point, and of
+# their 8-bit data inputs (each followed by its own scale and zero point).
+_Y_PARAMS = {"QuantizeLinear": (1, 2), "QLinearConv": (6, 7), "QLinearMatMul": (6, 7),
+             "com.microsoft:QLinearAdd": (6, 7), "com.microsoft:QLinearMul": (6, 7), "com.microsoft:QGemm": (7, 8),
+             "com.microsoft:QLinearConcat": (0, 1), "com.microsoft:QLinearGlobalAveragePool": (3, 4),
+             "com.microsoft:QLinearAveragePool": (3, 4), "com.microsoft:QLinearSigmoid": (3, 4),
+             "com.microsoft:QLinearLeakyRelu": (3, 4), "com.microsoft:QLinearSoftmax": (3, 4),
+             "com.microsoft:QLinearReduceMean": (3, 4)}
+_X_SLOTS = {"DequantizeLinear": (0,), "QLinearMatMul": (0, 3), "com.microsoft:QLinearAdd": (0, 3),
+            "com.microsoft:QLinearMul": (0, 3), "com.microsoft:QGemm": (0, 3)}
+
+
+def _meta(m: onnx.ModelProto, consts: dict[str, np.ndarray], graph: Graph) -> dict:
+    """Graph.meta of an ONNX model: ONNX Runtime's ModelMetadata fields, and the scale and zero point of each 8-bit
+    graph input and output where the model gives them (the QuantizeLinear or QLinear op writing it, else the
+    DequantizeLinear or QLinear op reading it: QDQ and QOperator models alike)."""
+    def op(n) -> str:
+        return f"{n.domain}:{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type
+
+    def params(n, i: int, j: int, dtype: np.dtype) -> tuple[float, int] | None:
+        ins = list(n.input)
+        scale = consts.get(ins[i]) if i < len(ins) else None
+        zp = consts.get(ins[j]) if j < len(ins) and ins[j] else np.zeros((), dtype)
+        if scale is None or zp is None or scale.size != 1 or zp.size != 1 or scale.dtype.kind != "f":
+            return None
+        return float(scale.reshape(())), int(zp.reshape(()))
+
+    quant: dict[str, tuple[float, int]] = {}
+    for t in [*graph.inputs, *graph.outputs]:
+        if t.dtype not in (np.uint8, np.int8) or t.name in quant:
+            continue
+        for n in m.graph.node:
+            o = op(n)
+            if t.name in n.output and o in _Y_PARAMS and n.output[0] == t.name:
+                q = params(n, *_Y_PARAMS[o], t.dtype)
+            elif t.name in n.input and (o in _Y_PARAMS or o == "DequantizeLinear") and o != "QuantizeLinear":
+                slots = _X_SLOTS.get(o, range(2, len(n.input), 3) if o.endswith("QLinearConcat") else (0,))
+                i = next((i for i in slots if i < len(n.input) and n.input[i] == t.name), None)
+                q = None if i is None else params(n, i + 1, i + 2, t.dtype)
+            else:
+                continue
+            if q is not None:
+                quant[t.name] = q
+                break
+    model = {"producer_name": m.producer_name, "producer_version": m.producer_version, "graph_name": m.graph.name,
+             "domain": m.domain, "description": m.doc_string, "graph_description": m.graph.doc_string,
+             "version": m.model_version if m.HasField("model_version") else 2 ** 63 - 1,
+             "custom_metadata_map": {p.key: p.value for p in m.metadata_props}}
+    return {"format": "onnx", "model": model, "quantization": quant}

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import threading
 import warnings
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -41,13 +42,17 @@ if TYPE_CHECKING:
 
 
 class NodeArg:
-    """ONNX Runtime's NodeArg: name, shape and type of a model input or output."""
+    """ONNX Runtime's NodeArg: name, shape and type of a model input or output; vkinfer adds `quantization`, an
+    8-bit tensor's (scale, zero point) where the model defines them (QDQ: its QuantizeLinear / DequantizeLinear;
+    QOperator: the QLinear op writing or reading it; TFLite: the tensor's parameters), else None."""
 
-    def __init__(self, info: TensorInfo):
+    def __init__(self, info: TensorInfo, quantization: tuple[float, int] | None = None):
         self.name, self.shape, self.type = info.name, list(info.shape) if info.shape else None, info.type
+        self.quantization = quantization
 
     def __repr__(self) -> str:
-        return f"NodeArg(name={self.name!r}, type={self.type!r}, shape={self.shape})"
+        q = f", quantization={self.quantization}" if self.quantization is not None else ""
+        return f"NodeArg(name={self.name!r}, type={self.type!r}, shape={self.shape}{q})"
 
 
 def _auto_devices() -> list[str]:
@@ -289,10 +294,14 @@ class InferenceSession:
         return self._run_threads
 
     def get_inputs(self) -> list[NodeArg]:
-        return [NodeArg(t) for t in self.graph.inputs if t.name not in self._state_names]
+        """The model's inputs (a streaming model's state excluded)."""
+        q = self.graph.meta.get("quantization", {})
+        return [NodeArg(t, q.get(t.name)) for t in self.graph.inputs if t.name not in self._state_names]
 
     def get_outputs(self) -> list[NodeArg]:
-        return [NodeArg(t) for t in self.graph.outputs[:self._user_outputs]]
+        """The model's outputs."""
+        q = self.graph.meta.get("quantization", {})
+        return [NodeArg(t, q.get(t.name)) for t in self.graph.outputs[:self._user_outputs]]
 
     def reset_state(self) -> None:
         """Streaming (stateful) models: restore every resource variable to the value the model's CALL_ONCE init
@@ -300,8 +309,10 @@ class InferenceSession:
         with self._state_lock:
             self._state = {v.input: v.initial.copy() for v in self._variables}
 
-    def run(self, output_names: list[str] | None, input_feed: dict[str, np.ndarray]) -> list[np.ndarray]:
-        """Outputs named by `output_names` (all when None) for the inputs in `input_feed`.
+    def run(self, output_names: list[str] | None, input_feed: dict[str, np.ndarray],
+            run_options=None) -> list[np.ndarray]:
+        """Outputs named by `output_names` (all when None or empty, as in ONNX Runtime) for the inputs in
+        `input_feed`. `run_options`: a vkinfer.RunOptions (its `terminate` flag set refuses the run).
 
         A streaming TFLite model's resource variables persist from one `run` to the next of this session (state
         per session; `reset_state()` restarts them): each run reads their values and stores the ones it assigns.
@@ -309,19 +320,23 @@ class InferenceSession:
         one left, in the order they take the lock); stateless sessions run concurrently as described in
         `__init__`."""
         native = self._native
-        if native is not None and (output_names is None or output_names == self._outs):
+        if native is not None and run_options is None and (output_names is None or output_names == self._outs):
             out = native(input_feed)  # None: a feed the general path must check (and name what is wrong)
             if type(out) is list:
                 return out
             if out is not None:  # a CPU graph's status: raise its error
                 self._native_failed(out, input_feed)
+        if run_options is not None and getattr(run_options, "terminate", False):
+            raise RuntimeError("run refused: the RunOptions' terminate flag is set")
+        if not output_names:
+            output_names = None
         if not self._variables:
             return self._run_graph(output_names, input_feed)
         if not isinstance(input_feed, dict):
             raise TypeError(f"input_feed must be a dict of input name -> array, got {type(input_feed).__name__}")
-        hidden = [k for k in input_feed if k in self._state_names]
+        users = [t.name for t in self.graph.inputs if t.name not in self._state_names]
+        hidden = [k for k in input_feed if k not in users]  # the state's names included
         if hidden:
-            users = [t.name for t in self.graph.inputs if t.name not in self._state_names]
             raise ValueError(f"unknown input(s) {hidden}; the model's inputs: {users}")
         names = self._outs if output_names is None else list(output_names)
         unknown = [n for n in names if n not in self._outs]
@@ -355,6 +370,11 @@ class InferenceSession:
                 return fast[0].run(dict(zip((f[0] for f in fast[1]), arrays, strict=True)), fast[2],
                                    self._threads())
         g = self.graph
+        if not isinstance(input_feed, Mapping):
+            raise TypeError(f"input_feed must be a dict of input name -> array, got {type(input_feed).__name__}")
+        unknown = [k for k in input_feed if k not in {t.name for t in g.inputs}]
+        if unknown:
+            raise ValueError(f"unknown input(s) {unknown}; the model's inputs: {[i.name for i in g.inputs]}")
         values: dict[str, np.ndarray] = dict(g.consts)
         for t in g.inputs:
             if t.name not in input_feed:
@@ -369,9 +389,6 @@ class InferenceSession:
                     isinstance(d, int) and d > 0 and d != s for d, s in zip(t.shape, v.shape, strict=True))):
                 raise ValueError(f"input {t.name!r} must have shape {list(t.shape)}, got {list(v.shape)}")
             values[t.name] = v
-        unknown = [k for k in input_feed if k not in {t.name for t in g.inputs}]
-        if unknown:
-            raise ValueError(f"unknown input(s) {unknown}; the model's inputs: {[i.name for i in g.inputs]}")
         names = output_names if output_names is not None else [t.name for t in g.outputs]
         plan = self.plan({t.name: values[t.name] for t in g.inputs})
         if plan is not None and set(names) <= {t.name for t in g.outputs}:
@@ -379,5 +396,5 @@ class InferenceSession:
         interpret(g, values, self._host_device)
         missing = [n for n in names if n not in values]
         if missing:
-            raise ValueError(f"unknown output(s) {missing}")
+            raise ValueError(f"unknown output(s) {missing}; the model's outputs: {[t.name for t in g.outputs]}")
         return [values[n] for n in names]

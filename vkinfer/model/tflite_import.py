@@ -1061,7 +1061,81 @@ def import_tflite(model: str | os.PathLike | bytes, supported: dict[str, str | N
     check_graph(graph)  # ops writing a subgraph input or one another's outputs, reading what nothing writes
     graph.variables = variables
     graph.user_outputs = user_outputs
+    try:
+        graph.meta = _file_meta(blob, ins, outs, [t.name for t in inputs[:len(ins)]], out_names)
+    except Exception as e:  # noqa: BLE001 - flatbuffers reads lazily: a corrupt table fails here
+        raise ValueError(f"not a readable TFLite model ({type(e).__name__}: {e})") from None
     return graph
+
+
+# TFLite TensorType -> numpy type, as ai-edge-litert reports a tensor's dtype (types without one are left out).
+_DETAIL_TYPES = {0: np.float32, 1: np.float16, 2: np.int32, 3: np.uint8, 4: np.int64, 6: np.bool_, 7: np.int16,
+                 8: np.complex64, 9: np.int8, 10: np.float64, 11: np.complex128, 12: np.uint64, 15: np.uint32,
+                 16: np.uint16}
+
+
+def _file_meta(blob: bytes, ins: list[int], outs: list[int], in_names: list[str], out_names: list[str]) -> dict:
+    """Graph.meta of a TFLite model: what the file says beside the computation, read as it is written.
+
+    "tflite": "tensors" (subgraph 0's tensors by index: name, shape, shape_signature, TFLite type, numpy type or
+    None, scales, zero_points, quantized_dimension), "inputs" / "outputs" (the subgraph's tensor indices, in order)
+    with "input_names" / "output_names" (the graph tensor each one is: the TFLite name, or "name:index" where
+    names repeat), "signatures" (SignatureDef key -> {"inputs": {name: tensor index}, "outputs": {...},
+    "subgraph_index"}). "model": ONNX Runtime's ModelMetadata fields (the file's description as producer and
+    description, subgraph 0's name as graph name, the schema version, metadata entries as strings). "quantization":
+    each 8-bit graph input and output's per-tensor (scale, zero point)."""
+    import tflite
+
+    model = tflite.Model.GetRootAsModel(blob, 0)
+    sg = model.Subgraphs(0)
+    tensors = []
+    for i in range(sg.TensorsLength()):
+        t = sg.Tensors(i)
+        shape = [int(v) for v in t.ShapeAsNumpy()] if t.ShapeLength() else []
+        sig = [int(v) for v in t.ShapeSignatureAsNumpy()] if t.ShapeSignatureLength() else list(shape)
+        q = t.Quantization()
+        scales = q.ScaleAsNumpy().astype(np.float32) if q is not None and q.ScaleLength() else np.zeros(0, np.float32)
+        zps = (q.ZeroPointAsNumpy().astype(np.int32) if q is not None and q.ZeroPointLength()
+               else np.zeros(scales.size, np.int32))
+        tensors.append({"name": t.Name().decode() if t.Name() else "", "shape": shape, "shape_signature": sig,
+                        "type": int(t.Type()), "dtype": _DETAIL_TYPES.get(int(t.Type())), "scales": scales,
+                        "zero_points": zps, "quantized_dimension": int(q.QuantizedDimension()) if q is not None else 0})
+    signatures = {}
+    for k in range(model.SignatureDefsLength()):
+        d = model.SignatureDefs(k)
+
+        def tensor_map(n: int, get) -> dict[str, int]:
+            return {get(j).Name().decode(): int(get(j).TensorIndex()) for j in range(n)}
+
+        signatures[d.SignatureKey().decode() if d.SignatureKey() else ""] = {
+            "inputs": tensor_map(d.InputsLength(), d.Inputs), "outputs": tensor_map(d.OutputsLength(), d.Outputs),
+            "subgraph_index": int(d.SubgraphIndex())}
+    entries = {}
+    for k in range(model.MetadataLength()):
+        e = model.Metadata(k)
+        raw = b""
+        if 0 < e.Buffer() < model.BuffersLength():
+            buf = model.Buffers(e.Buffer())
+            raw = (blob[buf.Offset():buf.Offset() + buf.Size()] if buf.Offset() > 1
+                   else buf.DataAsNumpy().tobytes() if buf.DataLength() else b"")
+        try:
+            value = raw.rstrip(b"\0").decode()
+        except UnicodeDecodeError:
+            value = f"<{len(raw)} bytes>"
+        entries[e.Name().decode() if e.Name() else f"metadata_{k}"] = value
+    description = model.Description().decode() if model.Description() else ""
+    meta_model = {"producer_name": description, "producer_version": "", "graph_name": sg.Name().decode()
+                  if sg.Name() else "", "domain": "", "description": description, "graph_description": "",
+                  "version": int(model.Version()), "custom_metadata_map": entries}
+    quant = {}
+    for i, name in [*zip(ins, in_names, strict=True), *zip(outs, out_names, strict=True)]:
+        t = tensors[i]
+        if t["dtype"] in (np.uint8, np.int8) and t["scales"].size == 1:
+            quant[name] = (float(t["scales"][0]), int(t["zero_points"][0]))
+    return {"format": "tflite", "model": meta_model, "quantization": quant,
+            "tflite": {"tensors": tensors, "inputs": list(ins), "outputs": list(outs), "input_names": list(in_names),
+                       "output_names": list(out_names), "signatures": signatures,
+                       "subgraphs": int(model.SubgraphsLength())}}
 
 
 
