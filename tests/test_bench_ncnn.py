@@ -163,13 +163,15 @@ def test_ncnn_model_needs_one_model_and_config_keys(models, tmp_path, capsys):
 
 @pytest.mark.parametrize("text", ["garbage\n", "7767517\n2 2\nInput in 0 1 x\n", "7767517\n1 1\nInput in 0 3 x\n",
                                   "7767517\n2 2\nInput in 0 1 x\nNoSuchLayer l 1 1 x y\n"])
-def test_corrupt_param_is_an_error_record(models, tmp_path, text):
+def test_corrupt_param_is_an_error_record(models, tmp_path, text, capsys):
     qp, param = models[1], models[2]
     bad = tmp_path / "bad.param"
     bad.write_text(text)
     (tmp_path / "bad.bin").write_bytes(param.with_suffix(".bin").read_bytes())
     out = tmp_path / "r.jsonl"
-    assert main(["bench", str(qp), "--ncnn-model", str(bad), *FAST, "--out", str(out)]) == 0
+    # an engine that fails on the model fails the run (exit 1, the reason on one line), its record kept
+    assert main(["bench", str(qp), "--ncnn-model", str(bad), *FAST, "--out", str(out)]) == 1
+    assert f"vkinfer bench: error: {qp}: ncnn on cpu" in capsys.readouterr().err
     recs = {r["engine"]: r for r in records.read(out)}
     assert recs["vkinfer"]["status"] == "ok" and recs["onnxruntime"]["status"] == "ok"
     r = recs["ncnn"]

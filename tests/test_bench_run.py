@@ -104,21 +104,41 @@ def test_missing_engine_and_unavailable_device_are_records(onnx_model, tmp_path,
     assert cpu["conditions"]["vulkan"].startswith("unavailable")
 
 
-def test_engine_failing_on_model_is_an_error_record(tmp_path, monkeypatch):
+def test_engine_failing_on_model_is_an_error_record(tmp_path, monkeypatch, capsys):
     path = tmp_path / "m.onnx"
     path.write_bytes(_small_qmodel())
 
     def broken(model, device, threads):
         def make():
-            raise RuntimeError("kernel exploded (simulated)")
+            raise RuntimeError("kernel exploded\n(simulated)")
         return make
 
     monkeypatch.setattr(run, "_vkinfer_factory", broken)
     out = tmp_path / "r.jsonl"
-    assert run.main([str(path), "--runs", "2", "--warmup", "0", "--out", str(out)]) == 0
+    # the record is kept, the other engines run, and the run fails (issue 23: it exited 0)
+    assert run.main([str(path), "--runs", "2", "--warmup", "0", "--out", str(out)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"vkinfer bench: error: {path}: vkinfer on cpu (1 thread(s)): RuntimeError: kernel exploded "
+                   "(simulated)"]
     vk, peer = records.read(out)
     assert vk["status"] == "error" and "kernel exploded" in vk["error"] and vk["macs"] is None
     assert peer["status"] == "ok" and peer["engine"] == "onnxruntime" and peer["agreement"] is None
+
+
+def test_unsupported_model_exits_1_with_the_whole_reason(tmp_path, capsys):
+    """Issue 23: a float model printed "error: UnsupportedModelError: the model has no quantized ten" (the table
+    cuts at 60 characters) and exited 0."""
+    from vkinfer.models import zoo
+
+    path = tmp_path / "float.onnx"
+    path.write_bytes(zoo.mlp(in_features=8, hidden=8, batch=1).SerializeToString())
+    out = tmp_path / "r.jsonl"
+    assert main(["bench", str(path), "--peer", "none", "--runs", "2", "--warmup", "0", "--out", str(out)]) == 1
+    cap = capsys.readouterr()
+    [line] = cap.err.strip().splitlines()
+    assert line.startswith(f"vkinfer bench: error: {path}: vkinfer on cpu (1 thread(s)): UnsupportedModelError: ")
+    assert line.endswith("quantize it first, e.g. with onnxruntime.quantization.quantize_static"), line
+    assert records.read(out)[0]["status"] == "error"  # the record is still written
 
 
 def test_tflite_with_litert(tmp_path):

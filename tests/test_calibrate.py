@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -204,3 +205,53 @@ def test_quick_vulkan_calibration_of_lavapipe(fresh_cache):
     assert set(entry.classes) == set(CLASSES)
     assert entry.identity["name"] == dev.info.name
     assert entry.upload.ns_per_byte > 0 and entry.download.ns_per_byte > 0
+
+
+def _fake_entry(device: str, threads: int, gemv_error: float = 0.1):
+    """A made-up entry of `device` with this machine's identity (what ensure_profile checks), 20x slower than the
+    CPU on a GPU, whose gemv fit has `gemv_error`."""
+    from vkinfer.dispatch.machine import vulkan_devices
+    from vkinfer.dispatch.profile import ClassModel, DeviceProfile, Link, cpu_identity, host_identity
+
+    kind = device.partition(":")[0]
+    ident = {"cpu": cpu_identity, "host": host_identity}.get(kind, lambda: next(
+        d["identity"] for d in vulkan_devices() if d["device"] == device))()
+    k = 20.0 if kind == "vulkan" else 1.0
+    classes = {c: ClassModel(500.0 * k, 0.01 * k, 0.05 * k, 5, 0.1) for c in CLASSES}
+    if kind == "vulkan":
+        classes["gemv"] = ClassModel(0.0, 1 / 10303, 0.0, 4, gemv_error)  # lavapipe's once (issue 23)
+    return DeviceProfile(device, kind, threads, ident, 18_700.0 if kind == "vulkan" else 1_200.0 * (kind == "cpu"),
+                         Link(300.0, 0.4), Link(300.0, 0.4), (32, 32) if kind == "vulkan" else (1, 1), 1.1, classes)
+
+
+def test_calibrate_prints_a_summary_and_flags_an_untrusted_fit(fresh_cache, monkeypatch, capsys):
+    """Issue 23: `vkinfer calibrate` printed every sample and a table per device, including "gemv 10303 GMAC/s, fit
+    error 100%" for lavapipe as if it were a number to believe. By default: a few lines per device, the untrusted
+    fit flagged with what auto does instead; --verbose: the samples and the full tables."""
+    from vkinfer.cli import main
+
+    def fake(device, threads=1, mode="quick", log=None):
+        if log:
+            log(f"  gemv        made-up sample {threads}                      5.51 us")
+            log(f"{device} (threads {threads}): calibrated in 0.01 s")
+        return _fake_entry(device, threads, gemv_error=1.0)
+    monkeypatch.setattr(cal, "calibrate_device", fake)
+    assert main(["calibrate", "--threads", "1"]) == 0
+    out, err = capsys.readouterr()
+    vk = [line for line in out.splitlines() if line.startswith("vulkan:")]
+    assert vk, out
+    lines = out.strip().splitlines()
+    assert len(lines) <= 4 * 3 + 2, out  # cpu, each Vulkan device, host: a few lines each
+    assert "made-up sample" not in err and "calibrated in 0.01 s" in err
+    assert "fit error" not in out.replace("untrusted fit: gemv (fit error 100%", "")  # no table of errors
+    flagged = [line for line in lines if "untrusted fit" in line]
+    assert len(flagged) == len(vk) and all(
+        "untrusted fit: gemv (fit error 100% over 4 shapes, above 50%" in line and "auto predicts gemv here at "
+        "20x the CPU's time (1 thread)" in line for line in flagged), out
+    trusted = lines[lines.index(vk[0]) + 2]  # the throughput line leaves the untrusted class out
+    assert "gemm " in trusted and "gemv" not in trusted, trusted
+    assert re.search(r"per segment 18\.7 us \(submit and wait\)", out) and "per segment 1.2 us (one native call)" in out
+
+    assert main(["calibrate", "--threads", "1", "--verbose"]) == 0
+    out, err = capsys.readouterr()
+    assert "made-up sample" in err and "fit error" in out and "100%" in out  # describe()'s tables, everything

@@ -75,3 +75,56 @@ def test_core_clusters_from_sysfs(tmp_path, capsys):
     assert cpu.core_clusters(str(tmp_path)) == [(2800000, [2, 3]), (1800000, [0, 1])]
     assert main(["devices"]) == 0
     assert "core clusters:" in capsys.readouterr().out
+
+
+def _err_line(capsys) -> str:
+    """The one error line on stderr (notices and progress may come before it: none after)."""
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert lines and lines[-1].startswith("vkinfer: error: ") and "Traceback" not in err, err
+    assert sum("error" in line for line in lines) == 1, err
+    return lines[-1]
+
+
+def test_every_error_exits_non_zero_in_one_line_naming_the_model(tmp_path, capsys, monkeypatch):
+    """Issue 23: every command's errors exit non-zero with the whole message on one line, naming the model where
+    there is one: bad input 2, a failure inside 1."""
+    from vkinfer.models import zoo
+
+    good = tmp_path / "m.onnx"
+    good.write_bytes(_small_qmodel())
+    flt = tmp_path / "float.onnx"
+    flt.write_bytes(zoo.mlp(in_features=8, hidden=8, batch=1).SerializeToString())
+    for argv, culprit in [(["run", str(flt)], "quantize it first"), (["info", str(flt)], "quantize it first"),
+                          (["run", str(tmp_path / "none.onnx")], "No such file")]:
+        assert main(argv) == 2, argv
+        err = _err_line(capsys)
+        assert err.startswith(f"vkinfer: error: {argv[1]}: ") and culprit in err, err
+    (tmp_path / "junk.npy").write_bytes(b"junk")
+    assert main(["run", str(good), "--device", "cpu", "--input", str(tmp_path / "junk.npy")]) == 2
+    assert f"--input {tmp_path / 'junk.npy'}: not a readable .npy or .npz file" in _err_line(capsys)
+    (tmp_path / "dir.npz").mkdir()
+    assert main(["run", str(good), "--device", "cpu", "--output", str(tmp_path / "dir.npz")]) == 2
+    assert "dir.npz" in _err_line(capsys)
+    assert main(["calibrate", "--threads", "x"]) == 2
+    assert "invalid literal" in _err_line(capsys)
+    assert main(["calibrate", "--device", "vulkan:99", "--threads", "1"]) == 2
+    assert "no device 'vulkan:99' to calibrate" in _err_line(capsys)
+
+    from vkinfer.dispatch import calibrate as cal
+
+    def broken(device, threads=1, mode="quick", log=None):
+        raise RuntimeError("calibration of cpu: op class 'gemm':\nthe driver lost the device")
+    monkeypatch.setattr(cal, "calibrate_device", broken)
+    monkeypatch.setenv("VKINFER_CACHE", str(tmp_path / "cache"))
+    assert main(["calibrate", "--device", "cpu", "--threads", "1"]) == 1  # a failure inside: 1, still one line
+    assert _err_line(capsys).endswith("vkinfer: error: RuntimeError: calibration of cpu: op class 'gemm': the "
+                                      "driver lost the device")
+
+    from vkinfer import cpu
+
+    def no_cpu():
+        raise OSError("libvkinfer_cpu.so: cannot open shared object file")
+    monkeypatch.setattr(cpu, "variants", no_cpu)
+    assert main(["devices"]) == 2
+    assert "libvkinfer_cpu.so" in _err_line(capsys)

@@ -32,7 +32,7 @@ from agree import assert_same, run_devices
 import vkinfer
 from vkinfer import _vk
 from vkinfer.cli import main
-from vkinfer.dispatch import Dispatcher, describe, ensure_profile, simulate
+from vkinfer.dispatch import Dispatcher, _t, describe, ensure_profile, simulate
 from vkinfer.dispatch import calibrate as calibrate_mod
 from vkinfer.dispatch import machine as machine_mod
 from vkinfer.dispatch.costs import CLASSES, Work, node_work
@@ -153,9 +153,12 @@ def test_tiny_model_stays_on_the_cpu_of_a_real_session(machine):
     assert len(faster_there) >= 3, d.table()  # a per-node greedy choice would use the GPU
     assert set(sess.placement.values()) <= {"cpu", HOST}, sess.explain()
     assert d.predicted.total_ns == pytest.approx(d.single["cpu"])
-    for x in d.decisions:  # and says why
+    for x in d.decisions:  # and says why: the node alone is faster there, and the 50 us submit is what decides
         if x.node in faster_there:
-            assert x.reason.startswith("stays with its neighbours: on " + machine.gpu), x.reason
+            ratio = x.costs["cpu"] / x.costs[machine.gpu]
+            assert re.fullmatch(rf"{machine.gpu} \(.+\) {ratio:.0f}x faster for this node alone \(.+ vs .+\), but "
+                                r"moving it adds 5\d\.\d us for another segment \(a submit and wait\).*: the segment "
+                                r"overhead decides", x.reason), x.reason
     assert "against: all-cpu" in sess.explain()
     x = np.random.default_rng(0).uniform(-1, 1, (1, 16, 16, 3)).astype(np.float32)
     run_devices(blob, {"input": x}, want=sess.run(None, {"input": x}))  # auto's bits are every device's
@@ -163,6 +166,57 @@ def test_tiny_model_stays_on_the_cpu_of_a_real_session(machine):
 
 def _mnv2():
     return graph_of(tflite_zoo.mobilenet_v2(0, size=96, width=0.35))
+
+
+LLVMPIPE = {"name": "llvmpipe (LLVM 15.0.6, 256 bits)"}
+
+
+def test_reasons_give_each_devices_time_and_the_ratio():
+    """Issue 23: a node kept on the CPU was explained as "too small: 7.8 us ... against a 18.7 us submit" where
+    lavapipe was 177x slower for it. The reason is the two predictions and their ratio; the submit is not named,
+    since the node alone is already slower there."""
+    cpu = entry("cpu", seg=2_000.0)
+    lava = dataclasses.replace(scaled(cpu, "vulkan:1", LLVMPIPE, k=177.0), segment_ns=18_700.0)
+    g, feed = graph_of(tflite_zoo.tiny_cnn(0))
+    d = simulate(g, feed, Profile([cpu, lava]), 1)
+    checked = 0
+    for x in d.decisions:
+        if x.device != "cpu" or "vulkan:1" not in x.costs or x.costs["cpu"] <= 0:
+            continue
+        here, there = x.costs["cpu"], x.costs["vulkan:1"]
+        assert x.reason == f"vulkan:1 (llvmpipe) 177x slower here: {_t(there)} vs {_t(here)}", x.reason
+        checked += 1
+    assert checked >= 5 and not any("submit" in x.reason or "too small" in x.reason for x in d.decisions)
+    assert "slower here: 1.38 ms vs 7.8 us" == f"slower here: {_t(1.38e6)} vs {_t(7.8e3)}"  # the units people read
+
+
+def test_an_untrusted_fit_is_not_weighed_against_the_cpu():
+    """Issue 23: lavapipe's gemv fit came out once at 100% error (10303 GMAC/s): trusted, it predicts a 1280->1000
+    classifier at 0.1 us on a device 50x slower than the CPU on everything it fitted, and moves it there. Above
+    profile.UNTRUSTED_ERROR the class is predicted at the device's relative speed instead: it stays on the CPU."""
+    cpu = entry("cpu", seg=2_000.0)
+    slow = dataclasses.replace(scaled(cpu, "vulkan:1", LLVMPIPE, k=50.0), segment_ns=2_000.0)
+    g, feed = graph_of(tflite_zoo.mobilenet_v2(0, size=32, width=0.35, num_classes=1000))
+    info = trace(g, feed)
+    gemv = [n.name for n in g.nodes if node_work(g, info, n).op_class == "gemv"]
+    classifier = max(gemv, key=lambda n: node_work(g, info, next(x for x in g.nodes if x.name == n)).macs)
+
+    def plan(error: float):
+        bogus = ClassModel(0.0, 1 / 10303, 0.0, 4, error)
+        gpu = dataclasses.replace(slow, classes={**slow.classes, "gemv": bogus})
+        return simulate(g, feed, Profile([cpu, gpu]), 1)
+
+    fooled = plan(0.2)  # the same numbers, believed: the classifier goes to the slow device
+    assert fooled.placement[classifier] == "vulkan:1", fooled.table()
+    d = plan(1.0)
+    assert {d.placement[n] for n in gemv} == {"cpu"} and set(d.placement.values()) <= {"cpu", HOST}, d.table()
+    for x in d.decisions:
+        if x.node in gemv:
+            assert x.costs["vulkan:1"] == pytest.approx(50.0 * x.costs["cpu"], rel=1e-6)
+            assert "vulkan:1's gemv fit is untrusted: predicted at 50x the CPU's time" in x.reason, x.reason
+    assert Dispatcher(["cpu", "vulkan:1"], Profile([cpu, dataclasses.replace(
+        slow, classes={**slow.classes, "gemv": ClassModel(0.0, 1e-4, 0.0, 4, 1.0)})])).fallbacks == {
+        "vulkan:1": {"gemv": pytest.approx(50.0)}}
 
 
 def _move_bound(p: Problem) -> float:

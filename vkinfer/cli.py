@@ -130,10 +130,11 @@ def _info_profile(path: str, profile: str, objective: str, threads: int | None) 
     return 0
 
 
-def _calibrate(mode: str, device: str | None, threads: str | None, out: str | None) -> int:
-    """Calibrate this machine's devices (all the dispatcher weighs, or --device), print the fitted models."""
+def _calibrate(mode: str, device: str | None, threads: str | None, out: str | None, verbose: bool = False) -> int:
+    """Calibrate this machine's devices (all the dispatcher weighs, or --device); print a few lines per device
+    (dispatch.summarize), or with `verbose` every sample as measured and the full fitted models (describe)."""
     from . import cpu
-    from .dispatch import describe, ensure_profile
+    from .dispatch import describe, ensure_profile, summarize
     from .model.session import _auto_devices
 
     devices = [device] if device else _auto_devices()
@@ -145,9 +146,11 @@ def _calibrate(mode: str, device: str | None, threads: str | None, out: str | No
         counts = list(range(1, cpu.default_threads() + 1))
     print(f"calibrating ({mode}): {', '.join(devices)}; CPU at {', '.join(map(str, counts))} thread(s)",
           file=sys.stderr)
-    prof = ensure_profile([d for d in devices], counts, mode, force=True,
-                          log=lambda line: print(f"  {line}", file=sys.stderr))
-    print(describe(prof))
+    def log(line: str) -> None:  # progress: every sample with --verbose, else one line per device
+        if verbose or ": calibrated in " in line:
+            print(f"  {line.strip() if not verbose else line}", file=sys.stderr)
+    prof = ensure_profile([d for d in devices], counts, mode, force=True, log=log)
+    print(describe(prof) if verbose else summarize(prof))
     if out:
         prof.save(out)
         print(f"wrote {out}")
@@ -179,7 +182,10 @@ def _run(path: str, device: str, inputs: str | None, output: str | None, placeme
     sess = InferenceSession(path, device=device, placement=_placement(placement))
     feed = {}
     if inputs:
-        loaded = np.load(inputs)
+        try:
+            loaded = np.load(inputs)
+        except (OSError, ValueError, EOFError) as e:  # numpy's own message does not name the file
+            raise ValueError(f"--input {inputs}: not a readable .npy or .npz file ({_one_line(str(e))})") from None
         if isinstance(loaded, np.ndarray):
             if len(sess.get_inputs()) != 1:
                 raise ValueError(f"{inputs} holds one array but the model has {len(sess.get_inputs())} inputs; "
@@ -207,7 +213,9 @@ def _run(path: str, device: str, inputs: str | None, output: str | None, placeme
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the `vkinfer` console script."""
+    """Entry point of the `vkinfer` console script. Exit status: 0 done, 2 bad input (the model, a file, an option;
+    one line "vkinfer: error: MODEL: cause"), 1 any other failure (one line too), 130 interrupted; `vkinfer bench`
+    and its subcommands document theirs (vkinfer/benchmark/)."""
     args_in = list(sys.argv[1:] if argv is None else argv)
     if args_in[:1] == ["bench"]:  # its own parsers (vkinfer.benchmark.run, .compare, .ab, .plots)
         if args_in[1:2] == ["compare"]:
@@ -247,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--device", help="only this device (cpu, vulkan:<n>); default: all that auto weighs")
     c.add_argument("--threads", help="CPU thread counts, e.g. 1,2 (default: 1 up to the fast cluster)")
     c.add_argument("--out", help="also write the profile to this JSON file")
+    c.add_argument("--verbose", "-v", action="store_true",
+                   help="every sample and fitted term as it is measured, and the full per-class tables")
     sub.add_parser("devices", help="Vulkan devices and CPU variants")
     sub.add_parser("bench", help="benchmark models beside ONNX Runtime and LiteRT (vkinfer bench --help); "
                                  "bench compare BASE NEW: A/B regression check", add_help=False)
@@ -259,11 +269,27 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "info":
             return _info(args.model, args.device, args.placement, args.profile, args.objective, args.threads)
         if args.cmd == "calibrate":
-            return _calibrate(args.mode or "quick", args.device, args.threads, args.out)
+            return _calibrate(args.mode or "quick", args.device, args.threads, args.out, args.verbose)
         return _run(args.model, args.device, args.input, args.output, args.placement)
-    except (ValueError, TypeError, FileNotFoundError, VkInferError) as e:
-        print(f"vkinfer: error: {e}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print(f"vkinfer {args.cmd}: interrupted", file=sys.stderr)
+        return 130
+    except (ValueError, TypeError, OSError, VkInferError) as e:  # the input: the model, a file, an option
+        print(f"vkinfer: error: {_culprit(args)}{_one_line(str(e))}", file=sys.stderr)
         return 2
+    except Exception as e:  # noqa: BLE001 - a failure inside (a calibration's RuntimeError, say): one line too
+        print(f"vkinfer: error: {_culprit(args)}{type(e).__name__}: {_one_line(str(e))}", file=sys.stderr)
+        return 1
+
+
+def _culprit(args) -> str:
+    """"MODEL: " for the subcommands that take one (every error names the model it is about), else ""."""
+    model = getattr(args, "model", None)
+    return f"{model}: " if model else ""
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 if __name__ == "__main__":

@@ -8,6 +8,12 @@ outputs are identical and the median time per call. Then whole MobileNetV2 model
 QDQ) through vkinfer.InferenceSession against ONNX Runtime, and an int8 TFLite MobileNetV2 against
 ai-edge-litert's Interpreter (its int8 ``logits``: vkinfer emits TFLite's own arithmetic where TFLite rounds
 otherwise than ONNX Runtime, so these are identical too). Exits with status 1 if any output differs.
+
+Every runtime of a whole-model comparison runs on the same number of CPU threads, vkinfer's default here
+(vkinfer.cpu.default_threads()), and each row says how many: the demo once timed ONNX Runtime on 1 thread
+beside vkinfer on 2 (3.30 ms against 1.36 ms on this 2-core VM) under a label that hid it. ONNX Runtime gets
+the options `vkinfer bench` gives it (spinning off: a spinning pool takes the cores from the runtime timed
+next).
 """
 
 from __future__ import annotations
@@ -121,12 +127,13 @@ def main() -> int:
     except VulkanUnavailableError as e:
         print(f"vkinfer demo: no usable Vulkan device: {e}", file=sys.stderr)
         return 2
+    threads = cpu.default_threads()
     print(f"Vulkan device: {dev.info}")
-    print(f"CPU fallback: variant {cpu.default_variant()}, {cpu.default_threads()} threads")
+    print(f"CPU fallback: variant {cpu.default_variant()}, {_n(threads)}")
     print("MobileNetV2 1.0/224 layers, uint8 activations x per-channel int8 weights; time is the median of "
           f"{RUNS} ops API calls (argument checks, layout conversion, run; on Vulkan also upload and download)\n")
     print(f"{'layer':<24} {'op/kernel':<24} {'shapes':<34} {'Vulkan result':<20} {'ms':>8}   "
-          f"{'CPU (' + cpu.default_variant() + ') result':<26} {'ms':>8}")
+          f"{'CPU (' + cpu.default_variant() + ', ' + _n(threads) + ') result':<34} {'ms':>8}")
     failed = 0
     for i, e in enumerate(load_layers()):
         op, args = layer_call(e, np.random.default_rng(i))
@@ -136,10 +143,10 @@ def main() -> int:
         y_cpu, ms_cpu = run_layer(op, args, "cpu")
         r_vk, r_cpu = verdict(y_vk, ref), verdict(y_cpu, ref)
         failed += (r_vk != "identical") + (r_cpu != "identical")
-        print(f"{e['name']:<24} {kind:<24} {shapes:<34} {r_vk:<20} {ms_vk:8.2f}   {r_cpu:<26} {ms_cpu:8.2f}",
+        print(f"{e['name']:<24} {kind:<24} {shapes:<34} {r_vk:<20} {ms_vk:8.2f}   {r_cpu:<34} {ms_cpu:8.2f}",
               flush=True)
     failed += run_chain(dev)
-    failed += run_models()
+    failed += run_models(threads)
     print(f"\n{'all results match their reference' if not failed else f'{failed} result(s) DIFFER'}")
     return 1 if failed else 0
 
@@ -215,45 +222,67 @@ def _median_ms(fn: Callable[[], object], runs: int) -> float:
     return 1e3 * float(np.median(times))
 
 
-def run_models() -> int:
+def _n(threads: int) -> str:
+    return f"{threads} thread{'s' * (threads != 1)}"
+
+
+def _feed_for(name: str, shape, elem: str) -> dict[str, np.ndarray]:
+    """The seeded input of a one-input model: standard normal floats, or uniform 8-bit integers."""
+    rng = np.random.default_rng(7)
+    shape = [d if isinstance(d, int) and d > 0 else 1 for d in shape]
+    if "uint8" in elem or "int8" in elem:
+        dt = np.dtype(np.uint8 if "uint8" in elem else np.int8)
+        return {name: rng.integers(np.iinfo(dt).min, np.iinfo(dt).max + 1, shape).astype(dt)}
+    return {name: rng.standard_normal(shape).astype(np.float32)}
+
+
+LABEL = 40  # the runtime column
+
+
+def run_models(threads: int, models: dict[str, Path] | None = None) -> int:
     """The whole MobileNetV2 through vkinfer.InferenceSession on the CPU and on Vulkan, against ONNX
-    Runtime: identical outputs, top-5 classes, median latency. Returns the number of mismatches."""
+    Runtime, every runtime on `threads` CPU threads (each row says so, from the session's own setting):
+    identical outputs, top-5 classes, median latency. `models`: build_models()'s keys (default: built).
+    Returns the number of mismatches."""
     import onnxruntime as ort
 
+    from .benchmark.run import ort_session_options
     from .model.session import InferenceSession
 
-    print("\nWhole model: MobileNetV2 1.0/224, seeded weights, quantized by onnxruntime.quantization")
+    print(f"\nWhole model: MobileNetV2 1.0/224, seeded weights, quantized by onnxruntime.quantization; every "
+          f"runtime on {_n(threads)} of the CPU (a Vulkan row: its CPU parts)")
     failed = 0
-    x = np.random.default_rng(7).standard_normal((1, 3, 224, 224)).astype(np.float32)
-    print(f"{'format':<10} {'runtime':<34} {'result':<24} {'top-5 classes':<30} {'median ms':>10}")
-    models = build_models()
+    print(f"{'format':<10} {'runtime':<{LABEL}} {'result':<24} {'top-5 classes':<30} {'median ms':>10}")
+    models = dict(build_models() if models is None else models)
     tflite_path = models.pop("tflite")
     for fmt, path in models.items():
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = 1
-        ref = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-        name = ref.get_inputs()[0].name
-        want = ref.run(None, {name: x})[0]
-        feed = {name: x}
-        rows = [("onnxruntime (1 thread)", want, _median_ms(lambda r=ref, f=feed: r.run(None, f), 20))]
+        ref = ort.InferenceSession(str(path), ort_session_options(threads), providers=["CPUExecutionProvider"])
+        i = ref.get_inputs()[0]
+        feed = _feed_for(i.name, i.shape, i.type)
+        want = ref.run(None, feed)[0]
+        ort_threads = ref.get_session_options().intra_op_num_threads
+        rows = [(f"onnxruntime ({_n(ort_threads)})", want, _median_ms(lambda r=ref, f=feed: r.run(None, f), 20))]
         for device, runs in (("cpu", 20), ("vulkan", 3)):
-            sess = InferenceSession(str(path), device=device)
+            sess = InferenceSession(str(path), device=device, threads=threads)
             y = sess.run(None, feed)[0]
             rows.append((_label(sess, device, feed), y, _median_ms(lambda s=sess, f=feed: s.run(None, f), runs)))
         for label, y, ms in rows:
             same = np.array_equal(y, want)
             failed += not same
             top5 = " ".join(map(str, np.argsort(-y.reshape(-1), kind="stable")[:5]))
-            print(f"{fmt:<10} {label:<34} {'identical to ORT' if same else 'DIFFERENT':<24} {top5:<30} {ms:10.2f}")
-    return failed + run_tflite_model(tflite_path)
+            print(f"{fmt:<10} {label:<{LABEL}} {'identical to ORT' if same else 'DIFFERENT':<24} {top5:<30} "
+                  f"{ms:10.2f}")
+    return failed + run_tflite_model(tflite_path, threads)
 
 
 def _label(sess, device: str, feed: dict) -> str:
-    """Row label: the device, and on Vulkan how many submissions one run of the compiled plan takes."""
+    """Row label: the device, the CPU threads the session runs on (read back from it; on Vulkan those of its CPU
+    parts), and on Vulkan how many submissions one run of the compiled plan takes."""
     plan = sess.plan(feed)
+    threads = _n(sess._threads())
     if device == "vulkan" and plan is not None:
-        return f"vkinfer vulkan ({plan.submits} submit/run)"
-    return f"vkinfer {device}"
+        return f"vkinfer vulkan ({threads}, {plan.submits} submit/run)"
+    return f"vkinfer {device} ({threads})"
 
 
 def tflite_verdict(y: np.ndarray, want: np.ndarray) -> tuple[str, bool]:
@@ -267,33 +296,37 @@ def tflite_verdict(y: np.ndarray, want: np.ndarray) -> tuple[str, bool]:
     return f"DIFFERENT: up to {int(d.max())} LSB ({100 * float(np.mean(d > 0)):.1f}% differ)", True
 
 
-def run_tflite_model(path: Path) -> int:
+def run_tflite_model(path: Path, threads: int) -> int:
     """The int8 TFLite MobileNetV2 through vkinfer.InferenceSession on the CPU and on Vulkan, against
-    ai-edge-litert's Interpreter (1 thread), comparing the int8 ``logits``. Returns the number of failures."""
+    ai-edge-litert's Interpreter, all on `threads` CPU threads, comparing the int8 ``logits`` (the first output
+    where there is none of that name). Returns the number of failures."""
     from ai_edge_litert.interpreter import Interpreter
 
     from .model.session import InferenceSession
 
     blob = path.read_bytes()
-    x = np.random.default_rng(7).uniform(-1.0, 1.0, (1, 224, 224, 3)).astype(np.float32)
-    it = Interpreter(model_content=blob, num_threads=1)
+    it = Interpreter(model_content=blob, num_threads=threads)
     it.allocate_tensors()
-    it.set_tensor(it.get_input_details()[0]["index"], x)
-    logits = next(d["index"] for d in it.get_output_details() if d["name"] == "logits")
+    inp = it.get_input_details()[0]
+    x = np.random.default_rng(7).uniform(-1.0, 1.0, tuple(inp["shape"])).astype(np.float32)
+    it.set_tensor(inp["index"], x)
+    outs = it.get_output_details()
+    out = next((d for d in outs if d["name"] == "logits"), outs[0])
     it.invoke()
-    want = it.get_tensor(logits).copy()
-    rows = [("ai-edge-litert (1 thread)", want, _median_ms(it.invoke, 20))]
+    want = it.get_tensor(out["index"]).copy()
+    rows = [(f"ai-edge-litert ({_n(threads)})", want, _median_ms(it.invoke, 20))]
     for device, runs in (("cpu", 20), ("vulkan", 3)):
-        sess = InferenceSession(blob, device=device)
-        feed = {"input": x}
-        y = sess.run(["logits"], feed)[0]
-        rows.append((_label(sess, device, feed), y, _median_ms(lambda s=sess, f=feed: s.run(["logits"], f), runs)))
+        sess = InferenceSession(blob, device=device, threads=threads)
+        feed = {inp["name"]: x}
+        y = sess.run([out["name"]], feed)[0]
+        rows.append((_label(sess, device, feed), y,
+                     _median_ms(lambda s=sess, f=feed, o=out["name"]: s.run([o], f), runs)))
     failed = 0
     for label, y, ms in rows:
         text, bad = tflite_verdict(y, want)
         failed += bad
         top5 = " ".join(map(str, np.argsort(-y.reshape(-1).astype(np.int64), kind="stable")[:5]))
-        print(f"{'tflite':<10} {label:<34} {text:<24} {top5:<30} {ms:10.2f}")
+        print(f"{'tflite':<10} {label:<{LABEL}} {text:<24} {top5:<30} {ms:10.2f}")
     return failed
 
 

@@ -40,7 +40,10 @@ terminal, and nothing otherwise.
 Default peers: onnxruntime for .onnx models, litert for .tflite, plus ncnn where an ncnn model is given;
 ``--peer none`` for vkinfer alone. A peer that is
 not installed, a device this machine does not have and an engine that fails on a model each give a record with
-status "missing" or "error" and the reason; the other engines still run.
+status "missing" or "error" and the reason; the other engines still run. Each such reason is also printed in
+full on stderr, one line naming the model, engine, device and cause (the table cuts it at 60 characters), and
+an "error" record makes the exit status 1: a model vkinfer cannot run is a failure, not a result (exit status:
+0 done, 1 an engine failed on a model, 2 bad input, 130 interrupted).
 
 --vulkan-runs N: vkinfer's Vulkan rows (device vulkan or vulkan:<which>) take N timed runs instead of --runs,
 spread evenly over the rounds (and at most N warm-up rounds). Default: --runs, except on a Vulkan device that is
@@ -1180,7 +1183,8 @@ def write_plots(recs: list[dict[str, Any]], out_dir: str) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`vkinfer bench MODEL... [options]`; 0 when done, 2 on bad input, 130 when interrupted."""
+    """`vkinfer bench MODEL... [options]`; 0 when done, 1 when an engine failed on a model (an "error" record) or
+    the run failed, 2 on bad input, 130 when interrupted."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         a = parse_args(argv)
@@ -1226,11 +1230,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"vkinfer bench: interrupted; {len(done)} finished record(s) in {a.out}", file=sys.stderr)
         status = 130
     except (records.RecordError, BadInput, ValueError, RuntimeError, ConnectionError) as e:
-        if a.ray is None:
-            raise
-        msg = str(e) if str(e).startswith(f"--ray {a.ray}") else f"--ray {a.ray}: {e}"
-        print(f"vkinfer bench: error: {msg}", file=sys.stderr)
+        msg = str(e) if a.ray is None or str(e).startswith(f"--ray {a.ray}") else f"--ray {a.ray}: {e}"
+        print(f"vkinfer bench: error: {one_line(msg)}", file=sys.stderr)
         status = 2 if isinstance(e, BadInput) else 1  # an address or set-up refused: bad input
+    except Exception as e:  # noqa: BLE001 - anything else still ends in one line and a failing status
+        print(f"vkinfer bench: error: {type(e).__name__}: {one_line(str(e))}", file=sys.stderr)
+        status = 1
     finally:
         progress.close()
         writer.close()
@@ -1243,7 +1248,19 @@ def main(argv: list[str] | None = None) -> int:
     if a.plot is not None and done:
         for path in write_plots(done, a.plot):
             print(f"wrote {path}")
+    failed = 0
+    for r in done:  # the table cuts reasons at 60 characters: each in full here, one line
+        if r["status"] != "ok":
+            failed += r["status"] == "error"
+            print(f"vkinfer bench: {'error' if r['status'] == 'error' else 'skipped'}: {r['model']}: "
+                  f"{r['engine']} on {r['device']} ({r['threads']} thread(s)): {one_line(str(r['error']))}",
+                  file=sys.stderr)
     if status:
         return status
     print(f"wrote {len(done)} record(s) to {a.out}")
-    return 0
+    return 1 if failed else 0
+
+
+def one_line(text: str) -> str:
+    """`text` with its line breaks and runs of blanks made single spaces (an error message on one line)."""
+    return " ".join(text.split())

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from ..model.graph import Graph
 from .costs import CLASSES, Work, graph_work, node_work
 from .placement import HOST, OBJECTIVES, Prediction, Problem, predict, solve
-from .profile import DeviceProfile, Profile, load_profile
+from .profile import DeviceProfile, Profile, load_profile, relative_speed, with_fallbacks
 
 # A split across devices must be predicted this much faster than the best single device (placement.py says why).
 SPLIT_MARGIN = 0.05
@@ -105,6 +105,13 @@ class Dispatcher:
                 else:
                     self._missing(d)
             self.entries[d] = e
+        # Untrusted fits (profile.UNTRUSTED_ERROR) are not weighed against the CPU's: such a class is predicted on
+        # the device from its speed relative to the CPU on the classes both fitted well (profile.with_fallbacks).
+        self.fallbacks: dict[str, dict[str, float]] = {}
+        for d in devices[1:]:
+            self.entries[d], fb = with_fallbacks(self.entries[d], self.entries[devices[0]])
+            if fb:
+                self.fallbacks[d] = fb
 
     def _missing(self, d: str):
         raise ValueError(f"profile: no entry for device {d!r} (it has {', '.join(self.profile.names())}); "
@@ -144,28 +151,65 @@ class Dispatcher:
             return Decision(name, node.op, d, costs, f"only {d} runs this {node.op}")
         o = min(others, key=lambda x: p.cost[name][x])
         here, there = p.cost[name][d], p.cost[name][o]
-        if here <= there:
-            if d.startswith("cpu"):
-                sub = p.seg(o)
-                if here < sub:
-                    reason = f"too small: {_us(here)} of work against a {_us(sub)} submit on {o}"
-                else:
-                    reason = f"CPU {there / max(here, 1e-9):.1f}x faster than {o}"
-            else:
-                reason = f"GPU {there / max(here, 1e-9):.1f}x faster than the CPU" if o.startswith("cpu") else \
-                    f"{there / max(here, 1e-9):.1f}x faster than {o}"
-            return Decision(name, node.op, d, costs, reason)
+        why = self._why_cost(p, name, d, o, here, there, total, chosen)
+        return Decision(name, node.op, d, costs, why + self._fallback_note(p.works[name].op_class, (d, o)))
+
+    def _name(self, d: str) -> str:
+        """"vulkan:1 (llvmpipe)": the device and, for a GPU, the first word of the name it was calibrated as."""
+        who = str(self.entries[d].identity.get("name", "")).split(" (")[0] if not d.startswith("cpu") else ""
+        return f"{d} ({who})" if who else d
+
+    def _why_cost(self, p: Problem, name: str, d: str, o: str, here: float, there: float, total: float,
+                  chosen: dict[str, str]) -> str:
+        """The real comparison: each device's predicted time for the node and their ratio; a segment's cost
+        (submit and wait, a native call) or the transfers are named only where they decide, i.e. where the node
+        alone would be faster on `o` but the plan with it moved is predicted slower."""
+        if (name, d) in p.aliases or here <= 0:  # a reshape that keeps the bytes where they are: no ratio
+            return f"free here (its bytes stay where they are); {_t(there)} on {self._name(o)}"
+        if here <= there:  # faster (or as fast) here for the node alone: the ratio is the reason
+            ratio = there / here
+            return f"{self._name(o)} {_x(ratio)} slower here: {_t(there)} vs {_t(here)}"
+        gain = f"{self._name(o)} {_x(here / max(there, 1e-9))} faster for this node alone ({_t(there)} vs {_t(here)})"
         moved = dict(chosen)
         moved[name] = o
-        extra = predict(p, moved).total_ns - total
+        after = predict(p, moved)
+        extra = after.total_ns - total
         if extra < 0:
-            return Decision(name, node.op, d, costs, f"kept on {d}: moving it to {o} would gain {_us(-extra)} "
-                            f"({-extra / max(total, 1e-9):.1%}), under the {self.split_margin:.0%} a split must win by")
-        crossing = sum(p.nbytes(t) for t in (*node.inputs, *node.outputs)
-                       if t and t in p.info and t not in p.g.consts)
-        return Decision(name, node.op, d, costs, f"stays with its neighbours: on {o} it would save "
-                        f"{_us(here - there)}, but moving {crossing / 1024:.0f} KiB there and back and another "
-                        f"segment cost {_us(extra + here - there)}")
+            return (f"{gain}, but moving it gains only {_t(-extra)} ({-extra / max(total, 1e-9):.1%}) of the run, "
+                    f"under the {self.split_margin:.0%} a split must win by")
+        seg = after.segments_ns - self._pred_parts(p, chosen)[0]
+        moves = after.transfers_ns - self._pred_parts(p, chosen)[1]
+        what = "a submit and wait" if any(x.startswith("vulkan") for x in (d, o)) else "a native call"
+        terms = sorted([(seg, f"{_t(seg)} for another segment ({what})"),
+                        (moves, f"{_t(moves)} moving its tensors between devices")], reverse=True)
+        added = " and ".join(text for ns, text in terms if ns > 0) or "nothing"
+        decides = "the segment overhead decides" if seg >= moves else "the transfers decide"
+        return f"{gain}, but moving it adds {added}: {decides}"
+
+    def _pred_parts(self, p: Problem, chosen: dict[str, str]) -> tuple[float, float]:
+        key = id(chosen)
+        if getattr(self, "_parts_key", None) != key:
+            pr = predict(p, chosen)
+            self._parts_key, self._parts = key, (pr.segments_ns, pr.transfers_ns)
+        return self._parts
+
+    def _fallback_note(self, op_class: str, devices: tuple[str, ...]) -> str:
+        for d in devices:
+            f = self.fallbacks.get(d, {}).get(op_class)
+            if f is not None:
+                return f" ({d}'s {op_class} fit is untrusted: predicted at {_x(f)} the CPU's time, its speed on the " \
+                       "classes it fitted)"
+        return ""
+
+
+def _x(ratio: float) -> str:
+    """A ratio as people read it: 177x, 12x, 1.6x."""
+    return f"{ratio:.0f}x" if ratio >= 9.95 else f"{ratio:.1f}x"
+
+
+def _t(ns: float) -> str:
+    """A time in the unit that reads best: 7.8 us, 1.38 ms."""
+    return f"{ns / 1e6:.2f} ms" if ns >= 1e6 else _us(ns)
 
 
 def ensure_profile(devices: list[str], threads: list[int], mode: str = "quick", *, force: bool = False,
@@ -256,5 +300,59 @@ def describe(profile: Profile) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["simulate", "describe", "Dispatcher", "Dispatch", "Decision", "Profile", "DeviceProfile", "Work",
-           "CLASSES", "OBJECTIVES", "ensure_profile", "load_profile", "node_work", "graph_work"]
+def _rate(e: DeviceProfile, c: str) -> str:
+    """What `e` does on costs.REFERENCE's MobileNetV2 layer of class `c`, as a rate (its prediction)."""
+    from .costs import REFERENCE
+
+    w = REFERENCE[c][1]
+    s = max(e.node_ns(w), 1e-9) / 1e9
+    if c == "move":
+        return f"{w.bytes / s / 1e9:.3g} GB/s"
+    if c in ("elementwise", "pool"):
+        return f"{w.macs / s / 1e9:.3g} G elements/s"
+    return f"{w.macs / s / 1e9:.3g} GMAC/s"
+
+
+def summarize(profile: Profile) -> str:
+    """A few lines per device entry, for people (`vkinfer calibrate`; `--verbose` gives describe()): the device,
+    what a segment costs (a native call, or submit and wait), the transfer rates, each trusted op class's
+    throughput on one MobileNetV2 1.0/224 layer, and each untrusted fit (profile.UNTRUSTED_ERROR) flagged with
+    what the dispatcher does instead."""
+    from .profile import UNTRUSTED_ERROR
+
+    lines = []
+    cpu1 = profile.entry("cpu", 1)
+    for e in profile.devices:
+        who = ", ".join(f"{v}" for k, v in e.identity.items() if k in ("cpu", "variant", "name"))
+        if e.kind == "host":
+            lines.append(f"{e.device}  [{who}]: the numpy interpreter, only for nodes no device runs")
+            continue
+        lines.append(f"{e.device}" + (f" at {e.threads} thread(s)" if e.kind == "cpu" else "") + f"  [{who}]")
+
+        def gbs(link) -> str:
+            return f"{1 / link.ns_per_byte:.1f} GB/s" if link.ns_per_byte > 0 else "no per-byte cost"
+        what = "one native call" if e.kind == "cpu" else "submit and wait"
+        lines.append(f"  per segment {_t(e.segment_ns)} ({what}); upload {_t(e.upload.fixed_ns)} + {gbs(e.upload)}, "
+                     f"download {_t(e.download.fixed_ns)} + {gbs(e.download)}")
+        bad = e.untrusted()
+        lines.append("  " + ", ".join(f"{c} {_rate(e, c)}" for c in CLASSES if c not in bad))
+        for c in bad:
+            m = e.classes[c]
+            if e.kind == "cpu":
+                instead = ("auto predicts it on each GPU from that GPU's speed relative to the CPU on the classes "
+                           "both fitted")
+            elif cpu1 is not None:
+                f, _ = relative_speed(e, cpu1)
+                instead = (f"auto predicts {c} here at {_x(f)} the CPU's time (1 thread), this device's speed on the "
+                           "classes it fitted")
+            else:
+                instead = "auto predicts it from this device's speed relative to the CPU on the classes both fitted"
+            lines.append(f"  untrusted fit: {c} (fit error {m.error:.0%} over {m.samples} shapes, above "
+                         f"{UNTRUSTED_ERROR:.0%}; it would say {_rate(e, c)}): {instead}")
+    lines.append("(rates: the fitted model on one MobileNetV2 1.0/224 layer per class; --verbose: every sample, the "
+                 "fitted terms and their errors)")
+    return "\n".join(lines)
+
+
+__all__ = ["simulate", "describe", "summarize", "Dispatcher", "Dispatch", "Decision", "Profile", "DeviceProfile",
+           "Work", "CLASSES", "OBJECTIVES", "ensure_profile", "load_profile", "node_work", "graph_work"]

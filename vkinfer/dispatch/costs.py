@@ -124,3 +124,17 @@ def node_work(g: Graph, info: dict, node: Node) -> Work:
 def graph_work(g: Graph, info: dict) -> dict[str, Work]:
     """node name -> Work for every node of `g`."""
     return {n.name: node_work(g, info, n) for n in g.nodes}
+
+
+# One layer of MobileNetV2 1.0/224 per op class (bytes: activations in and out, weights and int32 bias): what
+# `vkinfer calibrate` quotes each class's throughput on, and where a device's speed relative to the CPU is
+# measured when one of its fits is not trusted (vkinfer/dispatch/profile.py relative_speed).
+REFERENCE: dict[str, tuple[str, Work]] = {
+    "gemm": ("expand 56x56 24->144", Work("gemm", 3136, 144, 24, 3136 * 24 + 3136 * 144 + 144 * 24 + 144 * 4)),
+    "gemv": ("classifier 1280->1000", Work("gemv", 1, 1000, 1280, 1280 + 1000 + 1280 * 1000 + 1000 * 4)),
+    "conv": ("stem 224x224 3->32 3x3/2", Work("conv", 12544, 32, 27, 3 * 224 * 224 + 12544 * 32 + 864 + 32 * 4)),
+    "depthwise": ("dw 56x56x144 3x3", Work("depthwise", 3136, 144, 9, 2 * 3136 * 144 + 144 * 9 + 144 * 4)),
+    "elementwise": ("add 56x56x24", Work("elementwise", bytes=3 * 75264, out_elems=75264)),
+    "pool": ("global average pool 7x7x1280", Work("pool", bytes=62720 + 1280, out_elems=1280, window=49)),
+    "move": ("channel shuffle 28x28x116", Work("move", bytes=2 * 90944, out_elems=90944)),
+}

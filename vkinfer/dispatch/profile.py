@@ -22,7 +22,8 @@ every useful thread count, since small layers often run faster on one thread), w
      "calibration": {"mode": "quick", "seconds": 3.1, "date": "2026-11-22T10:00:00"}}
 
 A node's predicted time is `fixed_ns + ns_per_mac * tiled MACs + ns_per_byte * bytes` (costs.Work);
-`samples` and `error` (median relative error of the fit) are informative. Identity: for "cpu", the CPU model
+`samples` and `error` (median relative error of the fit) say how far it can be trusted: a class whose error is
+above UNTRUSTED_ERROR is not weighed against another device (`with_fallbacks`). Identity: for "cpu", the CPU model
 name, the ISA variant and the architecture; for "vulkan:<n>", the device's name, type, vendor and device ids,
 driver version and device/driver UUIDs; for "host", the CPU model and numpy's version. A cached entry is
 valid only for the same identity, thread count, vkinfer version and schema; anything else recalibrates.
@@ -46,6 +47,11 @@ from .costs import CLASSES, Work
 
 SCHEMA = "vkinfer-profile/1"
 KINDS = ("cpu", "vulkan", "host")
+# A fit whose median relative error is above this is not trusted. The trusted fits here stay under it: 5-42% for
+# the CPU at 1 and 2 threads, 7-39% for lavapipe (quick calibrations, this 2-core VM); lavapipe's gemv once came
+# out at 100% (4 samples of 5 us to 0.6 ms whose noise the 3-term fit followed, 10303 GMAC/s), which would have
+# predicted a 1280->1000 classifier at microseconds where it takes 0.6 ms.
+UNTRUSTED_ERROR = 0.5
 
 
 def _version() -> str:
@@ -106,11 +112,60 @@ class DeviceProfile:
         """Predicted time of one node on this device."""
         return self.classes[work.op_class].ns(work, self.tile)
 
+    def untrusted(self) -> list[str]:
+        """The op classes whose fit's error is above UNTRUSTED_ERROR, in CLASSES order."""
+        return [c for c, m in self.classes.items() if m.error > UNTRUSTED_ERROR]
+
     def to_json(self) -> dict:
         return {"device": self.device, "kind": self.kind, "threads": self.threads, "identity": self.identity,
                 "segment_ns": self.segment_ns, "upload": dataclasses.asdict(self.upload),
                 "download": dataclasses.asdict(self.download), "tile": list(self.tile), "tail": self.tail,
                 "classes": {c: m.to_json() for c, m in self.classes.items()}}
+
+
+@dataclasses.dataclass(frozen=True)
+class RelativeModel:
+    """Stands in for an untrusted fit on a device: the CPU's prediction of the node times `factor`, the device's
+    speed relative to the CPU on the classes both fitted well (relative_speed). `error` is the fit's it replaces."""
+
+    cpu: ClassModel
+    cpu_tile: tuple[int, int]
+    factor: float
+    error: float
+    samples: int = 0
+    tile: tuple[int, int] | None = None
+
+    def ns(self, work: Work, tile: tuple[int, int]) -> float:  # noqa: ARG002 - the CPU's tile, not the device's
+        return self.cpu.ns(work, self.cpu_tile) * self.factor
+
+
+def relative_speed(entry: DeviceProfile, cpu: DeviceProfile) -> tuple[float, list[str]]:
+    """(median over op classes of entry's time / the CPU's on costs.REFERENCE's MobileNetV2 layer, the classes it
+    was taken over): those both fitted within UNTRUSTED_ERROR, or every class where there are none."""
+    from .costs import REFERENCE
+
+    bad = set(entry.untrusted()) | set(cpu.untrusted())
+    used = [c for c in REFERENCE if c not in bad] or list(REFERENCE)
+    ratios = sorted(entry.node_ns(REFERENCE[c][1]) / max(cpu.node_ns(REFERENCE[c][1]), 1e-9) for c in used)
+    mid = len(ratios) // 2
+    return (ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2), used
+
+
+def with_fallbacks(entry: DeviceProfile, cpu: DeviceProfile) -> tuple[DeviceProfile, dict[str, float]]:
+    """`entry` (a device the dispatcher weighs against `cpu`) with every op class whose fit is untrusted here or on
+    the CPU predicted as the CPU's time times the device's relative speed (RelativeModel), and {class: factor}.
+
+    Why: the dispatcher compares the two predictions node by node, so one bad fit moves nodes. A relative speed is
+    what both devices' good fits agree on; for that class the choice then follows the device's speed elsewhere
+    (lavapipe: 10-200x slower than the CPU, so the class stays on the CPU) rather than a fit's noise."""
+    bad = [c for c in CLASSES if c in set(entry.untrusted()) | set(cpu.untrusted())]
+    if not bad:
+        return entry, {}
+    factor, _ = relative_speed(entry, cpu)
+    classes = dict(entry.classes)
+    for c in bad:
+        classes[c] = RelativeModel(cpu.classes[c], cpu.tile, factor, entry.classes[c].error, entry.classes[c].samples)
+    return dataclasses.replace(entry, classes=classes), dict.fromkeys(bad, factor)
 
 
 def _num(where: str, v, *, lo: float = 0.0) -> float:
