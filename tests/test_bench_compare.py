@@ -271,3 +271,13 @@ def test_degenerate_samples_do_not_crash():
     assert flat[0]["verdict"] == "no significant change" and flat[0]["ratio"] == 1.0
     zero = compare.compare([rec([0.0] * 5)], [rec([1.0] * 5)])
     assert zero[0]["verdict"] == "skipped" and "median of base is 0" in zero[0]["note"]
+
+
+def test_an_unforeseen_failure_is_one_line_and_exit_1(tmp_path, capsys, monkeypatch):
+    good = write(tmp_path / "good.jsonl", [rec(latencies(1))])
+
+    def boom(*a, **k):
+        raise RuntimeError("scipy\nexploded")
+    monkeypatch.setattr(compare, "compare", boom)
+    assert compare.main([good, good]) == 1
+    assert capsys.readouterr().err == "vkinfer bench compare: error: RuntimeError: scipy exploded\n"

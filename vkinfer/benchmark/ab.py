@@ -543,6 +543,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:  # noqa: BLE001 - git, a worker, a file: one line and a failing status (cleaned up below)
+        print(f"{PROG}: error: {type(e).__name__}: {' '.join(str(e).split())}", file=sys.stderr)
+        return 1
     finally:
         if tmp is not None:
             _remove_worktree(root, tmp / "tree")

@@ -260,6 +260,9 @@ def main(argv: list[str] | None = None) -> int:
     except (_UsageError, ValueError) as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 2
+    except Exception as e:  # noqa: BLE001 - anything unforeseen: one line and a failing status, no traceback
+        print(f"{PROG}: error: {type(e).__name__}: {' '.join(str(e).split())}", file=sys.stderr)
+        return 1
     if args.json:
         print(json.dumps([{k: _jsonable(v) for k, v in r.items()} for r in results], indent=1))
     else:

@@ -197,6 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as e:  # records.RecordError is a ValueError
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 2
+    except Exception as e:  # noqa: BLE001 - a plotting library's failure: one line and a failing status
+        print(f"{PROG}: error: {type(e).__name__}: {' '.join(str(e).split())}", file=sys.stderr)
+        return 1
     for p in paths:
         print(f"wrote {p}")
     return 0
