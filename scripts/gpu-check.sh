@@ -118,7 +118,9 @@ t $(( MB + 60 )) $PY bench/gpu_check.py --out "$OUT" --budget "$MB" --repeat "${
   ${GPU_CHECK_QUICK:+--quick} 2>&1 | grep -v '^\[[0-9]' ; note models "rc=${PIPESTATUS[0]}"
 
 step "calibrate (quick): the dispatcher's profile of this machine's devices -> $OUT/profile.json"
-t 90 $PY -m vkinfer.cli calibrate --quick --out "$OUT/profile.json" && note calibrate ok || note calibrate FAIL
+DT=$($PY -c 'from vkinfer import cpu; print(cpu.default_threads())' 2>/dev/null || echo 1)  # 1 and the default only:
+t 90 $PY -m vkinfer.cli calibrate --quick --threads "$(printf '%s\n' 1 "$DT" | sort -un | paste -sd,)" \
+  --out "$OUT/profile.json" && note calibrate "ok (threads 1,$DT)" || note calibrate FAIL
 
 if [ "${GPU_CHECK_DEMO:-0}" = 1 ] && [ $(( BUDGET - SECONDS )) -gt 160 ]; then step "demo"
   t 100 $PY -m vkinfer.demo >"$OUT/demo.log" 2>&1; rc=$?; cat "$OUT/demo.log"; note demo "rc=$rc"; fi
