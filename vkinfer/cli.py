@@ -2,7 +2,7 @@
 
     vkinfer run MODEL [--device D] [--input x.npy] [--output y.npz]
     vkinfer info MODEL [--device D] [--profile FILE] [--objective median|p90]
-    vkinfer calibrate [--quick|--full] [--device D] [--threads 1,2] [--out FILE]
+    vkinfer calibrate [--quick|--full] [--device D] [--threads 1,2] [--out FILE] [--verbose]
     vkinfer devices
     vkinfer bench MODEL... [--device cpu,vulkan,auto] [--peer onnxruntime,litert,ncnn|none] [--threads 1,2]
                            [--runs N] [--warmup N] [--out FILE.jsonl] [--pin CPUS]
@@ -10,6 +10,10 @@
     vkinfer bench ab REV [MODEL...] [--device cpu] [--threads 1] [--runs N] [--warmup N] [--threshold PCT]
                      [--out FILE.jsonl] [--pin CPUS]
     vkinfer bench plot RESULTS.jsonl [--compare NEW.jsonl] [--threshold PCT] --out DIR
+
+Errors: one line on stderr, "vkinfer: error: MODEL: cause" (the model where the command takes one); exit status 2
+for bad input (a model, file or option), 1 for a failure inside (a calibration that fails, say), 130 when
+interrupted. `vkinfer bench` exits 1 when an engine fails on a model (its record is still written).
 """
 
 from __future__ import annotations
