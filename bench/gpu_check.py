@@ -29,6 +29,7 @@ import json
 import os
 import platform
 import sys
+import tempfile
 import time
 import traceback
 import xml.etree.ElementTree as ET
@@ -410,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
               "git": git_revision(ROOT), "threads": threads, "repeat": args.repeat,
               "tests": junit_counts(Path(args.junit) if args.junit else None), "models": []}
     print(f"device: {json.dumps(dev)}\nthreads {threads}, {args.repeat} runs per engine", flush=True)
-    work = out / "ncnn-models"
+    work = Path(tempfile.mkdtemp(prefix="gpu-check-ncnn-"))  # not under --out: only the results go there
     for name, fmt, build in _models(args.quick):
         left = args.budget - (time.monotonic() - start)
         if left < 5:
