@@ -19,11 +19,14 @@ as in LiteRT). Streaming (stateful) models keep their resource variables across 
 
 Differences from LiteRT: `get_tensor` and `tensor` reach the model's inputs and outputs only (vkinfer fuses or lays
 out intermediate tensors differently: asking for one raises ValueError); `experimental_delegates` take the
-delegates of `load_delegate("vulkan" | "vulkan:<which>" | "cpu")` (any other library raises ValueError, as LiteRT
-does for a library it cannot load); the other `experimental_*` arguments are accepted and have no effect (a
-non-default op resolver warns: vkinfer computes what LiteRT's default XNNPACK kernels compute). A resized input
-(`resize_tensor_input`) compiles the model for the new shape at `allocate_tensors`, which raises RuntimeError
-where the model cannot take it (a RESHAPE to a fixed shape, say), as LiteRT's does.
+delegates of `load_delegate("vulkan" | "vulkan:<which>" | "cpu")` (any other library raises DelegateLoadError, an
+OSError as ai_edge_litert raises and a ValueError as LiteRT documents); the other `experimental_*` arguments are
+accepted and have no effect (a non-default op resolver warns: vkinfer computes what LiteRT's default XNNPACK
+kernels compute). `resize_tensor_input` may change the batch (first) dimension only: vkinfer's import fixes
+attributes from the file's static shapes (SAME padding, RESHAPE targets, split sizes), so `allocate_tensors`
+traces the model at the new shape, checks that every tensor has the file's shape with its batch scaled, compiles
+it, and raises RuntimeError otherwise (LiteRT's error class for a shape a model cannot take; LiteRT itself would
+also accept new spatial sizes).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Interpreter", "SignatureRunner", "Delegate", "load_delegate", "OpResolverType"]
+__all__ = ["Interpreter", "SignatureRunner", "Delegate", "DelegateLoadError", "load_delegate", "OpResolverType"]
 
 
 class OpResolverType(enum.Enum):
@@ -49,6 +52,11 @@ class OpResolverType(enum.Enum):
     BUILTIN_WITHOUT_DEFAULT_DELEGATES = 3
 
 
+class DelegateLoadError(OSError, ValueError):
+    """A delegate library vkinfer does not provide: an OSError as ai_edge_litert raises for a library it cannot
+    open, and a ValueError as LiteRT documents."""
+
+
 class Delegate:
     """A vkinfer device given as a LiteRT delegate (made by `load_delegate`)."""
 
@@ -56,7 +64,7 @@ class Delegate:
         self.library, self.options = library, dict(options or {})
         kind, _, which = library.partition(":")
         if kind not in ("vulkan", "cpu"):
-            raise ValueError(f"Failed to load delegate from {library}: vkinfer's delegates are 'vulkan', "
+            raise DelegateLoadError(f"Failed to load delegate from {library}: vkinfer's delegates are 'vulkan', "
                              f"'vulkan:<index|name|type>' and 'cpu' (vkinfer runs its own devices, no delegate "
                              f"libraries)")
         bad = [k for k in self.options if k != "device"]
@@ -74,9 +82,9 @@ class Delegate:
 
 def load_delegate(library: str, options: dict | None = None) -> Delegate:
     """LiteRT's load_delegate for vkinfer's devices: "vulkan" (options {"device": index, name or type}),
-    "vulkan:<which>" or "cpu"; ValueError for anything else."""
+    "vulkan:<which>" or "cpu"; DelegateLoadError (an OSError and a ValueError) for anything else."""
     if not isinstance(library, str):
-        raise ValueError(f"Failed to load delegate from {library!r}: give a device name")
+        raise DelegateLoadError(f"Failed to load delegate from {library!r}: give a device name")
     return Delegate(library, options)
 
 
@@ -154,8 +162,10 @@ class Interpreter:
     def _details(self, i: int) -> dict[str, Any]:
         t = self._tensors[i]
         scales, zps = t["scales"], t["zero_points"]
-        return {"name": t["name"], "index": i, "shape": np.array(self._shapes.get(i, t["shape"]), np.int32),
-                "shape_signature": np.array(t["shape_signature"], np.int32), "dtype": t["dtype"],
+        shape = self._shapes.get(i, t["shape"])
+        sig = t["shape_signature"] if t["shape_signature"] is not None else shape  # LiteRT's rule
+        return {"name": t["name"], "index": i, "shape": np.array(shape, np.int32),
+                "shape_signature": np.array(sig, np.int32), "dtype": t["dtype"],
                 "quantization": (float(scales[0]), int(zps[0])) if scales.size == 1 else (0.0, 0),
                 "quantization_parameters": {"scales": scales.copy(), "zero_points": zps.copy(),
                                             "quantized_dimension": t["quantized_dimension"], "block_size": 0},
@@ -192,7 +202,7 @@ class Interpreter:
         if any(s < 1 for s in shape):
             raise ValueError(f"resize_tensor_input: input {i} ({self._tensors[i]['name']!r}): dimensions must be "
                              f"positive, got {list(shape)}")
-        sig = self._tensors[i]["shape_signature"]
+        sig = self._tensors[i]["shape_signature"] or self._tensors[i]["shape"]
         if strict and (len(shape) != len(sig) or any(d != -1 and d != s for d, s in zip(sig, shape, strict=True))):
             raise ValueError(f"resize_tensor_input: input {i} ({self._tensors[i]['name']!r}) has shape signature "
                              f"{list(sig)}: with strict=True only its -1 dimensions may change, got {list(shape)}")
@@ -212,17 +222,8 @@ class Interpreter:
             if tuple(t.shape) != tuple(want):
                 g.inputs[k] = dataclasses.replace(t, shape=tuple(want))
                 changed = True
-        out_shapes = {i: self._shapes[i] for i in self._out}
         if changed or any(tuple(self._shapes[i]) != tuple(self._infos[n].shape) for i, n in self._in.items()):
-            feed = {t.name: np.zeros(t.shape, t.dtype) for t in g.inputs}
-            try:
-                plan = sess.plan(feed)
-            except (ValueError, TypeError) as e:
-                raise RuntimeError(f"allocate_tensors: the model cannot run with input shapes "
-                                   f"{ {self._tensors[i]['name']: list(self._shapes[i]) for i in self._in} }: "
-                                   f"{e}") from e
-            if plan is not None:
-                out_shapes = {i: tuple(plan.info[n][0]) for i, n in self._out.items()}
+            out_shapes = self._resized(g)
         else:
             out_shapes = {i: tuple(self._tensors[i]["shape"]) for i in self._out}
         for i in self._in:
@@ -237,6 +238,48 @@ class Interpreter:
             if buf is None or buf.shape != out_shapes[i]:
                 self._buffers[i] = np.zeros(out_shapes[i], dt)
         self._allocated = True
+
+    def _resized(self, g) -> dict[int, tuple[int, ...]]:
+        """The output shapes for resized inputs, after checking that the model takes them: vkinfer's import bakes
+        the file's static shapes into some attributes (SAME padding, RESHAPE targets, split sizes), so only the
+        batch dimension may change, every tensor the trace gives must have the file's shape with its batch scaled
+        alike, and the plan must compile; RuntimeError otherwise (LiteRT's error class for a shape a model cannot
+        take)."""
+        from .model.plan import trace
+
+        shapes = {self._tensors[i]["name"]: list(self._shapes[i]) for i in self._in}
+
+        def refuse(why: str) -> RuntimeError:
+            return RuntimeError(f"allocate_tensors: the model cannot run with input shapes {shapes}: {why}")
+
+        ratios = set()
+        for i in self._in:
+            old, new = self._tensors[i]["shape"], self._shapes[i]
+            if len(old) != len(new) or list(old[1:]) != list(new[1:]) or not old:
+                raise refuse(f"vkinfer compiles a TFLite model for the file's shapes except the batch (first) "
+                             f"dimension; input {self._tensors[i]['name']!r} is {list(old)} in the file")
+            ratios.add(new[0] / old[0])
+        if len(ratios) != 1:
+            raise refuse("the inputs' batch dimensions do not scale alike")
+        r = ratios.pop()
+        feed = {t.name: np.zeros(t.shape, t.dtype) for t in g.inputs}
+        try:
+            info = trace(g, feed)
+        except (ValueError, TypeError) as e:
+            raise refuse(str(e)) from e
+        names = self._session.graph.meta["tflite"]["graph_names"]
+        for t, name in zip(self._tensors, names, strict=True):
+            if name in info and name not in g.consts and t["shape"]:
+                want = (t["shape"][0] * r, *t["shape"][1:])
+                if tuple(info[name][0]) != want:
+                    raise refuse(f"tensor {t['name']!r} would be {list(info[name][0])}, not the file's "
+                                 f"{list(t['shape'])} with the batch scaled ({[int(d) for d in want]}): a shape the "
+                                 f"import fixed")
+        try:
+            self._session.plan(feed)
+        except (ValueError, TypeError) as e:
+            raise refuse(str(e)) from e
+        return {i: tuple(info[n][0]) for i, n in self._out.items()}
 
     # ---- data ----
     def _check_subgraph(self, subgraph_index: int) -> None:

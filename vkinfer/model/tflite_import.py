@@ -1062,7 +1062,7 @@ def import_tflite(model: str | os.PathLike | bytes, supported: dict[str, str | N
     graph.variables = variables
     graph.user_outputs = user_outputs
     try:
-        graph.meta = _file_meta(blob, ins, outs, [t.name for t in inputs[:len(ins)]], out_names)
+        graph.meta = _file_meta(blob, ins, outs, [t.name for t in inputs[:len(ins)]], out_names, imp.names)
     except Exception as e:  # noqa: BLE001 - flatbuffers reads lazily: a corrupt table fails here
         raise ValueError(f"not a readable TFLite model ({type(e).__name__}: {e})") from None
     return graph
@@ -1074,16 +1074,19 @@ _DETAIL_TYPES = {0: np.float32, 1: np.float16, 2: np.int32, 3: np.uint8, 4: np.i
                  16: np.uint16}
 
 
-def _file_meta(blob: bytes, ins: list[int], outs: list[int], in_names: list[str], out_names: list[str]) -> dict:
+def _file_meta(blob: bytes, ins: list[int], outs: list[int], in_names: list[str], out_names: list[str],
+               graph_names: list[str]) -> dict:
     """Graph.meta of a TFLite model: what the file says beside the computation, read as it is written.
 
-    "tflite": "tensors" (subgraph 0's tensors by index: name, shape, shape_signature, TFLite type, numpy type or
-    None, scales, zero_points, quantized_dimension), "inputs" / "outputs" (the subgraph's tensor indices, in order)
-    with "input_names" / "output_names" (the graph tensor each one is: the TFLite name, or "name:index" where
-    names repeat), "signatures" (SignatureDef key -> {"inputs": {name: tensor index}, "outputs": {...},
-    "subgraph_index"}). "model": ONNX Runtime's ModelMetadata fields (the file's description as producer and
-    description, subgraph 0's name as graph name, the schema version, metadata entries as strings). "quantization":
-    each 8-bit graph input and output's per-tensor (scale, zero point)."""
+    "tflite": "tensors" (subgraph 0's tensors by index: name, shape, shape_signature (None where the file has
+    none: the shape is the signature), TFLite type, numpy type or None, scales, zero_points,
+    quantized_dimension); "inputs" / "outputs" (the subgraph's tensor indices, in order) with "input_names" /
+    "output_names" (the graph tensor each one is: the TFLite name, or "name:index" where names repeat);
+    "graph_names" (that name for every tensor: the graph's name of its NHWC form); "signatures" (SignatureDef
+    key -> {"inputs": {name: tensor index}, "outputs": {...}, "subgraph_index"}); "subgraphs" (their count).
+    "model": ONNX Runtime's ModelMetadata fields (the file's description as producer and description, subgraph
+    0's name as graph name, the schema version, metadata entries as strings). "quantization": each 8-bit graph
+    input and output's per-tensor (scale, zero point)."""
     import tflite
 
     model = tflite.Model.GetRootAsModel(blob, 0)
@@ -1092,7 +1095,7 @@ def _file_meta(blob: bytes, ins: list[int], outs: list[int], in_names: list[str]
     for i in range(sg.TensorsLength()):
         t = sg.Tensors(i)
         shape = [int(v) for v in t.ShapeAsNumpy()] if t.ShapeLength() else []
-        sig = [int(v) for v in t.ShapeSignatureAsNumpy()] if t.ShapeSignatureLength() else list(shape)
+        sig = [int(v) for v in t.ShapeSignatureAsNumpy()] if t.ShapeSignatureLength() else None
         q = t.Quantization()
         scales = q.ScaleAsNumpy().astype(np.float32) if q is not None and q.ScaleLength() else np.zeros(0, np.float32)
         zps = (q.ZeroPointAsNumpy().astype(np.int32) if q is not None and q.ZeroPointLength()
@@ -1134,7 +1137,7 @@ def _file_meta(blob: bytes, ins: list[int], outs: list[int], in_names: list[str]
             quant[name] = (float(t["scales"][0]), int(t["zero_points"][0]))
     return {"format": "tflite", "model": meta_model, "quantization": quant,
             "tflite": {"tensors": tensors, "inputs": list(ins), "outputs": list(outs), "input_names": list(in_names),
-                       "output_names": list(out_names), "signatures": signatures,
+                       "output_names": list(out_names), "graph_names": list(graph_names), "signatures": signatures,
                        "subgraphs": int(model.SubgraphsLength())}}
 
 
