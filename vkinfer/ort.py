@@ -620,16 +620,22 @@ class InferenceSession(_Session):
         self._profiler: _Profiler | None = None
         self._profiling = opts.enable_profiling
         self._prof_plans: set[int] = set()
-        quiet = opts.log_severity_level >= 3
-        with warnings.catch_warnings():
-            if quiet:
-                warnings.simplefilter("ignore")
-            for note in notes:
-                warnings.warn(note, RuntimeWarning, stacklevel=2)
-            if opts.optimized_model_filepath:
-                warnings.warn(f"SessionOptions.optimized_model_filepath={opts.optimized_model_filepath!r}: vkinfer "
-                              f"writes no optimized ONNX model", RuntimeWarning, stacklevel=2)
-            super().__init__(path_or_bytes, device=device, threads=threads, **kwargs)
+        quiet = opts.log_severity_level >= 3  # ONNX Runtime's "error" and "fatal": no warnings
+        if opts.optimized_model_filepath:
+            notes.append(f"SessionOptions.optimized_model_filepath={opts.optimized_model_filepath!r}: vkinfer writes "
+                         f"no optimized ONNX model")
+        for note in notes if not quiet else ():
+            warnings.warn(note, RuntimeWarning, stacklevel=2)
+        caught: list[warnings.WarningMessage] = []
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                super().__init__(path_or_bytes, device=device, threads=threads, **kwargs)
+        finally:
+            # The session's warnings (auto's fallback to the CPU, say) point at the caller's line, as they do when
+            # vkinfer.model.session.InferenceSession is made directly.
+            for w in caught if not quiet else ():
+                warnings.warn(w.message, w.category, stacklevel=2)
         if opts.log_severity_level == 0:
             print(self.explain(), file=sys.stderr)
         self._start_ns = wall0
@@ -657,7 +663,13 @@ class InferenceSession(_Session):
         kind, _, which = self.device.partition(":")
         if VULKAN_PROVIDER in self.get_providers():
             if kind == "vulkan":
-                info = self._backend.dev.info
+                backend = getattr(self, "_backend", None)  # none where $VKINFER_PLAN=0 interprets every node
+                if backend is not None:
+                    info = backend.dev.info
+                else:
+                    from ._vk import get_device as vulkan_device
+
+                    info = vulkan_device(which or None).info
                 out[VULKAN_PROVIDER] = {"device_id": str(info.index), "device": info.name}
             else:
                 ids = [d.partition(":")[2] for d in self.auto_devices if d.startswith("vulkan")]
@@ -766,13 +778,14 @@ class InferenceSession(_Session):
             return _Session.run(self, output_names, input_feed, run_options)
         with prof.lock:
             prof.current = []
+            state = dict(self._state)  # what an interpreted run's replay starts from
             t0 = time.perf_counter_ns()
             try:
                 out = _Session.run(self, output_names, input_feed, run_options)
             finally:
                 events, prof.current = prof.current, None
             t1 = time.perf_counter_ns()
-            prof.run_done(self, events, t0, t1, run_options, input_feed)
+            prof.run_done(self, events, t0, t1, run_options, {**state, **input_feed})
         return out
 
 
@@ -879,8 +892,8 @@ class _Profiler:
         return self.vk_times[key]
 
     def run_done(self, sess: InferenceSession, events: list, t0: int, t1: int, run_options, feed) -> None:
+        """Turn one run's segment records (from the instrumented runners) into trace events."""
         out = []
-        seen: set[str] = set()
         for kind, plan, seg, k, s0, dur, data in events:
             edges = 0.0
             if kind == "host":
@@ -910,7 +923,6 @@ class _Profiler:
                     nd = times.get(node.name, 0.0)
                     out.append(self._node_event(node, seg.device, at, nd, {"timing": "vulkan timestamps, per plan"}))
                     at += nd
-            seen.update(n.name for n in seg.nodes)
             out.append(self._event("Segment", f"segment_{k}_{seg.device}", s0, dur,
                                    {"device": seg.device, "provider": self._provider(seg.device),
                                     "nodes": len(seg.nodes), "edge_ns": int(edges), "run": self.runs}))
@@ -922,12 +934,12 @@ class _Profiler:
         self.runs += 1
 
     def _replay_nodes(self, sess: InferenceSession, feed: dict, t1: int) -> list[dict]:
-        """Per-node wall times of an interpreted session: the nodes run again, one by one, after the run (its
-        outputs are the run's own)."""
+        """Per-node wall times of an interpreted session: the nodes run again, one by one, after the run, on its
+        feed (a streaming model's state as the run found it); the outputs are the run's own."""
         from .model.plan import interpret
 
         g = sess.graph
-        values = {**g.consts, **sess._state, **{k: np.asarray(v) for k, v in feed.items()}}
+        values = {**g.consts, **{k: np.asarray(v) for k, v in feed.items()}}
         out = []
         for node in g.nodes:
             n0 = time.perf_counter_ns()
