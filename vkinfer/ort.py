@@ -404,9 +404,11 @@ class OrtValue:
         return self._array
 
     def shape(self) -> list[int]:
+        """The array's shape."""
         return list(self._array.shape)
 
     def element_type(self) -> type:
+        """The numpy scalar type (numpy.float32, ...)."""
         return self._array.dtype.type
 
     def data_type(self) -> str:
@@ -415,18 +417,23 @@ class OrtValue:
         return f"tensor({ {'float32': 'float', 'float64': 'double'}.get(name, name) })"
 
     def device_name(self) -> str:
+        """Always "cpu": host memory."""
         return "cpu"
 
     def data_ptr(self) -> int:
+        """The address of the array's data."""
         return int(self._array.ctypes.data)
 
     def tensor_size_in_bytes(self) -> int:
+        """The array's size in bytes."""
         return int(self._array.nbytes)
 
     def is_tensor(self) -> bool:
+        """Always True: vkinfer's values are tensors."""
         return True
 
     def has_value(self) -> bool:
+        """Always True."""
         return True
 
     def update_inplace(self, np_arr: np.ndarray) -> None:
@@ -566,9 +573,11 @@ class IOBinding:
         return [v.numpy().copy() for v in self.get_outputs()]
 
     def clear_binding_inputs(self) -> None:
+        """Forget every bound input."""
         self._inputs.clear()
 
     def clear_binding_outputs(self) -> None:
+        """Forget every bound output (and the last run's outputs)."""
         self._outputs.clear()
         self._results = None
 
@@ -949,6 +958,7 @@ class _Profiler:
         return out
 
     def write(self) -> str:
+        """Write the events to `<prefix>_<date>_<time>_<ms>.json`; the path."""
         now = time.time()
         stamp = time.strftime("%Y-%m-%d_%H-%M-%S", time.localtime(now)) + f"_{int(now * 1000) % 1000:03d}"
         path = f"{self.prefix}_{stamp}.json"
