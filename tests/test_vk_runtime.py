@@ -497,22 +497,26 @@ def test_pushed_shapes_equal_specialized_ones_with_fewer_pipelines(cache_dir):
     assert made[True] < made[False] <= len(specs)
 
 
-def test_uncached_spirv_compiles_on_workers_and_the_program_is_made_when_recorded(cache_dir, tmp_path, monkeypatch):
+@pytest.mark.parametrize("zero_copy", [None, False])
+def test_uncached_spirv_compiles_on_workers_and_the_program_is_made_when_recorded(cache_dir, tmp_path, monkeypatch,
+                                                                                  zero_copy):
     """With an empty SPIR-V cache, `Device.program` returns before glslang finishes; the native program is made
     when the sequence records it, equal programs share one compile, and a compile error surfaces there as
-    ShaderCompileError naming the shader."""
+    ShaderCompileError naming the shader. zero_copy=False: staged buffers, as on a discrete GPU (without the
+    recorded upload this test read zeros on an H100 while lavapipe's unified memory hid it)."""
     from vkinfer import _glsl
     from vkinfer.vulkan import QLinearConv
 
     monkeypatch.setattr(_glsl, "_futures", {})
     _glsl.spirv.cache_clear()
-    dev = _vk.Device(_vk._pick(None), pipeline_threads=0)
+    dev = _vk.Device(_vk._pick(None), pipeline_threads=0, zero_copy=zero_copy)
     spec = _conv_specs()[0]
     op = QLinearConv(spec, dev)
     xb, yb = dev.buffer(4 * op.in_words), dev.buffer(4 * op.out_words)
     progs = [op.bind(xb, yb), op.bind(xb, yb)]
     assert progs[0]._raw is None and len(_glsl._futures) == 1  # one compile for both
     seq = dev.sequence()
+    seq.upload(xb)
     seq.dispatch(progs[0])
     seq.download(yb)
     assert progs[0]._raw is not None
