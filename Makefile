@@ -1,7 +1,10 @@
 # Two commands do all set-up on a fresh Debian 12 machine (no GPU needed: lavapipe and SwiftShader are the devices):
 #   make demo   - the main job
 #   make test   - the test suite
-# Each re-checks what is missing and skips finished set-up.
+# Each re-checks what is missing and skips finished set-up. Both build the native code through CMakeLists.txt as
+# the wheel does (scikit-build-core, here an editable install that writes the libraries into vkinfer/).
+#   make wheel        - the manylinux wheel in dist/ (scripts/wheel-build.sh)
+#   make wheel-check  - that wheel installed alone in a fresh venv: cpu and lavapipe against ONNX Runtime
 SHELL := /bin/bash
 PY ?= python3
 VENV := .venv
@@ -9,10 +12,8 @@ VPY := $(VENV)/bin/python
 KP_VERSION := 0.9.0
 DEPS := build/deps
 KP_SRC := $(DEPS)/kp-$(KP_VERSION)
-NATIVE_BUILD := build/native
-EXT_SUFFIX = $(shell $(VPY) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 APT_PKGS := mesa-vulkan-drivers libvulkan-dev glslang-tools spirv-tools vulkan-validationlayers \
-            vulkan-tools cmake g++ make libfmt-dev pybind11-dev python3-venv python3-dev \
+            vulkan-tools cmake g++ make libfmt-dev python3-venv python3-dev \
             gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-arm-linux-gnueabihf libc6-dev-armhf-cross \
             qemu-user-static
 # Installed without recommends: chromium-common brings SwiftShader's Vulkan driver (a second CPU device the
@@ -20,16 +21,16 @@ APT_PKGS := mesa-vulkan-drivers libvulkan-dev glslang-tools spirv-tools vulkan-v
 APT_NORECOMMENDS := chromium-common
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup apt native cpu test demo bench lint clean gpu-check gpu-prep
+.PHONY: setup apt native cpu test demo bench lint clean gpu-check gpu-prep wheel wheel-check
 
 setup: apt $(VENV)/.installed native cpu
 
-# The C CPU fallback (cpu_fallback/): a shared library loaded through ctypes, rebuilt when a source changes,
-# and once the venv exists the small extension that runs a native graph without ctypes (vkinfer._fastrun).
-PY_INCLUDE = $(shell $(VPY) -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null)
+# The C CPU fallback (cpu_fallback/): a shared library loaded through ctypes. With the venv it comes from the
+# native build below (with vkinfer._fastrun); without one (`vkinfer bench ab` building a revision in a worktree)
+# from cpu_fallback/Makefile alone, which is also how CMakeLists.txt builds it: the same flags either way.
 cpu:
-	@$(MAKE) --no-print-directory -C cpu_fallback lib
-	@if [ -x $(VPY) ]; then $(MAKE) --no-print-directory -C cpu_fallback pyext PYINC=$(PY_INCLUDE) PYEXT=$(EXT_SUFFIX); fi
+	@if [ -x $(VPY) ]; then $(MAKE) --no-print-directory native; \
+	else $(MAKE) --no-print-directory -C cpu_fallback lib; fi
 
 # Debian packages: installed only when dpkg says one is missing (a second run takes well under a second).
 apt:
@@ -44,31 +45,56 @@ apt:
 	    DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$norec || exit 1; fi; \
 	fi
 
-$(VENV)/.installed: pyproject.toml requirements.txt
+$(VENV)/.installed: pyproject.toml requirements.txt requirements-build.txt
 	@$(PY) -c 'import sys; assert sys.version_info >= (3, 11), "vkinfer needs Python 3.11+"'
 	[ -x $(VPY) ] || $(PY) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip==24.3.1
-	$(VPY) -m pip install -q -r requirements.txt
-	$(VPY) -m pip install -q --no-build-isolation --no-deps -e .
+	$(VPY) -m pip install -q -r requirements.txt -r requirements-build.txt
 	touch $@
 
-# Kompute comes from its PyPI sdist (source only, never committed); we build just its C++ library
-# inside our own CMake project and link our small module over it.
+# Kompute comes from its PyPI sdist (source only, never committed); CMakeLists.txt builds just its C++ library and
+# our small module over it. Kept unpacked here for `vkinfer bench ab`, which builds a revision's module from it.
 $(KP_SRC)/CMakeLists.txt: | $(VENV)/.installed
 	mkdir -p $(DEPS)
 	$(VPY) -m pip download -q --no-deps --no-binary :all: kp==$(KP_VERSION) -d $(DEPS)
 	tar -xzf $(DEPS)/kp-$(KP_VERSION).tar.gz -C $(DEPS)
 	touch $@
 
-native: $(VENV)/.installed $(KP_SRC)/CMakeLists.txt
-	@$(MAKE) --no-print-directory vkinfer/_vkcore$(EXT_SUFFIX)
+# The native build: CMakeLists.txt through scikit-build-core, as for the wheel, as an editable install (the venv
+# imports vkinfer from this tree) that writes libvkinfer_cpu.so, _fastrun and _vkcore into vkinfer/ (each
+# replaced by rename). It builds incrementally in build/dev; re-run when a native source changes. The tree
+# compiles shaders at run time (glslang); the SPIR-V the wheel would carry is in build/dev/spirv.
+JOBS ?= $(shell nproc)
+DEV_BUILD := build/dev
+NATIVE_SRCS := CMakeLists.txt cmake/replace.cmake pyproject.toml $(wildcard vkinfer/_native/*) vkinfer/_glsl.py \
+               cpu_fallback/Makefile $(wildcard cpu_fallback/src/* cpu_fallback/include/* cpu_fallback/python/*) \
+               $(wildcard shaders/*)
+$(DEV_BUILD)/.built: $(NATIVE_SRCS) $(VENV)/.installed $(KP_SRC)/CMakeLists.txt
+	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(VPY) -m pip install -q --no-build-isolation --no-deps -e . \
+	  -Cbuild-dir=$(DEV_BUILD) -Ccmake.define.VKINFER_KP_SDIST=$(abspath $(KP_SRC)) \
+	  || { echo "native build failed: the CMake log is in $(DEV_BUILD)"; exit 1; }
+	touch $@
 
+native: $(DEV_BUILD)/.built
+
+# One module for another checkout without touching the venv's install (`vkinfer bench ab` runs
+# `make VENV=... KP_SRC=... vkinfer/_vkcore<EXT_SUFFIX>` in a worktree): the same CMake project, in place.
 vkinfer/_vkcore%: vkinfer/_native/vkcore.cpp vkinfer/_native/CMakeLists.txt
-	cmake -S vkinfer/_native -B $(NATIVE_BUILD) -DKOMPUTE_SRC=$(abspath $(KP_SRC)) \
-	  -DPython_EXECUTABLE=$(abspath $(VPY)) -DCMAKE_BUILD_TYPE=Release > $(NATIVE_BUILD).log 2>&1 \
-	  || { cat $(NATIVE_BUILD).log; exit 1; }
-	cmake --build $(NATIVE_BUILD) -j$$(nproc) >> $(NATIVE_BUILD).log 2>&1 || { tail -50 $(NATIVE_BUILD).log; exit 1; }
-	cp $(NATIVE_BUILD)/_vkcore$(EXT_SUFFIX) $@
+	cmake -S . -B build/inplace -DVKINFER_INPLACE=ON -DVKINFER_SPIRV=OFF -DVKINFER_KP_SDIST=$(abspath $(KP_SRC)) \
+	  -DPython_EXECUTABLE=$(abspath $(VPY)) -Dpybind11_DIR=$$($(VPY) -m pybind11 --cmakedir) \
+	  -DCMAKE_BUILD_TYPE=Release > build/inplace.log 2>&1 || { cat build/inplace.log; exit 1; }
+	cmake --build build/inplace -j$(JOBS) >> build/inplace.log 2>&1 || { tail -50 build/inplace.log; exit 1; }
+
+# The wheel: built from the sdist (so the sdist is checked too), retagged for the interpreters it carries
+# modules for, made manylinux by auditwheel (libvulkan.so.1 left to the system) -> dist/. WHEEL_PYTHONS: more
+# CPythons to build for (interpreters, or X.Y=INCLUDE_DIR); by default every python3.1[2-9] on PATH.
+wheel: $(VENV)/.installed $(KP_SRC)/CMakeLists.txt
+	VKINFER_KP_SDIST=$(abspath $(DEPS)) PY=$(abspath $(VPY)) JOBS=$(JOBS) bash scripts/wheel-build.sh
+
+# The wheel installed alone in a fresh venv, no glslang on PATH, an empty cache, cwd outside the tree:
+# cpu and lavapipe sessions on zoo models against ONNX Runtime, bit-exact; import, install and session times.
+wheel-check: wheel
+	PY=$(abspath $(VPY)) bash scripts/wheel-check.sh
 
 # The suite runs on every CPU the process may use (pytest-xdist, one test file per worker so a file's cached
 # models and builds are made once): 134 s in one process on a 2-core Zen 5, 83 s on both. PYTEST_WORKERS=0 runs

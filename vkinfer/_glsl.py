@@ -1,13 +1,21 @@
-"""GLSL -> SPIR-V with glslang, cached on disk by source text (with includes), defines and compiler.
+"""SPIR-V for vkinfer's shaders: packaged with the wheel, or compiled by glslang in a development tree.
 
-SPIR-V is never committed: shaders are compiled on first use for Vulkan 1.1 (SPIR-V 1.3), which
-every Vulkan 1.1 driver accepts.
+Two sources, chosen per call (`packaged()`):
+- Packaged (an installed wheel): the build compiled every variant the runtime can ask for (`variants()`) into
+  vkinfer/_spirv/ with a manifest of SHA-256 checksums (`build_package`, run by CMakeLists.txt). A file that fails
+  its checksum is refused with ShaderCompileError, so it never reaches the driver. No glslang, no shader sources.
+- Compiled (the development path): shaders/*.comp compiled on first use with glslangValidator, cached on disk
+  by source text (with includes), defines and compiler. Used when no manifest is packaged (the source tree), or
+  when $VKINFER_COMPILE_SHADERS=1 or $VKINFER_SHADER_DIR is set.
+$VKINFER_SPIRV_DIR points at another packaged folder (a build's spirv/, for tests). SPIR-V is never committed;
+it targets Vulkan 1.1 (SPIR-V 1.3), which every Vulkan 1.1 driver accepts.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -22,6 +30,14 @@ from .errors import ShaderCompileError
 
 SHADER_DIR = Path(os.environ.get("VKINFER_SHADER_DIR", Path(__file__).resolve().parent.parent / "shaders"))
 TARGET_ENV = "vulkan1.1"
+#: Where a wheel carries its SPIR-V (CMakeLists.txt installs the build's spirv/ there).
+PACKAGED_DIR = Path(__file__).resolve().parent / "_spirv"
+MANIFEST = "manifest.json"
+MANIFEST_FORMAT = 1
+#: Define sets a shader is compiled with beyond none at all, by shader name. Device.program's callers (the
+#: lowerings in vkinfer/vulkan/) pass no defines today; one that starts to must list its sets here, or the
+#: packaged build lacks the variant (tests/test_packaging.py checks the lowerings against this table).
+DEFINE_SETS: dict[str, list[tuple[tuple[str, str], ...]]] = {}
 
 
 def cache_dir() -> Path:
@@ -121,9 +137,14 @@ def _push_shapes_source(text: str) -> tuple[str, PushShapes]:
     return out, PushShapes(frozenset(ids.values()), base, slots)
 
 
-@functools.cache
 def push_shapes(name: str) -> PushShapes:
     """The push-constant layout of shaders/<name>.comp's push-shapes variant (see `spirv`)."""
+    pkg = packaged()
+    return pkg.push_shapes(name) if pkg is not None else _source_push_shapes(name)
+
+
+@functools.cache
+def _source_push_shapes(name: str) -> PushShapes:
     return _push_shapes_source(_shader_path(name).read_text())[1]
 
 
@@ -132,6 +153,22 @@ def _shader_path(name: str) -> Path:
     if not src.exists():
         raise ShaderCompileError(f"shader {src} not found (set VKINFER_SHADER_DIR to vkinfer's shaders/)")
     return src
+
+
+def _compile(exe: str, src: Path, defines: tuple[tuple[str, str], ...], shapes_pushed: bool) -> bytes:
+    """shaders/<name>.comp (`src`) compiled by glslang `exe` with `defines`, as its push-shapes variant or not."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "out.spv"
+        unit = src
+        if shapes_pushed:
+            unit = Path(tmp) / src.name
+            unit.write_text(_push_shapes_source(src.read_text())[0])
+        cmd = [exe, "-V", "--target-env", TARGET_ENV, f"-I{src.parent}", *[f"-D{k}={v}" for k, v in defines],
+               "-o", str(out), str(unit)]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise ShaderCompileError(f"glslang failed on {src.name}:\n{r.stdout}{r.stderr}")
+        return out.read_bytes()
 
 
 def _cache_file(name: str, defines: tuple[tuple[str, str], ...], shapes_pushed: bool) -> Path:
@@ -148,24 +185,16 @@ def spirv(name: str, defines: tuple[tuple[str, str], ...] = (), shapes_pushed: b
     `shapes_pushed`: the variant whose int specialization constants are read from push constants
     (layout: `push_shapes(name)`), so that one pipeline serves every shape. For drivers without a
     persistent pipeline cache, where each distinct pipeline costs its compile in every process."""
+    pkg = packaged()
+    if pkg is not None:
+        return pkg.spirv(name, defines, shapes_pushed)
     src = _shader_path(name)
     exe, _ = _glslang()
     cached = _cache_file(name, defines, shapes_pushed)
     if cached.exists():
         return cached.read_bytes()
     cached.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "out.spv"
-        unit = src
-        if shapes_pushed:
-            unit = Path(tmp) / src.name
-            unit.write_text(_push_shapes_source(src.read_text())[0])
-        cmd = [exe, "-V", "--target-env", TARGET_ENV, f"-I{src.parent}", *[f"-D{k}={v}" for k, v in defines],
-               "-o", str(out), str(unit)]
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode != 0:
-            raise ShaderCompileError(f"glslang failed on {src.name}:\n{r.stdout}{r.stderr}")
-        data = out.read_bytes()
+    data = _compile(exe, src, defines, shapes_pushed)
     # Write-then-rename so concurrent processes never read a half-written cache entry.
     tmpfile = cached.with_suffix(f".{os.getpid()}.tmp")
     tmpfile.write_bytes(data)
@@ -184,6 +213,13 @@ def spirv_future(name: str, defines: tuple[tuple[str, str], ...] = (), shapes_pu
     each shader variant with a glslangValidator process of ~70 ms; MobileNetV2's 6 variants took 0.51 s
     one after another, and a plan asks for all of them before it records its first dispatch."""
     global _pool
+    if packaged() is not None:  # a file read: done now (a refused file's error is raised by result())
+        fut = Future()
+        try:
+            fut.set_result(spirv(name, defines, shapes_pushed))
+        except Exception as e:  # noqa: BLE001 - raised to whoever waits on it
+            fut.set_exception(e)
+        return fut
     key = (name, defines, shapes_pushed)
     with _futures_lock:
         fut = _futures.get(key)
@@ -202,3 +238,138 @@ def spirv_future(name: str, defines: tuple[tuple[str, str], ...] = (), shapes_pu
             fut = _pool.submit(spirv, name, defines, shapes_pushed)
         _futures[key] = fut
         return fut
+
+
+# --- packaged SPIR-V (a wheel's vkinfer/_spirv/) ------------------------------------------------------------
+
+
+def _truthy(v: str | None) -> bool:
+    return (v or "").strip().lower() in ("1", "on", "yes", "true")
+
+
+def variants(shader_dir: Path | None = None) -> list[tuple[str, tuple[tuple[str, str], ...], bool]]:
+    """Every (shader, defines, shapes_pushed) the runtime can ask `spirv` for: each shaders/*.comp with no defines
+    and with each of its DEFINE_SETS, as the static variant and as the push-shapes one (Device.push_shapes is
+    chosen per device at run time). Specialization constants stay run-time values: they are not variants."""
+    d = Path(shader_dir or SHADER_DIR)
+    names = sorted(p.stem for p in d.glob("*.comp"))
+    return [(n, defs, pushed) for n in names for defs in [(), *DEFINE_SETS.get(n, [])] for pushed in (False, True)]
+
+
+def _variant_file(name: str, defines: tuple[tuple[str, str], ...], shapes_pushed: bool) -> str:
+    tag = f"-{hashlib.sha256(repr(defines).encode()).hexdigest()[:12]}" if defines else ""
+    return f"{name}{tag}{'.push' if shapes_pushed else ''}.spv"
+
+
+def build_package(out_dir: Path, glslang: str, shader_dir: Path | None = None, jobs: int = 2,
+                  names: list[str] | None = None) -> dict:
+    """Compile every variant (`variants`; only shaders `names` when given) with glslang executable `glslang` into
+    `out_dir`, with manifest.json: each file's SHA-256 and size, and each shader's push-shapes layout (the runtime
+    has no shader sources). Returns the manifest. Run at build time by CMakeLists.txt (vkinfer/_native/
+    build_spirv.py)."""
+    d = Path(shader_dir or SHADER_DIR)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run([glslang, "--version"], capture_output=True, text=True)
+    version = (r.stdout.splitlines() or ["unknown"])[0]
+    todo = [v for v in variants(d) if names is None or v[0] in names]
+
+    def one(v: tuple[str, tuple[tuple[str, str], ...], bool]) -> dict:
+        name, defines, pushed = v
+        data = _compile(glslang, d / f"{name}.comp", defines, pushed)
+        fname = _variant_file(name, defines, pushed)
+        (out_dir / fname).write_bytes(data)
+        return {"shader": name, "defines": [list(kv) for kv in defines], "shapes_pushed": pushed, "file": fname,
+                "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        entries = list(pool.map(one, todo))
+    shaders = {}
+    for name in sorted({v[0] for v in todo}):
+        lay = _push_shapes_source((d / f"{name}.comp").read_text())[1]
+        source = _source_with_includes(d / f"{name}.comp").encode()
+        shaders[name] = {"source_sha256": hashlib.sha256(source).hexdigest(),
+                         "push_shapes": {"ids": sorted(lay.ids), "base": lay.base, "slots": lay.slots}}
+    manifest = {"format": MANIFEST_FORMAT, "target_env": TARGET_ENV, "glslang": version, "shaders": shaders,
+                "variants": entries}
+    tmp = out_dir / f".{MANIFEST}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, out_dir / MANIFEST)
+    return manifest
+
+
+class Packaged:
+    """A folder of packaged SPIR-V: manifest.json and the files it lists (see `build_package`)."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        path = self.root / MANIFEST
+        try:
+            m = json.loads(path.read_text())
+            if m.get("format") != MANIFEST_FORMAT:
+                raise ValueError(f"format {m.get('format')!r}, this vkinfer reads {MANIFEST_FORMAT}")
+            self._variants = {(v["shader"], tuple(tuple(kv) for kv in v["defines"]), bool(v["shapes_pushed"])):
+                              (v["file"], v["sha256"], int(v["bytes"])) for v in m["variants"]}
+            self._layouts = {n: PushShapes(frozenset(s["push_shapes"]["ids"]), int(s["push_shapes"]["base"]),
+                                           int(s["push_shapes"]["slots"])) for n, s in m["shaders"].items()}
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise ShaderCompileError(f"the packaged SPIR-V manifest {path} is unreadable ({e}): the installation "
+                                     "is damaged; reinstall vkinfer") from e
+
+    def __len__(self) -> int:
+        return len(self._variants)
+
+    def _hint(self) -> str:
+        return ("set VKINFER_COMPILE_SHADERS=1 and VKINFER_SHADER_DIR to vkinfer's shaders/ folder to compile "
+                "shaders at run time instead (needs glslangValidator)")
+
+    def push_shapes(self, name: str) -> PushShapes:
+        lay = self._layouts.get(name)
+        if lay is None:
+            raise ShaderCompileError(f"shader {name!r} is not among the packaged shaders in {self.root} "
+                                     f"({', '.join(sorted(self._layouts))}); {self._hint()}")
+        return lay
+
+    def spirv(self, name: str, defines: tuple[tuple[str, str], ...], shapes_pushed: bool) -> bytes:
+        """The variant's SPIR-V, after its checksum: ShaderCompileError for a variant not packaged, or a file
+        missing, resized or altered (never handed to a driver)."""
+        entry = self._variants.get((name, tuple(defines), bool(shapes_pushed)))
+        what = f"{name}{' ' + str(dict(defines)) if defines else ''}{' (shapes pushed)' if shapes_pushed else ''}"
+        if entry is None:
+            raise ShaderCompileError(f"shader variant {what} is not among the {len(self)} packaged SPIR-V variants "
+                                     f"in {self.root}; {self._hint()}")
+        fname, want, size = entry
+        path = self.root / fname
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            raise ShaderCompileError(f"packaged SPIR-V {path} for {what} is unreadable ({e.strerror or e}): the "
+                                     "installation is damaged; reinstall vkinfer") from e
+        got = hashlib.sha256(data).hexdigest()
+        if got != want or len(data) != size:
+            raise ShaderCompileError(
+                f"packaged SPIR-V {path} for {what} fails its checksum (sha256 {got[:16]}..., {len(data)} bytes; "
+                f"the manifest says {want[:16]}..., {size} bytes): refused, never dispatched. The installation "
+                "is damaged or was modified; reinstall vkinfer")
+        return data
+
+
+@functools.cache
+def _load_packaged(root: str) -> Packaged:
+    return Packaged(Path(root))
+
+
+def packaged() -> Packaged | None:
+    """The packaged SPIR-V in use, or None on the development path (compile with glslang): None when
+    $VKINFER_COMPILE_SHADERS is 1/on/yes/true or $VKINFER_SHADER_DIR is set; else $VKINFER_SPIRV_DIR (which must
+    hold a manifest) or vkinfer/_spirv when it holds one."""
+    if _truthy(os.environ.get("VKINFER_COMPILE_SHADERS")) or os.environ.get("VKINFER_SHADER_DIR"):
+        return None
+    env = os.environ.get("VKINFER_SPIRV_DIR")
+    if env:
+        if not (Path(env) / MANIFEST).is_file():
+            raise ShaderCompileError(f"$VKINFER_SPIRV_DIR={env} holds no {MANIFEST} (a build's spirv/ folder)")
+        return _load_packaged(str(Path(env).resolve()))
+    if (PACKAGED_DIR / MANIFEST).is_file():
+        return _load_packaged(str(PACKAGED_DIR))
+    return None

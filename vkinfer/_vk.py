@@ -61,14 +61,24 @@ SWIFTSHADER_ICD = "/usr/lib/chromium/vk_swiftshader_icd.json"
 
 @functools.cache
 def _native() -> Any:
+    """The Vulkan module, imported on first use: it links libvulkan.so.1, so `import vkinfer` and CPU sessions
+    work on a machine without any Vulkan loader, and only asking for a Vulkan device fails, with this error."""
     try:
         from . import _vkcore
     except ImportError as e:
         if "libvulkan" in str(e):
             raise VulkanUnavailableError(
-                "the Vulkan loader (libvulkan.so.1) is missing: install libvulkan1 and a driver, e.g. "
-                "`apt-get install libvulkan1 mesa-vulkan-drivers` (lavapipe, a CPU Vulkan device)") from e
-        raise VulkanUnavailableError(f"vkinfer's native Vulkan module is not built ({e}); run `make setup`") from e
+                f"the Vulkan loader (libvulkan.so.1) is missing or unusable ({e}): install libvulkan1 and a "
+                "driver, e.g. `apt-get install libvulkan1 mesa-vulkan-drivers` (lavapipe, a CPU Vulkan device), "
+                "or your GPU vendor's Vulkan driver") from e
+        built = sorted(p.name for p in Path(__file__).resolve().parent.glob("_vkcore.*"))
+        if built:  # a wheel carries one module per CPython it was built for (pybind11 has no stable ABI)
+            raise VulkanUnavailableError(
+                f"vkinfer's Vulkan module cannot load on this Python ({e}); this installation has "
+                f"{', '.join(built)}: install vkinfer from its sdist for this interpreter "
+                "(pip install --no-binary vkinfer vkinfer), or `make` in a checkout") from e
+        raise VulkanUnavailableError(f"vkinfer's native Vulkan module is not built ({e}); run `make setup` in a "
+                                     "checkout, or install the vkinfer wheel") from e
     return _vkcore
 
 
@@ -95,8 +105,9 @@ def _add_swiftshader(env: MutableMapping[str, str] = os.environ) -> bool:
 def _instance() -> Any:
     # The loader reads its driver variables when the instance is created: set them first.
     _add_swiftshader()
+    native = _native()  # its VulkanUnavailableError says what to install; raised as it is
     try:
-        return _native().Instance()
+        return native.Instance()
     except RuntimeError as e:
         raise VulkanUnavailableError(
             f"cannot create a Vulkan instance ({e}): install a Vulkan driver, e.g. mesa-vulkan-drivers") from e

@@ -1,0 +1,16 @@
+# cmake -DSRC=FILE -DDST=FILE -P replace.cmake: DST becomes a copy of SRC, replaced by rename (a process that has
+# the old file mapped keeps it; none ever sees half a file); nothing is written when both are equal.
+if(EXISTS "${DST}")
+  file(SHA256 "${SRC}" a)
+  file(SHA256 "${DST}" b)
+  if(a STREQUAL b)
+    return()
+  endif()
+endif()
+get_filename_component(dir "${DST}" DIRECTORY)
+get_filename_component(name "${DST}" NAME)
+string(RANDOM LENGTH 8 r)
+set(tmp "${dir}/.${name}.${r}.tmp")
+file(COPY_FILE "${SRC}" "${tmp}")
+file(RENAME "${tmp}" "${DST}")
+message(STATUS "vkinfer/${name} updated")
