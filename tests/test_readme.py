@@ -20,10 +20,14 @@ import pytest
 from agree import run_devices
 
 ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text()
+FRONT = (ROOT / "README.md").read_text()
+DOCS = sorted(d for d in (ROOT / "docs").glob("*.md") if d.name != "ops.md")  # ops.md: generated, checked below
+# The README and the docs it links to are one text for these tests: a fact moved from one to the other is
+# still checked where it now stands.
+README = FRONT + "".join("\n" + d.read_text() for d in DOCS)
 VKINFER = Path(sys.executable).with_name("vkinfer")  # the console script of this environment
 # What `make -n <target>` must show for the README's make lines.
-MAKE_RECIPES = {"demo": "-m vkinfer.demo", "test": "-m pytest"}
+MAKE_RECIPES = {"demo": "-m vkinfer.demo", "test": "-m pytest", "wheel": "scripts/wheel-build.sh"}
 
 
 def _blocks(text: str) -> list[tuple[int, str, str]]:
@@ -61,6 +65,13 @@ def _small_model() -> bytes:
     from vkinfer.models import zoo
 
     return zoo.quantize(zoo.mobilenet_v2(width=0.35, size=32, num_classes=10), seed=0).SerializeToString()
+
+
+@functools.cache
+def _small_tflite() -> bytes:
+    from vkinfer.models import tflite_zoo
+
+    return tflite_zoo.tiny_cnn(seed=0, dtype="int8")
 
 
 def _prepare(cwd: Path) -> np.ndarray:
@@ -116,6 +127,8 @@ def _make_line(args: list[str]) -> None:
 @pytest.mark.parametrize("line,lang,body", BLOCKS, ids=[f"{lang or 'plain'}-line{n}" for n, lang, _ in BLOCKS])
 def test_block_runs(line, lang, body, tmp_path):
     if lang == "python":
+        _prepare(tmp_path)  # the quickstarts' model.onnx and model.tflite
+        (tmp_path / "model.tflite").write_bytes(_small_tflite())
         (tmp_path / "block.py").write_text(body)
         _run([sys.executable, "block.py"], tmp_path)
     elif lang == "sh":
@@ -193,3 +206,26 @@ def test_kernel_table():
     rows = re.findall(r"^\| `(\w+)` \|", README, re.M)
     assert sorted(rows) == sorted(KERNELS)
     assert all((ROOT / "shaders" / f"{k}.comp").is_file() for k in rows)
+
+
+# ---- the front door ----
+
+
+def test_front_door_is_short_and_its_links_exist():
+    """The README stays a front door (at most 150 lines); every relative link in it names a file that exists."""
+    assert len(FRONT.splitlines()) <= 150
+    links = re.findall(r"\]\(([^)#:]+)\)", FRONT)
+    assert links and all((ROOT / link).is_file() for link in links), links
+
+
+def test_op_tables_are_generated_from_the_registry():
+    """The README's op summary and docs/ops.md are what `python -m vkinfer.optable` prints now (regenerate them
+    with it when an op gains or loses a lowering)."""
+    from vkinfer import optable
+
+    m = re.search(r"<!-- optable:begin -->\n(.*?)<!-- optable:end -->", FRONT, re.S)
+    assert m and m[1] == optable.compact()
+    assert (ROOT / "docs" / "ops.md").read_text() == optable.full()
+    onnx = optable.onnx_support()
+    assert {"cpu", "vulkan"} <= onnx["QLinearConv"] and onnx["Softmax"] == set()  # not a table of nothing
+
