@@ -73,6 +73,12 @@ $(DEV_BUILD)/.built: $(NATIVE_SRCS) $(VENV)/.installed $(KP_SRC)/CMakeLists.txt
 	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(VPY) -m pip install -q --no-build-isolation --no-deps -e . \
 	  -Cbuild-dir=$(DEV_BUILD) -Ccmake.define.VKINFER_KP_SDIST=$(abspath $(KP_SRC)) \
 	  || { echo "native build failed: the CMake log is in $(DEV_BUILD)"; exit 1; }
+	@# scikit-build-core's redirect finder goes first on sys.meta_path and sends `import vkinfer` to this tree even
+	@# from another checkout's folder (`vkinfer bench ab`'s base worker imported /work/main/vkinfer, not its
+	@# worktree's). The libraries are in the tree, so a plain path entry is all the install needs: a checkout in
+	@# the current folder then wins, as it did with setuptools' editable install.
+	$(VPY) -c 'import pathlib, site, sys; [p.write_text(sys.argv[1] + "\n") for d in site.getsitepackages() \
+	  for p in pathlib.Path(d).glob("_editable_skbc_vkinfer.pth")]' $(abspath .)
 	touch $@
 
 native: $(DEV_BUILD)/.built
