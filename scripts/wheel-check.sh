@@ -9,15 +9,17 @@
 #     work, vulkan raises VulkanUnavailableError
 #   - wheel size, install time, `import vkinfer` time, MobileNetV2 cpu creation and run: the wheel against the
 #     development tree, alternated, in fresh processes
-# Env: PY (the dev venv's python: its CPython makes the venv, its tree is the comparison), WHEEL (default: the
-# newest dist/vkinfer-*.whl), WORK (build/wheel-check). Exit status 1 when a check fails.
+# Env: PY (the dev venv's python: the tree it imports is the comparison), WHEEL_CHECK_PY (the CPython that makes
+# the fresh venv; default PY's), WHEEL (default: the newest dist/vkinfer-*.whl), WORK (build/wheel-check).
+# Exit status 1 when a check fails.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD PY=${PY:-$PWD/.venv/bin/python} WORK=${WORK:-$PWD/build/wheel-check}
 WHEEL=${WHEEL:-$(ls -t dist/vkinfer-*.whl 2>/dev/null | head -1)}
 [ -f "$WHEEL" ] || { echo "no wheel: run make wheel"; exit 1; }
 WHEEL=$(realpath "$WHEEL")
-BASE=$($PY -c 'import sys; print(sys._base_executable)')
+BASE=${WHEEL_CHECK_PY:-$($PY -c 'import sys; print(sys._base_executable)')}
+PYVER=$("$BASE" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 T0=$SECONDS
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
@@ -25,11 +27,12 @@ now() { date +%s.%N; }
 dt() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$(now)"; }
 
 rm -rf "$WORK/venv" "$WORK/cache" "$WORK/run"; mkdir -p "$WORK/wheelhouse" "$WORK/cache" "$WORK/run" "$WORK/models"
-echo "wheel: $WHEEL ($(du -k "$WHEEL" | cut -f1) KiB)"
+echo "wheel: $WHEEL ($(du -k "$WHEEL" | cut -f1) KiB), checked on CPython $PYVER ($BASE)"
 
 # The wheelhouse: the wheel's dependencies and onnxruntime at the tested pins (pip's cache makes this quick).
 ORT=$(grep -E '^onnxruntime==' requirements.txt)
-$PY -m pip download -q --only-binary :all: --dest "$WORK/wheelhouse" -c requirements.txt "$WHEEL" "$ORT" \
+$PY -m pip download -q --only-binary :all: --python-version "$PYVER" --dest "$WORK/wheelhouse" -c requirements.txt \
+  "$WHEEL" "$ORT" \
   >"$WORK/download.log" 2>&1 || { tail -20 "$WORK/download.log"; exit 1; }
 rm -f "$WORK"/wheelhouse/vkinfer-*.whl
 
