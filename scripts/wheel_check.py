@@ -26,6 +26,8 @@ MODELS = {
     "mlp": ("mlp", {}, {}),
 }
 TIMED = "mobilenet_v2"
+# The Vulkan device of `check` (the NVIDIA one on the GPU machine: WHEEL_CHECK_DEVICE=vulkan:nvidia).
+VK_DEVICE = os.environ.get("WHEEL_CHECK_DEVICE", "vulkan:lavapipe")
 
 
 def _feed(sess, seed=7):
@@ -91,9 +93,9 @@ def check(d: Path) -> dict:
             maps = Path("/proc/self/maps").read_text()
             assert "libvulkan" not in maps, "a cpu session loaded libvulkan"
         row = {}
-        for dev, sess in (("cpu", cpu), ("lavapipe", None)):
+        for dev, sess in (("cpu", cpu), (VK_DEVICE, None)):
             if sess is None:
-                sess = InferenceSession(str(path), device="vulkan:lavapipe")
+                sess = InferenceSession(str(path), device=VK_DEVICE)
             got = sess.run(None, feed)
             same = len(got) == len(want) and all(g.dtype == w.dtype and g.shape == w.shape and np.array_equal(g, w)
                                                  for g, w in zip(got, want, strict=True))
@@ -104,12 +106,13 @@ def check(d: Path) -> dict:
     # A TFLite model (the tflite schema reader and flatbuffers, the other declared dependencies): cpu and
     # lavapipe agree (no LiteRT here to be the oracle).
     tfl = d / "mobilenet_v2_small.tflite"
-    a, b = (InferenceSession(str(tfl), device=dv) for dv in ("cpu", "vulkan:lavapipe"))
+    a, b = (InferenceSession(str(tfl), device=dv) for dv in ("cpu", VK_DEVICE))
     feed = _feed(a)
     ya, yb = a.run(None, feed), b.run(None, feed)
-    results["mobilenet_v2_small.tflite"] = {"cpu = lavapipe": "same bits" if all(
+    results["mobilenet_v2_small.tflite"] = {f"cpu = {VK_DEVICE}": "same bits" if all(
         np.array_equal(x, y) for x, y in zip(ya, yb, strict=True)) else "DIFFERS"}
     out["models"] = results
+    out["vulkan_device"] = str(next(iter(_vk._open.values())).info) if _vk._open else None
     out["shaders_dispatched"] = sorted(dispatched)
     out["spirv_compiled"] = len(list(cache.rglob("*.spv")))
     out["ok"] = (all(v == "same bits" for r in results.values() for v in r.values())
