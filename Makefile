@@ -94,7 +94,7 @@ vkinfer/_vkcore%: vkinfer/_native/vkcore.cpp vkinfer/_native/CMakeLists.txt
 # The wheel: built from the sdist (so the sdist is checked too), retagged for the interpreters it carries
 # modules for, made manylinux by auditwheel (libvulkan.so.1 left to the system) -> dist/. WHEEL_PYTHONS: more
 # CPythons to build for (interpreters, or X.Y=INCLUDE_DIR); by default every python3.1[2-9] on PATH.
-wheel: $(VENV)/.installed $(KP_SRC)/CMakeLists.txt
+wheel: apt $(VENV)/.installed $(KP_SRC)/CMakeLists.txt
 	VKINFER_KP_SDIST=$(abspath $(DEPS)) PY=$(abspath $(VPY)) JOBS=$(JOBS) bash scripts/wheel-build.sh
 
 # The wheel installed alone in a fresh venv, no glslang on PATH, an empty cache, cwd outside the tree:
@@ -133,4 +133,4 @@ lint: setup
 	$(VPY) -m ruff check vkinfer tests bench
 
 clean:
-	rm -rf build $(VENV) vkinfer/_vkcore*.so vkinfer/libvkinfer_cpu.so
+	rm -rf build dist $(VENV) vkinfer/_vkcore*.so vkinfer/_fastrun*.so vkinfer/libvkinfer_cpu.so
