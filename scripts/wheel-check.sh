@@ -58,6 +58,9 @@ CHECK=$(tail -1 "$WORK/check.log")
 echo "check (${rc}, $(dt "$t") s): $CHECK"
 [ $rc = 0 ] && $V -c 'import json, sys; sys.exit(not json.loads(sys.argv[1])["ok"])' "$CHECK" || { bad "cpu/lavapipe check"; tail -30 "$WORK/check.log"; }
 
+D=$(run "$WORK/venv/bin/vkinfer" devices 2>&1); echo "vkinfer devices: $(echo "$D" | grep -c '^vulkan:') Vulkan devices"
+echo "$D" | grep -q llvmpipe || { bad "the vkinfer command does not list lavapipe"; echo "$D" | tail -5; }
+
 SPIRV=$(run "$V" -c 'import vkinfer._glsl as g; print(g.PACKAGED_DIR)')
 R=$(run "$V" wheel_check.py corrupt "$SPIRV" 2>"$WORK/corrupt.log" | tail -1)
 echo "altered SPIR-V: $R"
