@@ -132,7 +132,10 @@ def test_worktree_and_temp_files_removed(plain):
 # --- the injected slowdown --------------------------------------------------------------------------------------
 
 def test_injected_slowdown_is_detected(models, tmp_path, monkeypatch):
-    monkeypatch.setenv(ab.SLOWDOWN_ENV, "20")
+    # 50%, not 20%: under the suite's load on 2 cores an injected 20% measured 1.094x once (a clean clone's CI run,
+    # 2026-11-27), below the old 1.1 bound, although ab still called it slower; the bound checks the injection is
+    # seen at about its size, not the noise floor.
+    monkeypatch.setenv(ab.SLOWDOWN_ENV, "50")
     out = tmp_path / "slow.jsonl"
     rc, so, se = run_ab(["HEAD", models["conv"], "--runs", "40", "--warmup", "4", "--threshold", "5",
                          "--out", str(out)])
@@ -140,8 +143,8 @@ def test_injected_slowdown_is_detected(models, tmp_path, monkeypatch):
     assert "slower" in so and "1 slower" in so
     base, new = (records.read(p) for p in ab.out_paths(out))
     ratio = np.median(new[0]["latencies_ms"]) / np.median(base[0]["latencies_ms"])
-    assert 1.1 < ratio < 1.5
-    assert new[0]["conditions"]["ab_test_slowdown_pct"] == 20
+    assert 1.25 < ratio < 2.0
+    assert new[0]["conditions"]["ab_test_slowdown_pct"] == 50
     assert "ab_test_slowdown_pct" not in base[0]["conditions"]
 
 
