@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import functools
-import logging
 
 import numpy as np
 import onnx
@@ -35,11 +34,7 @@ QCASES = [
 FLOAT_COMPUTE = {"Conv", "MatMul", "Gemm"}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _quiet_quantizer():
-    logging.disable(logging.WARNING)  # quantize_static suggests pre-processing on every call
-    yield
-    logging.disable(logging.NOTSET)
+pytestmark = pytest.mark.usefixtures("quiet_quantizer")
 
 
 @functools.cache

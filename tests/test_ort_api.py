@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import functools
 import json
-import logging
 import subprocess
 import sys
 import tracemalloc
@@ -34,11 +33,7 @@ PROVIDERS = {"cpu": ["CPUExecutionProvider"], "vulkan": ["VulkanExecutionProvide
              "auto": ["VulkanExecutionProvider", "CPUExecutionProvider"]}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _quiet_quantizer():
-    logging.disable(logging.WARNING)  # quantize_static suggests pre-processing on every call
-    yield
-    logging.disable(logging.NOTSET)
+pytestmark = pytest.mark.usefixtures("quiet_quantizer")
 
 
 @functools.cache

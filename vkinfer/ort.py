@@ -801,7 +801,6 @@ class InferenceSession(_Session):
 def _instrument(sess: InferenceSession, plan) -> None:
     """Wrap each segment runner's `run` of a profiling session's plan with timers (recorded while a profiled run
     is in progress), and keep the plan off its one-call native path."""
-    from .model.plan import interpret
 
     plan._natives[sess._threads()] = None
     for k, seg in enumerate(plan.segments):
@@ -815,14 +814,8 @@ def _instrument(sess: InferenceSession, plan) -> None:
                 return _inner(values, threads)
             t0 = time.perf_counter_ns()
             if _r.kind == "host":
-                nodes = []
-                for node, fast in zip(_r.nodes, _r.fast, strict=True):
-                    n0 = time.perf_counter_ns()
-                    if fast is not None:
-                        fast(values)
-                    else:
-                        interpret(_r.g, values, _r.host_device, [node])
-                    nodes.append((node, n0, time.perf_counter_ns() - n0))
+                nodes: list = []
+                _r.run(values, timings=nodes)
                 events.append(("host", plan, _seg, _k, t0, time.perf_counter_ns() - t0, nodes))
                 return None
             if _r.kind == "cpu":

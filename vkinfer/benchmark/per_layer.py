@@ -186,7 +186,7 @@ def _replay(plan, feed: dict[str, np.ndarray], threads: int, host_ns: dict[str, 
     segment's inputs remembered for _vulkan_node_times."""
     from collections import ChainMap
 
-    from ..model.plan import HOST, interpret
+    from ..model.plan import HOST
 
     host = any(s.device == HOST for s in plan.segments)
     values = ChainMap(dict(feed), plan.g.consts) if host else dict(feed)
@@ -197,13 +197,10 @@ def _replay(plan, feed: dict[str, np.ndarray], threads: int, host_ns: dict[str, 
                                         if k.partition("\x00")[0] in wanted}
         r = seg.runner
         if seg.device == HOST:
-            for node, fast in zip(r.nodes, r.fast, strict=True):
-                t0 = time.perf_counter_ns()
-                if fast is not None:
-                    fast(values)
-                else:
-                    interpret(r.g, values, r.host_device, [node])
-                host_ns[node.name] = host_ns.get(node.name, 0.0) + (time.perf_counter_ns() - t0)
+            timings: list = []
+            r.run(values, timings=timings)
+            for node, _, ns in timings:
+                host_ns[node.name] = host_ns.get(node.name, 0.0) + ns
         else:
             r.run(values, threads)
 
