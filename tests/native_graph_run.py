@@ -46,8 +46,8 @@ def main(n: int) -> int:
     # The quantize's device-layout output (VKI_QUANT_PACKED) into buffers of exactly its size: every path (RGB
     # words, NCHW tiles with pads, rows) against the reference's packed form.
     from vkinfer.cpu.quantize_linear import PACKED, REFUSE_NAN
+    from vkinfer.layout import packed_words, to_packed
     from vkinfer.reference.quantize_linear import quantize_linear
-    from vkinfer.vulkan._layout import packed_words, to_packed
 
     for shape in ((1, 3, 17, 5), (2, 3, 1, 1), (1, 5, 7, 3), (1, 70, 2, 3), (9, 10), (3, 1), (1, 16385)):
         x = rng.normal(0, 2, shape).astype(np.float32)

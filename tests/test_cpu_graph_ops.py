@@ -385,7 +385,7 @@ def test_quantize_refuses_nan_when_asked(shape, nchw, mode):
 def native_quantize_packed(mode, x, scale, zp, dtype):
     """VKI_QUANT_PACKED: x float32 NCHW when 4-D, else rows of its last axis; the device layout's bytes."""
     from vkinfer.cpu.quantize_linear import PACKED
-    from vkinfer.vulkan._layout import packed_words
+    from vkinfer.layout import packed_words
 
     if x.ndim == 4:
         n, c, h, w = x.shape
@@ -409,7 +409,7 @@ def test_quantize_packed_is_the_device_layout_of_the_reference(shape, mode):
     """A CPU quantize feeding a Vulkan segment writes the device's packed layout (raw bytes, zero pad) in place
     of the canonical one: equal to vkinfer.vulkan._layout.to_packed of the reference, pads zero, every path
     (RGB words, NCHW tiles, rows across work items), edge floats included."""
-    from vkinfer.vulkan._layout import to_packed
+    from vkinfer.layout import to_packed
 
     rng = np.random.default_rng(7)
     x = rng.normal(0, 2, size=shape).astype(np.float32)

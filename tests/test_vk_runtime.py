@@ -18,7 +18,7 @@ import pytest
 
 import vkinfer
 from vkinfer import _vk
-from vkinfer.vulkan._layout import from_packed, packed_words, rows_to_packed, to_packed
+from vkinfer.layout import from_packed, packed_words, rows_to_packed, to_packed
 
 HERE = Path(__file__).resolve().parent
 

@@ -3,9 +3,9 @@
 
 Both device forms store a tensor's elements in one order, fixed by its rank (`form_perm`): 4-D (N, C, H, W) as
 NHWC, 5-D (N, A, B, H, W) as (N, H, W, A, B) (a channel axis split in two, as a channel shuffle makes it), every
-other rank in ONNX's row-major order. The CPU form stores that order densely (canonical bytes,
-vkinfer/cpu/_form.py); the Vulkan form pads each row of `rows_width(shape)[1]` values to whole 32-bit words
-(vkinfer/vulkan/_layout.py).
+other rank in ONNX's row-major order. The CPU form stores that order densely (canonical bytes, below); the
+Vulkan form pads each row of `rows_width(shape)[1]` values to whole 32-bit words (below). This module is the one
+definition of the host, CPU and Vulkan forms, their converters and a run's keys for them.
 
 A node may alias only when the output's storage, read in its own form, holds the very elements the input's
 storage holds at the same places: the same order (`same_order`) and, on Vulkan, the same row padding. The
@@ -17,6 +17,10 @@ alias there returned the NHWC order, up to 255 steps off, until 2026-11).
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+import numpy as np
+
+from .reference.requant import QRANGE
 
 Shape = Sequence[int]
 
@@ -98,3 +102,161 @@ def aliases(kind: str, x_shape: Shape, y_shape: Shape, perm: Sequence[int] | Non
         return True
     (rx, wx), (ry, wy) = rows_width(x_shape), rows_width(y_shape)
     return (rx, wx) == (ry, wy) or (wx % 4 == 0 and wy % 4 == 0)
+
+
+# ---- the CPU graph's form ----------------------------------------------------------------------------------
+# 8-bit tensors are canonical unsigned bytes (int8 XOR 0x80) in the devices' element order (form_perm: 4-D
+# tensors are NHWC, 5-D (N, A, B, H, W) are (N, H, W, A, B), other ranks keep their layout). float32 tensors
+# keep the host layout.
+
+def flip(dtype) -> int:
+    """The byte XORed into canonical form: 0x80 for int8, 0 for uint8 (and float)."""
+    return 0x80 if np.dtype(dtype) == np.int8 else 0
+
+
+def is_8bit(dtype) -> bool:
+    return np.dtype(dtype) in QRANGE
+
+
+def form_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(shape[p] for p in form_perm(shape))
+
+
+def unform_perm(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The permutation form -> host layout (the inverse of form_perm)."""
+    p = form_perm(shape)
+    return tuple(int(i) for i in np.argsort(p))
+
+
+def same_bytes(shape: tuple[int, ...]) -> bool:
+    """Whether the form's bytes are in the host layout's order (no axis of size > 1 moves)."""
+    moved = [a for a in form_perm(shape) if shape[a] != 1]
+    return moved == sorted(moved)
+
+
+def table1(raw: np.ndarray, dt_in, dt_out) -> np.ndarray:
+    """A 256-byte table indexed by raw bytes, re-indexed and re-valued for canonical bytes."""
+    idx = np.arange(256, dtype=np.uint8) ^ np.uint8(flip(dt_in))
+    return np.ascontiguousarray(raw.view(np.uint8)[idx] ^ np.uint8(flip(dt_out)))
+
+
+def table2(raw: np.ndarray, dt_in, dt_out) -> np.ndarray:
+    """A 65536-byte table (a_byte * 256 + b_byte) re-indexed and re-valued for canonical bytes."""
+    f = flip(dt_in)
+    idx = np.arange(256, dtype=np.intp) ^ f
+    t = raw.view(np.uint8).reshape(256, 256)[idx][:, idx]
+    return np.ascontiguousarray(t.reshape(-1) ^ np.uint8(flip(dt_out)))
+
+
+def canonical(x: np.ndarray) -> np.ndarray:
+    """Host array -> its form's canonical bytes (a constant operand written into the arena once)."""
+    if not is_8bit(x.dtype):
+        return np.ascontiguousarray(x)
+    b = np.ascontiguousarray(x.transpose(form_perm(x.shape))).view(np.uint8)
+    return b ^ np.uint8(flip(x.dtype))
+
+
+def u32(seq) -> np.ndarray:
+    """`seq` (shapes, permutations, offsets for the C library) as uint32; ValueError when a value does not fit
+    (a cast would narrow it silently)."""
+    a = np.asarray(seq)
+    if a.size:
+        if a.dtype.kind not in "iuO":
+            raise ValueError(f"internal: {a.dtype} values passed as C uint32")
+        lo, hi = int(a.min()), int(a.max())
+        if lo < 0 or hi >= 2 ** 32:
+            raise ValueError(f"{lo if lo < 0 else hi} does not fit the C library's uint32 (a dimension, axis or "
+                             f"offset of {a.reshape(-1)[:8].tolist()})")
+    return np.ascontiguousarray(a, np.uint32)
+
+
+# ---- the Vulkan device's packed form ------------------------------------------------------------------------
+# 8-bit tensors are NHWC with channels padded to a multiple of 4 with zero bytes and packed 4 per 32-bit word
+# (little-endian: channel 4i+j is byte j of word i). Matrices are rows of K padded the same way. These numpy
+# functions are the reference: the runtime packs straight into device-visible memory with the native
+# `Buffer.write_nchw`/`write_rows` and unpacks with `Buffer.read_nchw`/`read_rows` (vkinfer/_vk.py), equal on
+# every rank and odd shape (tests/test_vk_runtime.py) and 10-15x faster for a 1x3x224x224 input.
+
+def ceil4(n: int) -> int:
+    """Words needed for `n` bytes (channels) packed 4 per word."""
+    return (n + 3) // 4
+
+
+def pad_last(a: np.ndarray, to: int, fill: int | np.ndarray = 0) -> np.ndarray:
+    """Pad the last axis of a uint8 array to length `to` with `fill` (a byte or per-row bytes)."""
+    if a.shape[-1] == to:
+        return a
+    out = np.empty((*a.shape[:-1], to), np.uint8)
+    out[..., : a.shape[-1]] = a
+    out[..., a.shape[-1]:] = np.asarray(fill, np.uint8)[..., None] if np.ndim(fill) else fill
+    return out
+
+
+def as_bytes(a: np.ndarray) -> np.ndarray:
+    """The raw bytes of a uint8/int8 array (int8 as two's complement)."""
+    return a.view(np.uint8)
+
+
+def nchw_to_packed(x: np.ndarray) -> np.ndarray:
+    """(N, C, H, W) uint8/int8 -> (N, H, W, C/4) uint32 words."""
+    b = as_bytes(np.ascontiguousarray(x.transpose(0, 2, 3, 1)))
+    return np.ascontiguousarray(pad_last(b, 4 * ceil4(x.shape[1]))).view(np.uint32)
+
+
+def packed_to_nchw(words: np.ndarray, shape: tuple[int, int, int, int], dtype: np.dtype) -> np.ndarray:
+    """(N*H*W*C/4) uint32 words -> (N, C, H, W) of `dtype`."""
+    n, c, h, w = shape
+    b = words.view(np.uint8).reshape(n, h, w, 4 * ceil4(c))[..., :c]
+    return np.ascontiguousarray(b.transpose(0, 3, 1, 2)).view(dtype)
+
+
+def rows_to_packed(a: np.ndarray) -> np.ndarray:
+    """(..., K) uint8/int8 -> (..., K/4) uint32 words (zero padded)."""
+    return np.ascontiguousarray(pad_last(as_bytes(np.ascontiguousarray(a)), 4 * ceil4(a.shape[-1]))).view(np.uint32)
+
+
+def packed_words(shape: tuple[int, ...]) -> int:
+    """Words a tensor of `shape` takes in the packed form."""
+    rows, width = rows_width(shape)
+    return rows * ceil4(width)
+
+
+def to_packed(x: np.ndarray) -> np.ndarray:
+    """uint8/int8 tensor (NCHW when 4-D) -> packed words."""
+    if x.ndim == 4:
+        return nchw_to_packed(x)
+    if x.ndim == 5:
+        n, a, b, h, w = x.shape
+        return nchw_to_packed(x.reshape(n, a * b, h, w))
+    return rows_to_packed(x.reshape(rows_width(x.shape)))
+
+
+def from_packed(words: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """Packed words -> tensor of `shape` (NCHW when 4-D) and `dtype`."""
+    if len(shape) == 4:
+        return packed_to_nchw(words, shape, dtype)
+    if len(shape) == 5:
+        n, a, b, h, w = shape
+        return packed_to_nchw(words, (n, a * b, h, w), dtype).reshape(shape)
+    rows, width = rows_width(shape)
+    b = words.view(np.uint8).reshape(rows, 4 * ceil4(width))[:, :width]
+    return np.ascontiguousarray(b).view(dtype).reshape(shape)
+
+
+# ---- a run's keys for the forms -----------------------------------------------------------------------------
+# A run's values dict holds each tensor in the host's form under its own name; a tensor handed between device
+# segments in another form sits beside it under one of these keys (never spelled out elsewhere).
+
+def form_key(t: str) -> str:
+    """The run's key for tensor `t` in the CPU graph's form (canonical bytes, devices' element order)."""
+    return t + "\x00form"
+
+
+def packed_key(t: str) -> str:
+    """The run's key for tensor `t` in the Vulkan device's packed form, written so by a CPU producer."""
+    return t + "\x00packed"
+
+
+def base_name(key: str) -> str:
+    """The tensor a run's key stands for (the key itself for the host's form)."""
+    return key.partition("\x00")[0]

@@ -16,7 +16,7 @@ the only trustworthy A/B comparison runs both builds at the same time, alternati
    ``vkinfer`` from the worktree (REV's package and libraries), *new* from the working tree (the worker checks
    which package it got and reports it; ``$VKINFER_CPU_LIB`` is removed from their environment so that each
    loads its own library). Each creates one ``InferenceSession(MODEL, device=D, threads=T)`` per model, on the
-   same seeded inputs (vkinfer.benchmark.run.load_model's, made once here and handed to both).
+   same seeded inputs (vkinfer.benchmark.load.load_model's, made once here and handed to both).
 3. **Alternates ABBA**: round k asks base then new for one inference when k is even, new then base when k is
    odd (A B B A A B B A ...), so neither side always runs first after the other. A latency is measured inside
    the worker (``time.perf_counter`` around ``session.run``); the request/reply protocol is one JSON line each
@@ -63,8 +63,9 @@ from typing import Any
 import numpy as np
 
 from . import compare, records, stats
+from .cli import _parse_cpus, _parse_devices
 from .conditions import conditions, git_commit, vulkan_devices
-from .run import BadInput, Model, _parse_cpus, _parse_devices, load_model
+from .load import BadInput, Model, load_model
 
 PROG = "vkinfer bench ab"
 DEFAULT_OUT = "vkinfer-ab.jsonl"

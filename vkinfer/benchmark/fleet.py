@@ -1,7 +1,7 @@
 """`vkinfer bench --ray ADDRESS`: a benchmark fleet on a Ray cluster.
 
-Every job is one ``bench_model`` call (vkinfer.benchmark.run) on one node of the cluster: its models travel as bytes
-(the nodes need not share a file system), the node creates the engines, times them and evaluates ``conditions()``
+Every job is one ``bench_model`` call (vkinfer.benchmark.schedule) on one node of the cluster: its models travel as
+bytes (the nodes need not share a file system), the node creates the engines, times them and evaluates ``conditions()``
 itself (its CPU, its Vulkan devices, its versions, its hostname), and the records come back to the caller, which
 writes them. The nodes need vkinfer (and the peers to compare with) installed, and the same Ray and Python
 versions as the caller, as Ray requires.
@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from . import records
-from .run import BadInput
+from .load import BadInput
 
 DEFAULT_RUNS = 50
 DEFAULT_WARMUP = 5
@@ -88,7 +88,8 @@ def bench_job(job: dict[str, Any], data: bytes, runs: int, warmup: int, pin: lis
     """Benchmark one normalized job here (the body of the Ray task, callable without Ray): the model's bytes are
     written to a temporary file and loaded as ``vkinfer bench`` loads files, the records carry this machine's
     conditions plus `extra_conditions`; any failure gives error records instead of an exception."""
-    from .run import bench_model, load_model
+    from .load import load_model
+    from .schedule import bench_model
 
     threads = job["threads"]
     cond: dict[str, Any] | None = None

@@ -1,4 +1,5 @@
-"""Statistics of `vkinfer bench`: the summary of a latency sample and the A/B test of two samples.
+"""Statistics of `vkinfer bench`: the summary of a latency sample, the agreement of two engines' outputs and
+the A/B test of two samples.
 
 The A/B test (used by ``vkinfer bench compare``) asks whether NEW is slower or faster than BASE by more than a
 threshold, in a way that two runs of the same build are not flagged:
@@ -19,6 +20,7 @@ import inspect
 import math
 import warnings
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from scipy import stats as _st
@@ -130,3 +132,27 @@ def verdict(ratio: float, lo: float, hi: float, p: float, threshold_pct: float =
     if p < alpha and hi < 1.0 and ratio < 1.0 / t:
         return FASTER
     return SAME
+
+
+def agreement(ref: list[np.ndarray], out: list[np.ndarray], reference: str) -> dict[str, Any]:
+    """How far `out` is from `ref` (outputs in the same order): the fraction of identical values over all
+    outputs, and the largest absolute difference (in steps for integer outputs). Outputs of different counts
+    or shapes: identical_fraction 0 and max_abs_diff null, with a note."""
+    rec: dict[str, Any] = {"reference": reference}
+    if len(ref) != len(out) or any(np.shape(a) != np.shape(b) for a, b in zip(ref, out, strict=False)):
+        rec.update(identical_fraction=0.0, max_abs_diff=None,
+                   note=f"outputs differ in count or shape: {[np.shape(a) for a in ref]} vs "
+                        f"{[np.shape(b) for b in out]}")
+        return rec
+    total = same = 0
+    worst = 0.0
+    for a, b in zip(ref, out, strict=True):
+        a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
+        total += a64.size
+        same += int(np.count_nonzero((a64 == b64) | (np.isnan(a64) & np.isnan(b64))))
+        if a64.size:
+            d = np.abs(a64 - b64)
+            d = d[~np.isnan(d)]
+            worst = max(worst, float(d.max()) if d.size else 0.0)
+    rec.update(identical_fraction=same / total if total else 1.0, max_abs_diff=worst if math.isfinite(worst) else None)
+    return rec

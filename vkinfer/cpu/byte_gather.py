@@ -9,9 +9,9 @@ import ctypes
 
 import numpy as np
 
+from ..layout import flip
 from ..model.lowering import Layer, lower
 from ..model.moves import GATHER_OPS, gather_spec
-from ._form import flip
 from .graph import _Ref
 
 

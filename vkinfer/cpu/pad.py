@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..layout import flip, form_perm, u32
 from ..model.lowering import Layer, lower
-from ._form import flip, form_perm, u32
 
 
 @lower("cpu", "Pad")

@@ -7,8 +7,8 @@ import ctypes
 
 import numpy as np
 
+from ..layout import table1, u32
 from ..model.lowering import Layer, channel_concat, lower
-from ._form import table1, u32
 from .graph import _Ref
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..layout import is_8bit
 from ..model.lowering import Layer, lower
 from ..reference.quantize_linear import _params
-from ._form import is_8bit
 
 
 def _per_tensor(ctx, node, x, dtype):

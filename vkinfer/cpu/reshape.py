@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..layout import form_perm, same_bytes, u32, unform_perm
 from ..model.lowering import ALIAS_OPS, Layer, alias_ok, channel_perm, lower, reshape_like, transpose_perm
-from ._form import form_perm, same_bytes, u32, unform_perm
 
 
 @lower("cpu", "Transpose")

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..layout import canonical, flip, form_key, form_perm, form_shape, is_8bit, packed_key, u32, unform_perm
 from ..model.lowering import alias_roots
 from ..model.memory import lifetimes, plan_offsets
-from ._form import canonical, flip, form_perm, form_shape, is_8bit, u32, unform_perm
 from .graph import NativeGraph, Ref
 
 # Operators whose C form keeps an indirection buffer of input addresses, rebuilt when the input moves: reading
@@ -44,21 +44,9 @@ def run_failed(status: int, names: list[str], arrays: list[np.ndarray]) -> None:
     _check(status, "native graph run")
 
 
-def form_key(t: str) -> str:
-    """The run's key for tensor `t` handed between device segments in the CPU graph's form (canonical bytes,
-    4-D NHWC), beside `t` itself in the host's form."""
-    return t + "\x00form"
-
-
-def packed_key(t: str) -> str:
-    """The run's key for tensor `t` handed from a CPU segment to Vulkan ones in the device's packed layout
-    (vkinfer/vulkan/_layout.py: rows padded to whole words, raw bytes), written so by its producer."""
-    return t + "\x00packed"
-
-
 def packed_nbytes(shape) -> int:
     """Bytes of a tensor of `shape` in the device's packed layout."""
-    from ..vulkan._layout import packed_words
+    from ..layout import packed_words
 
     return 4 * packed_words(tuple(shape))
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..layout import flip
 from ..model.lowering import Layer, binary_mode, lower
 from ..reference import _qcheck as qc
 from ..reference.tflite_add import tflite_add_params
-from ._form import flip
 
 
 @lower("cpu", "vkinfer:TFLiteAdd")

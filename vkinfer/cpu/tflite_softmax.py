@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..layout import same_bytes
 from ..model.lowering import Layer, lower, static_params
 from ..reference import _qcheck as qc
 from ..reference.tflite_softmax import softmax_table
-from ._form import same_bytes
 
 
 @lower("cpu", "vkinfer:TFLiteSoftmax")

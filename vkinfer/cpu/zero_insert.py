@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..layout import flip, u32
 from ..model.lowering import Layer, lower
-from ._form import flip, u32
 
 
 @lower("cpu", "vkinfer:ZeroInsert")

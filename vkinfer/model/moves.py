@@ -654,7 +654,7 @@ def gather_spec(ctx, node: Node) -> tuple | None:
     """The byte gather of `node` in the devices' element order, once per plan: (data inputs, row length L,
     rows (n x 5 int64), raw fill byte, per-input element counts), or None when the node is no byte gather of
     8-bit tensors of one type with constant parameters. A ValueError is a refusal with its reason."""
-    from ..cpu._form import form_perm
+    from ..layout import form_perm
     from .lowering import _once
 
     if node.op not in GATHER_OPS or len([o for o in node.outputs if o]) != 1 or not node.outputs[0]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._vk import Buffer, Device, Program
-from ._layout import ceil4
+from ..layout import ceil4
 from .qlinear_conv import _upload_const
 
 
@@ -27,8 +27,8 @@ class ChannelGather:
 
 
 # --- lowering (vkinfer/model/lowering.py) ---
+from ..layout import rows_width  # noqa: E402
 from ..model.lowering import Layer, channel_perm, lower  # noqa: E402
-from ._layout import rows_width  # noqa: E402
 
 
 @lower("vulkan", "Transpose")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._vk import Buffer, Device, Program
-from ._layout import ceil4
+from ..layout import ceil4
 
 
 class MaxPool:

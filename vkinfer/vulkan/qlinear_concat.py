@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._vk import Buffer, Device, Program
-from ._layout import ceil4, rows_width
+from ..layout import ceil4, rows_width
 from .qlinear_conv import _upload_const
 
 

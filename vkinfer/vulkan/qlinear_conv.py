@@ -14,9 +14,9 @@ import os
 import numpy as np
 
 from .._vk import Buffer, Device, Program
+from ..layout import as_bytes, ceil4, pad_last
 from ..ops._spec import ConvSpec
 from ..reference.requant import split_float32
-from ._layout import as_bytes, ceil4, pad_last
 
 # Every convolution kernel variant; the tests check the shape table reaches each one and the
 # benchmark reports which one ran.

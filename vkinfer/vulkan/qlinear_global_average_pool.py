@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from .._vk import Buffer, Device, Program
+from ..layout import ceil4
 from ..reference.qlinear_global_average_pool import global_pool_multiplier
 from ..reference.requant import split_float32
-from ._layout import ceil4
 
 
 class QLinearGlobalAveragePool:

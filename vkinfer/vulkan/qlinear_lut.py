@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .._vk import Buffer, Device, Program
-from ._layout import ceil4, packed_words, rows_width
+from ..layout import ceil4, packed_words, rows_width
 from .qlinear_conv import _upload_const
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from .._vk import Buffer, Device, Program
+from ..layout import ceil4, pad_last
 from ..ops._spec import MatMulSpec
-from ._layout import ceil4, pad_last
 from .qlinear_conv import GEMV_MAX_ROWS, _upload_const, gemm_shared_tile, requant_table
 
 

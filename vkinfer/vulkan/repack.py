@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._vk import Buffer, Device, Program
-from ._layout import ceil4, packed_words
+from ..layout import ceil4, packed_words
 
 
 def form3(shape: tuple[int, ...]) -> tuple[int, int, int]:

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..cpu._form import flip, form_shape, is_8bit
-from ..cpu.segment import form_key, packed_key
+from ..layout import ceil4, flip, form_key, form_shape, is_8bit, packed_key, packed_words, rows_width
 from ..model.lowering import alias_roots
 from ..model.memory import lifetimes, plan_slots
-from ._layout import ceil4, packed_words, rows_width
 
 
 def _bind(impl, ins: list, y) -> list:
