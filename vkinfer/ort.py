@@ -938,7 +938,7 @@ class _Profiler:
     def _replay_nodes(self, sess: InferenceSession, feed: dict, t1: int) -> list[dict]:
         """Per-node wall times of an interpreted session: the nodes run again, one by one, after the run, on its
         feed (a streaming model's state as the run found it); the outputs are the run's own."""
-        from .model.plan import interpret
+        from .model.interpreter import interpret
 
         g = sess.graph
         values = {**g.consts, **{k: np.asarray(v) for k, v in feed.items()}}

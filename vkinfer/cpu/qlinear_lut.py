@@ -9,7 +9,7 @@ import numpy as np
 
 from ..layout import table1, table2
 from ..model.lowering import Layer, binary_mode, binary_table_fn, lower, static_params, unary_fn
-from ..vulkan.qlinear_lut import binary_table, unary_table
+from ..ops.qlinear_lut import binary_table, unary_table
 
 
 def _lut1(node, x, dt_in, dt_out, raw, n):

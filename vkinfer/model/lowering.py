@@ -349,7 +349,7 @@ def concat_table(dtype, p, y) -> np.ndarray | None:
     """The 256-byte requantization table of one QLinearConcat input (None: copied as is), from the reference."""
     if p is None:
         return None
-    from ..vulkan.qlinear_lut import unary_table
+    from ..ops.qlinear_lut import unary_table
 
     xs, xz = p
     if np.float32(xs) == np.float32(y[0]) and np.asarray(xz) == np.asarray(y[1]):

@@ -32,9 +32,10 @@ from ..cpu import threads_for_run
 from ..dispatch.placement import OBJECTIVES
 from ..errors import PlacementError, VulkanUnavailableError
 from .graph import Graph, TensorInfo
+from .interpreter import interpret
 from .kernels import OPS
 from .onnx_import import import_onnx
-from .plan import HOST, CpuBackend, Plan, VulkanBackend, interpret
+from .plan import HOST, CpuBackend, Plan, VulkanBackend
 from .tflite_import import import_tflite, is_tflite
 
 if TYPE_CHECKING:

@@ -6,6 +6,7 @@ import numpy as np
 
 from .._vk import Buffer, Device, Program
 from ..layout import ceil4
+from ..ops.max_pool import pool_attrs
 
 
 class MaxPool:
@@ -27,18 +28,6 @@ class MaxPool:
 
 # --- lowering (vkinfer/model/lowering.py) ---
 from ..model.lowering import Layer, lower  # noqa: E402
-
-
-def pool_attrs(node) -> tuple | None:
-    """(kernel, strides, dilations, pads) of a 2-D MaxPool with explicit pads, else None."""
-    a = node.attrs
-    k = tuple(int(v) for v in a["kernel_shape"])
-    st = tuple(int(v) for v in a.get("strides") or (1, 1))
-    di = tuple(int(v) for v in a.get("dilations") or (1, 1))
-    pads = tuple(int(v) for v in a.get("pads") or (0, 0, 0, 0))
-    if len(k) != 2 or a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
-        return None
-    return k, st, di, pads
 
 
 @lower("vulkan", "MaxPool")

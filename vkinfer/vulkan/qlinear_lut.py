@@ -9,26 +9,12 @@ result is the reference's bit for bit with no float arithmetic on the device:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 from .._vk import Buffer, Device, Program
 from ..layout import ceil4, packed_words, rows_width
+from ..ops.qlinear_lut import binary_table, unary_table  # noqa: F401 (vkinfer.vulkan.qlinear_lut API)
 from .qlinear_conv import _upload_const
-
-
-def unary_table(dtype: np.dtype, fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-    """fn on all 256 values of `dtype`, indexed by raw byte."""
-    x = np.arange(256, dtype=np.uint8).view(dtype)
-    return np.ascontiguousarray(fn(x)).view(np.uint8).reshape(256)
-
-
-def binary_table(dtype: np.dtype, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
-    """fn on all 65536 pairs of `dtype` values, indexed by a_byte * 256 + b_byte."""
-    a = np.repeat(np.arange(256, dtype=np.uint8), 256).view(dtype)
-    b = np.tile(np.arange(256, dtype=np.uint8), 256).view(dtype)
-    return np.ascontiguousarray(fn(a, b)).view(np.uint8).reshape(65536)
 
 
 class QLinearLut:

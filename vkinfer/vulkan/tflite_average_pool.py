@@ -7,6 +7,7 @@ import numpy as np
 
 from .._vk import Buffer, Device, Program
 from ..layout import ceil4
+from ..ops.tflite_average_pool import tflite_pool_attrs
 
 
 class TFLiteAveragePool:
@@ -28,19 +29,6 @@ class TFLiteAveragePool:
 
 # --- lowering (vkinfer/model/lowering.py) ---
 from ..model.lowering import Layer, lower  # noqa: E402
-
-
-def tflite_pool_attrs(node, dt) -> tuple:
-    """(kernel, strides, pads, lo, hi) of a vkinfer:TFLiteAveragePool node on a tensor of dtype `dt`."""
-    from ..reference.requant import QRANGE
-
-    a = node.attrs
-    k = tuple(int(v) for v in a["kernel_shape"])
-    st = tuple(int(v) for v in a.get("strides") or (1, 1))
-    pads = tuple(int(v) for v in a.get("pads") or (0, 0, 0, 0))
-    lo = QRANGE[dt][0] if a.get("activation_min") is None else int(a["activation_min"])
-    hi = QRANGE[dt][1] if a.get("activation_max") is None else int(a["activation_max"])
-    return k, st, pads, lo, hi
 
 
 @lower("vulkan", "vkinfer:TFLiteAveragePool")
