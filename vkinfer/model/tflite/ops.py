@@ -1,0 +1,143 @@
+"""The TFLite importer's op table: builtin op name -> its one `Op` entry (options class, minimum inputs, the
+vkinfer ops it may produce, check and build), defined beside its functions in ops_quantized.py (8-bit compute),
+ops_moves.py (data movement and elementwise tables) and here (resource variables and CALL_ONCE, which the
+subgraph importer, subgraphs.py, carries out). Adding an op: its check, its build and one entry in one of those
+`OPS` dicts."""
+
+from __future__ import annotations
+
+from functools import cache, partial
+
+import numpy as np
+
+from .builder import Op
+from .ops_moves import OPS as _MOVES
+from .ops_quantized import OPS as _QUANTIZED
+from .reader import DTYPES, options
+
+# ---- resource variables and CALL_ONCE (checks here, carried out by subgraphs.import_subgraph) --------------------
+
+
+def _check_call_once(ins, outs, opts, tensors) -> str | None:
+    return "CALL_ONCE takes no inputs and writes no outputs" if ins or outs else None
+
+
+def _check_var_handle(ins, outs, opts, tensors) -> str | None:
+    import tflite
+
+    return None if len(outs) == 1 and tensors[outs[0]].dtype == tflite.TensorType.RESOURCE else (
+        "VAR_HANDLE must write one resource tensor")
+
+
+def _check_variable(ins, outs, opts, tensors, *, assign: bool) -> str | None:
+    """READ_VARIABLE, ASSIGN_VARIABLE: a resource tensor and one value of a supported type."""
+    import tflite
+
+    if tensors[ins[0]].dtype != tflite.TensorType.RESOURCE:
+        return f"input {tensors[ins[0]].name!r} is not a resource tensor"
+    value = ins[1] if assign else (outs[0] if len(outs) == 1 else -1)
+    if value < 0 or tensors[value].dtype not in DTYPES:
+        return "the value must be one tensor of a supported type (float32, int32, int64, int8, uint8)"
+    return None
+
+
+_VARIABLES = {
+    "CALL_ONCE": Op("CallOnceOptions", _check_call_once, None, min_inputs=0, writes=False, no_options="invalid"),
+    "VAR_HANDLE": Op("VarHandleOptions", _check_var_handle, None, min_inputs=0, no_options="invalid"),
+    "READ_VARIABLE": Op(None, partial(_check_variable, assign=False), None),
+    "ASSIGN_VARIABLE": Op(None, partial(_check_variable, assign=True), None, min_inputs=2, writes=False),
+}
+
+OPS: dict[str, Op] = {**_QUANTIZED, **_MOVES, **_VARIABLES}
+
+
+@cache
+def table() -> dict[int, Op]:
+    """The op table by builtin code."""
+    import tflite
+
+    return {getattr(tflite.BuiltinOperator, name): op for name, op in OPS.items()}
+
+
+def needs() -> dict[int, tuple[str, ...]]:
+    """builtin code -> the vkinfer ops it may produce (ops that produce none left out); all must be in the
+    session's op table."""
+    return {code: op.needs for code, op in table().items() if op.needs}
+
+
+def check(code, ins, outs, opts, tensors) -> str | None:
+    """Why an op of builtin `code` cannot be imported, or None."""
+    op = table().get(code)
+    if op is None:
+        return "op not supported"
+    if opts is None and op.no_options == "unsupported":
+        return f"missing {op.options}"
+    return op.check(ins, outs, opts, tensors)
+
+
+_MAX_ELEMENTS = 2 ** 31 - 1  # the native kernels index with 32-bit integers
+
+
+def validate(tensors, ops, ins, outs, names, main: bool = True) -> None:
+    """ValueError naming the op and field when the flatbuffer's structure is inconsistent: tensor indices out of
+    range (a negative one other than -1, "no tensor", is never read from the end), an op without the inputs or
+    outputs its kind needs, builtin options of another op's type, non-positive strides, filters or dilations."""
+    import tflite
+
+    n = len(tensors)
+    for what, idx in (("input", ins), ("output", outs)):
+        for i in idx:
+            if not 0 <= i < n:
+                raise ValueError(f"subgraph {what} {i} is not a tensor index (the model has {n} tensors)")
+    if not outs and main:
+        raise ValueError("the subgraph has no outputs")
+    for t in tensors:
+        if int(np.prod([max(d, 1) for d in t.shape], dtype=np.float64)) > _MAX_ELEMENTS:
+            raise ValueError(f"tensor {t.name!r} has shape {list(t.shape)}: over {_MAX_ELEMENTS} elements")
+    options_type = {v: k for k, v in vars(tflite.BuiltinOptions).items() if not k.startswith("_")}
+    for k, (code, op_in, op_out, otype, tab) in enumerate(ops):
+        where = f"op {k} ({names.get(code, f'builtin {code}')})"
+        op = table().get(code)
+        for i in op_in:
+            if not -1 <= i < n:
+                raise ValueError(f"{where}: input tensor index {i} is out of range (the model has {n} tensors)")
+        if not op_out and (op is None or op.writes):
+            raise ValueError(f"{where} has no outputs")
+        for i in op_out:
+            if not 0 <= i < n:
+                raise ValueError(f"{where}: output tensor index {i} is out of range (the model has {n} tensors)")
+        if op is None:
+            continue  # reported as unsupported
+        need = op.min_inputs
+        if len(op_in) < need or any(i < 0 for i in op_in[:need]):
+            raise ValueError(f"{where} needs {need} input tensors, has {op_in}")
+        shapes = [tensors[i].shape for i in op_in[:need]]
+        if not op_out:
+            continue  # ASSIGN_VARIABLE, CALL_ONCE
+        out_shape = tensors[op_out[0]].shape
+        want = None
+        if op.shape == "same":
+            want = shapes[0]
+        elif op.shape == "broadcast":
+            try:
+                want = tuple(np.broadcast_shapes(*shapes))
+            except ValueError:
+                raise ValueError(f"{where}: input shapes {[list(s) for s in shapes]} do not broadcast") from None
+        if want is not None and tuple(out_shape) != tuple(want):
+            raise ValueError(f"{where}: output tensor {tensors[op_out[0]].name!r} has shape {list(out_shape)}, "
+                             f"the inputs give {list(want)}")
+        kind = op.options
+        if kind is None:
+            continue
+        expected = getattr(tflite.BuiltinOptions, kind, None)
+        if tab is not None and otype != expected:
+            raise ValueError(f"{where}: builtin options of type {options_type.get(otype, otype)}, expected {kind}")
+        if op.no_options == "invalid" and tab is None:
+            raise ValueError(f"{where} has no {kind}")
+        if op.window:
+            o = options(op.options_class(), tab)
+            for f in op.window:
+                if getattr(o, f)() < 1:
+                    raise ValueError(f"{where}: {kind}.{f} is {getattr(o, f)()}, must be positive")
+            if o.Padding() not in (0, 1):
+                raise ValueError(f"{where}: {kind}.Padding is {o.Padding()} (SAME=0 or VALID=1)")
