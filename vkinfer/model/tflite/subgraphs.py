@@ -163,7 +163,7 @@ def import_subgraph(model: Model, k: int, imp: Builder):
 def run_init(model: Model, k: int) -> None:
     """Import init subgraph k as a graph of its own and evaluate it once (it has no inputs): the values it
     assigns become the variables' initial values."""
-    from ..plan import interpret
+    from ..interpreter import interpret
 
     tensors, _, ins, _, _ = model.subgraphs[k]
     if ins:
