@@ -38,7 +38,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from vkinfer import cpu, reference
 from vkinfer._vk import Device, get_device
-from vkinfer.ops._spec import ConvSpec, MatMulSpec, conv_spec, matmul_spec
+from vkinfer.reference._spec import ConvSpec, MatMulSpec, conv_spec, matmul_spec
 from vkinfer.vulkan import Executable, QLinearConv, QLinearMatMul, choose_kernel, choose_matmul_kernel, gemm_shared_tile
 
 HERE = Path(__file__).resolve().parent

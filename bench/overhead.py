@@ -210,7 +210,7 @@ def driver_floor(dev, dispatches: int, device_ms: float, repeat: int) -> dict:
     """The driver's host-side cost for a bare sequence of `dispatches` 1x1 convolutions (32 channels) whose
     device time is near `device_ms`: lavapipe's grows with the device's work on the same core (66 dispatches
     took 23 us beside 1.5 ms of device time, 104 us beside 110 ms, Zen 5)."""
-    from vkinfer.ops._spec import conv_spec
+    from vkinfer.reference._spec import conv_spec
     from vkinfer.vulkan import Chain
 
     rng = np.random.default_rng(0)

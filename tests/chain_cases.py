@@ -7,8 +7,8 @@ import dataclasses
 import numpy as np
 from cases import conv_case
 
-from vkinfer.ops._spec import ConvSpec, conv_spec
 from vkinfer.reference import qlinear_conv
+from vkinfer.reference._spec import ConvSpec, conv_spec
 
 
 def chain_specs(depth: int = 24, seed: int = 0) -> list[ConvSpec]:

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 from cases import conv_case, conv_table
 
-from vkinfer.ops._spec import ConvSpec, conv_spec
 from vkinfer.reference import qlinear_conv
+from vkinfer.reference._spec import ConvSpec, conv_spec
 
 MAGIC = b"VKICONV\0"
 VERSION = 1

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vkinfer import ops
-from vkinfer.ops._spec import conv_spec
+from vkinfer.reference._spec import conv_spec
 from vkinfer.reference.qlinear_conv import conv_accumulate
 from vkinfer.vulkan import KERNELS, choose_kernel
 

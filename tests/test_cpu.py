@@ -13,7 +13,7 @@ from test_conv_vulkan import conv_args
 from test_matmul_vulkan import SHAPES, mm_case
 
 from vkinfer import cpu, ops
-from vkinfer.ops._spec import conv_spec, matmul_spec
+from vkinfer.reference._spec import conv_spec, matmul_spec
 
 TABLE = conv_table()
 VARIANTS = cpu.available_variants()

@@ -21,7 +21,7 @@ from agree import outcome_devices, run_devices
 from onnx import TensorProto, helper, numpy_helper
 
 from vkinfer import cpu
-from vkinfer.ops._spec import conv_spec
+from vkinfer.reference._spec import conv_spec
 
 BIG = [2 ** 31, 2 ** 32, 2 ** 32 + 1, 2 ** 62, 2 ** 63 - 1, -(2 ** 63)]
 

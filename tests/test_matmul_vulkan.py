@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from vkinfer import ops
 from vkinfer._vk import get_device
-from vkinfer.ops._spec import matmul_spec
+from vkinfer.reference._spec import matmul_spec
 from vkinfer.vulkan import QLinearMatMul
 
 

@@ -475,7 +475,7 @@ def test_pushed_shapes_equal_specialized_ones_with_fewer_pipelines(cache_dir):
     shapes make one pipeline per kernel and signedness where specialized ones make one per shape."""
     from cases import conv_table
 
-    from vkinfer.ops._spec import conv_spec
+    from vkinfer.reference._spec import conv_spec
     from vkinfer.vulkan import KERNELS, choose_kernel
 
     specs, per_kernel = [], {}

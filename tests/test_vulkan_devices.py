@@ -25,7 +25,7 @@ from vkinfer import _vk, ops
 from vkinfer._vk import _pick, get_device
 from vkinfer.model.plan import Plan, VulkanBackend, interpret
 from vkinfer.models import tflite_zoo, zoo
-from vkinfer.ops._spec import conv_spec
+from vkinfer.reference._spec import conv_spec
 from vkinfer.vulkan import KERNELS, Chain, Executable, QLinearConv, choose_kernel
 
 logging.getLogger().setLevel(logging.ERROR)

@@ -10,10 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import ops
+from ._version import __version__
 from ._vk import DeviceInfo
 from .errors import PlacementError, ShaderCompileError, VkInferError, VulkanUnavailableError
-
-__version__ = "0.1.0"
 
 
 def devices() -> list[DeviceInfo]:

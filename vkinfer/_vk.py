@@ -325,7 +325,7 @@ _PC_MAX_BYTES = 1 << 30
 
 
 def _vkinfer_version() -> str:
-    from . import __version__
+    from ._version import __version__
 
     return __version__
 

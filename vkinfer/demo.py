@@ -29,7 +29,7 @@ import numpy as np
 from . import cpu, ops, reference
 from ._vk import get_device
 from .errors import VulkanUnavailableError
-from .ops._spec import conv_spec, matmul_spec
+from .reference._spec import conv_spec, matmul_spec
 from .vulkan import Chain, choose_kernel, choose_matmul_kernel
 
 SHAPES = Path(__file__).resolve().parent.parent / "bench" / "mobilenet_v2_shapes.json"

@@ -866,7 +866,7 @@ class _Profiler:
     def _cpu_owners(self, plan, seg) -> list[str | None]:
         key = id(seg)
         if key not in self.cpu_owners:
-            from .benchmark.per_layer import _cpu_op_nodes
+            from .layer_times import _cpu_op_nodes
 
             try:
                 self.cpu_owners[key] = _cpu_op_nodes(plan, seg)
@@ -878,7 +878,7 @@ class _Profiler:
         """Device ns per Vulkan node of `plan` (timestamp queries, as `vkinfer bench --per-layer`), measured once."""
         key = id(plan)
         if key not in self.vk_times:
-            from .benchmark.per_layer import per_layer
+            from .layer_times import per_layer
 
             cur, self.current = self.current, None  # its runs are not the caller's
             try:

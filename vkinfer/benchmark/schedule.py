@@ -9,12 +9,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..layer_times import per_layer
 from . import records
 from .engines import Engine, make_engines
 from .engines.ncnn import _float_pair
 from .engines.vkinfer import analysis
 from .load import Model
-from .per_layer import per_layer
 from .stats import agreement, summary
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from .._cache import LayerCache
 from ..errors import VkInferError
-from ..ops._spec import ConvSpec, MatMulSpec
+from ..reference._spec import ConvSpec, MatMulSpec
 from . import threads as _threads
 from .threads import ThreadDefault, core_clusters
 

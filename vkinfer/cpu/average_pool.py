@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model.lowering import Layer, lower, pool_qparams, static_params
-from ..ops.tflite_average_pool import tflite_pool_attrs
+from ..reference.tflite_average_pool import tflite_pool_attrs
 
 
 @lower("cpu", "com.microsoft:QLinearAveragePool")

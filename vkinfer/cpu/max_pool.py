@@ -4,7 +4,7 @@ max of the values (XOR 0x80 keeps the order of int8)."""
 from __future__ import annotations
 
 from ..model.lowering import Layer, lower
-from ..ops.max_pool import pool_attrs
+from ..reference.max_pool import pool_attrs
 
 
 @lower("cpu", "MaxPool")

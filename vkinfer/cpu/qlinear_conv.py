@@ -7,7 +7,7 @@ import ctypes
 import numpy as np
 
 from ..model.lowering import Layer, conv_spec_of, lower, qgemm_spec_of
-from ..ops._spec import ConvSpec
+from ..reference._spec import ConvSpec
 from . import _Desc, _isa_index, c_struct
 
 

@@ -5,11 +5,33 @@ reference's by construction; it is re-indexed for canonical bytes once."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
+from ..errors import VkInferError
 from ..layout import table1, table2
-from ..model.lowering import Layer, binary_mode, binary_table_fn, lower, static_params, unary_fn
-from ..ops.qlinear_lut import binary_table, unary_table
+from ..model.graph import Node
+from ..model.lowering import Layer, binary_fn, binary_mode, lower, static_params, unary_fn
+from ..reference._lookup import binary_table, unary_table
+
+
+def binary_table_fn(node: Node, consts: dict) -> Callable:
+    """`binary_fn` for filling a 65536-entry table (operands of equal shape): QLinearAdd through the C kernel
+    when the CPU library is built (exact, tested against the reference: 0.1 ms a table where the reference's
+    float32 emulation takes 3 ms, 30 ms of MobileNetV2's Vulkan session creation), else the reference. It lives
+    in the CPU's file so that the Vulkan lowering reaches the C kernel through the CPU backend."""
+    ref = binary_fn(node, consts)
+    if node.op != "com.microsoft:QLinearAdd":
+        return ref
+    from . import lib, qlinear_add
+
+    try:
+        lib()
+    except (VkInferError, OSError):
+        return ref
+    p = [consts.get(n) if n else None for n in node.inputs]
+    return lambda a, b: qlinear_add(a, p[1], p[2], b, p[4], p[5], p[6], p[7])
 
 
 def _lut1(node, x, dt_in, dt_out, raw, n):

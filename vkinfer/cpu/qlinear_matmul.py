@@ -13,7 +13,7 @@ from .qlinear_conv import desc
 
 @lower("cpu", "QLinearMatMul")
 def lower_matmul(ctx, node, backend):
-    from ..ops._spec import matmul_spec
+    from ..reference._spec import matmul_spec
 
     a = node.inputs[0]
     if not (static(ctx, node, 1) and ctx.quantized(a)):

@@ -1,6 +1,6 @@
 """The dispatcher: each node on the device where it finishes first, from a cost model calibrated on this machine.
 
-    calibrate (vkinfer/dispatch/calibrate.py)   microbenchmarks per device, op class and CPU thread count ->
+    calibrate (vkinfer/dispatch/calibration/)   microbenchmarks per device, op class and CPU thread count ->
                                                 a profile (vkinfer/dispatch/profile.py), cached per device
     predict   (vkinfer/dispatch/costs.py)       every node's time on every device that can run it, and every
                                                 tensor's transfer

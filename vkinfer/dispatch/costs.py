@@ -16,6 +16,9 @@ exist; the CPU's tile is 1x1). Op classes, chosen because their MAC rates differ
 - elementwise: adds, muls, tables, (de)quantize, softmax: per element;
 - pool:        max/average/global-average pooling: per window element;
 - move:        concat, channel shuffle/transpose, pad, reshape: bytes only.
+Every op the importers accept is listed under one class (CONV_OPS, GEMM_OPS, POOL_OPS and REDUCE_OPS, MOVE_OPS,
+ELEMENTWISE_OPS: `OP_CLASS`); `node_work` raises ValueError naming a node whose op is in none of them, so a new
+op is filed where it belongs instead of defaulting to elementwise.
 A reshape that a device's lowering makes an alias (the bytes stay where they are) costs nothing there (the
 planner asks the lowering: vkinfer/dispatch/placement.py).
 """
@@ -30,13 +33,54 @@ from ..model.graph import Graph, Node
 CLASSES = ("gemm", "gemv", "conv", "depthwise", "elementwise", "pool", "move")
 GEMV_ROWS = 8  # below this many output rows a GEMM tile is mostly waste (vkinfer/vulkan/qlinear_conv.py)
 
-CONV_OPS = ("QLinearConv", "vkinfer:QLinearConvClamp", "ConvInteger")
-GEMM_OPS = ("com.microsoft:QGemm", "vkinfer:QGemmClamp", "QLinearMatMul", "MatMulInteger")
+# Every op the importers accept (vkinfer/model/kernels.py's OPS) is filed under exactly one class below; a node
+# of an op in none of them is an error (node_work), never a silent default.
+# Convolutions, with the input holding their weights; transposed ones' weights are (C, M/group, kH, kW).
+CONV_WEIGHTS = {"QLinearConv": 3, "vkinfer:QLinearConvClamp": 3, "ConvInteger": 1, "Conv": 1, "DeformConv": 1,
+                "CausalConvWithState": 1, "ConvTranspose": 1, "vkinfer:QLinearConvTranspose": 3}
+TRANSPOSED_CONV = ("ConvTranspose", "vkinfer:QLinearConvTranspose")
+CONV_OPS = tuple(CONV_WEIGHTS)
+GEMM_OPS = ("com.microsoft:QGemm", "vkinfer:QGemmClamp", "QLinearMatMul", "MatMulInteger", "Gemm", "MatMul")
 POOL_OPS = ("MaxPool", "com.microsoft:QLinearAveragePool", "vkinfer:TFLiteAveragePool",
-            "com.microsoft:QLinearGlobalAveragePool", "GlobalAveragePool")
+            "com.microsoft:QLinearGlobalAveragePool", "GlobalAveragePool", "AveragePool", "LpPool", "GlobalMaxPool")
+# Reductions cost as global pools: the window is the input's elements per output element.
+REDUCE_OPS = ("ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin",
+              "ReduceProd", "ReduceSum", "ReduceSumSquare", "com.microsoft:QLinearReduceMean", "ArgMax", "ArgMin")
 MOVE_OPS = ("Concat", "com.microsoft:QLinearConcat", "Transpose", "Pad", "Reshape", "Flatten", "Squeeze",
             "Unsqueeze", "Identity", "Slice", "Split", "Gather", "DepthToSpace", "SpaceToDepth", "Tile", "Expand",
-            "Resize", "vkinfer:ZeroInsert")
+            "Resize", "vkinfer:ZeroInsert", "Upsample", "Dropout", "BitCast", "Shape", "Size", "CenterCropPad",
+            "Compress", "GatherElements", "GatherND", "ScatterElements", "ScatterND", "TensorScatter",
+            "ReverseSequence", "Trilu", "MaxUnpool")
+# Per output element: arithmetic, activations and tables (8-bit and float), (de)quantization, softmax and the
+# normalizations, comparisons and logic, casts, generators; and, costed the same way for want of a closer class,
+# the ops none of the others describes (recurrences, attention, transforms, sorting, sampling, losses).
+ELEMENTWISE_OPS = (
+    "Add", "Sub", "Mul", "Div", "Pow", "Mod", "Max", "Min", "Mean", "Sum", "Abs", "Neg", "Sign", "Reciprocal",
+    "Sqrt", "Exp", "Log", "Erf", "Floor", "Ceil", "Round", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh",
+    "Cosh", "Asinh", "Acosh", "Atanh", "Relu", "LeakyRelu", "PRelu", "Elu", "Selu", "Celu", "Gelu", "Mish",
+    "Sigmoid", "HardSigmoid", "HardSwish", "Swish", "SwiGLU", "Softplus", "Softsign", "Tanh", "ThresholdedRelu",
+    "Shrink", "Clip", "com.microsoft:QLinearAdd", "com.microsoft:QLinearMul", "com.microsoft:QLinearLeakyRelu",
+    "com.microsoft:QLinearSigmoid", "vkinfer:TFLiteAdd", "vkinfer:Table", "vkinfer:Table2",
+    "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "vkinfer:TFLiteQuantize",
+    "Softmax", "LogSoftmax", "Hardmax", "com.microsoft:QLinearSoftmax", "vkinfer:TFLiteSoftmax",
+    "BatchNormalization", "InstanceNormalization", "LayerNormalization", "GroupNormalization", "RMSNormalization",
+    "LpNormalization", "MeanVarianceNormalization", "LRN",
+    "Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "And", "Or", "Xor", "Not", "IsInf", "IsNaN",
+    "Where", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "Cast", "CastLike",
+    "ConstantOfShape", "EyeLike", "Range", "OneHot", "BlackmanWindow", "HammingWindow", "HannWindow",
+    "MelWeightMatrix", "AttributeHasValue", "CumSum", "CumProd",
+    "Einsum", "Attention", "LinearAttention", "RotaryEmbedding", "RNN", "GRU", "LSTM", "DFT", "STFT", "Det",
+    "TopK", "Unique", "NonZero", "NonMaxSuppression", "GridSample", "AffineGrid", "RoiAlign", "Col2Im",
+    "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss",
+)
+OP_CLASS: dict[str, str] = {}
+for _cls, _ops in (("conv", CONV_OPS), ("gemm", GEMM_OPS), ("pool", POOL_OPS + REDUCE_OPS), ("move", MOVE_OPS),
+                   ("elementwise", ELEMENTWISE_OPS)):
+    for _op in _ops:
+        if _op in OP_CLASS:
+            raise ValueError(f"vkinfer/dispatch/costs.py files op {_op!r} twice ({OP_CLASS[_op]}, {_cls})")
+        OP_CLASS[_op] = _cls  # the class family: conv covers depthwise, gemm covers gemv (node_work decides)
+del _cls, _ops, _op
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,13 +132,16 @@ def node_work(g: Graph, info: dict, node: Node) -> Work:
     nbytes = sum(_nbytes(info, t) for t in acts) + sum(_nbytes(info, o) for o in outs) + sum(
         int(g.consts[t].nbytes) for t in consts)
     if op in CONV_OPS:
-        w_name = node.inputs[1] if op == "ConvInteger" else node.inputs[3]
-        w = g.consts.get(w_name)
+        w = g.consts.get(node.inputs[CONV_WEIGHTS[op]])
         x_shape = info[node.inputs[0]][0]
         o_shape = info[outs[0]][0] if outs else ()
         if w is not None and len(w.shape) == 4 and len(x_shape) == 4 and len(o_shape) == 4:
-            m, cg, kh, kw = (int(v) for v in w.shape)
             group = int(node.attrs.get("group", 1))
+            if op in TRANSPOSED_CONV:  # every input pixel times every weight of its group: rows are input pixels
+                c, mg, kh, kw = (int(v) for v in w.shape)
+                rows = int(x_shape[0]) * int(x_shape[2]) * int(x_shape[3])
+                return Work("conv", rows, mg * group, c // group * kh * kw, nbytes, out_elems, groups=group)
+            m, cg, kh, kw = (int(v) for v in w.shape)
             rows = int(o_shape[0]) * int(o_shape[2]) * int(o_shape[3])
             if group > 1 and group == int(x_shape[1]) == m:
                 return Work("depthwise", rows, m, kh * kw, nbytes, out_elems)
@@ -104,21 +151,28 @@ def node_work(g: Graph, info: dict, node: Node) -> Work:
     if op in GEMM_OPS and outs:
         a_shape = info[node.inputs[0]][0] if node.inputs[0] in info else ()
         if len(a_shape) >= 2:
-            trans_a = op != "QLinearMatMul" and op != "MatMulInteger" and bool(node.attrs.get("transA", 0))
+            trans_a = op not in ("QLinearMatMul", "MatMulInteger", "MatMul") and bool(node.attrs.get("transA", 0))
             k = int(a_shape[-2] if trans_a else a_shape[-1])
             o_shape = info[outs[0]][0]
             m = int(o_shape[-1]) if o_shape else 1
             rows = max(1, out_elems // max(m, 1))
             return Work("gemm" if rows >= GEMV_ROWS else "gemv", rows, m, k, nbytes, out_elems)
-    if op in POOL_OPS:
+    if op in CONV_OPS or op in GEMM_OPS:
+        # Weights that are not a constant 4-D tensor, or operands without a matrix shape: no GEMM view to cost,
+        # so per output element (the elementwise model).
+        return Work("elementwise", bytes=nbytes, out_elems=out_elems)
+    if op in POOL_OPS or op in REDUCE_OPS:
         x = node.inputs[0]
         in_elems = math.prod(info[x][0]) if x in info else out_elems
-        window = max(1, in_elems // max(out_elems, 1)) if "Global" in op else math.prod(
+        window = max(1, in_elems // max(out_elems, 1)) if "Global" in op or op in REDUCE_OPS else math.prod(
             int(v) for v in node.attrs.get("kernel_shape") or [1])
         return Work("pool", bytes=nbytes, out_elems=out_elems, window=window)
     if op in MOVE_OPS:
         return Work("move", bytes=nbytes, out_elems=out_elems)
-    return Work("elementwise", bytes=nbytes, out_elems=out_elems)
+    if op in ELEMENTWISE_OPS:
+        return Work("elementwise", bytes=nbytes, out_elems=out_elems)
+    raise ValueError(f"node {node.name!r}: op {op!r} has no cost class (vkinfer/dispatch/costs.py files every op "
+                     f"the importers accept under one of {', '.join(CLASSES)}; add it to the right list)")
 
 
 def graph_work(g: Graph, info: dict) -> dict[str, Work]:

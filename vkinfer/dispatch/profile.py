@@ -55,7 +55,7 @@ UNTRUSTED_ERROR = 0.5
 
 
 def _version() -> str:
-    from .. import __version__
+    from .._version import __version__
 
     return __version__
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import reference
-from ..ops._spec import conv_spec, matmul_spec
+from ..reference._spec import conv_spec, matmul_spec
 from ..reference.dequantize_linear import dequantize_linear
 from ..reference.max_pool import max_pool
 from ..reference.qlinear_add import qlinear_add

@@ -307,24 +307,6 @@ def binary_fn(node: Node, consts: dict) -> Callable:
     return lambda a, b: ref(a, p[1], p[2], b, p[4], p[5], p[6], p[7])
 
 
-def binary_table_fn(node: Node, consts: dict) -> Callable:
-    """`binary_fn` for filling a 65536-entry table (operands of equal shape): QLinearAdd through the C kernel
-    when the CPU library is built (exact, tested against the reference: 0.1 ms a table where the reference's
-    float32 emulation takes 3 ms, 30 ms of MobileNetV2's Vulkan session creation), else the reference."""
-    ref = binary_fn(node, consts)
-    if node.op != "com.microsoft:QLinearAdd":
-        return ref
-    from .. import cpu
-    from ..errors import VkInferError
-
-    try:
-        cpu.lib()
-    except (VkInferError, OSError):
-        return ref
-    p = [consts.get(n) if n else None for n in node.inputs]
-    return lambda a, b: cpu.qlinear_add(a, p[1], p[2], b, p[4], p[5], p[6], p[7])
-
-
 def unary_fn(node: Node, consts: dict) -> Callable:
     p = [consts.get(n) if n else None for n in node.inputs]
     if node.op.endswith("QLinearSigmoid"):
@@ -349,7 +331,7 @@ def concat_table(dtype, p, y) -> np.ndarray | None:
     """The 256-byte requantization table of one QLinearConcat input (None: copied as is), from the reference."""
     if p is None:
         return None
-    from ..ops.qlinear_lut import unary_table
+    from ..reference._lookup import unary_table
 
     xs, xz = p
     if np.float32(xs) == np.float32(y[0]) and np.asarray(xz) == np.asarray(y[1]):

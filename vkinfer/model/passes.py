@@ -336,7 +336,7 @@ def drop_redundant_activations(g: Graph) -> Graph:
 
 def _int_bounds(g: Graph, node: Node) -> tuple[int, int, np.float32, int, np.dtype] | None:
     """(lo, hi, y_scale, y_zero_point, dtype) of a QLinearConv/QGemm (clamp variants included) output."""
-    from ..ops._spec import _activation_bounds
+    from ..reference._spec import _activation_bounds
 
     si, zi = (6, 7) if "Conv" in node.op else (7, 8)
     if len(node.inputs) <= zi or not node.inputs[si] or not node.inputs[zi]:
@@ -354,7 +354,7 @@ def _int_bounds(g: Graph, node: Node) -> tuple[int, int, np.float32, int, np.dty
 
 def _clamped(g: Graph, node: Node, lo: int, hi: int, output: str) -> Node | None:
     """`node` as its clamp variant with the integer clamp [lo, hi] (intersected with its own), writing `output`."""
-    from ..ops._spec import _activation_bounds
+    from ..reference._spec import _activation_bounds
 
     b = _int_bounds(g, node)
     if b is None:
@@ -468,7 +468,7 @@ def _detach_float_activations(g: Graph) -> tuple[Graph, list[tuple[Node, Node, N
 
 
 def _reattach(g: Graph, taken: list[tuple[Node, Node, Node]]) -> Graph:
-    from ..ops._spec import _activation_bounds
+    from ..reference._spec import _activation_bounds
 
     if not taken:
         return g

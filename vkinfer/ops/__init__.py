@@ -17,7 +17,7 @@ from typing import Literal
 import numpy as np
 
 from .. import reference
-from ._spec import conv_spec, matmul_spec
+from ..reference._spec import conv_spec, matmul_spec
 
 Device = Literal["vulkan", "cpu", "reference"] | str
 Activation = None | Literal["relu", "relu6"] | tuple[str, float, float]

@@ -31,3 +31,16 @@ def unary_params(x, x_scale, x_zero_point, y_scale, y_zero_point):
     xz = 0 if x_zero_point is None else qc.zero_point("x_zero_point", x_zero_point, x.dtype)
     yz = 0 if y_zero_point is None else qc.zero_point("y_zero_point", y_zero_point, x.dtype)
     return xs, xz, ys, yz
+
+
+def unary_table(dtype: np.dtype, fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """fn on all 256 values of `dtype`, indexed by raw byte."""
+    x = np.arange(256, dtype=np.uint8).view(dtype)
+    return np.ascontiguousarray(fn(x)).view(np.uint8).reshape(256)
+
+
+def binary_table(dtype: np.dtype, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+    """fn on all 65536 pairs of `dtype` values, indexed by a_byte * 256 + b_byte."""
+    a = np.repeat(np.arange(256, dtype=np.uint8), 256).view(dtype)
+    b = np.tile(np.arange(256, dtype=np.uint8), 256).view(dtype)
+    return np.ascontiguousarray(fn(a, b)).view(np.uint8).reshape(65536)

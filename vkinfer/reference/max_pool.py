@@ -25,3 +25,15 @@ def max_pool(x, kernel_shape, strides=None, pads=None, dilations=None, ceil_mode
         sl = tuple(slice(off[i] * d[i], off[i] * d[i] + (out[i] - 1) * s[i] + 1, s[i]) for i in range(nd))
         y = np.maximum(y, xp[(slice(None), slice(None), *sl)])
     return y
+
+
+def pool_attrs(node) -> tuple | None:
+    """(kernel, strides, dilations, pads) of a 2-D MaxPool with explicit pads, else None."""
+    a = node.attrs
+    k = tuple(int(v) for v in a["kernel_shape"])
+    st = tuple(int(v) for v in a.get("strides") or (1, 1))
+    di = tuple(int(v) for v in a.get("dilations") or (1, 1))
+    pads = tuple(int(v) for v in a.get("pads") or (0, 0, 0, 0))
+    if len(k) != 2 or a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+        return None
+    return k, st, di, pads

@@ -52,3 +52,16 @@ def tflite_average_pool(x, kernel_shape, strides=None, pads=None, activation_min
     half = n // 2
     q = np.where(acc > 0, (acc + half) // n, -((half - acc) // n))
     return np.clip(q, lo, hi).astype(x.dtype)
+
+
+def tflite_pool_attrs(node, dt) -> tuple:
+    """(kernel, strides, pads, lo, hi) of a vkinfer:TFLiteAveragePool node on a tensor of dtype `dt`."""
+    from .requant import QRANGE
+
+    a = node.attrs
+    k = tuple(int(v) for v in a["kernel_shape"])
+    st = tuple(int(v) for v in a.get("strides") or (1, 1))
+    pads = tuple(int(v) for v in a.get("pads") or (0, 0, 0, 0))
+    lo = QRANGE[dt][0] if a.get("activation_min") is None else int(a["activation_min"])
+    hi = QRANGE[dt][1] if a.get("activation_max") is None else int(a["activation_max"])
+    return k, st, pads, lo, hi

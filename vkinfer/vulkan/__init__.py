@@ -12,7 +12,7 @@ import numpy as np
 from .._cache import LayerCache
 from .._vk import Device, get_device
 from ..layout import nchw_to_packed, packed_to_nchw, rows_to_packed
-from ..ops._spec import ConvSpec, MatMulSpec
+from ..reference._spec import ConvSpec, MatMulSpec
 from .qlinear_conv import KERNELS, QLinearConv, choose_kernel, gemm_shared_tile
 from .qlinear_matmul import QLinearMatMul, choose_matmul_kernel
 

@@ -6,7 +6,7 @@ import numpy as np
 
 from .._vk import Buffer, Device, Program
 from ..layout import ceil4
-from ..ops.max_pool import pool_attrs
+from ..reference.max_pool import pool_attrs
 
 
 class MaxPool:

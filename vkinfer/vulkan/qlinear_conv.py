@@ -15,7 +15,7 @@ import numpy as np
 
 from .._vk import Buffer, Device, Program
 from ..layout import as_bytes, ceil4, pad_last
-from ..ops._spec import ConvSpec
+from ..reference._spec import ConvSpec
 from ..reference.requant import split_float32
 
 # Every convolution kernel variant; the tests check the shape table reaches each one and the

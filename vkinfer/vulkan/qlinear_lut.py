@@ -13,7 +13,7 @@ import numpy as np
 
 from .._vk import Buffer, Device, Program
 from ..layout import ceil4, packed_words, rows_width
-from ..ops.qlinear_lut import binary_table, unary_table  # noqa: F401 (vkinfer.vulkan.qlinear_lut API)
+from ..reference._lookup import binary_table, unary_table  # noqa: F401 (vkinfer.vulkan.qlinear_lut API)
 from .qlinear_conv import _upload_const
 
 
@@ -40,7 +40,8 @@ class QLinearLut:
 
 
 # --- lowering (vkinfer/model/lowering.py) ---
-from ..model.lowering import Layer, binary_mode, binary_table_fn, lower, static_params, unary_fn  # noqa: E402
+from ..cpu.qlinear_lut import binary_table_fn  # noqa: E402 (the C kernel fills QLinearAdd tables)
+from ..model.lowering import Layer, binary_mode, lower, static_params, unary_fn  # noqa: E402
 
 
 @lower("vulkan", "com.microsoft:QLinearAdd", "com.microsoft:QLinearMul", "vkinfer:TFLiteAdd")

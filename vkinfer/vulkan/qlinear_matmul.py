@@ -6,7 +6,7 @@ import numpy as np
 
 from .._vk import Buffer, Device, Program
 from ..layout import ceil4, pad_last
-from ..ops._spec import MatMulSpec
+from ..reference._spec import MatMulSpec
 from .qlinear_conv import GEMV_MAX_ROWS, _upload_const, gemm_shared_tile, requant_table
 
 
@@ -58,7 +58,7 @@ from ..model.lowering import Layer, lower, static  # noqa: E402
 
 @lower("vulkan", "QLinearMatMul")
 def lower_matmul(ctx, node, backend):
-    from ..ops._spec import matmul_spec
+    from ..reference._spec import matmul_spec
 
     if not (static(ctx, node, 1) and ctx.quantized(node.inputs[0])):
         return None

@@ -7,7 +7,7 @@ import numpy as np
 
 from .._vk import Buffer, Device, Program
 from ..layout import ceil4
-from ..ops.tflite_average_pool import tflite_pool_attrs
+from ..reference.tflite_average_pool import tflite_pool_attrs
 
 
 class TFLiteAveragePool:

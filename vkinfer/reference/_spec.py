@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..reference.requant import QRANGE, multiplier, quantize_scalar
+from .requant import QRANGE, multiplier, quantize_scalar
 
 QTYPES = (np.dtype(np.uint8), np.dtype(np.int8))
 _INT32_MAX = 2 ** 31 - 1
