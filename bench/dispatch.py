@@ -127,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["VKINFER_CPU_THREADS"] = str(args.threads)
     if args.threads == 1:
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[-1]})
-    from vkinfer.dispatch import Dispatcher, ensure_profile
+    from vkinfer.dispatch import Dispatcher
+    from vkinfer.dispatch.calibrate import ensure_profile
     from vkinfer.dispatch.machine import auto_candidates, vulkan_devices
 
     report: dict = {"conditions": {"cpu": cpu_model(), "threads": args.threads, "commit": git_revision(HERE.parent),

@@ -78,9 +78,11 @@ from models import CASES, RESULTS, ROOT, Case, cached_model
 from scipy.special import ndtr, ndtri
 
 import vkinfer
-from vkinfer.dispatch import Dispatch, Dispatcher, Profile, ensure_profile, graph_work, load_profile, simulate
+from vkinfer.dispatch import Dispatch, Dispatcher, Profile, graph_work, load_profile
+from vkinfer.dispatch.calibrate import ensure_profile
 from vkinfer.dispatch.placement import HOST
 from vkinfer.dispatch.profile import ClassModel, DeviceProfile, Link
+from vkinfer.dispatch.simulate import simulate
 from vkinfer.model.graph import Graph
 
 GPU = "vulkan:0"

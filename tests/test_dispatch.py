@@ -32,9 +32,10 @@ from agree import assert_same, run_devices
 import vkinfer
 from vkinfer import _vk
 from vkinfer.cli import main
-from vkinfer.dispatch import Dispatcher, _t, describe, ensure_profile, simulate
+from vkinfer.dispatch import Dispatcher, _t, describe
 from vkinfer.dispatch import calibrate as calibrate_mod
 from vkinfer.dispatch import machine as machine_mod
+from vkinfer.dispatch.calibrate import ensure_profile
 from vkinfer.dispatch.costs import CLASSES, Work, node_work
 from vkinfer.dispatch.machine import auto_candidates, vulkan_devices
 from vkinfer.dispatch.placement import (
@@ -65,6 +66,7 @@ from vkinfer.dispatch.profile import (
     profile_from_json,
     store_entry,
 )
+from vkinfer.dispatch.simulate import simulate
 from vkinfer.model.graph import Graph, Node, TensorInfo
 from vkinfer.model.plan import trace
 from vkinfer.models import field_zoo, tflite_zoo, zoo
@@ -732,7 +734,7 @@ def test_cache_finds_an_entry_for_the_same_identity_threads_and_version(fresh_ca
         assert cached_entry("cpu", {**cpu_identity(), "variant": "scalar"}, 2) is None
         assert cached_entry("cpu", {**cpu_identity(), "cpu": "Another CPU"}, 2) is None
         with monkeypatch.context() as m:
-            m.setattr(vkinfer, "__version__", vkinfer.__version__ + ".post1")
+            m.setattr(vkinfer._version, "__version__", vkinfer.__version__ + ".post1")
             assert cached_entry("cpu", cpu_identity(), 2) is None
         assert cached_entry("cpu", cpu_identity(), 2) is not None  # and the file is still there
 
@@ -767,7 +769,7 @@ def test_cache_misses_on_a_new_driver_thread_count_or_version(fresh_cache, monke
     assert fake.calls == []
 
     with monkeypatch.context() as m:  # another vkinfer: everything
-        m.setattr(vkinfer, "__version__", vkinfer.__version__ + "+other")
+        m.setattr(vkinfer._version, "__version__", vkinfer.__version__ + "+other")
         ensure_profile(["cpu", machine.gpu], [1])
     assert sorted(fake.calls) == sorted([("cpu", 1), (machine.gpu, 1), (HOST, 1)])
 

@@ -120,7 +120,8 @@ def _info(path: str, device: str, placement: str | None = None, profile: str | N
 
 def _info_profile(path: str, profile: str, objective: str, threads: int | None) -> int:
     """Plan MODEL for the devices of a profile (which this machine need not have), without running it."""
-    from .dispatch import load_profile, simulate
+    from .dispatch import load_profile
+    from .dispatch.simulate import simulate
     from .model.session import InferenceSession
 
     prof = load_profile(profile)
@@ -138,7 +139,8 @@ def _calibrate(mode: str, device: str | None, threads: str | None, out: str | No
     """Calibrate this machine's devices (all the dispatcher weighs, or --device); print a few lines per device
     (dispatch.summarize), or with `verbose` every sample as measured and the full fitted models (describe)."""
     from . import cpu
-    from .dispatch import describe, ensure_profile, summarize
+    from .dispatch import describe, summarize
+    from .dispatch.calibrate import ensure_profile
     from .model.session import _auto_devices
 
     devices = [device] if device else _auto_devices()

@@ -14,8 +14,6 @@ and says so on stderr; later ones read the cache. `sess.placement` is the result
 from __future__ import annotations
 
 import dataclasses
-import sys
-import time
 from collections.abc import Callable
 
 from ..model.graph import Graph
@@ -212,74 +210,6 @@ def _t(ns: float) -> str:
     return f"{ns / 1e6:.2f} ms" if ns >= 1e6 else _us(ns)
 
 
-def ensure_profile(devices: list[str], threads: list[int], mode: str = "quick", *, force: bool = False,
-                   log: Callable[[str], None] | None = None, announce: str | None = None) -> Profile:
-    """The profile of `devices` ("cpu", "vulkan:<n>"; the host is added) at each CPU thread count in `threads`:
-    cached entries where the device's identity, vkinfer's version and the thread count match, a calibration for
-    the rest (`force`: all). `announce`: printed on stderr before calibrating anything (auto sessions)."""
-    from .calibrate import calibrate_device
-    from .machine import vulkan_devices
-    from .profile import cached_entry, cpu_identity, host_identity, store_entry
-
-    listed = vulkan_devices() if any(d.startswith("vulkan") for d in devices) else []
-    vk = {d["device"]: d for d in listed}
-    default = [d["device"] for d in listed if d["default"]]
-    devices = [default[0] if d == "vulkan" and default else d for d in devices]
-    wanted: list[tuple[str, int, dict]] = []
-    for d in dict.fromkeys((*devices, HOST)):
-        if d.startswith("cpu"):
-            wanted.extend(("cpu", t, cpu_identity()) for t in threads)
-        elif d == HOST:
-            wanted.append((HOST, 1, host_identity()))
-        elif d in vk:
-            wanted.append((d, 1, vk[d]["identity"]))
-        else:
-            raise ValueError(f"no device {d!r} to calibrate (Vulkan devices here: {', '.join(vk) or 'none'})")
-    entries, todo = [], []
-    for dev, t, ident in wanted:
-        e = None if force else cached_entry(dev, ident, t)
-        (entries.append(e) if e is not None else todo.append((dev, t)))
-    if todo:
-        if announce:
-            print(announce.format(devices=", ".join(f"{d}" + (f" ({t} thread{'s' * (t > 1)})" if d == "cpu" else "")
-                                                    for d, t in todo)), file=sys.stderr)
-        start = time.perf_counter()
-        made = [calibrate_device(dev, t, mode, log=log) for dev, t in todo]
-        meta = {"mode": mode, "seconds": round(time.perf_counter() - start, 3),
-                "date": time.strftime("%Y-%m-%dT%H:%M:%S")}
-        for e in made:  # stored only once every device is done: an interrupted run leaves the old cache
-            store_entry(e, meta)
-        entries.extend(made)
-    return Profile(entries, {"mode": mode})
-
-
-def simulate(g: Graph, feed: dict, profile: Profile, threads: int = 1, objective: str = "median",
-             devices: list[str] | None = None) -> Dispatch:
-    """Plan `g` for the devices of `profile` (default: all of them, the CPU first) without running anything:
-    the profile may describe devices this machine does not have (a phone's GPU, say). Which device can run a
-    node is decided by the same lowerings a session uses, on stand-in backends."""
-    import types
-
-    from ..model.lowering import Ctx
-    from ..model.plan import CpuBackend, Plan, trace
-
-    devices = devices or sorted(profile.names(), key=lambda d: (not d.startswith("cpu"), d))
-    devices = [d for d in devices if d != HOST]
-    info = trace(g, feed)
-    ctx = Ctx(g, info)
-    backends = {d: CpuBackend(None) if d.startswith("cpu") else types.SimpleNamespace(kind=d.partition(":")[0],
-                                                                                          name=d, dev=None)
-                for d in devices}
-    by_name = {n.name: n for n in g.nodes}
-    memo: dict[tuple[str, str], object] = {}
-
-    def can(name: str, dev: str):
-        if (name, dev) not in memo:
-            memo[name, dev] = Plan._lower(ctx, by_name[name], backends[dev])[0]
-        return memo[name, dev]
-    return Dispatcher(devices, profile, threads, objective).place(g, info, can)
-
-
 def describe(profile: Profile) -> str:
     """The fitted models of a profile, one block per device entry, for people."""
     lines = []
@@ -354,5 +284,5 @@ def summarize(profile: Profile) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["simulate", "describe", "summarize", "Dispatcher", "Dispatch", "Decision", "Profile", "DeviceProfile",
-           "Work", "CLASSES", "OBJECTIVES", "ensure_profile", "load_profile", "node_work", "graph_work"]
+__all__ = ["describe", "summarize", "Dispatcher", "Dispatch", "Decision", "Profile", "DeviceProfile",
+           "Work", "CLASSES", "OBJECTIVES", "load_profile", "node_work", "graph_work"]

@@ -248,7 +248,8 @@ class InferenceSession:
         return plan
 
     def _make_dispatcher(self, objective: str, profile):
-        from ..dispatch import Dispatcher, ensure_profile, load_profile
+        from ..dispatch import Dispatcher, load_profile
+        from ..dispatch.calibrate import ensure_profile
         from ..dispatch.machine import vulkan_devices
         from ..dispatch.profile import Profile, check_identity, cpu_identity
 
