@@ -252,8 +252,8 @@ def select_cases(only: list[str] | None, all_formats: bool) -> list[Case]:
 
 def load_model(case: Case) -> Model:
     """Build (or read bench/models.py's cache), trace and lower `case` once, as simulate() would."""
+    from vkinfer.compiler.plan import CpuBackend, Plan, trace
     from vkinfer.model.lowering import Ctx
-    from vkinfer.model.plan import CpuBackend, Plan, trace
 
     data, _ = cached_model(case)
     g = vkinfer.InferenceSession(data, device="reference").graph

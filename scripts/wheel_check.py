@@ -67,7 +67,7 @@ def check(d: Path) -> dict:
     import onnx
 
     from vkinfer import _glsl, _vk
-    from vkinfer.model.session import InferenceSession
+    from vkinfer.session import InferenceSession
     from vkinfer.models import zoo
 
     out = {"import_s": round(t_import, 3)}
@@ -127,7 +127,7 @@ def timing(d: Path) -> dict:
     t_import = time.perf_counter() - t0
     import numpy as np
 
-    from vkinfer.model.session import InferenceSession
+    from vkinfer.session import InferenceSession
 
     path = str(d / f"{TIMED}.onnx")
     t0 = time.perf_counter()
@@ -154,7 +154,7 @@ def corrupt(spirv: Path) -> dict:
     import tempfile
 
     import vkinfer
-    from vkinfer.model.session import InferenceSession
+    from vkinfer.session import InferenceSession
     from vkinfer.models import zoo
 
     tmp = Path(tempfile.mkdtemp(prefix="vkinfer-corrupt-"))
@@ -185,7 +185,7 @@ def novulkan(d: Path) -> dict:
     except OSError:
         pass
     import vkinfer
-    from vkinfer.model.session import InferenceSession
+    from vkinfer.session import InferenceSession
 
     sess = InferenceSession(str(d / "mobilenet_v1.onnx"), device="cpu")
     sess.run(None, _feed(sess))

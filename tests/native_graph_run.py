@@ -9,8 +9,8 @@ import sys
 import numpy as np
 from plan_cases import build
 
+from vkinfer.compiler.plan import CpuBackend, Plan, interpret
 from vkinfer.cpu.graph import NativeGraph, Ref
-from vkinfer.model.plan import CpuBackend, Plan, interpret
 from vkinfer.models import field_zoo
 
 TRANSPOSE = (2, np.array([2, 3], np.uint32), np.array([1, 0], np.uint32), 1, 0x80)

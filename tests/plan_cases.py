@@ -1,4 +1,4 @@
-"""Graphs that send every layer kind of a compiled plan (vkinfer/model/plan.py) through one recorded run:
+"""Graphs that send every layer kind of a compiled plan (vkinfer/compiler/plan.py) through one recorded run:
 convolution, max pool, TFLite's average pool, lookup-table ops (leaky relu, sigmoid, add, mul; equal
 shapes and a broadcast row), channel concat with and without requantization, channel shuffle (5-D alias +
 channel gather), repack (a transpose of size-1 axes), global average pool, flatten (alias) and QGemm.

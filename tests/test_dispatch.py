@@ -32,6 +32,7 @@ from agree import assert_same, run_devices
 import vkinfer
 from vkinfer import _vk
 from vkinfer.cli import main
+from vkinfer.compiler.plan import trace
 from vkinfer.dispatch import Dispatcher, _t, describe
 from vkinfer.dispatch import calibrate as calibrate_mod
 from vkinfer.dispatch import machine as machine_mod
@@ -68,7 +69,6 @@ from vkinfer.dispatch.profile import (
 )
 from vkinfer.dispatch.simulate import simulate
 from vkinfer.model.graph import Graph, Node, TensorInfo
-from vkinfer.model.plan import trace
 from vkinfer.models import field_zoo, tflite_zoo, zoo
 
 # The SPIR-V and pipeline caches the rest of the suite uses (tests/conftest.py): fresh calibration caches link

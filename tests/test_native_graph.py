@@ -265,7 +265,7 @@ def test_threads_are_fixed_at_session_creation(monkeypatch):
     run_devices(blob, feed, want=got)  # the 2-thread run's bits are every device's
 
 
-# --- a plan of CPU and Vulkan segments in one native call (vkinfer.model.plan.NativePlan) --------------
+# --- a plan of CPU and Vulkan segments in one native call (vkinfer.compiler.plan.NativePlan) --------------
 
 def _python_path(plan, feed, names, threads):
     saved = dict(plan._natives)

@@ -138,7 +138,7 @@ except OSError:
     pass
 import numpy as np
 import vkinfer
-from vkinfer.model.session import InferenceSession
+from vkinfer.session import InferenceSession
 sess = InferenceSession(sys.argv[1], device="cpu")
 x = np.zeros([d if isinstance(d, int) else 1 for d in sess.get_inputs()[0].shape], np.float32)
 sess.run(None, {sess.get_inputs()[0].name: x})
@@ -159,7 +159,7 @@ def _small_model(tmp_path: Path) -> Path:
 
 
 def test_import_and_cpu_sessions_never_load_vulkan(tmp_path):
-    code = ("import sys, numpy as np\nimport vkinfer\nfrom vkinfer.model.session import InferenceSession\n"
+    code = ("import sys, numpy as np\nimport vkinfer\nfrom vkinfer.session import InferenceSession\n"
             "s = InferenceSession(sys.argv[1], device='cpu')\n"
             "x = np.zeros([d if isinstance(d, int) else 1 for d in s.get_inputs()[0].shape], np.float32)\n"
             "s.run(None, {s.get_inputs()[0].name: x})\n"

@@ -1,4 +1,4 @@
-"""Placement (vkinfer/model/plan.py): any assignment of nodes to cpu, vulkan and host gives the reference's bits,
+"""Placement (vkinfer/compiler/plan.py): any assignment of nodes to cpu, vulkan and host gives the reference's bits,
 a hand-given placement is honoured and shown by `vkinfer info`, and bad placements are refused naming the node.
 Every model here also runs whole on the reference, cpu and vulkan with the same bits (agree.run_devices)."""
 
@@ -14,8 +14,8 @@ from plan_cases import build
 import vkinfer
 from vkinfer._vk import get_device
 from vkinfer.cli import main
+from vkinfer.compiler.plan import HOST, CpuBackend, Plan, VulkanBackend, interpret, trace
 from vkinfer.model.lowering import Ctx, lower_node
-from vkinfer.model.plan import HOST, CpuBackend, Plan, VulkanBackend, interpret, trace
 from vkinfer.models import field_zoo, tflite_zoo, zoo
 
 

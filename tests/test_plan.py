@@ -1,4 +1,4 @@
-"""Compiled plans (vkinfer/model/plan.py): every layer kind a backend runs in its own form equals the
+"""Compiled plans (vkinfer/compiler/plan.py): every layer kind a backend runs in its own form equals the
 interpreter on device "reference" bit for bit, models become one Vulkan submit, buffers are reused by
 lifetime, and plans are made per input signature; every model run here gives the same bits on the reference, cpu
 and vulkan."""
@@ -17,7 +17,7 @@ from plan_cases import build
 
 import vkinfer
 from vkinfer._vk import get_device
-from vkinfer.model.plan import CpuBackend, Plan, VulkanBackend, interpret
+from vkinfer.compiler.plan import CpuBackend, Plan, VulkanBackend, interpret
 from vkinfer.models import tflite_zoo, zoo
 
 logging.getLogger().setLevel(logging.ERROR)

@@ -23,7 +23,7 @@ from test_requant import shader_requantize
 import vkinfer
 from vkinfer import _vk, ops
 from vkinfer._vk import _pick, get_device
-from vkinfer.model.plan import Plan, VulkanBackend, interpret
+from vkinfer.compiler.plan import Plan, VulkanBackend, interpret
 from vkinfer.models import tflite_zoo, zoo
 from vkinfer.reference._spec import conv_spec
 from vkinfer.vulkan import KERNELS, Chain, Executable, QLinearConv, choose_kernel

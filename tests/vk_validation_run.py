@@ -37,7 +37,7 @@ def main(mode: str) -> None:
         from plan_cases import build
 
         from vkinfer._vk import get_device
-        from vkinfer.model.plan import Plan, VulkanBackend, interpret
+        from vkinfer.compiler.plan import Plan, VulkanBackend, interpret
 
         ok = 0
         for dtype in (np.uint8, np.int8):

@@ -81,9 +81,9 @@ def _placement(spec: str | None) -> dict[str, str] | None:
 
 def _info(path: str, device: str, placement: str | None = None, profile: str | None = None,
           objective: str = "median", threads: int | None = None) -> int:
-    from .model.plan import trace
-    from .model.session import InferenceSession
+    from .compiler.plan import trace
     from .model.stats import macs_and_peak
+    from .session import InferenceSession
 
     if profile is not None:
         return _info_profile(path, profile, objective, threads)
@@ -122,7 +122,7 @@ def _info_profile(path: str, profile: str, objective: str, threads: int | None) 
     """Plan MODEL for the devices of a profile (which this machine need not have), without running it."""
     from .dispatch import load_profile
     from .dispatch.simulate import simulate
-    from .model.session import InferenceSession
+    from .session import InferenceSession
 
     prof = load_profile(profile)
     sess = InferenceSession(path, device="reference")
@@ -141,7 +141,7 @@ def _calibrate(mode: str, device: str | None, threads: str | None, out: str | No
     from . import cpu
     from .dispatch import describe, summarize
     from .dispatch.calibrate import ensure_profile
-    from .model.session import _auto_devices
+    from .session import _auto_devices
 
     devices = [device] if device else _auto_devices()
     if threads:
@@ -183,7 +183,7 @@ def _print_segments(sess, plan) -> None:
 
 
 def _run(path: str, device: str, inputs: str | None, output: str | None, placement: str | None = None) -> int:
-    from .model.session import InferenceSession
+    from .session import InferenceSession
 
     sess = InferenceSession(path, device=device, placement=_placement(placement))
     feed = {}

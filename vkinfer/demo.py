@@ -247,7 +247,7 @@ def run_models(threads: int, models: dict[str, Path] | None = None) -> int:
     import onnxruntime as ort
 
     from .benchmark.run import ort_session_options
-    from .model.session import InferenceSession
+    from .session import InferenceSession
 
     print(f"\nWhole model: MobileNetV2 1.0/224, seeded weights, quantized by onnxruntime.quantization; every "
           f"runtime on {_n(threads)} of the CPU (a Vulkan row: its CPU parts)")
@@ -302,7 +302,7 @@ def run_tflite_model(path: Path, threads: int) -> int:
     where there is none of that name). Returns the number of failures."""
     from ai_edge_litert.interpreter import Interpreter
 
-    from .model.session import InferenceSession
+    from .session import InferenceSession
 
     blob = path.read_bytes()
     it = Interpreter(model_content=blob, num_threads=threads)

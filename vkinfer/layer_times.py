@@ -63,7 +63,7 @@ def _cpu_op_nodes(plan, seg) -> list[str | None]:
 
 
 def _edge_forms(runner) -> tuple[frozenset[str], frozenset[str]]:
-    """(form_io, packed_io) a segment's runner was built with (vkinfer/model/plan.py Plan._runner): the tensors
+    """(form_io, packed_io) a segment's runner was built with (vkinfer/compiler/plan.py Plan._runner): the tensors
     it exchanges with a neighbouring device segment in the CPU graph's form or the device's packed layout. A twin
     built without them reads and writes plain NCHW tensors under the plain names, which the plan's run never
     stores for such handoffs: every quantized model with a float input (QuantizeLinear on the CPU handing
@@ -186,7 +186,7 @@ def _replay(plan, feed: dict[str, np.ndarray], threads: int, host_ns: dict[str, 
     segment's inputs remembered for _vulkan_node_times."""
     from collections import ChainMap
 
-    from .model.plan import HOST
+    from .compiler.plan import HOST
 
     host = any(s.device == HOST for s in plan.segments)
     values = ChainMap(dict(feed), plan.g.consts) if host else dict(feed)

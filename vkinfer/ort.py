@@ -50,8 +50,8 @@ from typing import Any
 import numpy as np
 
 from .errors import VkInferError, VulkanUnavailableError
-from .model.session import InferenceSession as _Session
-from .model.session import NodeArg
+from .session import InferenceSession as _Session
+from .session import NodeArg
 
 VULKAN_PROVIDER = "VulkanExecutionProvider"
 CPU_PROVIDER = "CPUExecutionProvider"
@@ -589,12 +589,12 @@ class IOBinding:
 
 
 class InferenceSession(_Session):
-    """onnxruntime.InferenceSession's API over vkinfer.model.session.InferenceSession (see the module docstring).
+    """onnxruntime.InferenceSession's API over vkinfer.session.InferenceSession (see the module docstring).
 
     path_or_bytes: an .onnx or int8/uint8 .tflite file, its bytes, or an onnx.ModelProto. sess_options: a
     SessionOptions (or, as before, a device string). providers / provider_options: ONNX Runtime's execution
     providers, mapped onto vkinfer's devices. kwargs: vkinfer's own `device`, `placement`, `threads`, `objective`,
-    `profile` (vkinfer.model.session.InferenceSession); `device` and `providers` may not both be given, nor
+    `profile` (vkinfer.session.InferenceSession); `device` and `providers` may not both be given, nor
     `threads` and a different intra_op_num_threads."""
 
     def __init__(self, path_or_bytes: str | os.PathLike | bytes | Any, sess_options: SessionOptions | str | None = None,
@@ -642,7 +642,7 @@ class InferenceSession(_Session):
                 super().__init__(path_or_bytes, device=device, threads=threads, **kwargs)
         finally:
             # The session's warnings (auto's fallback to the CPU, say) point at the caller's line, as they do when
-            # vkinfer.model.session.InferenceSession is made directly.
+            # vkinfer.session.InferenceSession is made directly.
             for w in caught if not quiet else ():
                 warnings.warn(w.message, w.category, stacklevel=2)
         if opts.log_severity_level == 0:
@@ -772,7 +772,7 @@ class InferenceSession(_Session):
 
     # ---- profiling ----
     def plan(self, feed: dict[str, np.ndarray], trial: bool = False):
-        """As vkinfer.model.session.InferenceSession.plan; a profiling session also instruments the plan's
+        """As vkinfer.session.InferenceSession.plan; a profiling session also instruments the plan's
         segments (their runs are timed) the first time it sees the plan."""
         plan = super().plan(feed, trial)
         if plan is not None and getattr(self, "_profiling", False) and id(plan) not in self._prof_plans:

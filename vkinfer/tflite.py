@@ -104,14 +104,14 @@ class Interpreter:
     model_path / model_content: the .tflite file or its bytes (exactly one). experimental_delegates: delegates
     from `load_delegate` (choosing the device). num_threads: CPU threads (None or -1: vkinfer's default).
     vkinfer_kwargs: `device` ("auto" by default), `placement`, `objective`, `profile` of
-    vkinfer.model.session.InferenceSession."""
+    vkinfer.session.InferenceSession."""
 
     def __init__(self, model_path: str | os.PathLike | None = None, model_content: bytes | None = None,
                  experimental_delegates: list[Delegate] | None = None, num_threads: int | None = None,
                  experimental_op_resolver_type: OpResolverType | Any = OpResolverType.AUTO,
                  experimental_preserve_all_tensors: bool = False, **vkinfer_kwargs: Any):
-        from .model.session import InferenceSession
         from .model.tflite_import import is_tflite
+        from .session import InferenceSession
 
         if (model_path is None) == (model_content is None):
             raise ValueError("`model_path` or `model_content` must be specified (exactly one)")
@@ -245,7 +245,7 @@ class Interpreter:
         batch dimension may change, every tensor the trace gives must have the file's shape with its batch scaled
         alike, and the plan must compile; RuntimeError otherwise (LiteRT's error class for a shape a model cannot
         take)."""
-        from .model.plan import trace
+        from .compiler.plan import trace
 
         shapes = {self._tensors[i]["name"]: list(self._shapes[i]) for i in self._in}
 

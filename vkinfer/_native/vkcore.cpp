@@ -809,7 +809,7 @@ struct Sequence {
 
 
 // --- a whole plan of CPU and Vulkan segments in one call ----------------------------------------------
-// vkinfer's plan (vkinfer/model/plan.py) is a list of segments; where none runs on the host, PlanRunner
+// vkinfer's plan (vkinfer/compiler/plan.py) is a list of segments; where none runs on the host, PlanRunner
 // runs them all without returning to Python: each CPU segment's native graph through vki_graph_run's address
 // (resolved by ctypes from whichever libvkinfer_cpu the package loaded, as vkinfer._fastrun does), each
 // Vulkan segment as pack, submit, wait, unpack. Tensors between segments live in host arrays ("slots")

@@ -64,7 +64,7 @@ def _model_input(path: str, data: bytes) -> _Input:
     """The input of the model at `path`; ValueError when it is unreadable or has several inputs."""
     try:
         if _is_tflite(data):
-            from ..model.session import InferenceSession
+            from ..session import InferenceSession
 
             types = {"tensor(uint8)": np.uint8, "tensor(int8)": np.int8, "tensor(int32)": np.int32,
                      "tensor(float)": np.float32}
@@ -159,7 +159,7 @@ def _why_missing(engine: str, tflite: bool) -> str | None:
 def _runner(engine: str, data: bytes, inp: _Input, device: str, threads: int) -> RunFn:
     """A function from one batch to the engine's first output."""
     if engine == "vkinfer":
-        from ..model.session import InferenceSession
+        from ..session import InferenceSession
 
         s = InferenceSession(data, device=device, threads=threads)
         return lambda xb: np.asarray(s.run(None, {inp.name: xb})[0])

@@ -101,7 +101,7 @@ def _tflite_feed(path: str, data: bytes, rng: np.random.Generator) -> dict[str, 
             it = Interpreter(model_content=data)
             return {d["name"]: _random(rng, np.dtype(d["dtype"]), _static(list(d["shape"])), True)
                     for d in it.get_input_details()}
-        from ..model.session import InferenceSession
+        from ..session import InferenceSession
 
         s = InferenceSession(data, device="reference")
         types = {"tensor(uint8)": np.uint8, "tensor(int8)": np.int8, "tensor(int32)": np.int32}

@@ -17,8 +17,8 @@ def simulate(g: Graph, feed: dict, profile: Profile, threads: int = 1, objective
     node is decided by the same lowerings a session uses, on stand-in backends."""
     import types
 
+    from ..compiler.plan import CpuBackend, Plan, trace
     from ..model.lowering import Ctx
-    from ..model.plan import CpuBackend, Plan, trace
 
     devices = devices or sorted(profile.names(), key=lambda d: (not d.startswith("cpu"), d))
     devices = [d for d in devices if d != HOST]

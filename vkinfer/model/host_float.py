@@ -78,7 +78,7 @@ def _reference_op_names() -> list[str]:
 
 def _cached_reference_op_names() -> list[str]:
     """`_reference_op_names()`, kept per onnx version in the cache directory: importing onnx.reference's op
-    list took 90 ms of every process's first session (335 ms to import vkinfer.model.session). A missing,
+    list took 90 ms of every process's first session (335 ms to import vkinfer.session). A missing,
     unreadable or malformed file is recomputed; an unwritable directory only costs the recomputation."""
     import json
 

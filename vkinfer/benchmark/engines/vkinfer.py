@@ -12,7 +12,7 @@ from ..load import Model
 
 
 def _vkinfer_factory(model: Model, device: str, threads: int) -> Callable[[], tuple[Callable, Any]]:
-    from ...model.session import InferenceSession
+    from ...session import InferenceSession
 
     def make():
         s = InferenceSession(model.data, device=device, threads=threads)
@@ -25,7 +25,7 @@ def _vkinfer_factory(model: Model, device: str, threads: int) -> Callable[[], tu
 def analysis(sess, feed: dict[str, np.ndarray]) -> tuple[int | None, int | None]:
     """(MACs of one inference, peak bytes of live activations) of a vkinfer session's graph, as `vkinfer info`
     counts them: convolutions and matrix products; tensors alive from their producer to their last reader."""
-    from ...model.plan import trace
+    from ...compiler.plan import trace
     from ...model.stats import macs_and_peak
 
     g = sess.graph

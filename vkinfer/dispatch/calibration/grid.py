@@ -7,7 +7,7 @@ shapes come from the models vkinfer is used on: MobileNetV2 1.0/224 and 0.35/224
 `GRID` lists them with the grids that take them: CPU quick 4-5 shapes per class (a small one, a large one and
 ones between, enough for the 3-term fit), CPU full 11-15, Vulkan quick 4 (each new pipeline costs 50-100 ms on
 lavapipe), Vulkan full 9-14, host quick 3-4. Each graph is compiled through the execution core
-(vkinfer.model.plan.Plan) as a session's would be, so the lowering, kernel and edge conversions are the real ones.
+(vkinfer.compiler.plan.Plan) as a session's would be, so the lowering, kernel and edge conversions are the real ones.
 Each `Shape` builds a fresh graph (`Shape.graph()`: the graph, its feed, the timed node's name); `grid(kind,
 mode)` picks a device kind's shapes. Running and timing them: calibration/measure.py.
 """

@@ -142,7 +142,7 @@ _CPU_PLANS: dict[tuple, object] = {}  # (shape, variant) -> Plan, shared by the 
 
 
 def _cpu_plan(shape: Shape):
-    from ...model.plan import CpuBackend, Plan
+    from ...compiler.plan import CpuBackend, Plan
 
     key = (shape, None)
     plan = _CPU_PLANS.get(key)
@@ -256,7 +256,7 @@ def _measure_vulkan(dev, shapes: list[Shape], mode: str) -> tuple[list[Sample], 
     session runs it (no timestamps): the fixed cost of one segment, 17-87 us on lavapipe here from one
     calibration to the next (the wall time of the one-dispatch sequence less the chained node time came out 2-4x
     higher: repeated dispatches find warm caches). Without timestamps, wall times stand in for device times."""
-    from ...model.plan import Plan, VulkanBackend
+    from ...compiler.plan import Plan, VulkanBackend
 
     be = VulkanBackend(dev)
     built = []
@@ -344,7 +344,7 @@ def _vulkan_links(dev, mode: str) -> tuple[Link, Link]:
 
 def _measure_host(shapes: list[Shape], mode: str) -> list[Sample]:
     """Wall time of a HostSegment running each shape's node on values prepared once."""
-    from ...model.plan import HostSegment, interpret, trace
+    from ...compiler.plan import HostSegment, interpret, trace
 
     probes, works = [], []
     for s in shapes:
@@ -398,9 +398,9 @@ def _whole_model(blob: bytes, threads: int):
     a Plan on zeros of the declared shapes), or None when the plan is not one native CPU call. The public run is
     the call the session's `run` makes for a feed of exactly its inputs: the _fastrun Runner (input checks and
     output list included), else the segment's run_arrays."""
+    from ...compiler.plan import CpuBackend, Plan
     from ...model.kernels import OPS
     from ...model.onnx_import import import_onnx
-    from ...model.plan import CpuBackend, Plan
     from ...model.tflite_import import import_tflite, is_tflite
 
     supported = {name: None for name in OPS}

@@ -4,7 +4,7 @@
     [y] = sess.run(None, {"input": x})
 
 Creating a session imports and checks the whole model once and, on "vulkan" and "cpu", compiles it
-(vkinfer/model/plan.py): one trace gives every tensor's shape, each node is placed on the device or the
+(vkinfer/compiler/plan.py): one trace gives every tensor's shape, each node is placed on the device or the
 host, weights are packed, pipelines built, device buffers planned by lifetime and, on Vulkan, every run of
 device nodes recorded into one command sequence. A model whose nodes all run on the device (every zoo
 model, MobileNetV2 in ONNX or TFLite form) is then one upload, one submit and one download per `run`;
@@ -27,19 +27,19 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import ops
-from ..cpu import threads_for_run
-from ..dispatch.placement import OBJECTIVES
-from ..errors import PlacementError, VulkanUnavailableError
-from .graph import Graph, TensorInfo
-from .interpreter import interpret
-from .kernels import OPS
-from .onnx_import import import_onnx
-from .plan import HOST, CpuBackend, Plan, VulkanBackend
-from .tflite_import import import_tflite, is_tflite
+from . import ops
+from .compiler.plan import HOST, CpuBackend, Plan, VulkanBackend
+from .cpu import threads_for_run
+from .dispatch.placement import OBJECTIVES
+from .errors import PlacementError, VulkanUnavailableError
+from .model.graph import Graph, TensorInfo
+from .model.interpreter import interpret
+from .model.kernels import OPS
+from .model.onnx_import import import_onnx
+from .model.tflite_import import import_tflite, is_tflite
 
 if TYPE_CHECKING:
-    from ..dispatch.profile import Profile
+    from .dispatch.profile import Profile
 
 
 class NodeArg:
@@ -60,7 +60,7 @@ def _auto_devices() -> list[str]:
     """The devices `device="auto"` weighs: the CPU, then each GPU (or, with none, the default Vulkan device, a
     CPU implementation such as lavapipe: the calibrated costs, not an assumption, then keep work on the CPU).
     No usable Vulkan at all leaves the CPU alone, with a warning saying why; any other error propagates."""
-    from ..dispatch.machine import auto_candidates, vulkan_devices
+    from .dispatch.machine import auto_candidates, vulkan_devices
 
     try:
         found = vulkan_devices()
@@ -185,7 +185,7 @@ class InferenceSession:
                     pass  # zeros are not valid for some input (a scale, say): compile on the first run instead
 
     def _cpu_failed(self, status: int, feed: dict) -> None:
-        from ..cpu.segment import run_failed
+        from .cpu.segment import run_failed
 
         seg = self._fast[3]
         run_failed(status, seg.nan_checked, [feed[t] for t, _, _ in seg.in_specs])
@@ -218,7 +218,7 @@ class InferenceSession:
         if name not in self._backends:
             kind, _, which = name.partition(":")
             if kind == "vulkan":
-                from .._vk import get_device
+                from ._vk import get_device
 
                 if self.device == "auto" and which:  # opened only if the dispatcher puts a node there
                     be = VulkanBackend(name=name, opener=lambda: get_device(which))
@@ -248,10 +248,10 @@ class InferenceSession:
         return plan
 
     def _make_dispatcher(self, objective: str, profile):
-        from ..dispatch import Dispatcher, load_profile
-        from ..dispatch.calibrate import ensure_profile
-        from ..dispatch.machine import vulkan_devices
-        from ..dispatch.profile import Profile, check_identity, cpu_identity
+        from .dispatch import Dispatcher, load_profile
+        from .dispatch.calibrate import ensure_profile
+        from .dispatch.machine import vulkan_devices
+        from .dispatch.profile import Profile, check_identity, cpu_identity
 
         threads = self._threads()
         if profile is None:

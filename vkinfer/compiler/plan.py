@@ -33,10 +33,10 @@ from collections.abc import Callable
 import numpy as np
 
 from ..errors import PlacementError
-from .graph import Graph, Node
-from .interpreter import interpret, trace  # noqa: F401 (also vkinfer.model.plan API)
-from .kernels import OPS  # noqa: F401 (vkinfer.model.plan API)
-from .lowering import EIGHT_BIT, Ctx, Layer, lower_node, lowerings
+from ..model.graph import Graph, Node
+from ..model.interpreter import interpret, trace  # noqa: F401 (also vkinfer.compiler.plan API)
+from ..model.kernels import OPS  # noqa: F401 (vkinfer.compiler.plan API)
+from ..model.lowering import EIGHT_BIT, Ctx, Layer, lower_node, lowerings
 
 HOST = "host"
 
