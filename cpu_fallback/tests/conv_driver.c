@@ -2,6 +2,9 @@
  * reference (tests/cpu_vectors.py writes them), for every ISA variant this CPU can run and for 1, 2
  * and 3 threads, and checks that bad arguments are rejected with a message instead of a crash.
  *
+ * Why one file: it is one test program (also built under ASan/UBSan, TSan and for AArch64/ARMv7 under
+ * qemu) whose vector reader, case runners and refusal checks share one case table.
+ *
  * Usage: conv_driver VECTORS [-k SUBSTRING]     (-k: only cases whose name contains SUBSTRING)
  *
  * Vector file format, version 1. Every integer is little-endian; floats are IEEE-754 binary32 bit

@@ -2,6 +2,9 @@
  * exact int64-checked sums of (x - x_zp) * w16 requantized with vki_requant_scalar, low byte kept.
  * It does not use the operator (conv.c): it builds packed blocks per the layouts in internal.h.
  *
+ * Why one file: it is one static test program cross-built for AArch64 and ARMv7 and run under qemu; its
+ * kernel checks share the guard-page allocator and the block packers.
+ *
  * Memory discipline is checked strictly: by default every activation row, weight block and output
  * buffer is placed against a PROT_NONE guard page (alternately right before one and right after
  * one), so any read or write outside the valid bytes faults, also under qemu-user. Build with

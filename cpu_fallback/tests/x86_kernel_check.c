@@ -3,6 +3,9 @@
  * by hand (independent of conv.c), runs a kernel and compares every output byte with
  * vki_requant_scalar applied to an exact scalar dot product.
  *
+ * Why one file: it is a standalone test program built with each ISA's flags by one compiler call; its
+ * checks share the hand-built packing helpers, and a split would only add a private header between them.
+ *
  * Build and run (AVX2 natively, AVX-512 VNNI through the scalar emulation below):
  *   gcc -O2 -std=c11 -ffp-contract=off -mavx2 -fsanitize=address,undefined -I cpu_fallback/src \
  *       cpu_fallback/tests/x86_kernel_check.c cpu_fallback/src/kernels_avx2.c -lm && ./a.out

@@ -1,21 +1,15 @@
-"""Importing this registers every CPU lowering (each lives in its op's file). Order matters where two files
-lower one op type: QLinearAdd of equal shapes takes ORT's float arithmetic before the table; the channel
-shuffle is tried before the general reshape of a Transpose."""
+"""Importing this registers every CPU lowering: each lives in its op's file (vkinfer/cpu/<op>.py, `@lower("cpu",
+...)`), found by name: every module of the package is imported, in name order, so a new op's file needs no
+line here. Where two files lower one op type, registration order decides, then `fallback=True` puts a general
+form last: QLinearAdd of equal shapes takes ORT's float arithmetic (qadd.py) before the table (qlinear_lut.py,
+a fallback); byte_gather.py, the general form of the moves, is a fallback too."""
 
-from . import (  # noqa: F401
-    average_pool,
-    byte_gather,  # the general form of the moves: registered as a fallback, tried after the specialised ones
-    max_pool,
-    pad,
-    qadd,  # (not qlinear_add.py: the package's op-level function vkinfer.cpu.qlinear_add has that name)
-    qlinear_concat,
-    qlinear_conv,
-    qlinear_global_average_pool,
-    qlinear_lut,
-    qlinear_matmul,
-    quantize_linear,
-    reshape,
-    tflite_add,
-    tflite_softmax,
-    zero_insert,
-)
+import importlib
+import pkgutil
+
+from . import __path__ as _path
+
+# Names are sorted so the order is the same on every filesystem; private modules (_*) are helpers.
+MODULES = sorted(m.name for m in pkgutil.iter_modules(_path) if not m.name.startswith("_") and m.name != "lowerings")
+for _name in MODULES:
+    importlib.import_module(f"{__package__}.{_name}")

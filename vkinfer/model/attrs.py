@@ -124,3 +124,28 @@ def check_attrs(g: Graph) -> None:
     """check_node_attrs on every node of `g`."""
     for n in g.nodes:
         check_node_attrs(n, g.consts)
+
+
+# Input and attribute readers the move and resize kernels share.
+
+def _text(v, default: str) -> str:
+    if v is None:
+        return default
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def _axis(axis: int, rank: int, what: str = "axis") -> int:
+    if not -rank <= axis < rank:
+        raise ValueError(f"{what} {axis} is out of range for a rank-{rank} input")
+    return axis % rank
+
+
+def _ints1(v, what: str) -> list[int]:
+    a = np.asarray(v)
+    if a.dtype.kind not in "iu":
+        raise TypeError(f"{what} must be integers, got {a.dtype}")
+    return [int(i) for i in a.reshape(-1)]
+
+
+def _opt(x: list, i: int):
+    return x[i] if len(x) > i else None

@@ -505,5 +505,6 @@ from . import (  # noqa: E402,F401
     host_float,
     moves,
     quant_ops,
+    resize,
     tables,
 )
