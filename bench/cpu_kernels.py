@@ -5,7 +5,7 @@ machine's int8 multiply-accumulate peak the kernels are measured against.
 
 1. peak: bench/peak.c (built here with the system C compiler) runs 12 independent chains of VPDPBUSD (AVX-512
    VNNI) and of VPMADDWD + VPADDD (AVX2 int16) on one pinned core, best of 7: the ceiling in GOPS (2 ops per MAC).
-2. model: vkinfer.models.zoo.mobilenet_v2() quantized by ORT's quantize_static (zoo.quantize: per-channel,
+2. model: vkinfer.testing.zoo.mobilenet_v2() quantized by ORT's quantize_static (zoo.quantize: per-channel,
    symmetric int8 weights, full range unless --weight-bits 7, uint8 activations), formats QOperator and QDQ,
    cached under build/models/bench/. vkinfer.InferenceSession(device="cpu", threads=T) against an ORT CPU
    session (intra-op T threads, inter-op 1, spinning off), interleaved A/B (_common.interleaved); T=1 runs with
@@ -63,7 +63,7 @@ def model(fmt: str, weight_bits: int) -> bytes:
     """MobileNetV2 1.0/224 quantized by ORT (cached): per-channel int8 weights, uint8 activations."""
     import onnx
 
-    from vkinfer.models import zoo
+    from vkinfer.testing import zoo
 
     path = CACHE / f"mobilenet_v2-{fmt}-perchannel-w{weight_bits}.onnx"
     if not path.exists():
@@ -131,7 +131,7 @@ def main() -> int:
     import onnxruntime as ort
 
     import vkinfer
-    from vkinfer.models import zoo
+    from vkinfer.testing import zoo
 
     cpus = sorted(os.sched_getaffinity(0))
     pk = peak()

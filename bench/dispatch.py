@@ -55,7 +55,7 @@ def _feed(case, blob: bytes) -> dict[str, np.ndarray]:
         return bm.tflite_feed(blob)
     import onnx
 
-    from vkinfer.models import zoo
+    from vkinfer.testing import zoo
 
     return zoo.random_inputs(onnx.load_from_string(blob), seed=bm.INPUT_SEED)
 

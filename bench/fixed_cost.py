@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/fixed_cost.py [--repeat N] [--warmup W] [--vulkan-repeat N] [--no-vulkan]
 
-The model (vkinfer.models.field_zoo, seed 0) does almost no work: one 3x3 convolution, 8 -> 8 channels on an 8x8
+The model (vkinfer.testing.field_zoo, seed 0) does almost no work: one 3x3 convolution, 8 -> 8 channels on an 8x8
 map + ReLU (36,864 MACs), so a run's time is what every inference pays whatever its size: the Python call, input
 and output copies, graph dispatch, for Vulkan the submit and the wait.
 - tflite-i8 / tflite-u8: field_zoo.tiny_conv (CONV_2D with fused RELU, 8-bit input and output, no QUANTIZE) against
@@ -35,7 +35,7 @@ from models import Runner, check, cpu_threads, litert_runner, ort_runner, vkinfe
 
 import vkinfer
 from vkinfer import cpu
-from vkinfer.models import field_zoo
+from vkinfer.testing import field_zoo
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             "vkinfer": vkinfer.__version__, "vkinfer_git": git_revision(ROOT), "cpu_variant": cpu.default_variant(),
             "vulkan_device": vk, "vulkan_skipped": vk_why, "lp_num_threads": os.environ.get("LP_NUM_THREADS"),
             "repeat": args.repeat, "warmup": args.warmup, "vulkan_repeat": args.vulkan_repeat or args.repeat,
-            "model": {"builder": "vkinfer.models.field_zoo.tiny_conv / tiny_conv_onnx", "seed": MODEL_SEED,
+            "model": {"builder": "vkinfer.testing.field_zoo.tiny_conv / tiny_conv_onnx", "seed": MODEL_SEED,
                       **{k: v for k, v in field_zoo.describe(blob).items() if k != "input_type"}},
             "input_seed": INPUT_SEED,
             "threads": "1 everywhere: $VKINFER_CPU_THREADS=1; litert num_threads=1; ORT intra_op 1, inter_op 1, "

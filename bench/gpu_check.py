@@ -112,7 +112,7 @@ def _models(quick: bool) -> list[tuple[str, str, Callable[[], Model]]]:
     """(name, format, builder) in the order they are timed: MobileNetV2 first, then the field models."""
     import models as bm  # bench/models.py: its cases, model cache and feeds
 
-    from vkinfer.models import field_onnx, field_zoo, zoo
+    from vkinfer.testing import field_onnx, field_zoo, zoo
 
     def zoo_case(name: str, fmt: str) -> Callable[[], Model]:
         def build() -> Model:

@@ -4,19 +4,19 @@ and the TFLite interpreter (.tflite models).
     .venv/bin/python bench/models.py [--repeat N] [--warmup W] [--vulkan-repeat N] [--only NAME[/FORMAT]]...
                                      [--quick] [--field] [--no-vulkan] [--threads T]
 
-ONNX models: vkinfer.models.zoo's mobilenet_v2 (width 1.0, 224x224, 1000 classes), mobilenet_v1 (the zoo's tiny
+ONNX models: vkinfer.testing.zoo's mobilenet_v2 (width 1.0, 224x224, 1000 classes), mobilenet_v1 (the zoo's tiny
 default), shufflenet_like, resnext_like, dilated_net and mlp, built with seed 0 and statically quantized twice,
 formats qoperator and qdq: uint8 activations, per-channel symmetric int8 weights, reduce_range=True. The 7-bit
 weights are what make a bit-for-bit comparison possible: ORT's uint8 x int8 kernels on x86 without VNNI (AVX2
 vpmaddubsw) saturate pairs of products at int16, so with full-range per-channel weights ORT itself is not
 exact; with 7-bit weights no pair can saturate and ORT's output is the exact integer result.
 
-TFLite models (vkinfer.models.tflite_zoo, seed 0, MEAN pooling): mobilenet_v2, format tflite-i8 (int8
+TFLite models (vkinfer.testing.tflite_zoo, seed 0, MEAN pooling): mobilenet_v2, format tflite-i8 (int8
 MobileNetV2 1.0/224, 1000 classes, per-axis int8 weights), and tiny_cnn (16x16x3 input: CONV_2D, DEPTHWISE_CONV_2D,
 ADD, MEAN, FULLY_CONNECTED, SOFTMAX), formats tflite-i8 and tflite-u8. Every model is cached under
 build/models/bench/ (built once; delete that folder to rebuild them).
 
-Field group (vkinfer.models.field_zoo, seed 0, formats tflite-i8 and tflite-u8; part of the default set, alone
+Field group (vkinfer.testing.field_zoo, seed 0, formats tflite-i8 and tflite-u8; part of the default set, alone
 with --field): ds_cnn_kws (DS-CNN-S keyword spotter, 49x10 MFCC), mobilenet_v2_kws (59x49 spectrogram),
 mobilenet_v1_vww (MobileNetV1 0.25, 96x96x3, visual wake words), resnet8 (MLPerf Tiny ResNet-8, 32x32x3). Their
 inputs are the 8-bit features themselves (no QUANTIZE in the graph), fed as seeded uniform integers over the
@@ -79,7 +79,7 @@ from _common import cpu_model, git_revision, interleaved, markdown_table, packag
 
 import vkinfer
 from vkinfer import cpu
-from vkinfer.models import field_zoo, tflite_zoo, zoo
+from vkinfer.testing import field_zoo, tflite_zoo, zoo
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -425,7 +425,7 @@ def conditions(args: argparse.Namespace, vk: dict | None, vk_why: str | None, no
         "reduce_range_note": "7-bit weights: ORT's x86 u8 x s8 kernels (AVX2 vpmaddubsw) saturate pairs of products "
                              "at int16 with full-range weights; with reduce_range they cannot, so ORT is exact and "
                              "outputs are compared bit for bit",
-        "tflite_models": {f"{n}/{f}": {"builder": f"vkinfer.models.tflite_zoo.{b.__name__}", "kwargs": kw}
+        "tflite_models": {f"{n}/{f}": {"builder": f"vkinfer.testing.tflite_zoo.{b.__name__}", "kwargs": kw}
                           for (n, f), (_, kw, b) in TFLITE.items()},
         "tflite_input": "uniform(-1, 1) float32 from numpy default_rng(input_seed)",
         "bounds": {"onnx": f"every output bit-exact against ORT (max |diff| <= {ONNX_BOUND})",

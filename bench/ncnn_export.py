@@ -1,4 +1,4 @@
-"""Write a float ONNX CNN (vkinfer.models.zoo's builders) as an ncnn model, float and int8, and time it in ncnn.
+"""Write a float ONNX CNN (vkinfer.testing.zoo's builders) as an ncnn model, float and int8, and time it in ncnn.
 
     .venv/bin/python bench/ncnn_export.py --model mobilenet_v2 --out DIR [--int8] [--calib N] [--method max|kl]
                                           [--width W] [--size S] [--num-classes K] [--onnx FILE.onnx] [--time]
@@ -575,7 +575,7 @@ def export(onnx_model: onnx.ModelProto | str | Path, out_dir: str | Path, name: 
         inp = conv.inputs[0]
         shape = conv.shapes[inp]
         if not calib:
-            from vkinfer.models import zoo
+            from vkinfer.testing import zoo
 
             calib = [zoo.random_inputs(model, seed=i)[inp] for i in range(8)]
         calib = [np.asarray(x, np.float32).reshape(shape) for x in calib]
@@ -670,10 +670,10 @@ def ncnn_time(param: str | Path, bin: str | Path, input_array: np.ndarray, vulka
 
 
 def main(argv: list[str] | None = None) -> int:
-    from vkinfer.models import zoo
+    from vkinfer.testing import zoo
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", choices=sorted(zoo.BUILDERS), help="a vkinfer.models.zoo builder (its defaults)")
+    ap.add_argument("--model", choices=sorted(zoo.BUILDERS), help="a vkinfer.testing.zoo builder (its defaults)")
     ap.add_argument("--onnx", help="a float ONNX file instead of --model")
     ap.add_argument("--out", required=True, help="output folder")
     ap.add_argument("--int8", action="store_true", help="also write the int8 model NAME-int8.param/.bin")

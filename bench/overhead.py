@@ -40,7 +40,7 @@ from _common import cpu_model, interleaved, markdown_table  # noqa: E402
 from models import Case, cached_model  # noqa: E402
 
 import vkinfer  # noqa: E402
-from vkinfer.models import zoo  # noqa: E402
+from vkinfer.testing import zoo  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"

@@ -7,7 +7,7 @@ Three tables, all on 1 thread with the process pinned to one core (os.sched_seta
 threads inherit the pin), A/B interleaved (_common.interleaved), median and p90 over the timed runs after the
 warm-ups; "vs ORT" / "vs litert" is vkinfer's median over the paired peer's median (< 1: vkinfer is faster):
 
-1. models: vkinfer.models.field_onnx's four builders (seed 0, default sizes), quantized as a user would
+1. models: vkinfer.testing.field_onnx's four builders (seed 0, default sizes), quantized as a user would
    (field_onnx.quantize: quant_pre_process, then quantize_static) in QDQ and QOperator: uint8 activations,
    per-channel int8 weights, reduce_range=True (7-bit weights: ORT's AVX2 u8 x s8 kernels cannot saturate).
    Input zoo.random_inputs(model, INPUT_SEED). Rows: ORT (CPU EP, ORT_ENABLE_ALL, intra/inter-op 1 thread,
@@ -47,7 +47,7 @@ from _common import cpu_model, git_revision, interleaved, markdown_table, packag
 from onnx import TensorProto, helper, numpy_helper
 
 import vkinfer
-from vkinfer.models import field_onnx, tflite_zoo, zoo
+from vkinfer.testing import field_onnx, tflite_zoo, zoo
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"

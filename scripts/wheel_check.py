@@ -42,7 +42,7 @@ def _feed(sess, seed=7):
 def models(d: Path) -> None:
     import logging
 
-    from vkinfer.models import tflite_zoo, zoo
+    from vkinfer.testing import tflite_zoo, zoo
 
     logging.getLogger().setLevel(logging.ERROR)
     d.mkdir(parents=True, exist_ok=True)
@@ -68,7 +68,7 @@ def check(d: Path) -> dict:
 
     from vkinfer import _glsl, _vk
     from vkinfer.session import InferenceSession
-    from vkinfer.models import zoo
+    from vkinfer.testing import zoo
 
     out = {"import_s": round(t_import, 3)}
     site = Path(vkinfer.__file__).resolve().parent
@@ -155,7 +155,7 @@ def corrupt(spirv: Path) -> dict:
 
     import vkinfer
     from vkinfer.session import InferenceSession
-    from vkinfer.models import zoo
+    from vkinfer.testing import zoo
 
     tmp = Path(tempfile.mkdtemp(prefix="vkinfer-corrupt-"))
     shutil.copytree(spirv, tmp / "spirv")

@@ -11,7 +11,7 @@ from plan_cases import build
 
 from vkinfer.compiler.plan import CpuBackend, Plan, interpret
 from vkinfer.cpu.graph import NativeGraph, Ref
-from vkinfer.models import field_zoo
+from vkinfer.testing import field_zoo
 
 TRANSPOSE = (2, np.array([2, 3], np.uint32), np.array([1, 0], np.uint32), 1, 0x80)
 

@@ -18,8 +18,8 @@ from vkinfer import _vk
 from vkinfer.dispatch import calibrate as calibrate_mod
 from vkinfer.dispatch import machine as machine_mod
 from vkinfer.errors import VulkanUnavailableError
-from vkinfer.models import tflite_zoo
 from vkinfer.session import _auto_devices
+from vkinfer.testing import tflite_zoo
 
 FEED = {"input": np.random.default_rng(0).uniform(-1, 1, (1, 16, 16, 3)).astype(np.float32)}
 

@@ -70,7 +70,7 @@ InnerProduct     fc          1 1 p1 {o} 0={F} 1=1 2={fw.size}
 @pytest.fixture
 def models(tmp_path):
     """(float .onnx, quantized .onnx, ncnn .param with the ONNX blob names, one with its own names in0/out0)."""
-    from vkinfer.models import zoo
+    from vkinfer.testing import zoo
 
     fm = _onnx_float()
     fp, qp = tmp_path / "tiny-float.onnx", tmp_path / "tiny-q.onnx"

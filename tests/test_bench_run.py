@@ -128,7 +128,7 @@ def test_engine_failing_on_model_is_an_error_record(tmp_path, monkeypatch, capsy
 def test_unsupported_model_exits_1_with_the_whole_reason(tmp_path, capsys):
     """Issue 23: a float model printed "error: UnsupportedModelError: the model has no quantized ten" (the table
     cuts at 60 characters) and exited 0."""
-    from vkinfer.models import zoo
+    from vkinfer.testing import zoo
 
     path = tmp_path / "float.onnx"
     path.write_bytes(zoo.mlp(in_features=8, hidden=8, batch=1).SerializeToString())
@@ -142,7 +142,7 @@ def test_unsupported_model_exits_1_with_the_whole_reason(tmp_path, capsys):
 
 
 def test_tflite_with_litert(tmp_path):
-    from vkinfer.models import tflite_zoo
+    from vkinfer.testing import tflite_zoo
 
     path = tmp_path / "t.tflite"
     path.write_bytes(tflite_zoo.tiny_cnn(seed=0))
@@ -264,7 +264,7 @@ def test_per_layer_on_vulkan_and_auto(onnx_model):
 def test_per_layer_on_vulkan_of_a_model_with_a_float_input(tmp_path):
     """A QuantizeLinear on the CPU hands its output to Vulkan packed (form_key/packed_key): the per-layer twins
     must read the same keys. Before the fix every such model warned KeyError: 'input_quantized'."""
-    from vkinfer.models import zoo
+    from vkinfer.testing import zoo
 
     q = zoo.quantize(zoo.mlp(in_features=16, hidden=32, batch=8), fmt="qoperator", num_calib=2)
     m = run.load_model(_write(tmp_path / "mlp.onnx", q.SerializeToString()))
@@ -310,7 +310,7 @@ def test_vulkan_runs_flag_limits_rows(onnx_model, tmp_path, monkeypatch):
 
 
 def test_config_json_and_toml(onnx_model, tmp_path):
-    from vkinfer.models import tflite_zoo
+    from vkinfer.testing import tflite_zoo
 
     (tmp_path / "t.tflite").write_bytes(tflite_zoo.tiny_cnn(seed=0))
     x = run.load_model(str(onnx_model)).feed

@@ -50,7 +50,7 @@ def test_run_random_input_notice_and_errors(tmp_path, capsys):
 
 
 def test_info_vulkan_plan_on_tflite(tmp_path, capsys):
-    from vkinfer.models import tflite_zoo
+    from vkinfer.testing import tflite_zoo
 
     path = tmp_path / "m.tflite"
     path.write_bytes(tflite_zoo.mobilenet_v2(seed=0, size=32, width=0.35, num_classes=10))
@@ -89,7 +89,7 @@ def _err_line(capsys) -> str:
 def test_every_error_exits_non_zero_in_one_line_naming_the_model(tmp_path, capsys, monkeypatch):
     """Issue 23: every command's errors exit non-zero with the whole message on one line, naming the model where
     there is one: bad input 2, a failure inside 1."""
-    from vkinfer.models import zoo
+    from vkinfer.testing import zoo
 
     good = tmp_path / "m.onnx"
     good.write_bytes(_small_qmodel())

@@ -20,13 +20,13 @@ from onnx import TensorProto, helper, numpy_helper
 
 import vkinfer
 from vkinfer.model.onnx_import import UnsupportedModelError
-from vkinfer.models import zoo
 from vkinfer.reference.qlinear_conv_transpose import (
     conv_transpose_accumulate,
     conv_transpose_float,
     conv_transpose_geometry,
     qlinear_conv_transpose,
 )
+from vkinfer.testing import zoo
 
 TIE = 1e-4  # in quantization steps; measured: 3.0e-6 at most (40 random 16x16x12x12 draws, 1 element differed)
 INT8_CFG = {"session.qdqisint8allowed": "1"}

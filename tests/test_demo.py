@@ -23,7 +23,7 @@ def test_every_whole_model_row_runs_and_states_the_same_thread_count(tmp_path, c
     from test_session import _small_qmodel
 
     from vkinfer import demo
-    from vkinfer.models import tflite_zoo
+    from vkinfer.testing import tflite_zoo
 
     (tmp_path / "q.onnx").write_bytes(_small_qmodel())
     (tmp_path / "m.tflite").write_bytes(tflite_zoo.tiny_cnn(0))

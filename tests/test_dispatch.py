@@ -69,7 +69,7 @@ from vkinfer.dispatch.profile import (
 )
 from vkinfer.dispatch.simulate import simulate
 from vkinfer.model.graph import Graph, Node, TensorInfo
-from vkinfer.models import field_zoo, tflite_zoo, zoo
+from vkinfer.testing import field_zoo, tflite_zoo, zoo
 
 # The SPIR-V and pipeline caches the rest of the suite uses (tests/conftest.py): fresh calibration caches link
 # them in, so that a test about calibration does not also recompile every shader.

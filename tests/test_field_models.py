@@ -1,4 +1,4 @@
-"""Field models (vkinfer.models.field_zoo: DS-CNN and MobileNetV2 keyword spotters, MobileNetV1 0.25 visual wake
+"""Field models (vkinfer.testing.field_zoo: DS-CNN and MobileNetV2 keyword spotters, MobileNetV1 0.25 visual wake
 words, MLPerf Tiny ResNet-8, and the fixed-cost tiny convolution) in int8 and uint8 through
 vkinfer.InferenceSession on every device (tests/agree.py: reference, cpu and vulkan give the same bits), against
 ai-edge-litert's Interpreter (and ONNX Runtime for the ONNX tiny convolution).
@@ -16,7 +16,7 @@ import pytest
 from agree import run_devices
 
 import vkinfer
-from vkinfer.models import field_zoo, tflite_zoo, zoo
+from vkinfer.testing import field_zoo, tflite_zoo, zoo
 
 MODELS = [*field_zoo.FIELD_MODELS, "tiny_conv"]
 INPUT_SEEDS = range(3)

@@ -1,4 +1,4 @@
-"""Field-shaped ONNX models (vkinfer.models.field_onnx: MobileNetV3-small, a YOLOv8n-style detector, a DB text
+"""Field-shaped ONNX models (vkinfer.testing.field_onnx: MobileNetV3-small, a YOLOv8n-style detector, a DB text
 detector, a CRNN recognizer with attention), pre-processed and quantized by onnxruntime.quantization as a user does
 it (QDQ and QOperator; per-tensor and per-channel weights; uint8 and int8 activations), through
 vkinfer.InferenceSession on every device (tests/agree.py: reference, cpu and vulkan give the same bits; "auto" once
@@ -31,7 +31,7 @@ from agree import DEVICES, run_devices
 from onnx import numpy_helper
 
 import vkinfer
-from vkinfer.models import field_onnx, zoo
+from vkinfer.testing import field_onnx, zoo
 
 EXACT_INT8_QDQ = {"session.qdqisint8allowed": "1"}
 # model -> (builder, quant_pre_process skips ORT's optimizations): "db_text_detector_unfolded" is pre-processed

@@ -20,9 +20,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 from vkinfer.model import host_float
 from vkinfer.model.graph import Node
-from vkinfer.model.kernels import OPS
 from vkinfer.model.onnx_import import UnsupportedModelError
-from vkinfer.models import zoo
+from vkinfer.model.op_table import OPS
+from vkinfer.testing import zoo
 
 F32 = np.float32
 EDGE = np.array([0.0, -0.0, 1e-45, -1e-45, 1e-38, -1e-38, 1e-8, -1e-8, 0.5, -0.5, 1, -1, 2.5, -2.5, 8.99, -9.01,

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 from vkinfer import layout
-from vkinfer.models.tflite_zoo import ModelBuilder, litert_run
+from vkinfer.testing.tflite_zoo import ModelBuilder, litert_run
 
 _TP = {np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.int8): TensorProto.INT8}
 DTYPES = (np.uint8, np.int8)

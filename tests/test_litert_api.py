@@ -17,7 +17,7 @@ from ai_edge_litert import schema_py_generated as schema
 
 import vkinfer
 from vkinfer import tflite as vktflite
-from vkinfer.models import tflite_zoo
+from vkinfer.testing import tflite_zoo
 
 DEVICES = ("cpu", "vulkan", "auto")
 MODELS = {

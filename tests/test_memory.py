@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import vkinfer
 from vkinfer.model.memory import Lifetime, lifetimes, live_peak, plan_offsets, plan_slots
-from vkinfer.models import field_zoo, zoo
+from vkinfer.testing import field_zoo, zoo
 
 
 def _overlap(a: Lifetime, b: Lifetime) -> bool:

@@ -1,4 +1,4 @@
-"""vkinfer.models.zoo: float builders check and run in ORT (and every vkinfer device refuses them alike: vkinfer runs
+"""vkinfer.testing.zoo: float builders check and run in ORT (and every vkinfer device refuses them alike: vkinfer runs
 8-bit models); quantization gives the expected QOperator / QDQ graphs, which every device runs to the same bits
 (tests/agree.py)."""
 
@@ -12,7 +12,7 @@ import ort_oracle as oo
 import pytest
 from agree import outcome_devices, run_devices
 
-from vkinfer.models import zoo
+from vkinfer.testing import zoo
 
 # Tiny variants: every (builder, quantization) case takes well under a second.
 SMALL = {

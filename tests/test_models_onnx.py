@@ -25,9 +25,9 @@ import pytest
 from agree import run_devices
 from onnx import TensorProto, helper, numpy_helper
 
-from vkinfer.models import zoo
 from vkinfer.reference import multiplier
 from vkinfer.reference.conv_integer import conv_integer
+from vkinfer.testing import zoo
 
 EXACT_INT8_QDQ = {"session.qdqisint8allowed": "1"}
 

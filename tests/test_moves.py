@@ -28,7 +28,7 @@ from onnx import helper as h
 from onnx import numpy_helper as nh
 
 import vkinfer
-from vkinfer.models.zoo import ort_run
+from vkinfer.testing.zoo import ort_run
 
 ROOT = Path(__file__).resolve().parent.parent
 DT = {np.uint8: T.UINT8, np.int8: T.INT8, np.float32: T.FLOAT}
@@ -184,7 +184,7 @@ def test_linear_resize_equals_ort(lid, dtype):
     blob = single("Resize", ins, {"mode": "linear", **attrs}, dtype)
     if dtype == np.float32:  # vkinfer loads only 8-bit models: the float op runs here through its kernel
         from vkinfer.model.graph import Node
-        from vkinfer.model.kernels import OPS
+        from vkinfer.model.op_table import OPS
 
         feed = feeds(blob, 3)
         want = ort_run(onnx.load_model_from_string(blob), feed)[0]

@@ -50,7 +50,7 @@ BATCHES = {
 # ----------------------------------------------------------------------------------------------------------- models
 
 def _onnx_bases():
-    from vkinfer.models import field_onnx, field_zoo, zoo
+    from vkinfer.testing import field_onnx, field_zoo, zoo
 
     return {
         "mobilenet_v1_qoperator": zoo.quantize(zoo.mobilenet_v1(), fmt="qoperator"),
@@ -66,7 +66,7 @@ def _onnx_bases():
 
 
 def _tflite_bases():
-    from vkinfer.models import field_zoo, tflite_zoo
+    from vkinfer.testing import field_zoo, tflite_zoo
 
     return {"tiny_cnn": tflite_zoo.tiny_cnn(0), "ds_cnn_kws": field_zoo.ds_cnn_kws(0), "ops_net": tflite_zoo.ops_net(0),
             "tiny_cnn_uint8": tflite_zoo.tiny_cnn(0, dtype="uint8", pool="average_pool", head="dequantize"),
@@ -600,7 +600,7 @@ def test_tflite_struct_mutations_hit_their_fields():
 def test_cli_info_on_mutated_files_says_error(tmp_path, capsys, seed):
     """`vkinfer info` on a mutated file: exit 2 and "vkinfer: error: ..." (or a normal listing), no traceback."""
     from vkinfer import cli
-    from vkinfer.models import tflite_zoo
+    from vkinfer.testing import tflite_zoo
 
     rng = np.random.default_rng(seed)
     blob = tflite_zoo.tiny_cnn(0)
@@ -622,7 +622,7 @@ def test_cli_info_on_mutated_files_says_error(tmp_path, capsys, seed):
 def test_cli_info_on_a_bad_graph_says_error(tmp_path, capsys):
     """An ONNX node reading a tensor nothing produces: exit 2 naming the node and the tensor."""
     from vkinfer import cli
-    from vkinfer.models import field_zoo
+    from vkinfer.testing import field_zoo
 
     m = field_zoo.tiny_conv_onnx(0)
     m.graph.node[-1].input[0] = "nowhere"
@@ -635,7 +635,7 @@ def test_cli_info_on_a_bad_graph_says_error(tmp_path, capsys):
 
 
 def _tiny_onnx():
-    from vkinfer.models import field_zoo
+    from vkinfer.testing import field_zoo
 
     return field_zoo.tiny_conv_onnx(0)
 
@@ -678,7 +678,7 @@ def test_malformed_onnx_names_the_culprit(edit, culprit):
 def test_malformed_tflite_names_the_field():
     import tflite
 
-    from vkinfer.models import tflite_zoo
+    from vkinfer.testing import tflite_zoo
 
     blob = bytearray(tflite_zoo.tiny_cnn(0))
     sg = tflite.Model.GetRootAsModel(bytes(blob), 0).Subgraphs(0)

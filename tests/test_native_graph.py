@@ -16,7 +16,7 @@ from agree import assert_same, refused_devices, run_devices, run_sessions, sessi
 from cpu_build import build_cpu
 
 import vkinfer
-from vkinfer.models import field_zoo
+from vkinfer.testing import field_zoo
 
 ROOT = Path(__file__).resolve().parent.parent
 ASAN_LIB = ROOT / "build" / "cpu" / "libvkinfer_cpu-asan.so"
@@ -216,7 +216,7 @@ def test_session_run_hands_every_other_feed_to_the_checked_path():
 
 
 def test_session_run_refuses_nan_in_c_as_in_python():
-    from vkinfer.models import zoo
+    from vkinfer.testing import zoo
 
     q = zoo.quantize(zoo.mlp(), fmt="qoperator", per_channel=True, reduce_range=True)
     sess = vkinfer.InferenceSession(q.SerializeToString(), device="cpu", threads=1)
@@ -358,7 +358,7 @@ def test_vulkan_plan_session_call_is_native_and_hands_every_other_feed_to_the_ch
     """A CPU + Vulkan plan's common call is PlanRunner.run_feed (checks, output arrays, device locks and run in
     C++): it equals the reference; every other feed returns None to the Python path, which runs it or raises the
     error naming the input; NaN raises the quantizer's error naming the input, on both paths."""
-    from vkinfer.models import zoo
+    from vkinfer.testing import zoo
 
     q = zoo.quantize(zoo.mlp(), fmt="qoperator", per_channel=True, reduce_range=True)
     blob = q.SerializeToString()
@@ -406,7 +406,7 @@ def test_vulkan_plan_session_call_is_native_and_hands_every_other_feed_to_the_ch
 
 
 def _image_cases():
-    from vkinfer.models import zoo
+    from vkinfer.testing import zoo
 
     yield "mobilenet_v1 u8 33x33", zoo.quantize(zoo.mobilenet_v1(size=33), fmt="qoperator").SerializeToString()
     yield "mobilenet_v1 qdq s8 32x32", zoo.quantize(zoo.mobilenet_v1(size=32), fmt="qdq",

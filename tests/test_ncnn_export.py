@@ -1,4 +1,4 @@
-"""bench/ncnn_export.py: float ONNX CNNs from vkinfer.models.zoo written as ncnn models, float and int8.
+"""bench/ncnn_export.py: float ONNX CNNs from vkinfer.testing.zoo written as ncnn models, float and int8.
 
 - float: ncnn's output (CPU, float32 throughout) equals ONNX Runtime's float output of the same model (an
   independent oracle of the wiring: layouts, pads, groups, fusions, Splits, the channel shuffle) on the tiny zoo
@@ -22,7 +22,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from vkinfer.models import zoo
+from vkinfer.testing import zoo
 
 ncnn = pytest.importorskip("ncnn")
 

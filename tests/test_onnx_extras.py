@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 import vkinfer
-from vkinfer.model.kernels import OPS
 from vkinfer.model.onnx_import import UnsupportedModelError
-from vkinfer.models import zoo
+from vkinfer.model.op_table import OPS
+from vkinfer.testing import zoo
 
 _TP = {np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.int8): TensorProto.INT8,
        np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int32): TensorProto.INT32,

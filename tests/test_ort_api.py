@@ -22,7 +22,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import vkinfer
 import vkinfer.ort
-from vkinfer.models import zoo
+from vkinfer.testing import zoo
 
 # (builder, kwargs, format): reduce_range keeps ORT's u8 x s8 kernels exact (tests/test_model_zoo.py).
 MODELS = {"mobilenet_v2-qoperator": ("mobilenet_v2", dict(width=0.25, size=32, num_classes=10), "qoperator"),
@@ -281,13 +281,13 @@ def test_modelmeta_onnx_and_tflite():
         "test", "a conv", 7, {"author": "vkinfer tests"})
     from ai_edge_litert import schema_py_generated as schema
 
-    from vkinfer.models import tflite_zoo
+    from vkinfer.testing import tflite_zoo
 
     blob = tflite_zoo.tiny_cnn(0)
     name = schema.Model.GetRootAsModel(blob, 0).Subgraphs(0).Name().decode()  # the file's, by litert's reader
     meta = vkinfer.InferenceSession(blob, device="cpu").get_modelmeta()
     assert (meta.producer_name, meta.description, meta.graph_name, meta.version, meta.custom_metadata_map) == (
-        "vkinfer.models.tflite_zoo", "vkinfer.models.tflite_zoo", name, 3, {})
+        "vkinfer.testing.tflite_zoo", "vkinfer.testing.tflite_zoo", name, 3, {})
 
 
 def test_providers_sessions_and_options():

@@ -151,7 +151,7 @@ except vkinfer.VulkanUnavailableError as e:
 
 
 def _small_model(tmp_path: Path) -> Path:
-    from vkinfer.models import zoo
+    from vkinfer.testing import zoo
 
     p = tmp_path / "m.onnx"
     p.write_bytes(zoo.quantize(zoo.mlp(seed=0)).SerializeToString())

@@ -16,7 +16,7 @@ from vkinfer._vk import get_device
 from vkinfer.cli import main
 from vkinfer.compiler.plan import HOST, CpuBackend, Plan, VulkanBackend, interpret, trace
 from vkinfer.model.lowering import Ctx, lower_node
-from vkinfer.models import field_zoo, tflite_zoo, zoo
+from vkinfer.testing import field_zoo, tflite_zoo, zoo
 
 
 def _backends():

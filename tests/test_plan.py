@@ -18,7 +18,7 @@ from plan_cases import build
 import vkinfer
 from vkinfer._vk import get_device
 from vkinfer.compiler.plan import CpuBackend, Plan, VulkanBackend, interpret
-from vkinfer.models import tflite_zoo, zoo
+from vkinfer.testing import tflite_zoo, zoo
 
 logging.getLogger().setLevel(logging.ERROR)
 

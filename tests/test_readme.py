@@ -62,14 +62,14 @@ def _run(cmd: list[str], cwd: Path, timeout: int = 180) -> subprocess.CompletedP
 
 @functools.cache
 def _small_model() -> bytes:
-    from vkinfer.models import zoo
+    from vkinfer.testing import zoo
 
     return zoo.quantize(zoo.mobilenet_v2(width=0.35, size=32, num_classes=10), seed=0).SerializeToString()
 
 
 @functools.cache
 def _small_tflite() -> bytes:
-    from vkinfer.models import tflite_zoo
+    from vkinfer.testing import tflite_zoo
 
     return tflite_zoo.tiny_cnn(seed=0, dtype="int8")
 

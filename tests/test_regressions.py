@@ -18,7 +18,7 @@ import onnxruntime as ort
 import pytest
 from agree import outcome_devices, run_devices
 
-from vkinfer.models.tflite_zoo import litert_run
+from vkinfer.testing.tflite_zoo import litert_run
 
 WRONG = sorted((Path(__file__).parent / "regressions" / "wrong").iterdir())
 

@@ -15,9 +15,9 @@ from agree import DEVICES, run_devices, run_sessions
 from onnx import TensorProto, helper, numpy_helper
 
 import vkinfer
-from vkinfer.model.kernels import OPS
+from vkinfer.model.op_table import OPS
 from vkinfer.model.tables import TABLE, TABLE2, swapped_table2, table2_operands
-from vkinfer.models.zoo import ort_run
+from vkinfer.testing.zoo import ort_run
 
 _T = {"uint8": TensorProto.UINT8, "int8": TensorProto.INT8}
 

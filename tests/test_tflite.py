@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import vkinfer
 from vkinfer.model.onnx_import import UnsupportedModelError
 from vkinfer.model.tflite_import import import_tflite, is_tflite
-from vkinfer.models import tflite_zoo
+from vkinfer.testing import tflite_zoo
 
 IMAGES = 6
 
@@ -345,7 +345,7 @@ def test_requantize_matches_litert(dtype, out_dtype, ratio):
 def test_unsupported_pooling_and_missing_kernels():
     """Pooling whose output parameters differ from the input's (TFLite does not rescale) is refused, and so is an
     op whose vkinfer kernel is missing from the session's op table."""
-    from vkinfer.model.kernels import OPS
+    from vkinfer.model.op_table import OPS
 
     m = tflite_zoo.ModelBuilder()
     B, A = tflite_zoo.tflite.BuiltinOperator, tflite_zoo.tflite.BuiltinOptions

@@ -16,7 +16,7 @@ import pytest
 from agree import outcome_devices, run_devices
 
 import vkinfer
-from vkinfer.models import tflite_zoo
+from vkinfer.testing import tflite_zoo
 
 
 def _random(shape, dtype, rng):

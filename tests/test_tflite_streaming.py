@@ -1,7 +1,7 @@
 """Streaming (stateful) TFLite models against ai-edge-litert: CALL_ONCE of an init subgraph, resource variables
 (VAR_HANDLE, READ_VARIABLE, ASSIGN_VARIABLE) whose values persist across `run` calls of one session.
 
-The keyword spotter (vkinfer.models.tflite_zoo.streaming_kws) keeps two ring buffers of past frames in resource
+The keyword spotter (vkinfer.testing.tflite_zoo.streaming_kws) keeps two ring buffers of past frames in resource
 variables, updated every call (READ_VARIABLE -> CONCATENATION with the new frame -> STRIDED_SLICE / SPLIT_V of
 the oldest out -> ASSIGN_VARIABLE); it is driven over 50 consecutive windows of seeded random features on every
 device and must equal one litert Interpreter kept across the same windows, every output at every window; the
@@ -20,8 +20,8 @@ from agree import CLEAN, DEVICES, outcome_devices, run_sessions, sessions
 
 import vkinfer
 from vkinfer.model.onnx_import import UnsupportedModelError
-from vkinfer.models import tflite_zoo
-from vkinfer.models.tflite_zoo import tflite
+from vkinfer.testing import tflite_zoo
+from vkinfer.testing.tflite_zoo import tflite
 
 B, A = tflite.BuiltinOperator, tflite.BuiltinOptions
 WINDOWS = 50

@@ -24,8 +24,8 @@ import vkinfer
 from vkinfer import _vk, ops
 from vkinfer._vk import _pick, get_device
 from vkinfer.compiler.plan import Plan, VulkanBackend, interpret
-from vkinfer.models import tflite_zoo, zoo
 from vkinfer.reference._spec import conv_spec
+from vkinfer.testing import tflite_zoo, zoo
 from vkinfer.vulkan import KERNELS, Chain, Executable, QLinearConv, choose_kernel
 
 logging.getLogger().setLevel(logging.ERROR)

@@ -18,7 +18,7 @@ def main(mode: str) -> None:
         import logging
 
         from vkinfer import InferenceSession
-        from vkinfer.models import zoo
+        from vkinfer.testing import zoo
 
         logging.getLogger().setLevel(logging.ERROR)
         # The real MobileNetV2 architecture (width 1.0, all 52 convolutions) at a reduced resolution.

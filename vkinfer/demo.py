@@ -191,7 +191,7 @@ def build_models() -> dict[str, Path]:
     kernels are exact too), and written as an int8 TFLite model (tflite_zoo.mobilenet_v2: per-axis int8
     weights, int8 activations); built once and cached under build/models/. Keys: "qoperator", "qdq",
     "tflite"."""
-    from .models import tflite_zoo, zoo
+    from .testing import tflite_zoo, zoo
 
     paths = {fmt: MODEL_DIR / f"mobilenet_v2_{fmt}.onnx" for fmt in ("qoperator", "qdq")}
     tfl = MODEL_DIR / "mobilenet_v2_int8.tflite"

@@ -3,7 +3,7 @@
     python -m vkinfer.optable            # the full table (docs/ops.md)
     python -m vkinfer.optable --compact  # the README's summary
 
-Sources: the interpreter's op table (`vkinfer.model.kernels.OPS`: every op the reference device and the host
+Sources: the interpreter's op table (`vkinfer.model.op_table.OPS`: every op the reference device and the host
 run), the lowerings each device registers (`vkinfer.model.lowering.lowered_ops`: "cpu", "vulkan"), and the
 TFLite importer's table of builtin ops and the vkinfer ops each becomes. A device column says the device has a
 lowering for the op; a lowering may still decline one node (a shape or attribute it does not handle), which then
@@ -21,11 +21,11 @@ DEVICES = ("cpu", "vulkan")
 def onnx_support() -> dict[str, set[str]]:
     """op type (domain-qualified outside ONNX's default domain) -> devices with a lowering for it ("reference"
     and "host" run every op of the interpreter's table)."""
-    from .model import kernels
+    from .model import op_table
     from .model.lowering import lowered_ops
 
     lowered = {d: lowered_ops(d) for d in DEVICES}
-    ops = set(kernels.OPS) | set().union(*lowered.values())
+    ops = set(op_table.OPS) | set().union(*lowered.values())
     return {op: {d for d in DEVICES if op in lowered[d]} for op in ops}
 
 

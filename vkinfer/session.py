@@ -34,8 +34,8 @@ from .dispatch.placement import OBJECTIVES
 from .errors import PlacementError, VulkanUnavailableError
 from .model.graph import Graph, TensorInfo
 from .model.interpreter import interpret
-from .model.kernels import OPS
 from .model.onnx_import import import_onnx
+from .model.op_table import OPS
 from .model.tflite_import import import_tflite, is_tflite
 
 if TYPE_CHECKING:

@@ -52,7 +52,7 @@ a MobileNetV2 in tenths of a second where the CPU backend takes milliseconds, an
 The record's ``runs`` is the row's own count.
 
 Models: MODEL paths (.onnx, .tflite), and/or
-- ``--zoo``: the built-in zoo (zoo.ZOO: MobileNetV2 224 and small CNNs and an MLP from vkinfer.models.zoo, quantized
+- ``--zoo``: the built-in zoo (zoo.ZOO: MobileNetV2 224 and small CNNs and an MLP from vkinfer.testing.zoo, quantized
   as bench/models.py does, and tflite_zoo's tiny CNN), built on first use into build/models/bench of the checkout
   (the cache bench/models.py uses) or, for an installed vkinfer, the temporary directory ($VKINFER_BENCH_ZOO to
   choose). Records name them ``zoo:<name>/<format>``. Without --device, --zoo benchmarks cpu,vulkan.

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .load import BadInput, Model, load_model
 
-# The built-in zoo: name -> (cache file name, builder). ONNX models are vkinfer.models.zoo's float models
+# The built-in zoo: name -> (cache file name, builder). ONNX models are vkinfer.testing.zoo's float models
 # quantized by ONNX Runtime as bench/models.py does (same recipe, same file names, same cache in a checkout).
 ZOO_QUANT = {"per_channel": True, "activation_type": "uint8", "weight_type": "int8", "reduce_range": True,
              "seed": 0, "num_calib": 8}
@@ -39,12 +39,12 @@ def zoo_dir() -> Path:
 def _build_zoo(name: str) -> bytes:
     model, fmt = name.split("/")
     if fmt == "tflite-i8":
-        from ..models import tflite_zoo
+        from ..testing import tflite_zoo
 
         return tflite_zoo.tiny_cnn(seed=0, dtype="int8")
     import logging
 
-    from ..models import zoo
+    from ..testing import zoo
 
     logging.disable(logging.WARNING)  # quantize_static suggests pre-processing on every call
     try:

@@ -35,8 +35,8 @@ import numpy as np
 from ..errors import PlacementError
 from ..model.graph import Graph, Node
 from ..model.interpreter import interpret, trace  # noqa: F401 (also vkinfer.compiler.plan API)
-from ..model.kernels import OPS  # noqa: F401 (vkinfer.compiler.plan API)
 from ..model.lowering import EIGHT_BIT, Ctx, Layer, lower_node, lowerings
+from ..model.op_table import OPS  # noqa: F401 (vkinfer.compiler.plan API)
 
 HOST = "host"
 

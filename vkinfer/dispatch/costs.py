@@ -33,7 +33,7 @@ from ..model.graph import Graph, Node
 CLASSES = ("gemm", "gemv", "conv", "depthwise", "elementwise", "pool", "move")
 GEMV_ROWS = 8  # below this many output rows a GEMM tile is mostly waste (vkinfer/vulkan/qlinear_conv.py)
 
-# Every op the importers accept (vkinfer/model/kernels.py's OPS) is filed under exactly one class below; a node
+# Every op the importers accept (vkinfer/model/op_table.py's OPS) is filed under exactly one class below; a node
 # of an op in none of them is an error (node_work), never a silent default.
 # Convolutions, with the input holding their weights; transposed ones' weights are (C, M/group, kH, kW).
 CONV_WEIGHTS = {"QLinearConv": 3, "vkinfer:QLinearConvClamp": 3, "ConvInteger": 1, "Conv": 1, "DeformConv": 1,

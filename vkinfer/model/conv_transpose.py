@@ -31,7 +31,7 @@ from ..reference.qlinear_conv_transpose import (
     qlinear_conv_transpose,
 )
 from .graph import Graph, Node
-from .kernels import REQUIRED_INPUTS, _op
+from .op_table import REQUIRED_INPUTS, _op
 
 QOP = "vkinfer:QLinearConvTranspose"
 ZERO_INSERT = "vkinfer:ZeroInsert"

@@ -50,7 +50,7 @@ from onnx import helper
 from ..reference._float32 import fma32, horner32
 from ..reference.qlinear_sigmoid import mlas_logistic
 from .graph import Node
-from .kernels import OPS, REQUIRED_INPUTS, _op
+from .op_table import OPS, REQUIRED_INPUTS, _op
 
 _F32 = np.dtype(np.float32)
 

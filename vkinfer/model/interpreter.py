@@ -1,4 +1,4 @@
-"""The interpreter: runs graph nodes on host arrays through the op table (vkinfer.model.kernels.OPS).
+"""The interpreter: runs graph nodes on host arrays through the op table (vkinfer.model.op_table.OPS).
 
 It is the reference device and the host's fallback for nodes no device lowers; it never calls a device. `trace`
 gives every tensor's shape and dtype from one run on a feed.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .graph import Graph, Node
-from .kernels import OPS
+from .op_table import OPS
 
 
 def interpret(g: Graph, values: dict[str, np.ndarray], device: str, nodes: list[Node] | None = None) -> None:

@@ -179,7 +179,7 @@ def _once(ctx: Ctx, key: tuple, make: Callable[[], object]):
 def conv_spec_of(ctx: Ctx, node: Node):
     """The ConvSpec of a QLinearConv(Clamp) node with constant weights on a quantized 4-D input, else None (a
     ValueError from the spec is a refusal with its reason)."""
-    from .kernels import conv_node_spec
+    from .op_table import conv_node_spec
 
     x = node.inputs[0]
     if not (static(ctx, node, 1) and ctx.quantized(x)) or len(ctx.shape(x)) != 4:
@@ -190,7 +190,7 @@ def conv_spec_of(ctx: Ctx, node: Node):
 def qgemm_spec_of(ctx: Ctx, node: Node):
     """The ConvSpec (a 1x1 convolution over rows) of a QGemm(Clamp) node with constant B on a quantized 2-D A
     that is not transposed, else None."""
-    from .kernels import qgemm_node_spec
+    from .op_table import qgemm_node_spec
 
     x = node.inputs[0]
     if not (static(ctx, node, 1) and ctx.quantized(x)) or node.attrs.get("transA", 0) or len(ctx.shape(x)) != 2:

@@ -27,7 +27,7 @@ import numpy as np
 
 from .attrs import _axis, _ints1, _opt, _text
 from .graph import Graph, Node
-from .kernels import REQUIRED_INPUTS, _op
+from .op_table import REQUIRED_INPUTS, _op
 from .resize import _extrapolation, resize_nearest, resize_params
 
 FILL = -1  # code of a fill element
@@ -272,7 +272,7 @@ def source_codes(node: Node, shapes: list[tuple[int, ...] | None], consts: list,
     `shapes[i]` are activations (None: constant, value in consts[i]). Code k * 2**32 + j: element j (flat) of
     activation k; FILL: the fill value (of `dtype`, returned as its raw byte). ValueError when the node is not a
     pure move here (Resize linear, a QLinearConcat that requantizes, non-constant parameters)."""
-    from .kernels import OPS
+    from .op_table import OPS
 
     acts = [i for i, s in enumerate(shapes) if s is not None]
     args: list = []

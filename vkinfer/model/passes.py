@@ -35,7 +35,7 @@ def check_graph(g: Graph) -> None:
     needs (kernels.REQUIRED_INPUTS), a graph output nothing produces, an integer attribute out of range or
     inconsistent (vkinfer/model/attrs.py)."""
     from .attrs import check_node_attrs
-    from .kernels import REQUIRED_INPUTS
+    from .op_table import REQUIRED_INPUTS
 
     known = set(g.consts) | {t.name for t in g.inputs}
     for n in g.nodes:
@@ -504,7 +504,7 @@ def fold_constants(g: Graph, keep: frozenset[str] = frozenset()) -> Graph:
     (the numerics every device shares); their outputs become constants and the nodes go. Ops named in `keep`
     stay (QDQ folding needs its DequantizeLinear nodes), and so does a node whose kernel raises: the error
     then comes at run time, with the node's name."""
-    from .kernels import OPS
+    from .op_table import OPS
 
     inputs = {t.name for t in g.inputs}
     consts = g.consts

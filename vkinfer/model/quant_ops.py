@@ -17,7 +17,7 @@ import numpy as np
 from ..reference.qlinear_reduce_mean import qlinear_reduce_mean
 from ..reference.qlinear_softmax import qlinear_softmax
 from .graph import Graph, Node
-from .kernels import REQUIRED_INPUTS, _attr, _op
+from .op_table import REQUIRED_INPUTS, _attr, _op
 
 REQUIRED_INPUTS.update({
     "com.microsoft:QLinearSoftmax": (4, (0, 1, 3)),

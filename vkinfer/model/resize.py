@@ -9,7 +9,7 @@ import numpy as np
 
 from .attrs import _axis, _ints1, _opt, _text  # noqa: F401
 from .graph import Node
-from .kernels import _op
+from .op_table import _op
 
 _CTM = ("half_pixel", "asymmetric", "pytorch_half_pixel", "tf_half_pixel_for_nn", "align_corners",
         "tf_crop_and_resize", "half_pixel_symmetric")

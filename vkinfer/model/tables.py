@@ -4,7 +4,7 @@ ONNX Runtime's quantizer leaves float ops it has no quantized form for between a
 QuantizeLinear: HardSigmoid, HardSwish, SiLU (x * Sigmoid(x)), GELU (Erf), Div/Mul/Add by constants, Clip,
 Tanh... When every value such a chain reads comes from one 8-bit tensor (through a DequantizeLinear with one
 scale and zero point) and scalar constants, the chain's 8-bit result is a function of one input byte: its 256
-values are computed once by running the chain's own float kernels (the host's, vkinfer/model/kernels.py OPS,
+values are computed once by running the chain's own float kernels (the host's, vkinfer/model/op_table.py OPS,
 which follow ONNX Runtime's float arithmetic where it can be reproduced: vkinfer/model/host_float.py) on the
 256 dequantized values, and the chain becomes one `vkinfer:Table` node, which every device runs as a byte
 lookup. Exact by construction: each table entry is the float path's result for that byte. Chains reading two
@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from .graph import Graph, Node
-from .kernels import OPS, REQUIRED_INPUTS, _attr, _op
+from .op_table import OPS, REQUIRED_INPUTS, _attr, _op
 
 TABLE, TABLE2 = "vkinfer:Table", "vkinfer:Table2"
 EIGHT_BIT = (np.dtype(np.uint8), np.dtype(np.int8))

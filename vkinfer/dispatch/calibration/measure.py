@@ -374,7 +374,7 @@ def _measure_host(shapes: list[Shape], mode: str) -> list[Sample]:
 # sample measured in the conditions a prediction is for, its inputs just written by the node before it and
 # every other node's code and data competing for the caches. Isolated microbenchmarks alone predicted the
 # nodes of real models 25-50% low (a 13 us tiny_cnn run predicted at 9 us; MobileNetV1 0.25/32 41 us at 31
-# us). The field models are built offline in well under a second each (vkinfer.models.field_zoo).
+# us). The field models are built offline in well under a second each (vkinfer.testing.field_zoo).
 MODEL_SAMPLES = {"quick": ("ds_cnn_kws", "mobilenet_v2_kws", "resnet8", "mobilenet_v1_vww"),
                  "full": ("ds_cnn_kws", "mobilenet_v2_kws", "resnet8", "mobilenet_v1_vww", "tiny_conv")}
 
@@ -386,7 +386,7 @@ def field_workload(name: str, dtype: str) -> tuple[bytes, dict[str, np.ndarray]]
     """The default workload: field model `name` (seed 0) in `dtype` and its inputs (seed 0), built offline.
     The only place the calibration reaches the model builders; a caller may pass its own (calibrate_device's
     `workload`)."""
-    from ...models import field_zoo
+    from ...testing import field_zoo
 
     build = field_zoo.FIELD_MODELS.get(name) or getattr(field_zoo, name)
     return build(0, dtype), field_zoo.field_inputs(name, 0, dtype)
@@ -399,8 +399,8 @@ def _whole_model(blob: bytes, threads: int):
     the call the session's `run` makes for a feed of exactly its inputs: the _fastrun Runner (input checks and
     output list included), else the segment's run_arrays."""
     from ...compiler.plan import CpuBackend, Plan
-    from ...model.kernels import OPS
     from ...model.onnx_import import import_onnx
+    from ...model.op_table import OPS
     from ...model.tflite_import import import_tflite, is_tflite
 
     supported = {name: None for name in OPS}

@@ -23,7 +23,7 @@ docstrings say which arguments give the full-size network's channels.
   MatMul(Q, K^T) / sqrt(d), Softmax, MatMul(attn, V), output projection, residual Add, GELU MLP with Erf,
   residual Add), a final layer norm and MatMul to the classes.
 
-    from vkinfer.models import field_onnx
+    from vkinfer.testing import field_onnx
     f = field_onnx.yolov8n()
     q = field_onnx.quantize(f, fmt="qdq", per_channel=True, activation_type="int8")
     field_onnx.describe(f)   # nodes, op counts, MACs
@@ -164,7 +164,7 @@ class _Net(_Graph):
                                   [helper.make_tensor_value_info(p, TensorProto.FLOAT, None) for p in outputs],
                                   initializer=self.inits)
         m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
-                              producer_name="vkinfer.models.field_onnx")
+                              producer_name="vkinfer.testing.field_onnx")
         m.ir_version = IR_VERSION
         m = onnx.shape_inference.infer_shapes(m, strict_mode=True)
         missing = [o.name for o in m.graph.output if not o.type.tensor_type.HasField("shape")]

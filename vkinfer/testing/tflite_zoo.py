@@ -5,7 +5,7 @@ No TensorFlow: every model is serialised with the generated ``tflite.*Start/Add/
 points are calibrated on a float forward pass (numpy, NHWC) over a few seeded random images, so the quantized
 model computes something close to the float one.
 
-    from vkinfer.models import tflite_zoo
+    from vkinfer.testing import tflite_zoo
     blob = tflite_zoo.tiny_cnn(0)                       # bytes of a .tflite file
     blob = tflite_zoo.tiny_cnn(0, dtype="uint8", pool="average_pool", head="dequantize")
     blob = tflite_zoo.mobilenet_v2(0)                   # MobileNetV2 1.0/224, int8, 1000 classes
@@ -209,7 +209,7 @@ class ModelBuilder:
         sg_vec = offsets(tflite.ModelStartSubgraphsVector, subgraph_offsets)
         oc_vec = offsets(tflite.ModelStartOperatorCodesVector, opcodes)
         buf_vec = offsets(tflite.ModelStartBuffersVector, buffers)
-        desc = b.CreateString("vkinfer.models.tflite_zoo")
+        desc = b.CreateString("vkinfer.testing.tflite_zoo")
         tflite.ModelStart(b)
         tflite.ModelAddVersion(b, 3)
         tflite.ModelAddOperatorCodes(b, oc_vec)

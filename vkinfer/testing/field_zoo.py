@@ -5,7 +5,7 @@ numpy generator, biases as if batch norm were folded in, activation scales and z
 NHWC forward pass over a few seeded inputs, int8 weights symmetric per output channel (per tensor for the fully
 connected layer), uint8 weights asymmetric per tensor, int32 biases with scale input_scale * weight_scale.
 
-    from vkinfer.models import field_zoo
+    from vkinfer.testing import field_zoo
     blob = field_zoo.ds_cnn_kws(0, "int8")                   # bytes of a .tflite file
     feed = field_zoo.field_inputs("ds_cnn_kws", 1, "int8")   # {"input": int8 1x49x10x1}
     field_zoo.describe(blob)                                 # input, op counts, MACs, parameters
@@ -318,7 +318,7 @@ def tiny_conv_onnx(seed: int = 0) -> onnx.ModelProto:
                               [helper.make_tensor_value_info("output", TensorProto.UINT8, [1, 8, 8, 8])],
                               initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                              producer_name="vkinfer.models.field_zoo")
+                              producer_name="vkinfer.testing.field_zoo")
     model.ir_version = IR_VERSION
     onnx.checker.check_model(model)
     return model

@@ -5,7 +5,7 @@ Every builder writes its graph with `onnx.helper` only (no training framework): 
 from a seeded numpy generator and biases are small, so activations stay in a sane range and the calibrated
 quantization parameters are meaningful. Batch norm is taken as already folded into each Conv's weights and bias.
 
-    from vkinfer.models import zoo
+    from vkinfer.testing import zoo
     f = zoo.mobilenet_v2(width=0.25, size=32, num_classes=10)
     q = zoo.quantize(f, fmt="qoperator", per_channel=True)
     (y,) = zoo.ort_run(q, {"input": x})
@@ -102,7 +102,8 @@ class _Graph:
             [helper.make_tensor_value_info(INPUT, TensorProto.FLOAT, x_shape)],
             [helper.make_tensor_value_info(OUTPUT, TensorProto.FLOAT, y_shape)],
             initializer=self.inits)
-        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="vkinfer.models.zoo")
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="vkinfer.testing.zoo")
         m.ir_version = IR_VERSION
         onnx.checker.check_model(m)
         return onnx.shape_inference.infer_shapes(m, strict_mode=True)
