@@ -23,7 +23,7 @@ import os
 import threading
 import warnings
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -40,6 +40,15 @@ from .model.tflite_import import import_tflite, is_tflite
 
 if TYPE_CHECKING:
     from .dispatch.profile import Profile
+
+
+class Compiled(NamedTuple):
+    """A session's plan for its static input shapes, compiled at creation, and what the common call checks."""
+
+    plan: Plan
+    inputs: list[tuple[str, np.dtype, tuple[int, ...]]]  # (name, dtype, shape) of each graph input
+    outputs: list[str]
+    whole_cpu: object | None  # its CPU segment's runner when that segment is the whole model (one native call)
 
 
 class NodeArg:
@@ -129,8 +138,8 @@ class InferenceSession:
         self._given = self._check_placement(placement)
         self._plans: dict[tuple, Plan] = {}
         self._latest: Plan | None = None
-        # For static shapes: (plan, [(input, dtype, shape)], output names, its CPU segment when that is all of it)
-        self._fast: tuple | None = None
+        # For static shapes: the plan compiled at creation and what the common call checks against it.
+        self._fast: Compiled | None = None
         # The common call in one native call: vkinfer._fastrun.Runner when the plan is one native CPU graph,
         # its NativePlan's PlanRunner.run_feed when it is CPU and Vulkan segments; None otherwise. Either returns
         # None for a feed the checked path must take, or a CPU graph's status (`_native_failed` raises its error).
@@ -171,7 +180,7 @@ class InferenceSession:
                     [seg0, *rest] = plan.segments
                     whole = not rest and seg0.device.startswith("cpu") and seg0.runner.inputs == [
                         t[0] for t in ins] and seg0.runner.outputs == outs
-                    self._fast = (plan, ins, outs, seg0.runner if whole else None)
+                    self._fast = Compiled(plan, ins, outs, seg0.runner if whole else None)
                     if whole and not self._variables:
                         self._native = seg0.runner.native_runner(self._run_threads)
                         self._native_failed = self._cpu_failed
@@ -187,7 +196,7 @@ class InferenceSession:
     def _cpu_failed(self, status: int, feed: dict) -> None:
         from .cpu.segment import run_failed
 
-        seg = self._fast[3]
+        seg = self._fast.whole_cpu
         run_failed(status, seg.nan_checked, [feed[t] for t, _, _ in seg.in_specs])
 
     def _check_placement(self, placement: dict[str, str] | None) -> dict[str, str]:
@@ -271,14 +280,14 @@ class InferenceSession:
     def placement(self) -> dict[str, str]:
         """Where each node runs (node name -> "cpu", "vulkan:<n>" or "host") in the compiled plan (the one made at
         creation for static input shapes, else the latest run's); before any plan, the nodes placed by hand."""
-        plan = self._fast[0] if self._fast is not None else self._latest
+        plan = self._fast.plan if self._fast is not None else self._latest
         return dict(plan.placement) if plan is not None else dict(self._given)
 
     def explain(self) -> str:
         """Why each node runs where it does: for device="auto", the dispatcher's table (per node: the device,
         the predicted time on each candidate, the reason; then the predicted total against each single
         device); otherwise the placement the device rule gave."""
-        plan = self._fast[0] if self._fast is not None else self._latest
+        plan = self._fast.plan if self._fast is not None else self._latest
         if plan is None:
             return "no plan compiled yet (the model's input shapes are symbolic: run it once)"
         if plan.dispatch is not None:
@@ -356,21 +365,22 @@ class InferenceSession:
     def _run_graph(self, output_names: list[str] | None, input_feed: dict[str, np.ndarray]) -> list[np.ndarray]:
         """`run` on the graph itself (its state inputs and outputs included)."""
         fast = self._fast
-        if fast is not None and output_names is None and type(input_feed) is dict and len(input_feed) == len(fast[1]):
+        if (fast is not None and output_names is None and type(input_feed) is dict
+                and len(input_feed) == len(fast.inputs)):
             # The common call (every input at its declared static shape): checks as below, at a fraction of the
             # cost, on the plan compiled at creation. Anything else takes the general path, which also
             # produces the errors.
             arrays = []
-            for name, dt, shape in fast[1]:
+            for name, dt, shape in fast.inputs:
                 v = input_feed.get(name)
                 if type(v) is not np.ndarray or v.dtype != dt or v.shape != shape:
                     break
                 arrays.append(v)
             else:
-                if fast[3] is not None:  # the whole model is one native call
-                    return fast[3].run_arrays(arrays, self._threads())
-                return fast[0].run(dict(zip((f[0] for f in fast[1]), arrays, strict=True)), fast[2],
-                                   self._threads())
+                if fast.whole_cpu is not None:  # the whole model is one native call
+                    return fast.whole_cpu.run_arrays(arrays, self._threads())
+                return fast.plan.run(dict(zip((f[0] for f in fast.inputs), arrays, strict=True)), fast.outputs,
+                                     self._threads())
         g = self.graph
         if not isinstance(input_feed, Mapping):
             raise TypeError(f"input_feed must be a dict of input name -> array, got {type(input_feed).__name__}")

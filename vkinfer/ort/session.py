@@ -92,7 +92,7 @@ class InferenceSession(_Session):
             # Every run through the segments (the one-call native paths skip the timers).
             self._native = None
             if self._fast is not None:
-                self._fast = (*self._fast[:3], None)
+                self._fast = self._fast._replace(whole_cpu=None)
             self.run = self._profiled_run  # type: ignore[method-assign]
 
     # ---- ONNX Runtime's session methods ----
@@ -189,15 +189,16 @@ class InferenceSession(_Session):
         """The whole model as one native CPU graph writing straight into the bound arrays; None where the session
         or the feed is not that case (the caller takes the general path)."""
         fast = self._fast
-        if fast is None or fast[3] is None or self._variables or names != fast[2] or len(feed) != len(fast[1]):
+        if (fast is None or fast.whole_cpu is None or self._variables or names != fast.outputs
+                or len(feed) != len(fast.inputs)):
             return None
         arrays = []
-        for name, dt, shape in fast[1]:
+        for name, dt, shape in fast.inputs:
             v = feed.get(name)
             if type(v) is not np.ndarray or v.dtype != dt or v.shape != shape:
                 return None
             arrays.append(v if v.flags.c_contiguous else np.ascontiguousarray(v))
-        seg = fast[3]
+        seg = fast.whole_cpu
         outs = [bound[n] if bound[n] is not None else np.empty(shape, dt) for n, (_, shape, dt) in
                 zip(names, seg.out_specs, strict=True)]
         try:
