@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "kernels_common.h"
 
 #define A2_MR 4
 #define A2_NR 16 /* two ymm of int32 accumulators per row */
@@ -32,41 +33,10 @@ static int a2_available(void)
  * Shared helpers
  */
 
-/* p[0..n) for 1 <= n <= 7 in the low bytes of a 64-bit value (zero above), without touching any
- * byte outside: rows are exactly kc bytes long and ASan checks it. */
-static inline uint64_t a2_load_partial(const uint8_t* p, size_t n)
-{
-    uint64_t v = 0;
-    size_t o = 0;
-    if (n & 4) {
-        uint32_t x;
-        memcpy(&x, p, 4);
-        v = x;
-        o = 4;
-    }
-    if (n & 2) {
-        uint16_t x;
-        memcpy(&x, p + o, 2);
-        v |= (uint64_t)x << (8 * o);
-        o += 2;
-    }
-    if (n & 1) v |= (uint64_t)p[o] << (8 * o);
-    return v;
-}
-
-/* The last n (1..7) bytes of a row, p pointing at them, in the low bytes of an xmm (zero above).
- * When the row has at least 8 bytes, one 8-byte load ending at the row's end plus a shift is cheaper
- * than assembling bytes; it stays inside the row because p + n - 8 >= row start. */
+/* The last n (1..7) bytes of a row of kc bytes, p pointing at them, in the low bytes of an xmm (zero above). */
 static inline __m128i a2_load_tail(const uint8_t* p, size_t n, size_t kc)
 {
-    uint64_t v;
-    if (kc >= 8) {
-        memcpy(&v, p + n - 8, 8);
-        v >>= 8 * (8 - n);
-    } else {
-        v = a2_load_partial(p, n);
-    }
-    return _mm_cvtsi64_si128((long long)v);
+    return _mm_cvtsi64_si128((long long)vki_load_tail64(p, n, kc));
 }
 
 /* Exactly vki_requant_scalar on 8 lanes: one float multiply (no FMA), clamp, round half to even
@@ -381,7 +351,7 @@ static inline __m256i a2q_bcast_tail(const uint8_t* p, size_t n, size_t kc)
         memcpy(&v, p + n - 4, 4);
         v >>= 8 * (4 - n);
     } else {
-        v = (uint32_t)a2_load_partial(p, n);
+        v = (uint32_t)vki_load_partial64(p, n);
     }
     return _mm256_set1_epi32((int32_t)v);
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "kernels_common.h"
 
 #define V5_MR 4
 #define V5_NR 32 /* two zmm of int32 accumulators per row */
@@ -30,41 +31,10 @@ static int v5_available(void)
  * Shared helpers
  */
 
-/* p[0..n) for 1 <= n <= 7 in the low bytes of a 64-bit value (zero above), without touching any
- * byte outside: rows are exactly kc bytes long. */
-static inline uint64_t v5_load_partial(const uint8_t* p, size_t n)
-{
-    uint64_t v = 0;
-    size_t o = 0;
-    if (n & 4) {
-        uint32_t x;
-        memcpy(&x, p, 4);
-        v = x;
-        o = 4;
-    }
-    if (n & 2) {
-        uint16_t x;
-        memcpy(&x, p + o, 2);
-        v |= (uint64_t)x << (8 * o);
-        o += 2;
-    }
-    if (n & 1) v |= (uint64_t)p[o] << (8 * o);
-    return v;
-}
-
-/* The last n (1..7) bytes of a row, p pointing at them, in the low bytes of an xmm (zero above).
- * With at least 8 bytes in the row, one 8-byte load ending at the row's end plus a shift stays
- * inside the row because p + n - 8 >= row start. */
+/* The last n (1..7) bytes of a row of kc bytes, p pointing at them, in the low bytes of an xmm (zero above). */
 static inline __m128i v5_load_tail(const uint8_t* p, size_t n, size_t kc)
 {
-    uint64_t v;
-    if (kc >= 8) {
-        memcpy(&v, p + n - 8, 8);
-        v >>= 8 * (8 - n);
-    } else {
-        v = v5_load_partial(p, n);
-    }
-    return _mm_cvtsi64_si128((long long)v);
+    return _mm_cvtsi64_si128((long long)vki_load_tail64(p, n, kc));
 }
 
 /* Exactly vki_requant_scalar on 16 lanes: one float multiply, clamp, round half to even
@@ -304,7 +274,7 @@ static inline int32_t v5q_dword(const uint8_t* p, size_t n)
         memcpy(&v, p, 4);
         return (int32_t)v;
     }
-    return (int32_t)(uint32_t)v5_load_partial(p, n);
+    return (int32_t)(uint32_t)vki_load_partial64(p, n);
 }
 
 /* R rows (a[] holds AS pointers per tap) x NV zmm of 16 channels: the 7 x 32 tile (NV 2, AS 7), or the narrow

@@ -35,6 +35,8 @@
 #include <arm_neon.h>
 #include <string.h>
 
+#include "kernels_common.h"
+
 #if !defined(__aarch64__)
 #include <sys/auxv.h>
 #include <asm/hwcap.h>
@@ -60,23 +62,7 @@ static int neon_available(void)
 
 static inline uint8x8_t load_partial_u8(const uint8_t* p, size_t n)
 {
-    uint64_t v = 0;
-    size_t off = 0;
-    if (n & 4) {
-        uint32_t t;
-        memcpy(&t, p, 4);
-        v = t;
-        off = 4;
-    }
-    if (n & 2) {
-        uint16_t t;
-        memcpy(&t, p + off, 2);
-        v |= (uint64_t)t << (8 * off);
-        off += 2;
-    }
-    if (n & 1)
-        v |= (uint64_t)p[off] << (8 * off);
-    return vcreate_u8(v);
+    return vcreate_u8(vki_load_partial64(p, n));
 }
 
 /* The last n (1..7) bytes ending at `end`, moved down to lanes 0..n-1. `row_len` is the number of

@@ -39,6 +39,8 @@
 #include <arm_neon.h>
 #include <string.h>
 
+#include "kernels_common.h"
+
 #if defined(__linux__)
 #include <sys/auxv.h>
 #endif
@@ -93,26 +95,12 @@ static void dw_any(size_t channels, size_t ks, const uint8_t* const* a, const vo
 /* n = 1..15 bytes at p into lanes 0..n-1 (zero above), by 8/4/2/1-byte scalar loads. */
 static inline uint8x16_t load_partial16(const uint8_t* p, size_t n)
 {
-    uint64_t lo = 0, v = 0;
+    uint64_t lo = 0;
     if (n & 8) {
         memcpy(&lo, p, 8);
         p += 8;
     }
-    size_t off = 0;
-    if (n & 4) {
-        uint32_t t;
-        memcpy(&t, p, 4);
-        v = t;
-        off = 4;
-    }
-    if (n & 2) {
-        uint16_t t;
-        memcpy(&t, p + off, 2);
-        v |= (uint64_t)t << (8 * off);
-        off += 2;
-    }
-    if (n & 1)
-        v |= (uint64_t)p[off] << (8 * off);
+    const uint64_t v = vki_load_partial64(p, n & 7);
     return (n & 8) ? vcombine_u8(vcreate_u8(lo), vcreate_u8(v)) : vcombine_u8(vcreate_u8(v), vcreate_u8(0));
 }
 
