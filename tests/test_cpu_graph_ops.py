@@ -407,7 +407,7 @@ PACKED_SHAPES = [(1, 3, 224, 224), (1, 3, 1, 1), (1, 3, 4, 4), (2, 3, 1, 17), (1
 @pytest.mark.parametrize("mode", [0, 1])
 def test_quantize_packed_is_the_device_layout_of_the_reference(shape, mode):
     """A CPU quantize feeding a Vulkan segment writes the device's packed layout (raw bytes, zero pad) in place
-    of the canonical one: equal to vkinfer.vulkan._layout.to_packed of the reference, pads zero, every path
+    of the canonical one: equal to vkinfer.layout.to_packed of the reference, pads zero, every path
     (RGB words, NCHW tiles, rows across work items), edge floats included."""
     from vkinfer.layout import to_packed
 

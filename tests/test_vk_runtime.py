@@ -1,6 +1,6 @@
 """The Vulkan runtime under the plan runner (vkinfer/_vk.py over vkinfer/_native/vkcore.cpp): the pipeline cache
 file (written, reloaded by a fresh process, and every bad file ignored with a RuntimeWarning, then replaced),
-native packing equal to the numpy reference (vkinfer/vulkan/_layout.py) on odd shapes, zero-copy buffers on
+native packing equal to the numpy reference (vkinfer/layout.py) on odd shapes, zero-copy buffers on
 unified memory equal to staged ones, shared pipelines, device timestamps, and all of it clean under the Khronos
 validation layer with synchronization validation. Run as a script, this file is the validated workload."""
 

@@ -205,7 +205,7 @@ class Buffer:
         return out
 
     def write_nchw(self, x: np.ndarray) -> None:
-        """Pack a uint8/int8 tensor straight into the buffer (native `_layout.to_packed`): 4-D NCHW as NHWC
+        """Pack a uint8/int8 tensor straight into the buffer (native `layout.to_packed`): 4-D NCHW as NHWC
         rows of C, 5-D (N, A, B, H, W) as rows of A*B, any other rank as rows of its last axis; each row
         zero padded to a multiple of 4 bytes. Raises TypeError for another dtype or a non-array, ValueError
         when the packed tensor does not fit."""
@@ -222,7 +222,7 @@ class Buffer:
 
     def read_nchw(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         """A new array of `shape` and `dtype` (uint8/int8) unpacked from the buffer (native
-        `_layout.from_packed`: NCHW for 4-D and 5-D shapes, rows of the last axis otherwise)."""
+        `vkinfer.layout.from_packed`: NCHW for 4-D and 5-D shapes, rows of the last axis otherwise)."""
         return self.raw.read_nchw([int(d) for d in shape], np.dtype(dtype))
 
     def read_rows(self, shape: tuple[int, ...], dtype: np.dtype, flip: int = 0) -> np.ndarray:

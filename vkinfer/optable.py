@@ -33,12 +33,12 @@ def tflite_support() -> dict[str, tuple[str, set[str]]]:
     """TFLite builtin op name -> (the vkinfer op it becomes, the devices with a lowering for that op)."""
     import tflite
 
-    from .model import tflite_import
+    from .model.tflite.ops import needs as tflite_needs
 
     names = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}
     onnx = onnx_support()
     out = {}
-    for code, needs in tflite_import._needs().items():
+    for code, needs in tflite_needs().items():
         main = needs[0] if needs else ""
         out[names.get(code, str(code))] = (main, onnx.get(main, set()) if main else set(DEVICES))
     return out

@@ -86,7 +86,7 @@ on), are compared with the reference engine's (vkinfer on the first device, or t
 MACs and peak activation memory are vkinfer's analysis of the model, as ``vkinfer info`` prints them.
 
 --per-layer: after the timed runs (so the timers do not perturb them), each vkinfer session's plan is profiled
-over per_layer.PROFILE_ROUNDS inferences into the record's ``per_layer``: one entry per native operator of its CPU
+over layer_times.PROFILE_ROUNDS inferences into the record's ``per_layer``: one entry per native operator of its CPU
 segments (the native executor's per-operator timers; ``node`` is ``"<edge>"`` for a segment's layout
 conversions), per node of its Vulkan segments (device time from Vulkan timestamp queries, as the dispatcher's
 calibration measures a node) and per host node (wall time), each ``{"node", "device", "op", "measured_ms",

@@ -19,6 +19,7 @@ from __future__ import annotations
 import sys
 import types
 
+from ..layer_times import per_layer
 from . import cli, engines, load, records, schedule, zoo
 from .cli import (
     DEFAULT_OUT,
@@ -77,7 +78,6 @@ from .load import (
     load_model,
     ncnn_files,
 )
-from .per_layer import per_layer
 from .schedule import SOFT_VULKAN_RUNS, _accuracy, _in_round, bench_model, interleave, vulkan_cap
 from .stats import agreement, summary
 from .zoo import ZOO, ZOO_ONNX, ZOO_QUANT, _build_zoo, _zoo_file, zoo_dir, zoo_models

@@ -95,7 +95,7 @@ class Layer:
     move: tuple | None = None
     # CPU: another emitter writing the same values in the host's element order (quantize of a 4-D tensor)
     plain: object = None
-    # CPU: another emitter writing the values in the Vulkan device layout (vkinfer/vulkan/_layout.py: rows padded
+    # CPU: another emitter writing the values in the Vulkan device layout (vkinfer/layout.py's packed form: rows padded
     # to words, raw bytes), for a tensor only Vulkan segments read (a quantize: the model's input)
     packed: object = None
     make: Callable[[], object] | None = None

@@ -77,7 +77,7 @@ class VulkanSegment:
             if t in form_io and is_8bit(info[t][1]):
                 shape = tuple(info[t][0])
                 f = form_shape(shape)
-                k = 2 if len(shape) == 5 else 1  # 5-D (N, A, B, H, W): pixels of A*B, as _layout packs it
+                k = 2 if len(shape) == 5 else 1  # 5-D (N, A, B, H, W): pixels of A*B, as layout.to_packed packs it
                 rows = (int(np.prod(f[:-k], dtype=np.int64)), int(np.prod(f[-k:], dtype=np.int64)))
                 return form_key(t), rows, flip(info[t][1]), f
             return t, None, 0, None

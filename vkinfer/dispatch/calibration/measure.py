@@ -106,8 +106,8 @@ def _op_split(runner) -> tuple[int, list[int], int]:
     A segment's native operators are its input conversions, then each live layer's, then its output conversions
     (vkinfer/cpu/segment.py); each layer's count comes from replaying its emitter into a recorder, and the edges
     split what is left (at most one conversion per 8-bit input and per 8-bit output)."""
-    from ...cpu._form import is_8bit
     from ...cpu.graph import Ref
+    from ...layout import is_8bit
 
     names = [n.split(":")[0] for n in runner.ops()]
     counts = []
@@ -303,7 +303,7 @@ def _measure_vulkan(dev, shapes: list[Shape], mode: str) -> tuple[list[Sample], 
 def _vulkan_links(dev, mode: str) -> tuple[Link, Link]:
     """(upload, download) of a Vulkan device: the wall time of Buffer.write_nchw / read_nchw, plus the recorded
     copy's device time where the device is not zero-copy, over several tensor sizes."""
-    from ...vulkan._layout import packed_words
+    from ...layout import packed_words
 
     rng = np.random.default_rng(0)
     sizes = [(1, 16, 8, 8), (1, 32, 28, 28), (1, 24, 56, 56), (1, 3, 224, 224)]
@@ -401,7 +401,7 @@ def _whole_model(blob: bytes, threads: int):
     from ...compiler.plan import CpuBackend, Plan
     from ...model.onnx_import import import_onnx
     from ...model.op_table import OPS
-    from ...model.tflite_import import import_tflite, is_tflite
+    from ...model.tflite import import_tflite, is_tflite
 
     supported = {name: None for name in OPS}
     g = import_tflite(blob, supported) if is_tflite(blob) else import_onnx(blob, supported)
