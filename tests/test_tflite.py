@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import vkinfer
 from vkinfer.model.onnx_import import UnsupportedModelError
-from vkinfer.model.tflite import import_tflite, is_tflite
+from vkinfer.model.tflite_import import import_tflite, is_tflite
 from vkinfer.testing import tflite_zoo
 
 IMAGES = 6
@@ -140,7 +140,7 @@ OPS_NET_ACTS = {"conv1": 1, "pool": 2, "dwconv": 3, "mul": 2, "add": 1}
 
 
 def _qparams_of(blob):
-    from vkinfer.model.tflite.reader import parse as _parse
+    from vkinfer.model.tflite_import.reader import parse as _parse
 
     tensors = _parse(blob)[0]
     return {t.name: t for t in tensors}
@@ -152,8 +152,8 @@ def test_ops_net_matches_litert(dtype):
     (multiplier 2)+RELU6 -> LOGISTIC, MUL+RELU_N1_TO_1 -> ADD (broadcast constant)+RELU -> CONCATENATION -> MEAN
     -> FULLY_CONNECTED: every intermediate tensor identical to TFLite's, and each fused activation really clamps
     (its bound lies inside the type's range and is reached)."""
-    from vkinfer.model.tflite.builder import act_range as _act_range
-    from vkinfer.model.tflite.reader import DTYPES as _DTYPES
+    from vkinfer.model.tflite_import.builder import act_range as _act_range
+    from vkinfer.model.tflite_import.reader import DTYPES as _DTYPES
 
     blob = tflite_zoo.ops_net(0, dtype=dtype)
     sess = vkinfer.InferenceSession(blob, device="reference")  # the imported graph (the same for every device)
@@ -221,8 +221,8 @@ EXACT_OPS = [("add", dict(activation="relu")), ("add", dict(activation="relu6"))
 def test_op_matches_litert(op, kw, dtype):
     """One op at a time on random 8-bit inputs: identical to TFLite. Fused activations are checked to act (some
     output sits on a bound inside the type's range)."""
-    from vkinfer.model.tflite.builder import act_range as _act_range
-    from vkinfer.model.tflite.reader import DTYPES as _DTYPES
+    from vkinfer.model.tflite_import.builder import act_range as _act_range
+    from vkinfer.model.tflite_import.reader import DTYPES as _DTYPES
 
     d, outs = _op_diffs(op, dtype, range(3), **kw)
     print(f"\n{op} {kw} {dtype} (every device): max diff {d.max()}, fraction differing {np.mean(d > 0):.5f}")

@@ -33,7 +33,7 @@ def tflite_support() -> dict[str, tuple[str, set[str]]]:
     """TFLite builtin op name -> (the vkinfer op it becomes, the devices with a lowering for that op)."""
     import tflite
 
-    from .model.tflite.ops import needs as tflite_needs
+    from .model.tflite_import.ops import needs as tflite_needs
 
     names = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}
     onnx = onnx_support()

@@ -36,7 +36,7 @@ from .model.graph import Graph, TensorInfo
 from .model.interpreter import interpret
 from .model.onnx_import import import_onnx
 from .model.op_table import OPS
-from .model.tflite import import_tflite, is_tflite
+from .model.tflite_import import import_tflite, is_tflite
 
 if TYPE_CHECKING:
     from .dispatch.profile import Profile
@@ -88,7 +88,7 @@ class InferenceSession:
     """Run a quantized model like onnxruntime.InferenceSession.
 
     model: a path or the bytes of an .onnx file (or an onnx.ModelProto), or of an int8/uint8 .tflite file
-    (recognised by its "TFL3" file identifier; see vkinfer.model.tflite). device: "vulkan",
+    (recognised by its "TFL3" file identifier; see vkinfer.model.tflite_import). device: "vulkan",
     "vulkan:<which>", "cpu", "cpu:<variant>", "reference" or "auto" (module docstring).
     """
 
@@ -124,7 +124,7 @@ class InferenceSession:
         for node in self.graph.nodes:
             # A layer can be prepared once only if everything but its activation is a model constant.
             node.attrs["_static"] = all(not n or n in self.graph.consts for n in node.inputs[1:])
-        # Streaming TFLite models: resource variables carried between runs (vkinfer.model.tflite.StateVariable).
+        # Streaming TFLite models: resource variables carried between runs (vkinfer.model.tflite_import.StateVariable).
         self._variables = list(getattr(self.graph, "variables", ()))
         self._user_outputs = getattr(self.graph, "user_outputs", len(self.graph.outputs))
         self._state_names = frozenset(v.input for v in self._variables)

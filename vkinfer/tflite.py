@@ -11,7 +11,7 @@ import changed.
     y = it.get_tensor(out["index"])
 
 Tensor names, indices, shapes, shape signatures, dtypes and quantization parameters are the .tflite file's (read by
-vkinfer.model.tflite into the graph's metadata), in ai_edge_litert's dict layout. The model runs in a
+vkinfer.model.tflite_import into the graph's metadata), in ai_edge_litert's dict layout. The model runs in a
 vkinfer InferenceSession: `device` (default "auto": the dispatcher places every node), `placement`, `objective`,
 `profile` are vkinfer's keywords; `num_threads` is its CPU thread count (None or -1: vkinfer's default; 0 means 1,
 as in LiteRT). Streaming (stateful) models keep their resource variables across `invoke` calls, as LiteRT does;
@@ -110,7 +110,7 @@ class Interpreter:
                  experimental_delegates: list[Delegate] | None = None, num_threads: int | None = None,
                  experimental_op_resolver_type: OpResolverType | Any = OpResolverType.AUTO,
                  experimental_preserve_all_tensors: bool = False, **vkinfer_kwargs: Any):
-        from .model.tflite import is_tflite
+        from .model.tflite_import import is_tflite
         from .session import InferenceSession
 
         if (model_path is None) == (model_content is None):

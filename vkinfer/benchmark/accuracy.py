@@ -55,7 +55,7 @@ class _Input:
 
 
 def _is_tflite(data: bytes) -> bool:
-    from ..model.tflite import is_tflite
+    from ..model.tflite_import import is_tflite
 
     return is_tflite(data)
 

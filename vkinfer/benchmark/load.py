@@ -60,7 +60,7 @@ def _static(shape) -> list[int]:
 def load_model(path: str, name: str | None = None) -> Model:
     """The model at `path` with a seeded input for every graph input; BadInput naming the file when it is missing
     or is neither a readable ONNX model nor a .tflite flatbuffer. `name`: the records' name for it."""
-    from ..model.tflite import is_tflite
+    from ..model.tflite_import import is_tflite
 
     p = Path(path)
     try:

@@ -28,7 +28,7 @@ from .graph import Graph, Node
 LoweringFn = Callable[..., "Layer | None"]  # fn(ctx, node, backend)
 _REGISTRY: dict[tuple[str, str], list[LoweringFn]] = {}
 # The modules whose import registers each device kind's lowerings.
-_MODULES = {"cpu": "vkinfer.cpu.lowerings", "vulkan": "vkinfer.vulkan.lowerings"}
+_MODULES = {"cpu": "vkinfer.cpu._discover", "vulkan": "vkinfer.vulkan._discover"}
 
 
 def lower(kind: str, *ops: str, fallback: bool = False) -> Callable[[LoweringFn], LoweringFn]:

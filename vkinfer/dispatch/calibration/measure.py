@@ -401,7 +401,7 @@ def _whole_model(blob: bytes, threads: int):
     from ...compiler.plan import CpuBackend, Plan
     from ...model.onnx_import import import_onnx
     from ...model.op_table import OPS
-    from ...model.tflite import import_tflite, is_tflite
+    from ...model.tflite_import import import_tflite, is_tflite
 
     supported = {name: None for name in OPS}
     g = import_tflite(blob, supported) if is_tflite(blob) else import_onnx(blob, supported)
