@@ -52,12 +52,19 @@ def test_memory_is_flat_over_ten_thousand_runs():
     ref = sess.run(None, feed)
     for _ in range(1000):
         sess.run(None, feed)
-    before = _rss_kib()
-    for _ in range(10_000):
-        out = sess.run(None, feed)
-    after = _rss_kib()
-    assert_same(out, ref, "run 11,000 vs run 1")
-    assert after - before < 1024, f"RSS grew {after - before} KiB over 10^4 runs"
+    # A leak grows every window of 10^4 runs by the same amount; a one-off allocation elsewhere in this worker
+    # process (another test's thread, the allocator's arenas) grows one window: in a full parallel suite one
+    # window grew 5,500 KiB once (2026-11-27) while the test passed alone. Up to three windows, one must be flat.
+    grown = []
+    for _ in range(3):
+        before = _rss_kib()
+        for _ in range(10_000):
+            out = sess.run(None, feed)
+        grown.append(_rss_kib() - before)
+        if grown[-1] < 1024:
+            break
+    assert_same(out, ref, "a run after 11,000 vs run 1")
+    assert min(grown) < 1024, f"RSS grew {grown} KiB in each window of 10^4 runs"
     run_devices(blob, feed, want=ref)  # and those are every device's bits
 
 
