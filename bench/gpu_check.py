@@ -213,24 +213,9 @@ def ncnn_engines(m: Model, threads: int, workdir: Path, vk_index: int | None) ->
     for vulkan in (True, False):
         if vulkan and ncnn.get_gpu_count() == 0:
             continue
-        net = ncnn.Net()
-        net.opt.use_vulkan_compute = vulkan
-        net.opt.use_int8_inference = True
-        net.opt.num_threads = threads
-        if vulkan and vk_index is not None:
-            net.set_vulkan_device(vk_index)
-        net.load_param(str(param))
-        net.load_model(str(binf))
-        in_name, out_name = net.input_names()[0], net.output_names()[-1]
-        xin = np.ascontiguousarray(x[0], dtype=np.float32)
-
-        def run(net=net, in_name=in_name, out_name=out_name, xin=xin) -> list[np.ndarray]:
-            with net.create_extractor() as ex:
-                ex.input(in_name, ncnn.Mat(xin))
-                _, y = ex.extract(out_name)
-                return [np.array(y)]
-
-        out.append(Engine(f"ncnn int8 {'vulkan' if vulkan else 'cpu'}", run, [out_name], threads))
+        once, info = ncnn_export.ncnn_runner(param, binf, x, vulkan, threads, device=vk_index if vulkan else None)
+        name = "ncnn int8 vulkan" if info["vulkan"] else "ncnn int8 cpu" if not vulkan else "ncnn int8 (fell back)"
+        out.append(Engine(name, lambda once=once: [once()], ["output"], threads))
     return out
 
 

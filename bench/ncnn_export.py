@@ -56,6 +56,7 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -594,21 +595,11 @@ def export(onnx_model: onnx.ModelProto | str | Path, out_dir: str | Path, name: 
 # ---- timing
 
 
-def ncnn_time(param: str | Path, bin: str | Path, input_array: np.ndarray, vulkan: bool, threads: int = 1,
-              repeat: int = 20, *, warmup: int = 2, device: int | None = None, fp16: bool = True,
-              int8: bool = True, opts: dict | None = None) -> dict:
-    """Run an ncnn model `repeat` times (after `warmup` untimed runs) on `input_array` (batch dimension optional)
-    and return {"median_ms", "output" (numpy, batch dimension put back), "times_ms", "device", "vulkan"}.
-
-    ncnn.Net with opt.num_threads `threads`, openmp_blocktime 0, use_int8_inference `int8`, use_vulkan_compute
-    `vulkan` on Vulkan device `device` (default ncnn.get_default_gpu_index(); RuntimeError without one), fp16
-    storage/arithmetic/packed `fp16` (ncnn's default True; False for float32 throughout). A time is one extractor:
-    input set, output extracted and copied to numpy. Blobs: run.py's choice (the .param's first Input blob, the
-    last layer's last output). "vulkan" is net.opt.use_vulkan_compute after loading: older ncnn turned it off for
-    the whole net when a layer held int8 weights (int8 then ran on the CPU); ncnn 1.0.20261020 keeps int8 nets on
-    the GPU. `opts`: other net.opt fields to set, e.g. {"use_packing_layout": False} (ncnn's x86 int8 grouped,
-    not depthwise, convolution is wrong with the packing layout when a group has 8k output channels; the
-    unpacked kernels are exact)."""
+def ncnn_runner(param: str | Path, bin: str | Path, input_array: np.ndarray, vulkan: bool, threads: int = 1, *,
+                device: int | None = None, fp16: bool = True, int8: bool = True,
+                opts: dict | None = None) -> tuple[Callable[[], np.ndarray], dict]:
+    """(one inference -> the output without its batch dimension, {"device", "vulkan", "net", "batched"}) for an
+    ncnn model: the net set up as `ncnn_time` describes, for callers that time it themselves (bench/gpu_check.py)."""
     import ncnn
 
     from vkinfer.benchmark.run import _ncnn_input, ncnn_param_blobs
@@ -650,6 +641,29 @@ def ncnn_time(param: str | Path, bin: str | Path, input_array: np.ndarray, vulka
                 raise RuntimeError(f"ncnn could not compute blob {last[-1]!r} of {param} (extract returned {r})")
             return np.array(m)
 
+    dev = dev if on_gpu or not vulkan else f"{dev} (ncnn fell back to the CPU)"
+    # the input had a batch dimension that ncnn's blob drops: callers put it back on the output
+    batched = np.asarray(input_array).ndim > x.ndim
+    return once, {"device": dev, "vulkan": on_gpu, "net": net, "batched": batched}
+
+
+def ncnn_time(param: str | Path, bin: str | Path, input_array: np.ndarray, vulkan: bool, threads: int = 1,
+              repeat: int = 20, *, warmup: int = 2, device: int | None = None, fp16: bool = True,
+              int8: bool = True, opts: dict | None = None) -> dict:
+    """Run an ncnn model `repeat` times (after `warmup` untimed runs) on `input_array` (batch dimension optional)
+    and return {"median_ms", "output" (numpy, batch dimension put back), "times_ms", "device", "vulkan"}.
+
+    ncnn.Net with opt.num_threads `threads`, openmp_blocktime 0, use_int8_inference `int8`, use_vulkan_compute
+    `vulkan` on Vulkan device `device` (default ncnn.get_default_gpu_index(); RuntimeError without one), fp16
+    storage/arithmetic/packed `fp16` (ncnn's default True; False for float32 throughout). A time is one extractor:
+    input set, output extracted and copied to numpy. Blobs: run.py's choice (the .param's first Input blob, the
+    last layer's last output). "vulkan" is net.opt.use_vulkan_compute after loading: older ncnn turned it off for
+    the whole net when a layer held int8 weights (int8 then ran on the CPU); ncnn 1.0.20261020 keeps int8 nets on
+    the GPU. `opts`: other net.opt fields to set, e.g. {"use_packing_layout": False} (ncnn's x86 int8 grouped,
+    not depthwise, convolution is wrong with the packing layout when a group has 8k output channels; the
+    unpacked kernels are exact)."""
+    once, info = ncnn_runner(param, bin, input_array, vulkan, threads, device=device, fp16=fp16, int8=int8,
+                             opts=opts)
     out = None
     for _ in range(warmup):
         out = once()
@@ -659,11 +673,11 @@ def ncnn_time(param: str | Path, bin: str | Path, input_array: np.ndarray, vulka
         out = once()
         times.append((time.perf_counter() - t0) * 1e3)
     assert out is not None
-    if np.asarray(input_array).ndim > x.ndim:
+    if info["batched"]:
         out = out[None]
-    net.clear()
+    info["net"].clear()
     return {"median_ms": statistics.median(times), "output": out, "times_ms": times,
-            "device": dev if on_gpu or not vulkan else f"{dev} (ncnn fell back to the CPU)", "vulkan": on_gpu}
+            "device": info["device"], "vulkan": info["vulkan"]}
 
 
 # ---- CLI
