@@ -7,7 +7,9 @@
 - a quick CPU calibration is a valid profile entry with every class, and predicts a shape it never timed within
   a factor of 2 of a fresh measurement;
 - a quick calibration of the host and of lavapipe are valid entries (no Vulkan device fails the test, naming
-  what to install).
+  what to install);
+- the default whole-model workload (calibration's own graphs) is the field zoo's .tflite models as imported: the
+  same nodes, attributes, weights and input, the same native operators and kernels.
 """
 
 from __future__ import annotations
@@ -115,6 +117,43 @@ def test_calibrate_device_refuses_bad_arguments():
         cal.calibrate_device("cpu", mode="slow")
     with pytest.raises(ValueError, match="threads"):
         cal.calibrate_device("cpu", threads=0)
+
+
+def _structure(g) -> tuple[list, list]:
+    """A graph without its names and activation values: per node the op, the attributes and each input as the
+    node that produced it, the graph input (its shape and dtype) or a constant's shape and dtype; the outputs."""
+    made = {t.name: ("input", tuple(t.shape), np.dtype(t.dtype)) for t in g.inputs}
+    nodes = []
+    for k, n in enumerate(g.nodes):
+        ins = [("const", g.consts[i].shape, g.consts[i].dtype) if i in g.consts else made[i] for i in n.inputs]
+        nodes.append((n.op, sorted((a, repr(v)) for a, v in n.attrs.items() if not a.startswith("_")), ins))
+        made.update({o: ("node", k, j) for j, o in enumerate(n.outputs)})
+    return nodes, [(made[t.name], t.name, tuple(t.shape), np.dtype(t.dtype)) for t in g.outputs]
+
+
+@pytest.mark.parametrize("name", cal.MODEL_SAMPLES["full"])
+def test_the_default_workload_is_the_field_models(name):
+    # The calibration builds its whole models itself (calibration/workload.py, no test fixture in the runtime);
+    # what it times must stay the field zoo's models: the nodes the TFLite importer gives their .tflite files, the
+    # same weights (a CPU layer's kernel depends on their range), the same input, the same native operators.
+    from vkinfer.dispatch.calibration.measure import _whole_model
+    from vkinfer.model.op_table import OPS
+    from vkinfer.model.tflite_import import import_tflite
+    from vkinfer.testing import field_zoo
+
+    for dtype in ("int8", "uint8"):
+        g, feed = cal.field_workload(name, dtype)
+        blob = (field_zoo.FIELD_MODELS.get(name) or getattr(field_zoo, name))(0, dtype)
+        ref = import_tflite(blob, {op: None for op in OPS})
+        assert _structure(g) == _structure(ref), (name, dtype)
+        for mine, theirs in zip(g.nodes, ref.nodes, strict=True):
+            if mine.op in ("QLinearConv", "com.microsoft:QGemm"):
+                for i in (3, 4, 5):  # weights, their scales and zero points
+                    np.testing.assert_array_equal(g.consts[mine.inputs[i]], ref.consts[theirs.inputs[i]])
+        np.testing.assert_array_equal(feed["input"], field_zoo.field_inputs(name, 0, dtype)["input"])
+        assert _whole_model(g, 1)[2].ops() == _whole_model(blob, 1)[2].ops(), (name, dtype)
+    with pytest.raises(ValueError, match="dtype"):
+        cal.field_workload(name, "int16")
 
 
 def test_op_split_tells_the_node_from_the_edge_conversions():

@@ -45,9 +45,6 @@ KNOWN = {
     # reference device only).
     ("vkinfer.model.op_table", "vkinfer.cpu"),
     ("vkinfer.model.op_table", "vkinfer.vulkan"),
-    # Calibration's default whole-model workload is built by the field zoo, a test fixture shipped in the
-    # package (item 7: the builders it needs become calibration data, the rest move out of the runtime).
-    ("vkinfer.dispatch.calibration.measure", "vkinfer.testing.field_zoo"),
 }
 
 

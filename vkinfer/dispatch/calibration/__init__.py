@@ -4,13 +4,14 @@
     entry = calibrate_device("vulkan:1")                         # lavapipe here
     model = fit_class([(work, ns), ...], tile=(32, 32))          # one ClassModel
 
-Three parts: `grid` (the single-node graphs timed per op class, vkinfer/dispatch/costs.py's classes, and which
-grids take them), `measure` (running and timing them on the CPU, a Vulkan device or the host, and whole field
-models on the CPU) and `fit` (one cost model per class: fixed, per-MAC and per-byte terms, its error, the
-tile). This module joins them per device.
+Four parts: `grid` (the single-node graphs timed per op class, vkinfer/dispatch/costs.py's classes, and which
+grids take them), `workload` (the small field models whose nodes the CPU's calibration also times inside whole
+models, as graphs), `measure` (running and timing them on the CPU, a Vulkan device or the host) and `fit` (one
+cost model per class: fixed, per-MAC and per-byte terms, its error, the tile). This module joins them per device.
 
-The calibration imports no session: whole models are compiled with the APIs the session compiles with
-(measure._whole_model), and which models it times is the caller's choice (`workload`, default the field models).
+The calibration imports no session and no test fixture: whole models are compiled with the APIs the session
+compiles with (measure._whole_model), and which models it times is the caller's choice (`workload`, default the
+field models of workload.py).
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def calibrate_device(device: str, threads: int = 1, mode: str = "quick",
 
     `mode`: "quick" (3-5 shapes per op class) or "full" (9-15). `log`: an optional callable taking progress lines.
     `workload`: the whole models the CPU's calibration also times node by node (measure.Workload; None: the
-    field models, measure.field_workload).
+    field models, workload.field_workload).
     Returns a DeviceProfile that profile.device_from_json(entry.to_json()) accepts, with a model for every op
     class. Raises ValueError for an unknown device, mode or thread count; VulkanUnavailableError (from
     vkinfer._vk) when a Vulkan device is asked for and Vulkan is missing."""

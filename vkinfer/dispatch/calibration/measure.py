@@ -22,7 +22,8 @@ Every time is the median over rounds (`_rounds`: quick at least 7, full at least
 budget), after warm-ups; `tail` is the median over shapes of p90/p50. The CPU runs at the entry's thread count.
 
 Whole field models timed operator by operator (`model_samples`) add per-node samples measured inside real
-models on the CPU; the calling layer chooses them (`workload`: name, 8-bit type -> a TFLite model).
+models on the CPU; the calling layer may choose them (`workload`: name, 8-bit type -> a graph or a model file),
+by default calibration's own (calibration/workload.py).
 """
 
 from __future__ import annotations
@@ -34,10 +35,12 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ...model.graph import Graph
 from ..costs import node_work
 from ..profile import Link
 from .fit import Sample, _fit_link
 from .grid import Shape
+from .workload import field_workload
 
 # Per mode: (minimum rounds, maximum rounds, time budget of the timed rounds in ns, warm-up runs per shape).
 _REPEATS = {"quick": (7, 40, 60_000_000, 2), "full": (21, 400, 2_000_000_000, 3)}
@@ -374,37 +377,30 @@ def _measure_host(shapes: list[Shape], mode: str) -> list[Sample]:
 # sample measured in the conditions a prediction is for, its inputs just written by the node before it and
 # every other node's code and data competing for the caches. Isolated microbenchmarks alone predicted the
 # nodes of real models 25-50% low (a 13 us tiny_cnn run predicted at 9 us; MobileNetV1 0.25/32 41 us at 31
-# us). The field models are built offline in well under a second each (vkinfer.testing.field_zoo).
+# us). The default models are calibration's own data (calibration/workload.py), built in milliseconds.
 MODEL_SAMPLES = {"quick": ("ds_cnn_kws", "mobilenet_v2_kws", "resnet8", "mobilenet_v1_vww"),
                  "full": ("ds_cnn_kws", "mobilenet_v2_kws", "resnet8", "mobilenet_v1_vww", "tiny_conv")}
 
-# (a name of MODEL_SAMPLES, "int8" or "uint8") -> (the model's TFLite or ONNX bytes, its feed)
-Workload = Callable[[str, str], tuple[bytes, dict[str, np.ndarray]]]
+# (a name of MODEL_SAMPLES, "int8" or "uint8") -> (the model: a vkinfer Graph, or TFLite or ONNX bytes; its feed)
+Workload = Callable[[str, str], tuple[Graph | bytes, dict[str, np.ndarray]]]
 
 
-def field_workload(name: str, dtype: str) -> tuple[bytes, dict[str, np.ndarray]]:
-    """The default workload: field model `name` (seed 0) in `dtype` and its inputs (seed 0), built offline.
-    The only place the calibration reaches the model builders; a caller may pass its own (calibrate_device's
-    `workload`)."""
-    from ...testing import field_zoo
-
-    build = field_zoo.FIELD_MODELS.get(name) or getattr(field_zoo, name)
-    return build(0, dtype), field_zoo.field_inputs(name, 0, dtype)
-
-
-def _whole_model(blob: bytes, threads: int):
-    """(plan, [(input, dtype, shape)], its one CPU segment's runner, the public run(feed)) of a model compiled
-    for the CPU as InferenceSession(blob, device="cpu", threads=threads) compiles it (import, static layers,
-    a Plan on zeros of the declared shapes), or None when the plan is not one native CPU call. The public run is
-    the call the session's `run` makes for a feed of exactly its inputs: the _fastrun Runner (input checks and
-    output list included), else the segment's run_arrays."""
+def _whole_model(blob: Graph | bytes, threads: int):
+    """(plan, [(input, dtype, shape)], its one CPU segment's runner, the public run(feed)) of a model (a fresh
+    Graph, or a file's bytes) compiled for the CPU as InferenceSession(blob, device="cpu", threads=threads)
+    compiles it (the import where bytes, static layers, a Plan on zeros of the declared shapes), or None when the
+    plan is not one native CPU call. The public run is the call the session's `run` makes for a feed of exactly
+    its inputs: the _fastrun Runner (input checks and output list included), else the segment's run_arrays."""
     from ...compiler.plan import CpuBackend, Plan
     from ...model.onnx_import import import_onnx
     from ...model.op_table import OPS
     from ...model.tflite_import import import_tflite, is_tflite
 
     supported = {name: None for name in OPS}
-    g = import_tflite(blob, supported) if is_tflite(blob) else import_onnx(blob, supported)
+    if isinstance(blob, Graph):
+        g = blob
+    else:
+        g = import_tflite(blob, supported) if is_tflite(blob) else import_onnx(blob, supported)
     for node in g.nodes:
         node.attrs["_static"] = all(not n or n in g.consts for n in node.inputs[1:])
     ins = [(t.name, np.dtype(t.dtype), tuple(t.shape)) for t in g.inputs]
