@@ -1,11 +1,12 @@
 """Float ONNX models shaped like the int8 CNNs found in the field, and their quantization as a user would do it.
 
-Four builders write, with `onnx.helper` only and seeded random weights, the graphs a PyTorch / PaddlePaddle export
-of these architectures gives (batch norm folded into each Conv where the exporter folds it; the ops each exporter
-writes: HardSwish or x * HardSigmoid(x), SiLU as x * Sigmoid(x), `Split`, nearest `Resize`, `ConvTranspose`,
-`BatchNormalization`, `Softmax`, layer norm written out as ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add,
-GELU with `Erf`). The default sizes are small enough to quantize and run in the test suite in a few seconds; the
-docstrings say which arguments give the full-size network's channels.
+Four builders write, with the one graph builder (onnx_builder.GraphBuilder) and seeded random weights, the graphs a
+PyTorch / PaddlePaddle export of these architectures gives (batch norm folded into each Conv where the exporter
+folds it; the ops each exporter writes: HardSwish or x * HardSigmoid(x), SiLU as x * Sigmoid(x), `Split`, nearest
+`Resize`, `ConvTranspose`, `BatchNormalization`, `Softmax`, layer norm written out as
+ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add, GELU with `Erf`). The default sizes are small enough to quantize
+and run in the test suite in a few seconds; the docstrings say which arguments give the full-size network's
+channels.
 
 - `mobilenet_v3_small`: torchvision's MobileNetV3-small (opset 14): stem 3x3/2 + HardSwish, the 11 bneck blocks
   (expand 1x1, depthwise k x k, squeeze-excite GlobalAveragePool -> 1x1 Conv -> Relu -> 1x1 Conv -> HardSigmoid
@@ -48,27 +49,11 @@ import onnx
 from onnx import TensorProto, helper
 
 from . import zoo
-from .zoo import INPUT, IR_VERSION, _divisible, _Graph
+from .zoo import INPUT, _divisible, _Graph
 
 
 class _Net(_Graph):
-    """zoo's graph builder plus the ops of the field models (multi-output nodes, BN, activations, Resize)."""
-
-    def __init__(self, seed: int) -> None:
-        super().__init__(seed)
-
-    def nodes_out(self, op: str, inputs: list[str], n: int, **attrs) -> list[str]:
-        """A node with `n` outputs (Split)."""
-        base = self.name(op.lower())
-        outs = [f"{base}_{i}" for i in range(n)]
-        self.nodes.append(helper.make_node(op, inputs, outs, name=base + "_node", **attrs))
-        return outs
-
-    def i64(self, kind: str, values: list[int]) -> str:
-        return self.const(kind, np.array(values, np.int64))
-
-    def f32(self, kind: str, value) -> str:
-        return self.const(kind, np.asarray(value, np.float32))
+    """zoo's float CNN layers plus the ops of the field models (BN, activations, Resize, attention pieces)."""
 
     def conv_nb(self, x: str, cin: int, cout: int, k: int | tuple[int, int], *, stride: int | tuple[int, int] = 1,
                 group: int = 1, gain: float = 2.0, bias: bool = True) -> str:
@@ -156,22 +141,10 @@ class _Net(_Graph):
     def finish(self, name: str, opset: int, x_shape: list[int], outputs: dict[str, str]) -> onnx.ModelProto:
         """The model with input ``input`` and the tensors `outputs` (public name -> tensor) as its outputs, their
         shapes from ONNX shape inference."""
-        rename = {t: pub for pub, t in outputs.items()}
-        for n in self.nodes:
-            n.output[:] = [rename.get(o, o) for o in n.output]
-            n.input[:] = [rename.get(i, i) for i in n.input]
-        graph = helper.make_graph(self.nodes, name, [helper.make_tensor_value_info(INPUT, TensorProto.FLOAT, x_shape)],
-                                  [helper.make_tensor_value_info(p, TensorProto.FLOAT, None) for p in outputs],
-                                  initializer=self.inits)
-        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
-                              producer_name="vkinfer.testing.field_onnx")
-        m.ir_version = IR_VERSION
-        m = onnx.shape_inference.infer_shapes(m, strict_mode=True)
-        missing = [o.name for o in m.graph.output if not o.type.tensor_type.HasField("shape")]
-        if missing:
-            raise ValueError(f"{name}: shape inference left {missing} without a shape")
-        onnx.checker.check_model(m)
-        return m
+        self.rename({t: pub for pub, t in outputs.items()})
+        self.input(INPUT, np.float32, x_shape)
+        return self.build(name, {p: np.float32 for p in outputs}, opset=opset,
+                          producer="vkinfer.testing.field_onnx", infer_shapes=True)
 
 
 # torchvision's MobileNetV3-small: (kernel, expanded channels, output channels, SE, activation, stride)

@@ -1,6 +1,6 @@
 """Small 8-bit TFLite edge models shaped like the ones deployed in the field (MLPerf Tiny, ARM's "Hello Edge").
 
-Same construction as `tflite_zoo` (whose builder and helpers these use): He-initialised weights from a seeded
+Same construction as `tflite_zoo` (tflite_builder's ModelBuilder and helpers): He-initialised weights from a seeded
 numpy generator, biases as if batch norm were folded in, activation scales and zero points calibrated on a float
 NHWC forward pass over a few seeded inputs, int8 weights symmetric per output channel (per tensor for the fully
 connected layer), uint8 weights asymmetric per tensor, int32 biases with scale input_scale * weight_scale.
@@ -46,18 +46,18 @@ from typing import Literal
 import numpy as np
 import onnx
 import tflite
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper
 
-from .tflite_zoo import (
-    _ACT,
-    _ACT_FLOAT,
+from .onnx_builder import OPSET, make_model
+from .tflite_builder import (
+    ACT,
+    ACT_FLOAT,
     ModelBuilder,
-    _conv_float,
-    _depthwise_float,
-    _layer_tensors,
-    _qparams,
+    conv_float,
+    depthwise_float,
+    layer_tensors,
+    qparams,
 )
-from .zoo import IR_VERSION, OPSET
 
 Dtype = Literal["int8", "uint8"]
 
@@ -87,7 +87,7 @@ class _Net:
             "input": self.rng.uniform(lo, hi, (CALIBRATION, *shape[1:])).astype(np.float32)}
         # The input's parameters come from the feature range, not the calibration batch: field_inputs needs them
         # without building the model.
-        self.qp: dict[str, tuple[float, int]] = {"input": _qparams(lo, hi, self.qdt)}
+        self.qp: dict[str, tuple[float, int]] = {"input": qparams(lo, hi, self.qdt)}
         self.same_as: dict[str, str] = {}  # tensor -> tensor whose parameters it must share (8-bit pooling)
         self.layers: list[tuple] = []  # (kind, output, inputs, weights, bias, options)
 
@@ -104,7 +104,7 @@ class _Net:
         cin = self.acts[src].shape[3]
         w = self._he((cout, kh, kw, cin), kh * kw * cin, gain)  # OHWI
         b = self._bias(cout)
-        self.acts[name] = _ACT_FLOAT[act](_conv_float(self.acts[src], w, b, stride))
+        self.acts[name] = ACT_FLOAT[act](conv_float(self.acts[src], w, b, stride))
         self.layers.append(("conv", name, [src], w, b, {"stride": stride, "act": act}))
         return name
 
@@ -113,13 +113,13 @@ class _Net:
         c = self.acts[src].shape[3]
         w = self._he((1, k, k, c), k * k, 2.0)  # 1HWC
         b = self._bias(c)
-        self.acts[name] = _ACT_FLOAT[act](_depthwise_float(self.acts[src], w[0], b, stride))
+        self.acts[name] = ACT_FLOAT[act](depthwise_float(self.acts[src], w[0], b, stride))
         self.layers.append(("dw", name, [src], w, b, {"stride": stride, "act": act}))
         return name
 
     def add(self, a: str, b: str, name: str, act: str | None = None) -> str:
         """ADD of two activations with fused `act` (the converter fuses Keras' Add + ReLU into one ADD)."""
-        self.acts[name] = _ACT_FLOAT[act](self.acts[a] + self.acts[b])
+        self.acts[name] = ACT_FLOAT[act](self.acts[a] + self.acts[b])
         self.layers.append(("add", name, [a, b], None, None, {"act": act}))
         return name
 
@@ -145,7 +145,7 @@ class _Net:
         bf = self._bias(num_classes)
         self.acts["logits"] = pooled @ wf.T + bf
         qdt = self.qdt
-        qp = {k: self.qp.get(k) or _qparams(float(v.min()), float(v.max()), qdt) for k, v in self.acts.items()}
+        qp = {k: self.qp.get(k) or qparams(float(v.min()), float(v.max()), qdt) for k, v in self.acts.items()}
         for k, src_k in self.same_as.items():
             qp[k] = qp[src_k]
 
@@ -156,20 +156,20 @@ class _Net:
         for kind, name, srcs, w, b, o in self.layers:
             x = t[srcs[0]]
             if kind == "conv":
-                tw, tb = _layer_tensors(m, qdt, name, w, 0, qp[srcs[0]][0], b)
+                tw, tb = layer_tensors(m, qdt, name, w, 0, qp[srcs[0]][0], b)
                 m.op(B.CONV_2D, [x, tw, tb], [t[name]], A.Conv2DOptions, Padding=P.SAME, StrideW=o["stride"],
-                     StrideH=o["stride"], FusedActivationFunction=_ACT[o["act"]])
+                     StrideH=o["stride"], FusedActivationFunction=ACT[o["act"]])
             elif kind == "dw":
-                tw, tb = _layer_tensors(m, qdt, name, w, 3, qp[srcs[0]][0], b)
+                tw, tb = layer_tensors(m, qdt, name, w, 3, qp[srcs[0]][0], b)
                 m.op(B.DEPTHWISE_CONV_2D, [x, tw, tb], [t[name]], A.DepthwiseConv2DOptions, Padding=P.SAME,
                      StrideW=o["stride"], StrideH=o["stride"], DepthMultiplier=1,
-                     FusedActivationFunction=_ACT[o["act"]])
+                     FusedActivationFunction=ACT[o["act"]])
             elif kind == "add":
-                m.op(B.ADD, [x, t[srcs[1]]], [t[name]], A.AddOptions, FusedActivationFunction=_ACT[o["act"]])
+                m.op(B.ADD, [x, t[srcs[1]]], [t[name]], A.AddOptions, FusedActivationFunction=ACT[o["act"]])
             elif kind == "avg_pool":
                 fh, fw = self.acts[srcs[0]].shape[1:3]
                 m.op(B.AVERAGE_POOL_2D, [x], [t[name]], A.Pool2DOptions, Padding=P.VALID, StrideW=fw, StrideH=fh,
-                     FilterWidth=fw, FilterHeight=fh, FusedActivationFunction=_ACT[None])
+                     FilterWidth=fw, FilterHeight=fh, FusedActivationFunction=ACT[None])
             else:  # mean
                 axes = m.tensor(f"{name}/axes", (2,), np.int32, np.array([1, 2], np.int32))
                 m.op(B.MEAN, [x, axes], [t[name]], A.ReducerOptions, KeepDims=False)
@@ -178,7 +178,7 @@ class _Net:
             flat = m.tensor("flatten", (1, c), qdt, scale=qp[src][0], zero_point=qp[src][1])
             shape = m.tensor("flatten/shape", (2,), np.int32, np.array([1, c], np.int32))
             m.op(B.RESHAPE, [t[src], shape], [flat], A.ReshapeOptions, NewShape=[1, c])
-        tw, tb = _layer_tensors(m, qdt, "fc", wf, None, qp[src][0], bf)
+        tw, tb = layer_tensors(m, qdt, "fc", wf, None, qp[src][0], bf)
         m.op(B.FULLY_CONNECTED, [flat, tw, tb], [t["logits"]], A.FullyConnectedOptions, FusedActivationFunction=0)
         out = m.tensor("output", (1, num_classes), qdt, scale=1.0 / 256, zero_point=-128 if qdt == np.int8 else 0)
         m.op(B.SOFTMAX, [t["logits"]], [out], A.SoftmaxOptions, Beta=1.0)
@@ -278,16 +278,16 @@ def tiny_conv(seed: int = 0, dtype: Dtype = "int8") -> bytes:
     if qdt not in (np.dtype(np.int8), np.dtype(np.uint8)):
         raise ValueError(f"dtype must be 'int8' or 'uint8', got {dtype!r}")
     x, w, b = _tiny_conv_float(seed)
-    y = np.maximum(_conv_float(x, w, b, 1), 0)
-    xq = _qparams(*INPUT_RANGES["tiny_conv"], qdt)
-    yq = _qparams(0.0, float(y.max()), qdt)
+    y = np.maximum(conv_float(x, w, b, 1), 0)
+    xq = qparams(*INPUT_RANGES["tiny_conv"], qdt)
+    yq = qparams(0.0, float(y.max()), qdt)
     m = ModelBuilder()
     ti = m.tensor("input", INPUT_SHAPES["tiny_conv"], qdt, scale=xq[0], zero_point=xq[1])
     to = m.tensor("output", (1, 8, 8, 8), qdt, scale=yq[0], zero_point=yq[1])
-    tw, tb = _layer_tensors(m, qdt, "conv", w, 0, xq[0], b)
+    tw, tb = layer_tensors(m, qdt, "conv", w, 0, xq[0], b)
     B = tflite.BuiltinOperator
     m.op(B.CONV_2D, [ti, tw, tb], [to], tflite.BuiltinOptions.Conv2DOptions, Padding=tflite.Padding.SAME,
-         StrideW=1, StrideH=1, FusedActivationFunction=_ACT["relu"])
+         StrideW=1, StrideH=1, FusedActivationFunction=ACT["relu"])
     return m.finish([ti], [to])
 
 
@@ -297,31 +297,20 @@ def tiny_conv_onnx(seed: int = 0) -> onnx.ModelProto:
     saturate pairs of products at int16 without VNNI, stay exact), int32 bias, uint8 output ``output`` whose
     zero point 0 is the ReLU (the range is calibrated after it, as onnxruntime.quantization folds a Relu)."""
     x, w, b = _tiny_conv_float(seed)
-    y = np.maximum(_conv_float(x, w, b, 1), 0)
-    xs, xz = _qparams(*INPUT_RANGES["tiny_conv"], np.uint8)
-    ys, yz = _qparams(0.0, float(y.max()), np.uint8)
+    y = np.maximum(conv_float(x, w, b, 1), 0)
+    xs, xz = qparams(*INPUT_RANGES["tiny_conv"], np.uint8)
+    ys, yz = qparams(0.0, float(y.max()), np.uint8)
     w_oihw = w.transpose(0, 3, 1, 2)
     ws = (np.abs(w_oihw).reshape(8, -1).max(axis=1) / 63.0).astype(np.float32)
     wq = np.clip(np.rint(w_oihw / ws[:, None, None, None]), -63, 63).astype(np.int8)
     bq = np.rint(b / (np.float32(xs) * ws)).astype(np.int32)
-    inits = [numpy_helper.from_array(np.array(xs, np.float32), "x_scale"),
-             numpy_helper.from_array(np.array(xz, np.uint8), "x_zero_point"),
-             numpy_helper.from_array(wq, "w"), numpy_helper.from_array(ws, "w_scale"),
-             numpy_helper.from_array(np.zeros(8, np.int8), "w_zero_point"),
-             numpy_helper.from_array(np.array(ys, np.float32), "y_scale"),
-             numpy_helper.from_array(np.array(yz, np.uint8), "y_zero_point"), numpy_helper.from_array(bq, "b")]
-    node = helper.make_node("QLinearConv", ["input", "x_scale", "x_zero_point", "w", "w_scale", "w_zero_point",
-                                            "y_scale", "y_zero_point", "b"], ["output"], name="conv",
-                            kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1])
-    graph = helper.make_graph([node], "tiny_conv",
-                              [helper.make_tensor_value_info("input", TensorProto.UINT8, [1, 8, 8, 8])],
-                              [helper.make_tensor_value_info("output", TensorProto.UINT8, [1, 8, 8, 8])],
-                              initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                              producer_name="vkinfer.testing.field_zoo")
-    model.ir_version = IR_VERSION
-    onnx.checker.check_model(model)
-    return model
+    consts = {"x_scale": np.array(xs, np.float32), "x_zero_point": np.array(xz, np.uint8), "w": wq, "w_scale": ws,
+              "w_zero_point": np.zeros(8, np.int8), "y_scale": np.array(ys, np.float32),
+              "y_zero_point": np.array(yz, np.uint8), "b": bq}
+    node = helper.make_node("QLinearConv", ["input", *consts], ["output"], name="conv", kernel_shape=[3, 3],
+                            pads=[1, 1, 1, 1], strides=[1, 1])
+    return make_model([node], {"input": (np.uint8, [1, 8, 8, 8])}, {"output": (np.uint8, [1, 8, 8, 8])}, consts,
+                      opset=OPSET, name="tiny_conv", producer="vkinfer.testing.field_zoo", check=True)
 
 
 def field_inputs(name: str, seed: int = 0, dtype: Dtype = "int8") -> dict[str, np.ndarray]:

@@ -1,9 +1,10 @@
 """Small float ONNX CNNs with seeded random weights, their static 8-bit quantization, and an ORT runner.
 
-Every builder writes its graph with `onnx.helper` only (no training framework): NCHW float32 input named
-``input`` (batch 1 unless told), one output named ``output``, opset 13, IR version 8. Weights are He-initialised
-from a seeded numpy generator and biases are small, so activations stay in a sane range and the calibrated
-quantization parameters are meaningful. Batch norm is taken as already folded into each Conv's weights and bias.
+Every builder writes its graph with the one graph builder (onnx_builder.GraphBuilder over `onnx.helper`; no
+training framework): NCHW float32 input named ``input`` (batch 1 unless told), one output named ``output``,
+opset 13, IR version 8. Weights are He-initialised from a seeded numpy generator and biases are small, so
+activations stay in a sane range and the calibrated quantization parameters are meaningful. Batch norm is taken
+as already folded into each Conv's weights and bias.
 
     from vkinfer.testing import zoo
     f = zoo.mobilenet_v2(width=0.25, size=32, num_classes=10)
@@ -21,36 +22,17 @@ from typing import Literal
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper
 
-OPSET = 13
-IR_VERSION = 8  # ORT 1.31's Python API refuses IR 14 (what onnx 1.23 writes); 8 covers opsets up to 18
+from .onnx_builder import IR_VERSION, OPSET, GraphBuilder
+
 INPUT = "input"
 OUTPUT = "output"
 
 
-class _Graph:
-    """Accumulates nodes and initializers; every helper returns the name of the tensor it produced."""
-
-    def __init__(self, seed: int) -> None:
-        self.rng = np.random.default_rng(seed)
-        self.nodes: list[onnx.NodeProto] = []
-        self.inits: list[onnx.TensorProto] = []
-        self._n = 0
-
-    def name(self, kind: str) -> str:
-        self._n += 1
-        return f"{kind}_{self._n}"
-
-    def const(self, kind: str, value: np.ndarray) -> str:
-        n = self.name(kind)
-        self.inits.append(numpy_helper.from_array(value, n))
-        return n
-
-    def node(self, op: str, inputs: list[str], **attrs) -> str:
-        out = self.name(op.lower())
-        self.nodes.append(helper.make_node(op, inputs, [out], name=out + "_node", **attrs))
-        return out
+class _Graph(GraphBuilder):
+    """The float CNNs' layers over the one graph builder (onnx_builder.GraphBuilder): He-initialised weights from
+    its seeded generator; every helper returns the name of the tensor it produced."""
 
     def weight(self, shape: tuple[int, ...], fan_in: int, gain: float = 2.0) -> np.ndarray:
         return (self.rng.standard_normal(shape) * math.sqrt(gain / fan_in)).astype(np.float32)
@@ -94,19 +76,13 @@ class _Graph:
         return self.node("Reshape", [x, s4])
 
     def model(self, name: str, x_shape: list[int], y: str, y_shape: list[int]) -> onnx.ModelProto:
-        # the last node writes the graph output under its public name
+        """The float model: input ``input`` of `x_shape`, output ``output`` (tensor `y`, written by the last node)
+        of `y_shape`, opset 13, checked and shape-inferred."""
         assert self.nodes[-1].output[0] == y
         self.nodes[-1].output[0] = OUTPUT
-        graph = helper.make_graph(
-            self.nodes, name,
-            [helper.make_tensor_value_info(INPUT, TensorProto.FLOAT, x_shape)],
-            [helper.make_tensor_value_info(OUTPUT, TensorProto.FLOAT, y_shape)],
-            initializer=self.inits)
-        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                              producer_name="vkinfer.testing.zoo")
-        m.ir_version = IR_VERSION
-        onnx.checker.check_model(m)
-        return onnx.shape_inference.infer_shapes(m, strict_mode=True)
+        self.input(INPUT, np.float32, x_shape)
+        return self.build(name, {OUTPUT: (np.float32, y_shape)}, opset=OPSET, producer="vkinfer.testing.zoo",
+                          infer_shapes=True)
 
 
 # MobileNetV2's inverted-residual stages: (expansion t, output channels c, repeats n, first stride s).
