@@ -1,19 +1,30 @@
-"""The native graph's pool and quantize operators (cpu_fallback/src/pool.c, quant.c) against the numpy
-references, bit for bit: each test builds a one-operator NativeGraph whose input and output are external
-buffers, moves data NCHW <-> NHWC and int8 <-> canonical bytes (XOR 0x80) here, and compares.
+"""The native graph's pool and quantize operators (cpu_fallback/src/ops/maxpool.c, qgap.c, qavgpool.c,
+tflite_avgpool.c, quantize.c, dequantize.c, tflite_softmax.c) against the numpy references, bit for bit: each test
+builds a one-operator NativeGraph whose input and output are external buffers, moves data NCHW <-> NHWC and int8 <->
+canonical bytes (XOR 0x80) here, and compares.
 
 Each case runs on 1 thread and on the default count; the larger cases pass the operators' threshold for the
-thread pool, so both the serial and the parallel paths are compared."""
+thread pool, so both the serial and the parallel paths are compared.
+
+The operator list (cpu_fallback/include/vkinfer_graph_ops.def): the ctypes signatures the package reads from the
+library's table equal the C prototypes the compiler sees, and each listed operator is its file ops/<op>.c."""
 
 from __future__ import annotations
 
+import ctypes
 import itertools
+import re
+import shutil
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from vkinfer.cpu import graph as cpu_graph
+from vkinfer.cpu import lib
 from vkinfer.cpu.graph import NativeGraph, Ref
 from vkinfer.reference._pool_shape import pool_geometry
 from vkinfer.reference.dequantize_linear import dequantize_linear
@@ -617,3 +628,59 @@ def test_overlapping_refs_refused():
     g.add("maxpool", *POOL, 2, 2, 2, 2, 1, 1, 0, 0, Ref(0, 0, 48), Ref(0, 48, 12))
     with pytest.raises(ValueError, match="tflite_softmax: x and y overlap"):
         g.add("tflite_softmax", 3, 4, TABLE9, 0, 1 / 256, 0, 0, Ref(0, 0, 12), Ref(0, 11, 12))
+
+
+# ---- the operator list ----
+
+ROOT = Path(__file__).resolve().parent.parent
+# What each C parameter type of an add function is as a ctypes argument: every pointer is an address.
+C_TO_CTYPES = {"uint32_t": ctypes.c_uint32, "int32_t": ctypes.c_int32, "uint64_t": ctypes.c_uint64,
+               "float": ctypes.c_float, "vki_ref": cpu_graph._Ref}
+
+
+def c_prototypes() -> dict[str, list]:
+    """vki_graph_add_<op>'s parameters after the graph, as ctypes types, from the header as the C compiler reads it
+    (the preprocessor expands the operator list into prototypes), in the header's order."""
+    cc = shutil.which("cc")
+    if cc is None:
+        pytest.fail("cc not found: apt-get install build-essential", pytrace=False)
+    r = subprocess.run([cc, "-E", "-P", "-I", str(ROOT / "cpu_fallback" / "include"), "-"],
+                       input='#include "vkinfer_graph.h"\n', capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr[-4000:]
+    text = " ".join(r.stdout.split())
+    protos = {}
+    for op, params in re.findall(r"vki_status vki_graph_add_(\w+) ?\(vki_graph ?\* ?g ?, (.*?)\);", text):
+        types = []
+        for p in params.split(","):
+            ctype = re.fullmatch(r"\s*(.*?)\s*\b\w+\s*", p)[1]  # the type: all but the parameter's name
+            types.append(ctypes.c_void_p if "*" in ctype else C_TO_CTYPES[ctype])
+        protos[op] = types
+    return protos
+
+
+def test_signatures_are_the_c_prototypes():
+    """SIGNATURES (read from the library's table at load) holds exactly the header's add functions, in the list's
+    order, each with the ctypes type of every C parameter: a mistyped letter in the table's generator, or a ctypes
+    mapping that narrows or widens an argument, would show here."""
+    protos = c_prototypes()
+    assert len(protos) >= 16, sorted(protos)
+    sigs = cpu_graph.SIGNATURES
+    assert list(sigs) == list(protos)
+    for op, types in protos.items():
+        assert sigs[op] == types, (op, sigs[op], types)
+
+
+def test_each_listed_op_is_its_file_and_entry_point():
+    """Every operator of the list is cpu_fallback/src/ops/<op>.c, which defines vki_graph_add_<op>, and no file
+    there is unlisted; the table's entry point is the library's vki_graph_add_<op>."""
+    ops_dir = ROOT / "cpu_fallback" / "src" / "ops"
+    files = {p.stem: p.read_text() for p in ops_dir.glob("*.c")}
+    assert set(files) == set(cpu_graph.SIGNATURES), (sorted(files), sorted(cpu_graph.SIGNATURES))
+    for op, text in files.items():
+        assert re.search(rf"^vki_status vki_graph_add_{op}\(", text, re.M), f"ops/{op}.c lacks vki_graph_add_{op}"
+    so = lib()
+    count = ctypes.c_uint32()
+    table = so.vki_graph_op_table(ctypes.byref(count))
+    entries = {table[i].name.decode(): table[i].entry for i in range(count.value)}
+    for op in files:
+        assert entries[op] == ctypes.cast(getattr(so, f"vki_graph_add_{op}"), ctypes.c_void_p).value, op

@@ -55,101 +55,101 @@ uint64_t vki_graph_op_ns(const vki_graph* g, uint32_t i);
 uint64_t vki_graph_overhead_ns(const vki_graph* g);
 void vki_graph_reset_profile(vki_graph* g);
 
-/* ---- Operators (all 8-bit tensors canonical, see above) ---- */
+/* ---- Operators (all 8-bit tensors canonical, see above) ----
+ * Each is added by vki_graph_add_<op>(g, ...). The prototypes below are generated from the one operator list,
+ * vkinfer_graph_ops.def, which documents each operator and its arguments. */
 
-/* Convolution (and GEMM as a 1x1 convolution): desc as vki_conv_create, x_zp canonical, y_zp/y_lo/y_hi
- * in the canonical domain too (int8 output: +128). x: n*h*w*c bytes, y: n*oh*ow*m bytes. */
-vki_status vki_graph_add_conv(vki_graph* g, const vki_conv_desc* desc, vki_ref x, vki_ref y);
-
-/* Generic permutation of a rank <= 6 array of `elem` (1 or 4) byte elements: y = transpose(x, perm)
- * (numpy semantics: y.shape[i] = shape[perm[i]]), with every byte XORed with `xor_byte` (elem 1 only:
- * 0x80 moves int8 into or out of the canonical domain). Also a plain copy (identity perm). */
-vki_status vki_graph_add_transpose(vki_graph* g, uint32_t rank, const uint32_t* shape, const uint32_t* perm,
-                                   uint32_t elem, uint32_t xor_byte, vki_ref x, vki_ref y);
-
-/* Constant pad of a rank <= 6 byte array: y.shape[i] = pre[i] + shape[i] + post[i], new bytes = value. */
-vki_status vki_graph_add_pad(vki_graph* g, uint32_t rank, const uint32_t* shape, const uint32_t* pre,
-                             const uint32_t* post, uint32_t value, vki_ref x, vki_ref y);
-
-/* Concatenation along the last axis of `rows` rows: input i gives widths[i] bytes per row, mapped through
- * tables[i] (256 bytes, copied) when tables[i] is not NULL. y: rows * sum(widths). */
-vki_status vki_graph_add_concat(vki_graph* g, uint32_t n_in, uint64_t rows, const uint32_t* widths,
-                                const uint8_t* const* tables, const vki_ref* xs, vki_ref y);
-
-/* Byte gather (cpu_fallback/src/gather.c): y is n_rows rows of row_len bytes; row r (rows[5r..5r+4] = input,
- * lo, hi, start, stride; copied) takes bytes [lo, hi) from input `input` at start, start + stride, ... and
- * `fill` elsewhere (input == n_in: a row of fill). xs[i] is in_bytes[i] bytes; every run is range-checked. */
-vki_status vki_graph_add_gather(vki_graph* g, uint32_t n_in, const uint64_t* in_bytes, uint64_t row_len,
-                                uint64_t n_rows, const int64_t* rows, uint32_t fill, const vki_ref* xs, vki_ref y);
-
-/* y[i] = table[x[i]] (256 bytes, copied), n elements. */
-vki_status vki_graph_add_lut1(vki_graph* g, uint64_t n, const uint8_t* table, vki_ref x, vki_ref y);
-/* y[i] = table[a[i] * 256 + b[i % b_period or i]] (65536 bytes, copied). b: n bytes, or b_period bytes. */
-vki_status vki_graph_add_lut2(vki_graph* g, uint64_t n, uint64_t b_period, const uint8_t* table, vki_ref a,
-                              vki_ref b, vki_ref y);
-/* com.microsoft QLinearAdd with ONNX Runtime's arithmetic (vki_qlinear_add) on canonical bytes of
- * logical type int8 (is_signed) or uint8; lo/hi in the logical type's range. */
-vki_status vki_graph_add_qadd(vki_graph* g, uint64_t n, int32_t is_signed, float ra, float rb, float fixed,
-                              int32_t lo, int32_t hi, vki_ref a, vki_ref b, vki_ref y);
-
-/* TFLite's 8-bit ADD with XNNPACK's fixed point (vkinfer/reference/tflite_add.py): zero points and bounds in the
- * canonical domain (int8: +128), multipliers and shift from tflite_add_params; b as in lut2. */
-vki_status vki_graph_add_tflite_add(vki_graph* g, uint64_t n, uint64_t b_period, int32_t za, int32_t zb, int32_t ma,
-                                    int32_t mb, int32_t shift, int32_t zy, int32_t lo, int32_t hi, vki_ref a,
-                                    vki_ref b, vki_ref y);
-
-/* ---- pool.c ---- */
-
-/* Max pooling, NHWC, n x h x w x c -> n x oh x ow x c; taps outside the input are skipped; a window with no
- * input pixel (dilated taps that all miss) gives qmin (canonical 0), as vkinfer/reference/max_pool.py. */
-vki_status vki_graph_add_maxpool(vki_graph* g, uint32_t n, uint32_t h, uint32_t w, uint32_t c, uint32_t oh,
-                                 uint32_t ow, uint32_t kh, uint32_t kw, uint32_t sh, uint32_t sw, uint32_t dh,
-                                 uint32_t dw, uint32_t pt, uint32_t pl, vki_ref x, vki_ref y);
-/* com.microsoft QLinearGlobalAveragePool (vkinfer/reference/qlinear_global_average_pool.py), NHWC in,
- * n x c out. */
-vki_status vki_graph_add_qgap(vki_graph* g, uint32_t n, uint32_t hw, uint32_t c, int32_t is_signed, float x_scale,
-                              int32_t x_zp, float y_scale, int32_t y_zp, vki_ref x, vki_ref y);
-/* com.microsoft QLinearAveragePool (vkinfer/reference/qlinear_average_pool.py), NHWC. Zero points in the
- * logical type's range. pb/pr (bottom/right pads) only decide ORT's switch to the global pool's integer path
- * (kernel == image and all four pads 0: then oh = ow = 1 and qgap's arithmetic and range check apply); oh/ow
- * carry ceil_mode. Windows are clipped to the image, count_include_pad counts kh * kw. */
-vki_status vki_graph_add_qavgpool(vki_graph* g, uint32_t n, uint32_t h, uint32_t w, uint32_t c, uint32_t oh,
-                                  uint32_t ow, uint32_t kh, uint32_t kw, uint32_t sh, uint32_t sw, uint32_t pt,
-                                  uint32_t pl, uint32_t pb, uint32_t pr, int32_t count_include_pad, int32_t is_signed,
-                                  float x_scale, int32_t x_zp, float y_scale, int32_t y_zp, vki_ref x, vki_ref y);
-/* TFLite's 8-bit AVERAGE_POOL_2D (vkinfer/reference/tflite_average_pool.py), NHWC; lo/hi: the fused
- * activation's clamp in the logical type. */
-vki_status vki_graph_add_tflite_avgpool(vki_graph* g, uint32_t n, uint32_t h, uint32_t w, uint32_t c, uint32_t oh,
-                                        uint32_t ow, uint32_t kh, uint32_t kw, uint32_t sh, uint32_t sw, uint32_t pt,
-                                        uint32_t pl, int32_t is_signed, int32_t lo, int32_t hi, vki_ref x,
-                                        vki_ref y);
-
-/* ---- quant.c ---- */
-
-/* float32 -> canonical 8-bit, per tensor. mode 0: ONNX QuantizeLinear (x / scale, ORT/MLAS), mode 1: TFLite
- * QUANTIZE (x * float32(1 / scale); the reciprocal must be finite). nchw != 0: x is NCHW (n x c x hw floats) and
- * y is written NHWC; else elementwise over n * c * hw values in order. zp in the logical type's range. NaN inputs
- * give qmin, as ORT's vectorised kernel; with VKI_QUANT_REFUSE_NAN or-ed into mode, a run that meets a NaN
- * returns VKI_ENAN instead (the references refuse NaN: the session's check, fused into the one pass over the
- * input that quantizing makes anyway). float32 buffers may have any alignment.
- * With VKI_QUANT_PACKED or-ed into mode, y is the Vulkan device layout instead of the canonical one: rows of c
- * values (NCHW: the n * hw pixels; else n * hw rows of c consecutive values) each padded with zero bytes to
- * 4 * ceil(c / 4), raw bytes (int8 as two's complement); y then takes n * hw * 4 * ceil(c / 4) bytes. A CPU
- * quantize that feeds only a Vulkan segment writes straight into the device's input buffer so. */
+/* Flags or-ed into vki_graph_add_quantize's mode (see its entry). */
 #define VKI_QUANT_REFUSE_NAN 4
 #define VKI_QUANT_PACKED 8
-vki_status vki_graph_add_quantize(vki_graph* g, int32_t mode, uint32_t n, uint32_t c, uint64_t hw, int32_t nchw,
-                                  float scale, int32_t zp, int32_t is_signed, vki_ref x, vki_ref y);
-/* canonical 8-bit -> float32: (x - zp) * scale (one float32 multiply), per tensor: ONNX DequantizeLinear, also
- * TFLite's DEQUANTIZE (imported as DequantizeLinear). nchw != 0: x is NHWC and y is written NCHW (n x c x hw). */
-vki_status vki_graph_add_dequantize(vki_graph* g, uint32_t n, uint32_t c, uint64_t hw, int32_t nchw, float scale,
-                                    int32_t zp, int32_t is_signed, vki_ref x, vki_ref y);
-/* TFLite's 8-bit SOFTMAX over rows of `cols` (vkinfer/reference/tflite_softmax.py); table: its 256 float32
- * exponentials (softmax_table, copied; finite, >= 0). x_signed does not change the result (only max - x enters);
- * y_zp in the output type's range. */
-vki_status vki_graph_add_tflite_softmax(vki_graph* g, uint64_t rows, uint32_t cols, const float* table,
-                                        int32_t x_signed, float y_scale, int32_t y_zp, int32_t y_signed, vki_ref x,
-                                        vki_ref y);
+
+/* The argument types of the list: C type (VKI_GRAPH_T_) and signature letter (VKI_GRAPH_S_). */
+#define VKI_GRAPH_T_u32 uint32_t
+#define VKI_GRAPH_T_i32 int32_t
+#define VKI_GRAPH_T_u64 uint64_t
+#define VKI_GRAPH_T_f32 float
+#define VKI_GRAPH_T_ref vki_ref
+#define VKI_GRAPH_T_p_u32 const uint32_t*
+#define VKI_GRAPH_T_p_u64 const uint64_t*
+#define VKI_GRAPH_T_p_i64 const int64_t*
+#define VKI_GRAPH_T_p_u8 const uint8_t*
+#define VKI_GRAPH_T_p_f32 const float*
+#define VKI_GRAPH_T_p_ref const vki_ref*
+#define VKI_GRAPH_T_pp_u8 const uint8_t* const*
+#define VKI_GRAPH_T_p_conv_desc const vki_conv_desc*
+#define VKI_GRAPH_S_u32 "I"
+#define VKI_GRAPH_S_i32 "i"
+#define VKI_GRAPH_S_u64 "Q"
+#define VKI_GRAPH_S_f32 "f"
+#define VKI_GRAPH_S_ref "R"
+#define VKI_GRAPH_S_p_u32 "p"
+#define VKI_GRAPH_S_p_u64 "p"
+#define VKI_GRAPH_S_p_i64 "p"
+#define VKI_GRAPH_S_p_u8 "p"
+#define VKI_GRAPH_S_p_f32 "p"
+#define VKI_GRAPH_S_p_ref "p"
+#define VKI_GRAPH_S_pp_u8 "p"
+#define VKI_GRAPH_S_p_conv_desc "p"
+/* One parameter ", type name" and one signature letter, from a (type, name) pair of the list. */
+#define VKI_GRAPH_PARAM(type, name) , VKI_GRAPH_T_##type name
+#define VKI_GRAPH_SIG(type, name) VKI_GRAPH_S_##type
+
+/* VKI_GRAPH_EACH(m, (a), (b), ...) -> m (a) m (b) ...: up to 32 pairs. */
+#define VKI_GRAPH_CAT_(a, b) a##b
+#define VKI_GRAPH_CAT(a, b) VKI_GRAPH_CAT_(a, b)
+#define VKI_GRAPH_COUNT_(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, _17, _18, _19, _20, \
+                         _21, _22, _23, _24, _25, _26, _27, _28, _29, _30, _31, _32, n, ...) n
+#define VKI_GRAPH_COUNT(...) VKI_GRAPH_COUNT_(__VA_ARGS__, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, \
+                                              18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+#define VKI_GRAPH_EACH(m, ...) VKI_GRAPH_CAT(VKI_GRAPH_EACH_, VKI_GRAPH_COUNT(__VA_ARGS__))(m, __VA_ARGS__)
+#define VKI_GRAPH_EACH_1(m, a) m a
+#define VKI_GRAPH_EACH_2(m, a, ...) m a VKI_GRAPH_EACH_1(m, __VA_ARGS__)
+#define VKI_GRAPH_EACH_3(m, a, ...) m a VKI_GRAPH_EACH_2(m, __VA_ARGS__)
+#define VKI_GRAPH_EACH_4(m, a, ...) m a VKI_GRAPH_EACH_3(m, __VA_ARGS__)
+#define VKI_GRAPH_EACH_5(m, a, ...) m a VKI_GRAPH_EACH_4(m, __VA_ARGS__)
+#define VKI_GRAPH_EACH_6(m, a, ...) m a VKI_GRAPH_EACH_5(m, __VA_ARGS__)
+#define VKI_GRAPH_EACH_7(m, a, ...) m a VKI_GRAPH_EACH_6(m, __VA_ARGS__)
+#define VKI_GRAPH_EACH_8(m, a, ...) m a VKI_GRAPH_EACH_7(m, __VA_ARGS__)
+#define VKI_GRAPH_EACH_9(m, a, ...) m a VKI_GRAPH_EACH_8(m, __VA_ARGS__)
+#define VKI_GRAPH_EACH_10(m, a, ...) m a VKI_GRAPH_EACH_9(m, __VA_ARGS__)
+#define VKI_GRAPH_EACH_11(m, a, ...) m a VKI_GRAPH_EACH_10(m, __VA_ARGS__)
+#define VKI_GRAPH_EACH_12(m, a, ...) m a VKI_GRAPH_EACH_11(m, __VA_ARGS__)
+#define VKI_GRAPH_EACH_13(m, a, ...) m a VKI_GRAPH_EACH_12(m, __VA_ARGS__)
+#define VKI_GRAPH_EACH_14(m, a, ...) m a VKI_GRAPH_EACH_13(m, __VA_ARGS__)
+#define VKI_GRAPH_EACH_15(m, a, ...) m a VKI_GRAPH_EACH_14(m, __VA_ARGS__)
+#define VKI_GRAPH_EACH_16(m, a, ...) m a VKI_GRAPH_EACH_15(m, __VA_ARGS__)
+#define VKI_GRAPH_EACH_17(m, a, ...) m a VKI_GRAPH_EACH_16(m, __VA_ARGS__)
+#define VKI_GRAPH_EACH_18(m, a, ...) m a VKI_GRAPH_EACH_17(m, __VA_ARGS__)
+#define VKI_GRAPH_EACH_19(m, a, ...) m a VKI_GRAPH_EACH_18(m, __VA_ARGS__)
+#define VKI_GRAPH_EACH_20(m, a, ...) m a VKI_GRAPH_EACH_19(m, __VA_ARGS__)
+#define VKI_GRAPH_EACH_21(m, a, ...) m a VKI_GRAPH_EACH_20(m, __VA_ARGS__)
+#define VKI_GRAPH_EACH_22(m, a, ...) m a VKI_GRAPH_EACH_21(m, __VA_ARGS__)
+#define VKI_GRAPH_EACH_23(m, a, ...) m a VKI_GRAPH_EACH_22(m, __VA_ARGS__)
+#define VKI_GRAPH_EACH_24(m, a, ...) m a VKI_GRAPH_EACH_23(m, __VA_ARGS__)
+#define VKI_GRAPH_EACH_25(m, a, ...) m a VKI_GRAPH_EACH_24(m, __VA_ARGS__)
+#define VKI_GRAPH_EACH_26(m, a, ...) m a VKI_GRAPH_EACH_25(m, __VA_ARGS__)
+#define VKI_GRAPH_EACH_27(m, a, ...) m a VKI_GRAPH_EACH_26(m, __VA_ARGS__)
+#define VKI_GRAPH_EACH_28(m, a, ...) m a VKI_GRAPH_EACH_27(m, __VA_ARGS__)
+#define VKI_GRAPH_EACH_29(m, a, ...) m a VKI_GRAPH_EACH_28(m, __VA_ARGS__)
+#define VKI_GRAPH_EACH_30(m, a, ...) m a VKI_GRAPH_EACH_29(m, __VA_ARGS__)
+#define VKI_GRAPH_EACH_31(m, a, ...) m a VKI_GRAPH_EACH_30(m, __VA_ARGS__)
+#define VKI_GRAPH_EACH_32(m, a, ...) m a VKI_GRAPH_EACH_31(m, __VA_ARGS__)
+
+#define VKI_GRAPH_OP(op, ...) \
+    vki_status vki_graph_add_##op(vki_graph* g VKI_GRAPH_EACH(VKI_GRAPH_PARAM, __VA_ARGS__));
+#include "vkinfer_graph_ops.def"
+#undef VKI_GRAPH_OP
+
+/* The operator table, in the list's order: name (the entry point is vki_graph_add_<name>), signature (one letter
+ * per argument after the graph: I uint32_t, i int32_t, Q uint64_t, f float, p a pointer, R a vki_ref by value)
+ * and the entry point itself. Bindings declare their calls from it (vkinfer/cpu/graph.py). */
+typedef struct {
+    const char* name;
+    const char* signature;
+    void (*entry)(void);
+} vki_graph_op_info;
+/* The table of `*count` operators (static storage). */
+const vki_graph_op_info* vki_graph_op_table(uint32_t* count);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,5 @@
-/* How operator files (graph.c, pool.c, quant.c, ...) add themselves to a native graph. */
+/* How operator files (ops/<op>.c, one per operator of vkinfer_graph_ops.def) add themselves to a native graph
+ * (graph.c: the runtime). */
 #ifndef VKINFER_GRAPH_INTERNAL_H
 #define VKINFER_GRAPH_INTERNAL_H
 
@@ -6,6 +7,18 @@
 #include "vkinfer_graph.h"
 
 #define VKI_GRAPH_MAX_REFS 64
+#define VKI_GRAPH_NAME_LEN 48  /* bytes of an operator's name, with its NUL ("conv:avx512vnni") */
+#define VKI_GRAPH_MAX_RANK 6   /* transpose and pad */
+
+/* Vectorisation. GCC's -O2 vectoriser uses its "very cheap" cost model, which skips any loop needing a scalar
+ * epilogue or a runtime alias check: every loop over a runtime channel count. Hand-blocked loops were not a way out
+ * (GCC 12 unrolled the fixed inner block and then vectorised only the outer loop, leaving channel counts under 256
+ * scalar: max pool 6x slower). So cpu_fallback/Makefile compiles the runtime and the operators at -O3, and the
+ * pooling and float-edge operators also ask for -O3's cost model with a pragma at their top, for the builds that
+ * use another -O level (the cross-compiled drivers build every file at -O2); -ffp-contract=off still applies. */
+
+/* Set the error and return `code` from an add function. */
+#define FAIL(code, ...) do { vki_set_error(__VA_ARGS__); return code; } while (0)
 
 /* An operator's body: ptr[i] is the resolved address of its i-th operand (in the order given to
  * vki_graph_push); params is what the add function allocated. Returns VKI_OK (or a status with the error
@@ -36,6 +49,13 @@ static inline uint64_t vki_mul4(uint64_t a, uint64_t b, uint64_t c, uint64_t d)
 
 /* fn(ctx, i) for i < n_items: on the thread pool when the work is worth waking it, else inline. */
 void vki_for_items(size_t n_items, uint64_t work, uint32_t threads, void (*fn)(void*, size_t), void* ctx);
+
+/* Argument checks shared by the quantized operators. */
+static inline int vki_bad_scale(float s) { return !(isfinite(s) && s > 0.0f); }
+static inline int vki_zp_bad(int32_t zp, int32_t is_signed)
+{
+    return is_signed ? zp < -128 || zp > 127 : zp < 0 || zp > 255;
+}
 
 /* Whether two ranges share a byte (operators whose loops read x while writing y refuse that). */
 static inline int vki_refs_overlap(vki_ref a, vki_ref b)

@@ -18,12 +18,13 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..errors import VkInferError
 from . import _check, _ptr, c_struct, checked, lib
 
-try:  # built by `make cpu` (cpu_fallback/python/fastrun.c); without it runs go through ctypes
-    from .. import _fastrun
+try:  # the plan runner (vkinfer/_native/planrun.c, built by `make cpu`); without it runs go through ctypes
+    from .. import _planrun
 except ImportError:  # pragma: no cover - a package installed without the extension
-    _fastrun = None
+    _planrun = None
 
 _u32, _i32, _u64, _f32, _vp = ctypes.c_uint32, ctypes.c_int32, ctypes.c_uint64, ctypes.c_float, ctypes.c_void_p
 
@@ -44,25 +45,39 @@ class Ref(NamedTuple):
 
 
 _REF = _Ref
-# Operator name -> argument types after the graph handle (vkinfer_graph.h). Refs are passed by value.
-SIGNATURES: dict[str, list] = {
-    "conv": [_vp, _REF, _REF],
-    "transpose": [_u32, _vp, _vp, _u32, _u32, _REF, _REF],
-    "pad": [_u32, _vp, _vp, _vp, _u32, _REF, _REF],
-    "concat": [_u32, _u64, _vp, _vp, _vp, _REF],
-    "gather": [_u32, _vp, _u64, _u64, _vp, _u32, _vp, _REF],
-    "lut1": [_u64, _vp, _REF, _REF],
-    "lut2": [_u64, _u64, _vp, _REF, _REF, _REF],
-    "qadd": [_u64, _i32, _f32, _f32, _f32, _i32, _i32, _REF, _REF, _REF],
-    "tflite_add": [_u64, _u64] + [_i32] * 8 + [_REF, _REF, _REF],
-    "maxpool": [_u32] * 14 + [_REF, _REF],
-    "qgap": [_u32, _u32, _u32, _i32, _f32, _i32, _f32, _i32, _REF, _REF],
-    "qavgpool": [_u32] * 14 + [_i32, _i32, _f32, _i32, _f32, _i32, _REF, _REF],
-    "tflite_avgpool": [_u32] * 12 + [_i32, _i32, _i32, _REF, _REF],
-    "quantize": [_i32, _u32, _u32, _u64, _i32, _f32, _i32, _i32, _REF, _REF],
-    "dequantize": [_u32, _u32, _u64, _i32, _f32, _i32, _i32, _REF, _REF],
-    "tflite_softmax": [_u64, _u32, _vp, _i32, _f32, _i32, _i32, _REF, _REF],
-}
+# The C type of each letter of an operator's signature in the library's table (vkinfer_graph.h, vki_graph_op_info).
+_LETTERS = {"I": _u32, "i": _i32, "Q": _u64, "f": _f32, "p": _vp, "R": _REF}
+
+
+class _OpInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("signature", ctypes.c_char_p), ("entry", _vp)]
+
+
+def _read_signatures(so: ctypes.CDLL) -> dict[str, list]:
+    """Operator name -> ctypes argument types after the graph handle, from the library's own operator table
+    (vki_graph_op_table, which the C preprocessor writes from cpu_fallback/include/vkinfer_graph_ops.def, the one
+    list that also gives the C prototypes). Refs are passed by value."""
+    so.vki_graph_op_table.argtypes = [ctypes.POINTER(_u32)]
+    so.vki_graph_op_table.restype = ctypes.POINTER(_OpInfo)
+    count = _u32()
+    table = so.vki_graph_op_table(ctypes.byref(count))
+    sigs: dict[str, list] = {}
+    for i in range(count.value):
+        name, letters = table[i].name.decode(), table[i].signature.decode()
+        unknown = sorted(set(letters) - set(_LETTERS))
+        if unknown:
+            raise VkInferError(f"the CPU library's operator {name} has argument types {unknown} this package does "
+                               "not know: the library and the package are from different builds")
+        sigs[name] = [_LETTERS[c] for c in letters]
+    return sigs
+
+
+def __getattr__(name: str) -> dict[str, list]:
+    """`SIGNATURES`: operator name -> ctypes argument types after the graph handle, as the library's table gives
+    them (`_read_signatures`). Read when first asked for: importing this module loads no library."""
+    if name == "SIGNATURES":
+        return _declare(lib())._vki_graph_signatures
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _declare(so: ctypes.CDLL) -> ctypes.CDLL:
@@ -82,10 +97,9 @@ def _declare(so: ctypes.CDLL) -> ctypes.CDLL:
     so.vki_graph_overhead_ns.restype = _u64
     so.vki_graph_reset_profile.argtypes = [_vp]
     so.vki_graph_write.argtypes = [_vp, _u64, _vp, _u64]
-    for op, types in SIGNATURES.items():
-        fn = getattr(so, f"vki_graph_add_{op}", None)
-        if fn is not None:
-            fn.argtypes = [_vp, *types]
+    so._vki_graph_signatures = _read_signatures(so)
+    for op, types in so._vki_graph_signatures.items():
+        getattr(so, f"vki_graph_add_{op}").argtypes = [_vp, *types]
     so._vki_graph_declared = True
     return so
 
@@ -113,15 +127,15 @@ class NativeGraph:
         self.arena_bytes = int(arena_bytes)
         self._ptrs_type = _vp * max(1, len(self.ext_bytes))
         self._run = so.vki_graph_run
-        # The extension's arguments, fixed per graph: vki_graph_run's address in the library loaded above (so
+        # The plan runner's arguments, fixed per graph: vki_graph_run's address in the library loaded above (so
         # the ASan build or another worktree's library is the one called) and the expected sizes.
         self._fast = (ctypes.cast(so.vki_graph_run, _vp).value, handle.value, tuple(self.ext_bytes)) \
-            if _fastrun is not None and len(self.ext_bytes) <= 64 else None
+            if _planrun is not None else None
 
     def add(self, op: str, *args) -> None:
         """Append operator `op` (SIGNATURES) with its C arguments; arrays are copied by C or kept by the op."""
         fn = getattr(self._so, f"vki_graph_add_{op}")
-        types = SIGNATURES[op]
+        types = self._so._vki_graph_signatures[op]
         if len(args) != len(types):
             raise ValueError(f"internal: native {op} takes {len(types)} arguments, got {len(args)}")
         args = [checked(f"native {op} argument {i}", a, t) for i, (a, t) in enumerate(zip(args, types, strict=True))]
@@ -139,7 +153,7 @@ class NativeGraph:
             # 0.3 us where the ctypes path below takes 1.6 (an 8x8x8 3x3 convolution computes in 0.66 us)
             if len(ext) != len(fast[2]):
                 raise ValueError(f"internal: {len(ext)} external buffers for a graph of {len(fast[2])}")
-            status = _fastrun.run(fast[0], fast[1], tuple(ext), fast[2], threads)
+            status = _planrun.run(fast[0], fast[1], tuple(ext), fast[2], threads)
             if status:
                 _check(status, "native graph run")
             return

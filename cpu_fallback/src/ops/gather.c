@@ -9,8 +9,6 @@
 
 #include "graph_internal.h"
 
-#define FAIL(code, ...) do { vki_set_error(__VA_ARGS__); return code; } while (0)
-
 typedef struct {
     uint32_t n_in;
     uint8_t fill;

@@ -1,26 +1,20 @@
-/* Edge operators of the native graph (vkinfer_graph.h): float32 -> 8-bit quantize (ONNX QuantizeLinear as
- * ORT/MLAS computes it, TFLite QUANTIZE), 8-bit -> float32 dequantize (ONNX DequantizeLinear, which TFLite's
- * DEQUANTIZE is imported as), and TFLite's 8-bit SOFTMAX. 8-bit tensors are canonical bytes.
+/* The native graph's float32 -> 8-bit quantize: ONNX QuantizeLinear as ORT/MLAS computes it, TFLite QUANTIZE; its
+ * input NCHW or flat, its output canonical bytes (NHWC) or the Vulkan packed layout.
  *
- * The numpy references in vkinfer/reference/ are the contract; every result is bit-identical to them. Inner
- * loops are written for the auto-vectoriser (plain loops over restrict pointers). */
+ * The numpy reference is the contract; every result is bit-identical to it. Inner loops are written for the
+ * auto-vectoriser (plain loops over restrict pointers). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "graph_internal.h"
-#include "threadpool.h"
 
-/* -O3's vectoriser cost model: GCC's -O2 one skips every loop over a runtime count (see pool.c). */
+/* -O3's vectoriser cost model at any -O level (why: graph_internal.h). */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("vect-cost-model=dynamic")
 #endif
 
-#define FAIL(code, ...) do { vki_set_error(__VA_ARGS__); return code; } while (0)
 #define VEC 16  /* elements per block where a loop gathers (table lookups) or interleaves */
-
-static int bad_scale(float s) { return !(isfinite(s) && s > 0.0f); }
-static int zp_bad(int32_t zp, int32_t is_signed) { return is_signed ? zp < -128 || zp > 127 : zp < 0 || zp > 255; }
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define LITTLE_ENDIAN_BYTES 1
@@ -28,11 +22,10 @@ static int zp_bad(int32_t zp, int32_t is_signed) { return is_signed ? zp < -128 
 #define LITTLE_ENDIAN_BYTES 0
 #endif
 
-/* Pixels per tile of the NCHW <-> NHWC moves, and pixels per parallel item. */
+/* Pixels per tile of the NCHW -> NHWC move, pixels and values per parallel item (as ops/dequantize.c). */
 #define TP 64
 #define ITEM_PIXELS 4096
-
-/* ---- quantize ---- */
+#define ITEM_VALUES 16384
 
 typedef struct {
     int32_t mode;      /* 0: x / scale (ONNX), 1: x * recip (TFLite) */
@@ -97,8 +90,8 @@ static inline float as_f32(uint32_t b)
     return v;
 }
 
-/* The loops below are compiled for x86-64-v4 and AVX2 beside the baseline, picked once at load (as graph.c's
- * TFLite ADD): the division dominates, and SSE2 divides 4 lanes at a time. MobileNetV2's 224x224x3 input: 36 ->
+/* The loops below are compiled for x86-64-v4 and AVX2 beside the baseline, picked once at load (as ops/tflite_add.c's
+ * rows): the division dominates, and SSE2 divides 4 lanes at a time. MobileNetV2's 224x224x3 input: 36 ->
  * 20 us, 11 us in the packed form (Zen 5, 1 thread). The bits are the same in every clone: IEEE division and
  * compares, no contraction. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__) && \
@@ -133,7 +126,6 @@ static uint32_t quant_span(const quant_t* t, const uint8_t* x, uint8_t* y, size_
 }
 
 /* Elementwise: item i covers values [i * ITEM, ...). */
-#define ITEM_VALUES 16384
 static void quant_flat_item(void* ctx, size_t item)
 {
     quant_job* j = ctx;
@@ -266,8 +258,8 @@ vki_status vki_graph_add_quantize(vki_graph* g, int32_t mode, uint32_t n, uint32
     if (mode != 0 && mode != 1) FAIL(VKI_EINVAL, "quantize: mode must be 0 (ONNX) or 1 (TFLite), got %d", mode);
     if (!n || !c || !hw) FAIL(VKI_EINVAL, "quantize: shape n=%u c=%u hw=%llu must be positive", n, c,
                               (unsigned long long)hw);
-    if (bad_scale(scale)) FAIL(VKI_EINVAL, "quantize: scale %g must be finite and > 0", (double)scale);
-    if (zp_bad(zp, is_signed)) FAIL(VKI_EINVAL, "quantize: zp %d is outside the %s range", zp,
+    if (vki_bad_scale(scale)) FAIL(VKI_EINVAL, "quantize: scale %g must be finite and > 0", (double)scale);
+    if (vki_zp_bad(zp, is_signed)) FAIL(VKI_EINVAL, "quantize: zp %d is outside the %s range", zp,
                                     is_signed ? "int8" : "uint8");
     /* TFLite multiplies by the float32 reciprocal: an infinite one (scale < 2^-128) would turn 0 into NaN. */
     if (mode == 1 && !isfinite(1.0f / scale))
@@ -286,226 +278,4 @@ vki_status vki_graph_add_quantize(vki_graph* g, int32_t mode, uint32_t n, uint32
     *t = (quant_t){mode, refuse_nan, n, c, hw, nchw != 0, packed, stride, mode == 0 ? scale : 1.0f / scale,
                    (float)(lo - zp), (float)(hi - zp), zp + (packed ? 0 : 128 * is_signed)};
     return vki_graph_push(g, mode == 0 ? "quantize:onnx" : "quantize:tflite", quant_run, free, t, 2, refs, need);
-}
-
-/* ---- dequantize ---- */
-
-typedef struct {
-    uint32_t n, c;
-    uint64_t hw;
-    int32_t nchw;
-    float lut[256];  /* canonical byte -> float32(x - zp) * scale: the exact values, 256 of them */
-} dequant_t;
-
-typedef struct {
-    const dequant_t* t;
-    const uint8_t* x;
-    uint8_t* y;  /* float32 values, any alignment */
-} dequant_job;
-
-static void dequant_flat_item(void* ctx, size_t item)
-{
-    const dequant_job* j = ctx;
-    const float* lut = j->t->lut;
-    uint64_t total = (uint64_t)j->t->n * j->t->c * j->t->hw, i0 = (uint64_t)item * ITEM_VALUES;
-    size_t m = total - i0 < ITEM_VALUES ? (size_t)(total - i0) : ITEM_VALUES;
-    const uint8_t* restrict x = j->x + i0;
-    uint8_t* restrict y = j->y + 4 * i0;
-    for (size_t i = 0; i < m; i++) memcpy(y + 4 * i, &lut[x[i]], 4);
-}
-
-/* NHWC in, NCHW out: image b, pixels [p * ITEM_PIXELS, ...), in tiles of TP pixels so that the strided reads
- * of one channel revisit cache lines the previous channel loaded. */
-static void dequant_nchw_item(void* ctx, size_t item)
-{
-    const dequant_job* j = ctx;
-    const dequant_t* t = j->t;
-    const float* lut = t->lut;
-    size_t per = (size_t)((t->hw + ITEM_PIXELS - 1) / ITEM_PIXELS), b = item / per, c = t->c;
-    uint64_t p0 = (uint64_t)(item % per) * ITEM_PIXELS, p1 = p0 + ITEM_PIXELS < t->hw ? p0 + ITEM_PIXELS : t->hw;
-    const uint8_t* xb = j->x + (uint64_t)b * c * t->hw;
-    uint8_t* yb = j->y + (uint64_t)b * c * t->hw * 4;
-    for (uint64_t p = p0; p < p1; p += TP) {
-        size_t np = p1 - p < TP ? (size_t)(p1 - p) : TP;
-        for (size_t k = 0; k < c; k++) {
-            const uint8_t* s = xb + p * c + k;
-            uint8_t* d = yb + (k * t->hw + p) * 4;
-            for (size_t i = 0; i < np; i++) memcpy(d + 4 * i, &lut[s[i * c]], 4);
-        }
-    }
-}
-
-static vki_status dequant_run(void* p, uint8_t* const* ptr, uint32_t threads)
-{
-    const dequant_t* t = p;
-    dequant_job j = {t, ptr[0], ptr[1]};
-    uint64_t total = (uint64_t)t->n * t->c * t->hw;
-    if (t->nchw) {
-        size_t per = (size_t)((t->hw + ITEM_PIXELS - 1) / ITEM_PIXELS);
-        vki_for_items(t->n * per, total, threads, dequant_nchw_item, &j);
-    } else {
-        vki_for_items((size_t)((total + ITEM_VALUES - 1) / ITEM_VALUES), total, threads, dequant_flat_item, &j);
-    }
-    return VKI_OK;
-}
-
-vki_status vki_graph_add_dequantize(vki_graph* g, uint32_t n, uint32_t c, uint64_t hw, int32_t nchw, float scale,
-                                    int32_t zp, int32_t is_signed, vki_ref x, vki_ref y)
-{
-    is_signed = is_signed != 0;
-    if (!n || !c || !hw) FAIL(VKI_EINVAL, "dequantize: shape n=%u c=%u hw=%llu must be positive", n, c,
-                              (unsigned long long)hw);
-    if (bad_scale(scale)) FAIL(VKI_EINVAL, "dequantize: scale %g must be finite and > 0", (double)scale);
-    if (zp_bad(zp, is_signed)) FAIL(VKI_EINVAL, "dequantize: zp %d is outside the %s range", zp,
-                                    is_signed ? "int8" : "uint8");
-    uint64_t count = vki_mul2(vki_mul2(n, c), hw);
-    uint64_t need[2] = {count, vki_mul2(count, 4)};
-    vki_ref refs[2] = {x, y};
-    if (x.bytes == need[0] && y.bytes == need[1] && count && vki_refs_overlap(x, y))
-        FAIL(VKI_EINVAL, "dequantize: x and y overlap");
-    dequant_t* t = malloc(sizeof *t);
-    if (!t) FAIL(VKI_ENOMEM, "dequantize: out of memory");
-    t->n = n;
-    t->c = c;
-    t->hw = hw;
-    t->nchw = nchw != 0;
-    /* canonical v holds x = v - 128 (int8) or v: x - zp = v - (zp + 128 * is_signed); one float32 multiply. */
-    for (int v = 0; v < 256; v++) t->lut[v] = (float)(v - zp - 128 * is_signed) * scale;
-    return vki_graph_push(g, "dequantize", dequant_run, free, t, 2, refs, need);
-}
-
-/* ---- TFLite SOFTMAX ---- */
-
-typedef struct {
-    uint64_t rows;
-    uint32_t cols;
-    int32_t y_signed;
-    float y_scale;
-    int32_t qmax_rel;  /* qmax - y_zp: a non-negative q clamps only from above */
-    int32_t off;       /* y_zp + 128 (int8 output): into the canonical domain */
-    uint8_t bad;       /* canonical output where p is NaN, infinite or >= 2^63 (see softmax_row) */
-    float table[256];
-} softmax_t;
-
-typedef struct {
-    const softmax_t* t;
-    const uint8_t* x;
-    uint8_t* y;
-} softmax_job;
-
-#define SOFTMAX_ROWS_PER_ITEM 16
-
-static uint8_t max_u8(const uint8_t* restrict x, size_t n)
-{
-    uint8_t r = 0;
-    for (size_t i = 0; i < n; i++) r = r > x[i] ? r : x[i];
-    return r;
-}
-
-/* One row (vkinfer/reference/tflite_softmax.py). The canonical domain keeps the order and the differences of
- * int8 values, so max - x_j (the only use of x) is the same on canonical bytes: e_j = table[255 - max + x_j].
- * The sum is sequential float32 in index order, as TFLite's loop (no reassociation). Then per element, with
- * p = e_j * inv >= 0 (or NaN when inv is infinite):
- *   uint8 output: q = (int)(p + 0.5f), a float32 add then truncation;
- *   int8 output:  q = round half away from zero of p, computed exactly as trunc(p) + (p - trunc(p) >= 0.5)
- *                 (the reference's floor(float64(p) + 0.5): float32's p + 0.5f could round up).
- * Where p (or p + 0.5f) is NaN, infinite or >= 2^63 (only for absurd y_scale: inv infinite or huge), the
- * reference's int64 cast gives INT64_MIN (x86 numpy), and adding y_zp wraps: qmin when y_zp >= 0, qmax when
- * y_zp < 0; t->bad holds that byte. Otherwise q >= 0 >= qmin - y_zp, so only qmax clamps; values are capped at
- * 1024 first so the int32 conversion is defined. */
-static void softmax_row(const softmax_t* t, const uint8_t* restrict x, uint8_t* restrict y)
-{
-    size_t n = t->cols;
-    const float* e = t->table + (255 - max_u8(x, n));
-    float sum = 0.0f;
-    for (size_t i = 0; i < n; i++) sum += e[x[i]];
-    float inv = 1.0f / (sum * t->y_scale);
-    int32_t qmax = t->qmax_rel, off = t->off;
-    uint8_t badv = t->bad;
-    float ev[VEC];
-    if (t->y_signed) {
-        for (size_t i0 = 0; i0 < n; i0 += VEC) {
-            size_t m = n - i0 < VEC ? n - i0 : VEC;
-            for (size_t j = 0; j < m; j++) ev[j] = e[x[i0 + j]];
-            for (size_t j = m; j < VEC; j++) ev[j] = 0.0f;
-            uint8_t out[VEC];
-            for (size_t j = 0; j < VEC; j++) {
-                float p = ev[j] * inv;
-                int bad = !(p < 0x1p63f);
-                float pc = p < 1024.0f ? p : 1024.0f;
-                int32_t q = (int32_t)pc;
-                q += (pc - (float)q) >= 0.5f;
-                q = q < qmax ? q : qmax;
-                out[j] = bad ? badv : (uint8_t)(q + off);
-            }
-            memcpy(y + i0, out, m);
-        }
-    } else {
-        for (size_t i0 = 0; i0 < n; i0 += VEC) {
-            size_t m = n - i0 < VEC ? n - i0 : VEC;
-            for (size_t j = 0; j < m; j++) ev[j] = e[x[i0 + j]];
-            for (size_t j = m; j < VEC; j++) ev[j] = 0.0f;
-            uint8_t out[VEC];
-            for (size_t j = 0; j < VEC; j++) {
-                float h = ev[j] * inv + 0.5f;
-                int bad = !(h < 0x1p63f);
-                float hc = h < 1024.0f ? h : 1024.0f;
-                int32_t q = (int32_t)hc;
-                q = q < qmax ? q : qmax;
-                out[j] = bad ? badv : (uint8_t)(q + off);
-            }
-            memcpy(y + i0, out, m);
-        }
-    }
-}
-
-static void softmax_item(void* ctx, size_t item)
-{
-    const softmax_job* j = ctx;
-    const softmax_t* t = j->t;
-    uint64_t r0 = (uint64_t)item * SOFTMAX_ROWS_PER_ITEM;
-    uint64_t r1 = r0 + SOFTMAX_ROWS_PER_ITEM < t->rows ? r0 + SOFTMAX_ROWS_PER_ITEM : t->rows;
-    for (uint64_t r = r0; r < r1; r++) softmax_row(t, j->x + r * t->cols, j->y + r * t->cols);
-}
-
-static vki_status softmax_run(void* p, uint8_t* const* ptr, uint32_t threads)
-{
-    const softmax_t* t = p;
-    softmax_job j = {t, ptr[0], ptr[1]};
-    size_t items = (size_t)((t->rows + SOFTMAX_ROWS_PER_ITEM - 1) / SOFTMAX_ROWS_PER_ITEM);
-    vki_for_items(items, t->rows * t->cols * 4, threads, softmax_item, &j);
-    return VKI_OK;
-}
-
-vki_status vki_graph_add_tflite_softmax(vki_graph* g, uint64_t rows, uint32_t cols, const float* table,
-                                        int32_t x_signed, float y_scale, int32_t y_zp, int32_t y_signed, vki_ref x,
-                                        vki_ref y)
-{
-    /* x_signed does not enter the arithmetic: only max - x_j does, the same on canonical bytes. */
-    y_signed = y_signed != 0;
-    if (!rows || !cols) FAIL(VKI_EINVAL, "tflite_softmax: rows=%llu and cols=%u must be positive",
-                             (unsigned long long)rows, cols);
-    if (!table) FAIL(VKI_EINVAL, "tflite_softmax: table is NULL");
-    for (int i = 0; i < 256; i++)
-        if (!(isfinite(table[i]) && table[i] >= 0.0f))
-            FAIL(VKI_EINVAL, "tflite_softmax: table[%d] = %g must be finite and >= 0", i, (double)table[i]);
-    if (bad_scale(y_scale)) FAIL(VKI_EINVAL, "tflite_softmax: y_scale %g must be finite and > 0", (double)y_scale);
-    if (zp_bad(y_zp, y_signed)) FAIL(VKI_EINVAL, "tflite_softmax: y_zp %d is outside the %s range", y_zp,
-                                     y_signed ? "int8" : "uint8");
-    uint64_t count = vki_mul2(rows, cols);
-    uint64_t need[2] = {count, count};
-    vki_ref refs[2] = {x, y};
-    if (x.bytes == need[0] && y.bytes == need[1] && count && vki_refs_overlap(x, y))
-        FAIL(VKI_EINVAL, "tflite_softmax: x and y overlap");
-    softmax_t* t = malloc(sizeof *t);
-    if (!t) FAIL(VKI_ENOMEM, "tflite_softmax: out of memory");
-    t->rows = rows;
-    t->cols = cols;
-    t->y_signed = y_signed;
-    t->y_scale = y_scale;
-    t->qmax_rel = (y_signed ? 127 : 255) - y_zp;
-    t->off = y_zp + 128 * y_signed;
-    t->bad = y_zp < 0 ? 255 : 0;  /* canonical qmax or qmin */
-    memcpy(t->table, table, sizeof t->table);
-    return vki_graph_push(g, "tflite_softmax", softmax_run, free, t, 2, refs, need);
 }
