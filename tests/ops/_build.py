@@ -95,15 +95,15 @@ def check(blob: bytes, feeds: dict | Sequence[dict], want=None, *, where: str | 
           on_vulkan: str | dict | None = None, nodes: Iterable[str] | None = None, what: str = "",
           output_names: list[str] | None = None) -> dict:
     """Run `blob` on every device (one session each, every feed in turn: reused buffers must hold nothing
-    stale) with identical bits, equal to `want` (a list of outputs per feed, or a function feed -> outputs) when
-    given; then assert the placement: cpu sessions as `where`, vulkan sessions as `on_vulkan` (default: `where`),
-    see `assert_placed`. Returns the sessions."""
-    feeds = [feeds] if isinstance(feeds, dict) else list(feeds)
+    stale) with identical bits, equal to `want` when given: the outputs for one feed (a dict), a list of them
+    for a list of feeds, or a function feed -> outputs. Then assert the placement: cpu sessions as `where`,
+    vulkan sessions as `on_vulkan` (default: `where`), see `assert_placed`. Returns the sessions."""
+    if isinstance(feeds, dict):
+        feeds, want = [feeds], (want if want is None or callable(want) else [want])
     per_device = sessions(blob, DEVICES)
     for k, feed in enumerate(feeds):
-        w = want(feed) if callable(want) else (want[k] if want is not None and len(feeds) > 1 else want)
-        run_sessions(per_device, feed, want=w, what=f"{what} feed {k}" if len(feeds) > 1 else what,
-                     output_names=output_names)
+        w = want(feed) if callable(want) else None if want is None else want[k]
+        run_sessions(per_device, feed, want=w, what=f"{what} feed {k}".strip(), output_names=output_names)
     assert_placed(per_device["cpu"], "cpu", where, nodes)
     assert_placed(per_device["vulkan"], "vulkan", where if on_vulkan is None else on_vulkan, nodes)
     return per_device
@@ -192,3 +192,19 @@ def check_vs_ort(blob: bytes, seeds: Sequence[int] = (0, 1), *, optimize: bool =
     """`check` on seeded feeds (`feed_of`), each against ONNX Runtime's outputs; keywords as `check`'s."""
     feeds = [feed_of(blob, s) for s in seeds]
     return check(blob, feeds, [ort_run(blob, f, optimize=optimize, config=config) for f in feeds], **kw)
+
+
+def check_vs_litert(blob: bytes, feeds: dict | Sequence[dict], **kw) -> dict:
+    """`check` of a .tflite model against ai-edge-litert's default interpreter on each feed (every output, by the
+    names vkinfer gives them); keywords as `check`'s."""
+    import vkinfer
+    from vkinfer.testing.tflite_zoo import litert_run
+
+    names = [o.name for o in vkinfer.InferenceSession(blob, device="reference").get_outputs()]
+    feeds = [feeds] if isinstance(feeds, dict) else list(feeds)
+
+    def want(feed):
+        got = litert_run(blob, feed)
+        assert sorted(got) == sorted(names), (sorted(got), names)
+        return [got[n] for n in names]
+    return check(blob, feeds, want, output_names=names, **kw)
