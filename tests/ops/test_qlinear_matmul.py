@@ -1,0 +1,83 @@
+"""QLinearMatMul with constant B (vkinfer/cpu/qlinear_matmul.py, vkinfer/vulkan/qlinear_matmul.py) against ONNX
+Runtime on every device, which must run the node itself: odd M, K, N (K = 1, N = 1, M < 8 for the GEMV kernel),
+batched 3-D A over a shared or a batched B, per-tensor and per-column B parameters, u8 x u8, u8 x s8, s8 x s8,
+accumulators past 2**24, a transformer's projections. A broadcast over B's batch (4-D A) runs on the host; both
+operands as activations (attention) are tests/test_quant_ops.py's (also the host).
+
+ORT's u8 x s8 kernel saturates int16 pair sums on x86 without VNNI (tests/ort_oracle.py): there, u8 x s8 operands
+are drawn 7-bit (ORT's reduce_range remedy), as tests/test_reference_vs_ort.py does."""
+
+from __future__ import annotations
+
+import numpy as np
+import ort_oracle as oo
+import pytest
+
+from ._build import check, model, node, ort_run, qrand, qrange, refused
+
+T = {"u8": np.uint8, "s8": np.int8}
+
+
+def _table() -> list[tuple]:
+    """(id, A shape, B shape, (a type, b type), per_column)."""
+    cases = []
+    types = [("u8", "u8"), ("u8", "s8"), ("s8", "s8")]
+    for i, (m, k, n) in enumerate([(1, 17, 5), (3, 1, 9), (7, 33, 1), (9, 64, 40), (16, 5, 3), (33, 15, 17)]):
+        cases.append((f"m{m}k{k}n{n}", (m, k), (k, n), types[i % 3], i % 2 == 1))
+    cases += [
+        ("batched_a_shared_b", (3, 5, 12), (12, 7), ("u8", "s8"), True),
+        ("batched_a_batched_b", (2, 4, 9), (2, 9, 6), ("s8", "s8"), False),
+        ("vit_qkv", (1, 50, 64), (64, 192), ("u8", "s8"), True),
+        ("bigacc_k600", (2, 600), (600, 3), ("u8", "u8"), False),
+    ]
+    return cases
+
+
+TABLE = _table()
+
+
+def _case(cid, sa, sb, types, per_column, a_input=True):
+    rng = np.random.default_rng(sum(map(ord, cid)))
+    at, bt = T[types[0]], T[types[1]]
+    seven = oo.u8s8_behaviour() != oo.EXACT and types == ("u8", "s8")
+    a = qrand(rng, sa, at)
+    b = qrand(rng, sb, bt) if not seven else rng.integers(-64, 64, sb).astype(np.int8)
+    n = sb[-1]
+    pshape = (n,) if per_column and len(sb) == 2 else ()
+    bs = rng.uniform(0.001, 0.02, pshape).astype(np.float32)
+    blo, bhi = qrange(bt) if not seven else (-64, 63)
+    bz = rng.integers(blo, bhi + 1, pshape).astype(bt)
+    k = sa[-1]
+    ys = np.float32(np.sqrt(k) * 60 * 0.02 * float(np.mean(bs)))
+    if cid.startswith("bigacc"):
+        a[...], b[...] = qrange(at)[1], qrange(bt)[1]
+    consts = {"as": np.float32(0.02), "az": np.asarray(qrand(rng, (), at)), "b": b, "bs": bs, "bz": bz, "ys": ys,
+              "yz": np.asarray(qrand(rng, (), at))}
+    blob = model([node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"])], {"a": (at, sa)}, consts,
+                 {"y": at})
+    return blob, {"a": a}
+
+
+@pytest.mark.parametrize("cid,sa,sb,types,per_column", TABLE, ids=[c[0] for c in TABLE])
+def test_qlinear_matmul_equals_ort_on_every_device(cid, sa, sb, types, per_column):
+    blob, feed = _case(cid, sa, sb, types, per_column)
+    check(blob, feed, ort_run(blob, feed))
+
+
+def test_a_broadcast_over_b_batch_runs_on_the_host():
+    blob, feed = _case("bcast", (2, 3, 4, 8), (8, 5), ("u8", "u8"), False)
+    check(blob, feed, ort_run(blob, feed), where="host")
+
+
+@pytest.mark.parametrize("change,culprit", [
+    (dict(bs=np.float32(0)), "scale"),
+    (dict(ys=np.float32(-0.5)), "scale"),
+    (dict(bs=np.full(3, 0.01, np.float32), bz=np.zeros(3, np.uint8)), "b_scale|scale|column|shape"),
+    (dict(b=np.zeros((7, 5), np.uint8)), "last dimension"),
+], ids=["b_scale_zero", "y_scale_negative", "b_params_count", "k_mismatch"])
+def test_bad_qlinear_matmul_refused_naming_the_node(change, culprit):
+    consts = {"as": np.float32(0.02), "az": np.uint8(3), "b": np.zeros((8, 5), np.uint8), "bs": np.float32(0.01),
+              "bz": np.uint8(0), "ys": np.float32(0.1), "yz": np.uint8(0)} | change
+    blob = model([node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"])],
+                 {"a": (np.uint8, (3, 8))}, consts)
+    refused(blob, {"a": np.zeros((3, 8), np.uint8)}, culprit)
