@@ -1,0 +1,57 @@
+"""com.microsoft QLinearConcat against ONNX Runtime on every device. Along the channel axis it runs on the
+session's device (cpu/qlinear_concat.py, vulkan/qlinear_concat.py), each input whose parameters differ from the
+output's through its 256-entry requantization table (the reference's), the others copied; along another axis
+with every input at the output's parameters it is a byte gather (model/moves.py), also on the device; along
+another axis with requantization it runs on the host. Odd channel counts, 2-4 inputs, negative axes, both
+8-bit types, YOLO's route concatenation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ._build import QTYPES, check, model, node, ort_run, qrand, qrange, refused
+
+TABLE = [  # (id, input shapes, axis, inputs at the output's parameters, where)
+    ("channels_requant", [(1, 3, 4, 5), (1, 5, 4, 5)], 1, (False, False), "device"),
+    ("channels_one_copied", [(1, 1, 3, 3), (1, 7, 3, 3), (1, 2, 3, 3)], -3, (True, False, True), "device"),
+    ("channels_all_copied", [(2, 4, 2, 3), (2, 4, 2, 3)], 1, (True, True), "device"),
+    ("r2_last_requant", [(3, 5), (3, 9)], -1, (False, True), "device"),
+    ("r3_last", [(2, 3, 1), (2, 3, 6), (2, 3, 2), (2, 3, 3)], 2, (False, False, False, False), "device"),
+    ("height_same_params", [(1, 3, 2, 5), (1, 3, 4, 5)], 2, (True, True), "device"),
+    ("height_requant", [(1, 3, 2, 5), (1, 3, 4, 5)], -2, (True, False), "host"),
+    ("yolo_route", [(1, 128, 13, 13), (1, 256, 13, 13)], 1, (False, True), "device"),
+]
+
+
+def _concat(shapes, axis, same, dt, change=None):
+    rng = np.random.default_rng(sum(map(sum, shapes)) + axis)
+    lo, hi = qrange(dt)
+    ys, yz = np.float32(0.05), np.asarray(rng.integers(lo + 40, hi - 40), dt)
+    consts = {"ys": ys, "yz": yz}
+    names, inputs = ["ys", "yz"], {}
+    for k, (s, keep) in enumerate(zip(shapes, same, strict=True)):
+        consts[f"s{k}"] = ys if keep else np.float32(rng.uniform(0.01, 0.12))
+        consts[f"z{k}"] = yz if keep else np.asarray(rng.integers(lo, hi + 1), dt)
+        names += [f"x{k}", f"s{k}", f"z{k}"]
+        inputs[f"x{k}"] = (dt, s)
+    consts |= change or {}
+    blob = model([node("QLinearConcat", names, domain="com.microsoft", axis=axis)], inputs, consts, {"y": dt})
+    return blob, {f"x{k}": qrand(rng, s, dt) for k, s in enumerate(shapes)}
+
+
+@pytest.mark.parametrize("k", range(len(TABLE)), ids=[c[0] for c in TABLE])
+def test_qlinear_concat_equals_ort(k):
+    _, shapes, axis, same, where = TABLE[k]
+    blob, feed = _concat(shapes, axis, same, QTYPES[k % 2])
+    check(blob, feed, ort_run(blob, feed), where=None if where == "device" else where)
+
+
+@pytest.mark.parametrize("shapes,axis,change,culprit", [
+    ([(1, 3, 4, 5), (1, 5, 4, 5)], 1, dict(s0=np.float32(0)), "scale"),
+    ([(1, 3, 4, 5), (1, 5, 4, 5)], 4, None, "axis"),
+    ([(1, 3, 4, 5), (1, 5, 3, 5)], 1, None, "dimension|shape"),
+], ids=["scale_zero", "axis_range", "shapes_differ"])
+def test_bad_qlinear_concat_refused_naming_the_node(shapes, axis, change, culprit):
+    blob, feed = _concat(shapes, axis, (False, False), np.uint8, change)
+    refused(blob, feed, culprit)
