@@ -341,24 +341,9 @@ static void igemm_8x8(size_t mr, size_t nc, size_t kc, size_t ks, const uint8_t*
         }
     }
 
-    const rq_consts r = rq_init(q);
-    const float32x4_t sl = vld1q_f32(scale), sh = vld1q_f32(scale + 4);
-    uint8x8_t y[8];
-    y[0] = requant8(acc0l, acc0h, sl, sh, &r);
-    y[1] = requant8(acc1l, acc1h, sl, sh, &r);
-    y[2] = requant8(acc2l, acc2h, sl, sh, &r);
-    y[3] = requant8(acc3l, acc3h, sl, sh, &r);
-    y[4] = requant8(acc4l, acc4h, sl, sh, &r);
-    y[5] = requant8(acc5l, acc5h, sl, sh, &r);
-    y[6] = requant8(acc6l, acc6h, sl, sh, &r);
-    y[7] = requant8(acc7l, acc7h, sl, sh, &r);
-    if (nc == 8) {
-        for (size_t i = 0; i < mr; i++, c += c_stride)
-            vst1_u8(c, y[i]);
-    } else {
-        for (size_t i = 0; i < mr; i++, c += c_stride)
-            store_partial_u8(c, y[i], nc);
-    }
+    const int32x4_t acc[16] = {acc0l, acc0h, acc1l, acc1h, acc2l, acc2h, acc3l, acc3h,
+                               acc4l, acc4h, acc5l, acc5h, acc6l, acc6h, acc7l, acc7h};
+    store_tile8x8(acc, scale, q, c, c_stride, mr, nc);
 }
 
 #undef IGEMM8_STEP

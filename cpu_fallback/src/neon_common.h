@@ -1,6 +1,6 @@
 /* NEON helpers shared by kernels_neon.c (ARMv7 and AArch64) and kernels_neon_dot.c (AArch64): a partial
- * store that never touches bytes past the row, and the exact requantization of the contract (one float
- * multiply, clamp, round half to even, + y_zp, low byte). Include after <arm_neon.h> and <string.h>, inside
+ * store that never touches bytes past the row, the exact requantization of the contract (one float
+ * multiply, clamp, round half to even, + y_zp, low byte), and the 8 x 8 igemm tiles' epilogue. Include after <arm_neon.h> and <string.h>, inside
  * the file's NEON guard. */
 #ifndef VKINFER_CPU_NEON_COMMON_H
 #define VKINFER_CPU_NEON_COMMON_H
@@ -71,6 +71,33 @@ static inline uint8x8_t requant8(int32x4_t lo, int32x4_t hi, float32x4_t slo, fl
 {
     const int16x8_t v16 = vcombine_s16(vmovn_s32(requant4(lo, slo, r)), vmovn_s32(requant4(hi, shi, r)));
     return vreinterpret_u8_s8(vmovn_s16(v16));
+}
+
+/* The epilogue of the 8 x 8 igemm tiles (neon_a7x's int16 igemm and neon_dot's SDOT u8s8 igemm): requantize row i's
+ * accumulators acc[2i] (columns 0-3) and acc[2i + 1] (columns 4-7) with the block's scale[8], and store the first
+ * mr rows, nc bytes each, row i at c + i * c_stride. Rows >= mr must not be written: the caller's output may end
+ * after row mr - 1. Inlined, the array stays in registers (constant indices only). */
+static inline void store_tile8x8(const int32x4_t acc[16], const float* scale, const vki_qparams* q, uint8_t* c,
+                                 size_t c_stride, size_t mr, size_t nc)
+{
+    const rq_consts r = rq_init(q);
+    const float32x4_t sl = vld1q_f32(scale), sh = vld1q_f32(scale + 4);
+    uint8x8_t y[8];
+    y[0] = requant8(acc[0], acc[1], sl, sh, &r);
+    y[1] = requant8(acc[2], acc[3], sl, sh, &r);
+    y[2] = requant8(acc[4], acc[5], sl, sh, &r);
+    y[3] = requant8(acc[6], acc[7], sl, sh, &r);
+    y[4] = requant8(acc[8], acc[9], sl, sh, &r);
+    y[5] = requant8(acc[10], acc[11], sl, sh, &r);
+    y[6] = requant8(acc[12], acc[13], sl, sh, &r);
+    y[7] = requant8(acc[14], acc[15], sl, sh, &r);
+    if (nc == 8) {
+        for (size_t i = 0; i < mr; i++, c += c_stride)
+            vst1_u8(c, y[i]);
+    } else {
+        for (size_t i = 0; i < mr; i++, c += c_stride)
+            store_partial_u8(c, y[i], nc);
+    }
 }
 
 #endif
