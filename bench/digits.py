@@ -137,9 +137,10 @@ def predict(params: dict[str, np.ndarray], x: np.ndarray) -> np.ndarray:
 
 def to_onnx(params: dict[str, np.ndarray]):
     """The float ONNX model (opset 13, IR 8) of the trained parameters: NCHW input (N, 1, 8, 8) float32."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper
 
-    inits = [numpy_helper.from_array(np.ascontiguousarray(v, dtype=np.float32), k) for k, v in params.items()]
+    from vkinfer.testing.onnx_builder import make_model
+
     nodes = [
         helper.make_node("Conv", ["input", "w1", "b1"], ["c1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
                          strides=[1, 1], name="conv1"),
@@ -150,15 +151,9 @@ def to_onnx(params: dict[str, np.ndarray]):
         helper.make_node("Flatten", ["r2"], ["f"], axis=1, name="flatten"),
         helper.make_node("Gemm", ["f", "w3", "b3"], ["logits"], transB=1, name="dense"),
     ]
-    graph = helper.make_graph(nodes, "digits_cnn",
-                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 1, 8, 8])],
-                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="vkinfer-digits")
-    model.ir_version = 8
-    import onnx
-
-    onnx.checker.check_model(model)
-    return model
+    return make_model(nodes, {"input": (np.float32, ["N", 1, 8, 8])}, {"logits": (np.float32, ["N", 10])},
+                      {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in params.items()},
+                      name="digits_cnn", producer="vkinfer-digits", check=True)
 
 
 def quantize(float_path: Path, out_path: Path, calib: np.ndarray, fmt: str, reduce_range: bool = False) -> None:

@@ -34,11 +34,12 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from _common import cpu_model, interleaved
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper
 
 from vkinfer import cpu, reference
 from vkinfer._vk import Device, get_device
 from vkinfer.reference._spec import ConvSpec, MatMulSpec, conv_spec, matmul_spec
+from vkinfer.testing.onnx_builder import make_model
 from vkinfer.vulkan import Executable, QLinearConv, QLinearMatMul, choose_kernel, choose_matmul_kernel, gemm_shared_tile
 
 HERE = Path(__file__).resolve().parent
@@ -100,12 +101,7 @@ def ort_session(node: onnx.NodeProto, x: np.ndarray, consts: dict[str, np.ndarra
                 threads: int = 1) -> ort.InferenceSession:
     """A single-node model on the CPU provider with `threads` intra-op threads and default graph
     optimizations (so ORT may pre-pack constant weights, as it would in a real model)."""
-    graph = helper.make_graph(
-        [node], "g", [helper.make_tensor_value_info("x", TensorProto.UINT8, x.shape)],
-        [helper.make_tensor_value_info("y", TensorProto.UINT8, None)],
-        initializer=[numpy_helper.from_array(v, k) for k, v in consts.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8  # ORT's Python API refuses the newest IR versions
+    model = make_model([node], {"x": (np.uint8, x.shape)}, {"y": np.uint8}, consts)  # opset 13, IR 8
     opts = ort.SessionOptions()
     # Idle intra-op threads would otherwise spin after each run and take the cores from the interleaved peer.
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")

@@ -7,19 +7,13 @@ import functools
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper
 
-_T = {np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.int8): TensorProto.INT8}
+from vkinfer.testing.onnx_builder import make_model
 
 
-def _run(node, inputs: dict[str, np.ndarray], consts: dict[str, np.ndarray], y_type) -> np.ndarray:
-    graph = helper.make_graph(
-        [node], "g",
-        [helper.make_tensor_value_info(k, _T[v.dtype], v.shape) for k, v in inputs.items()],
-        [helper.make_tensor_value_info("y", y_type, None)],
-        initializer=[numpy_helper.from_array(v, k) for k, v in consts.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8  # ORT's Python API refuses the newest IR versions
+def _run(node, inputs: dict[str, np.ndarray], consts: dict[str, np.ndarray], y_dtype) -> np.ndarray:
+    model = make_model([node], inputs, {"y": y_dtype}, consts)  # opset 13, IR 8 (ORT refuses the newest IRs)
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -37,7 +31,7 @@ def qlinear_conv(x, xs, xzp, w, ws, wzp, ys, yzp, bias, strides, pads, dilations
         names.append("b")
     node = helper.make_node("QLinearConv", names, ["y"], strides=list(strides), pads=list(pads),
                             dilations=list(dilations), group=group, kernel_shape=list(w.shape[2:]))
-    return _run(node, {"x": x}, consts, _T[consts["yzp"].dtype])
+    return _run(node, {"x": x}, consts, consts["yzp"].dtype)
 
 
 def qlinear_matmul(a, as_, azp, b, bs, bzp, ys, yzp) -> np.ndarray:
@@ -52,7 +46,7 @@ def qlinear_matmul(a, as_, azp, b, bs, bzp, ys, yzp) -> np.ndarray:
               "bs": col(bs, np.float32), "bzp": col(bzp, b.dtype),
               "ys": np.array(ys, np.float32), "yzp": np.array(yzp)}
     node = helper.make_node("QLinearMatMul", ["a", "as", "azp", "b", "bs", "bzp", "ys", "yzp"], ["y"])
-    return _run(node, {"a": a}, consts, _T[consts["yzp"].dtype])
+    return _run(node, {"a": a}, consts, consts["yzp"].dtype)
 
 
 
@@ -86,7 +80,7 @@ def matmul_integer(a: np.ndarray, b: np.ndarray, a_zp: int = 0, b_zp: int = 0) -
     """ONNX Runtime's MatMulInteger on this machine (one thread, no graph optimizations)."""
     node = helper.make_node("MatMulInteger", ["a", "b", "azp", "bzp"], ["y"])
     return _run(node, {"a": a}, {"b": b, "azp": np.array(a_zp, a.dtype), "bzp": np.array(b_zp, b.dtype)},
-                TensorProto.INT32)
+                np.int32)
 
 
 def u8s8_behaviour_of(got: np.ndarray, exact: np.ndarray, saturated: np.ndarray) -> str:

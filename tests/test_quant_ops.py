@@ -16,23 +16,18 @@ import onnxruntime as ort
 import pytest
 from agree import DEVICES, run_devices, run_sessions, sessions
 from onnx import TensorProto as TP
-from onnx import helper, numpy_helper
+from onnx import helper
 
 import vkinfer
 from vkinfer.model.onnx_import import UnsupportedModelError
 from vkinfer.reference.qlinear_softmax import qlinear_softmax, softmax_table
+from vkinfer.testing.onnx_builder import MS, make_model
 
-_T = {np.dtype(np.uint8): TP.UINT8, np.dtype(np.int8): TP.INT8, np.dtype(np.float32): TP.FLOAT}
 _R = {np.dtype(np.uint8): (0, 256), np.dtype(np.int8): (-128, 128)}
 
 
 def _model(nodes, inputs: dict, consts: dict, out_dtype, opset: int = 13, outs=("y",)) -> bytes:
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(k, _T[np.dtype(v.dtype)], v.shape)
-                                       for k, v in inputs.items()],
-                          [helper.make_tensor_value_info(o, _T[np.dtype(out_dtype)], None) for o in outs],
-                          initializer=[numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid("com.microsoft", 1)])
-    m.ir_version = 8 if opset < 21 else 10
+    m = make_model(nodes, inputs, dict.fromkeys(outs, out_dtype), consts, opset=opset, domains=MS)
     return m.SerializeToString()
 
 
