@@ -19,6 +19,9 @@ import ort_oracle as oo
 import pytest
 from cases import conv_case
 
+from vkinfer.reference._spec import conv_spec
+from vkinfer.vulkan import KERNELS, choose_kernel
+
 from ._build import check, model, node, ort_run, refused
 
 TYPES = [("u8", "s8"), ("u8", "u8"), ("s8", "s8"), ("s8", "u8")]
@@ -91,6 +94,10 @@ def test_qlinear_conv_equals_ort_on_every_device(cid, kw):
     blob, x = _model(case)
     peer = not (case["x"].dtype == np.int8 and case["w"].dtype == np.uint8)  # ORT has no s8 x u8 kernel
     check(blob, {"x": x}, ort_run(blob, {"x": x}) if peer else None)
+
+
+def test_table_reaches_every_vulkan_conv_kernel():
+    assert {choose_kernel(conv_spec(**_case(cid, kw))) for cid, kw in TABLE} == set(KERNELS)
 
 
 def test_qlinear_conv_weights_input_runs_on_the_host_equal_to_ort():
