@@ -20,7 +20,7 @@ warm-ups; "vs ORT" / "vs litert" is vkinfer's median over the paired peer's medi
    (num_threads=1) kept across calls; --windows consecutive frames (seeded uniform(-1.2, 1.2)), each runtime
    fed every frame once, the order rotated per window; per-window latency (the first --warmup windows untimed)
    and the windows whose outputs all equal litert's.
-3. ops: single-node 8-bit models built here with onnx.helper at the field models' shapes (HardSwish and SiLU
+3. ops: single-node 8-bit models built here (onnx_builder.make_model) at the field models' shapes (HardSwish and SiLU
    tables, channel Split, nearest Resize x2, Concat on axis 2 as in the YOLOv8 head, QDQ ConvTranspose 2x2/2,
    com.microsoft QLinearSoftmax over the last axis as in the YOLOv8 DFL), vkinfer cpu against ORT.
 Results (conditions, rows with every timed run, the tables) go to bench/results/real_models-<UTC time>.json.
@@ -44,10 +44,11 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from _common import cpu_model, git_revision, interleaved, markdown_table, package_version
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper
 
 import vkinfer
 from vkinfer.testing import field_onnx, tflite_zoo, zoo
+from vkinfer.testing.onnx_builder import MS, make_model
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -254,18 +255,11 @@ def kws_markdown(rows: list[dict]) -> str:
 
 # --------------------------------------------------------------------------------------------------------- ops
 
-U8, I8, I32, F32 = TensorProto.UINT8, TensorProto.INT8, TensorProto.INT32, TensorProto.FLOAT
-
-
 def _model(nodes: list, inputs: dict[str, tuple], outputs: list[str], consts: dict[str, np.ndarray],
            opset: int = 13) -> bytes:
     """A uint8-in, uint8-out model: `inputs` name -> shape."""
-    g = helper.make_graph(nodes, "op", [helper.make_tensor_value_info(k, U8, list(s)) for k, s in inputs.items()],
-                          [helper.make_tensor_value_info(o, U8, None) for o in outputs],
-                          initializer=[numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid("com.microsoft", 1)])
-    m.ir_version = 8
-    return m.SerializeToString()
+    return make_model(nodes, {k: (np.uint8, s) for k, s in inputs.items()}, dict.fromkeys(outputs, np.uint8), consts,
+                      opset=opset, domains=MS, name="op").SerializeToString()
 
 
 def _qdq_unary(ops: list, shape: tuple, ys: float, yz: int, opset: int) -> bytes:

@@ -8,29 +8,26 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 from agree import DEVICES, run_devices
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 import vkinfer
+from vkinfer.testing.onnx_builder import make_model
 
 SHAPE = (2, 3, 4, 5)
 
 
 def _model(node: helper.NodeProto, opset: int, out_type: int) -> bytes:
     """uint8 input -> DequantizeLinear -> `node` -> output (float), or `node` straight on the uint8 input."""
-    nodes, inits = [], []
+    nodes, consts = [], {}
     x = "x"
     if out_type == TensorProto.FLOAT:
-        inits = [numpy_helper.from_array(np.array(0.05, np.float32), "s"),
-                 numpy_helper.from_array(np.array(128, np.uint8), "z")]
+        consts = {"s": np.array(0.05, np.float32), "z": np.array(128, np.uint8)}
         nodes.append(helper.make_node("DequantizeLinear", ["x", "s", "z"], ["xf"]))
         x = "xf"
     node.input[0] = x
     nodes.append(node)
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.UINT8, SHAPE)],
-                          [helper.make_tensor_value_info("y", out_type, None)], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 8
-    return m.SerializeToString()
+    return make_model(nodes, {"x": (np.uint8, SHAPE)}, {"y": helper.tensor_dtype_to_np_dtype(out_type)}, consts,
+                      opset=opset).SerializeToString()
 
 
 def _both(blob: bytes, exact: bool) -> tuple[np.ndarray, np.ndarray]:

@@ -18,40 +18,36 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 from agree import outcome_devices, run_devices
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper
 
 from vkinfer import cpu
 from vkinfer.reference._spec import conv_spec
+from vkinfer.testing.onnx_builder import make_model
 
 BIG = [2 ** 31, 2 ** 32, 2 ** 32 + 1, 2 ** 62, 2 ** 63 - 1, -(2 ** 63)]
 
 
 def _model(op: str, attrs: dict, *, dtype=np.uint8, quantized: bool = False):
     """One node of `op` on a 1x2x5x5 input (QLinearConv/Conv with 3x3 weights, pools with a 3x3 window)."""
-    tt = {np.uint8: TensorProto.UINT8, np.int8: TensorProto.INT8}[dtype]
+    dt = np.dtype(dtype)
     rng = np.random.default_rng(3)
     if op == "QLinearConv":
-        inits = [numpy_helper.from_array(np.array(v, t), k) for k, v, t in (
+        consts = {k: np.array(v, t) for k, v, t in (
             ("xs", 0.05, np.float32), ("xz", 7, dtype), ("ws", 0.02, np.float32), ("wz", 0, np.int8),
-            ("ys", 0.1, np.float32), ("yz", 3, dtype))]
-        inits.append(numpy_helper.from_array(rng.integers(-100, 100, (3, 2, 3, 3)).astype(np.int8), "w"))
-        names, x_type = ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], tt
+            ("ys", 0.1, np.float32), ("yz", 3, dtype))}
+        consts["w"] = rng.integers(-100, 100, (3, 2, 3, 3)).astype(np.int8)
+        names, x_dt = ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], dt
     elif op == "Conv":
-        inits = [numpy_helper.from_array(rng.uniform(-1, 1, (3, 2, 3, 3)).astype(np.float32), "w")]
-        names, x_type = ["x", "w"], TensorProto.FLOAT
+        consts = {"w": rng.uniform(-1, 1, (3, 2, 3, 3)).astype(np.float32)}
+        names, x_dt = ["x", "w"], np.dtype(np.float32)
     elif op == "MaxPool" and quantized:  # ONNX MaxPool takes 8-bit tensors (opset 12)
-        inits, names, x_type = [], ["x"], tt
+        consts, names, x_dt = {}, ["x"], dt
         attrs = {"kernel_shape": [3, 3], **attrs}
     else:  # MaxPool, AveragePool on float
-        inits, names, x_type = [], ["x"], TensorProto.FLOAT
+        consts, names, x_dt = {}, ["x"], np.dtype(np.float32)
         attrs = {"kernel_shape": [3, 3], **attrs}
     node = helper.make_node(op, names, ["y"], name="the_node", **attrs)
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", x_type, [1, 2, 5, 5])],
-                              [helper.make_tensor_value_info("y", x_type if op != "QLinearConv" else tt, None)],
-                              initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    return model
+    return make_model([node], {"x": (x_dt, [1, 2, 5, 5])}, {"y": x_dt if op != "QLinearConv" else dt}, consts)
 
 
 def _feed(op: str, dtype=np.uint8, quantized: bool = False) -> dict[str, np.ndarray]:

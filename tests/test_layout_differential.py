@@ -18,12 +18,12 @@ import tflite
 from agree import run_devices
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper
 
 from vkinfer import layout
+from vkinfer.testing.onnx_builder import MS, make_model
 from vkinfer.testing.tflite_zoo import ModelBuilder, litert_run
 
-_TP = {np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.int8): TensorProto.INT8}
 DTYPES = (np.uint8, np.int8)
 SETTINGS = dict(deadline=None, derandomize=True, suppress_health_check=list(HealthCheck),
                 print_blob=True)
@@ -167,7 +167,7 @@ def _qint(rng, dtype, shape, lo=None, hi=None):
 
 def _model(dtype, in_shape, chain, context: str, rng) -> tuple[bytes, dict]:
     """x -> [QLinearConv] -> layout chain -> [QLinearMatMul | QGemm] -> y, and its feed."""
-    tp, dt = _TP[np.dtype(dtype)], np.dtype(dtype)
+    dt = np.dtype(dtype)
     zp = np.array(3 if dt == np.uint8 else -5, dt)
     consts, nodes = {"sx": np.array(0.05, np.float32), "zx": zp}, []
     cur = "x"
@@ -206,11 +206,7 @@ def _model(dtype, in_shape, chain, context: str, rng) -> tuple[bytes, dict]:
                                           domain="com.microsoft", transB=1))
     else:
         nodes.append(helper.make_node("Identity", [cur], ["y"]))
-    g = helper.make_graph(nodes, "layout", [helper.make_tensor_value_info("x", tp, list(x_shape))],
-                          [helper.make_tensor_value_info("y", tp, None)],
-                          [numpy_helper.from_array(v, k) for k, v in consts.items()])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)])
-    m.ir_version = 8
+    m = make_model(nodes, {"x": (dt, x_shape)}, {"y": dt}, consts, domains=MS, name="layout")
     return m.SerializeToString(), {"x": _qint(rng, dt, x_shape)}
 
 

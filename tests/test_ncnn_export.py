@@ -20,9 +20,10 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
 from vkinfer.testing import zoo
+from vkinfer.testing.onnx_builder import make_model
 
 ncnn = pytest.importorskip("ncnn")
 
@@ -50,12 +51,7 @@ def _calib(m: onnx.ModelProto, n: int = 4) -> list[np.ndarray]:
 
 
 def _graph(nodes, inits: dict, x_shape, name="t", opset=13) -> onnx.ModelProto:
-    g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("input", TensorProto.FLOAT, x_shape)],
-                          [helper.make_tensor_value_info("output", TensorProto.FLOAT, None)],
-                          [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 8
-    return m
+    return make_model(nodes, {"input": (np.float32, x_shape)}, {"output": np.float32}, inits, opset=opset, name=name)
 
 
 def _ops_model() -> onnx.ModelProto:
