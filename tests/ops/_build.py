@@ -126,26 +126,6 @@ def cross(**axes) -> list[dict]:
     return [dict(zip(keys, vals, strict=True)) for vals in itertools.product(*(axes[k] for k in keys))]
 
 
-def ids(cases: Sequence, keys: Sequence[str] | None = None) -> list[str]:
-    """Readable test ids for a table of dicts (or tuples)."""
-    out = []
-    for c in cases:
-        if isinstance(c, dict):
-            items = c.items() if keys is None else ((k, c[k]) for k in keys)
-            out.append("-".join(f"{k}{_short(v)}" for k, v in items))
-        else:
-            out.append("-".join(_short(v) for v in c))
-    return out
-
-
-def _short(v) -> str:
-    if isinstance(v, type) or isinstance(v, np.dtype):
-        return np.dtype(v).name
-    if isinstance(v, (list, tuple)):
-        return "x".join(_short(x) for x in v)
-    return str(v)
-
-
 def one_node(op: str, ins: Sequence, dtype=np.uint8, opset: int = 13, n_out: int = 1, domain: str | None = None,
              out_dtype=None, **attrs) -> bytes:
     """A one-node model named NAME: `ins` items are an activation shape (a tuple: graph input x<i> of `dtype`), an
