@@ -228,8 +228,9 @@ void vki_for_items(size_t n_items, uint64_t work, uint32_t threads, void (*fn)(v
     }
 }
 
-/* The operator table, from the one list: each entry names its add function, which also makes a listed operator
- * without its ops/<op>.c fail to link. */
+/* The operator table, from the one list. Each entry names its add function, so a listed operator without its
+ * ops/<op>.c is an undefined symbol: the static drivers fail to link, the shared library to load (ctypes binds
+ * every symbol at load). */
 #define VKI_GRAPH_OP(op, ...) \
     {#op, "" VKI_GRAPH_EACH(VKI_GRAPH_SIG, __VA_ARGS__), (void (*)(void))vki_graph_add_##op},
 static const vki_graph_op_info op_table[] = {
