@@ -61,7 +61,7 @@ def _host(node: onnx.NodeProto, inputs: list[np.ndarray], opset: int) -> list[np
     if node.op_type == "Softmax" and opset < 13:
         attrs["_coerce_2d"] = True  # as the importer marks it
     n = Node(node.op_type, node.name or node.op_type, list(node.input), list(node.output), attrs)
-    return OPS[n.op](n, list(inputs), "cpu")
+    return OPS[n.op](n, list(inputs), {})
 
 
 def _both(node: onnx.NodeProto, inputs: list[np.ndarray], opset: int = 13) -> tuple[list, list]:

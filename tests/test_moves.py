@@ -25,13 +25,12 @@ import pytest
 from agree import DEVICES, run_devices, run_sessions
 from onnx import TensorProto as T
 from onnx import helper as h
-from onnx import numpy_helper as nh
 
 import vkinfer
+from vkinfer.testing.onnx_builder import make_model
 from vkinfer.testing.zoo import ort_run
 
 ROOT = Path(__file__).resolve().parent.parent
-DT = {np.uint8: T.UINT8, np.int8: T.INT8, np.float32: T.FLOAT}
 INT8_QDQ = {"session.qdqisint8allowed": "1"}
 
 
@@ -45,20 +44,19 @@ def f32(*v) -> np.ndarray:
 
 def single(op: str, ins: list, attrs: dict, dtype=np.uint8, n_out: int = 1, opset: int = 19) -> bytes:
     """One-node model: `ins` items are an activation shape (a graph input), an array (an initializer) or None."""
-    inputs, inits, names = [], [], []
+    inputs, consts, names = {}, {}, []
     for i, v in enumerate(ins):
         if v is None:
             names.append("")
         elif isinstance(v, tuple):
             names.append(f"x{i}")
-            inputs.append(h.make_tensor_value_info(f"x{i}", DT[dtype], list(v)))
+            inputs[f"x{i}"] = (dtype, v)
         else:
             names.append(f"c{i}")
-            inits.append(nh.from_array(np.asarray(v), f"c{i}"))
+            consts[f"c{i}"] = v
     outs = [f"y{k}" for k in range(n_out)]
     node = h.make_node(op, names, outs, name="node", **attrs)
-    g = h.make_graph([node], "g", inputs, [h.make_tensor_value_info(o, DT[dtype], None) for o in outs], inits)
-    return h.make_model(g, opset_imports=[h.make_opsetid("", opset)], ir_version=9).SerializeToString()
+    return make_model([node], inputs, dict.fromkeys(outs, dtype), consts, opset=opset, ir=9).SerializeToString()
 
 
 def feeds(blob: bytes, seed: int) -> dict[str, np.ndarray]:
@@ -190,7 +188,7 @@ def test_linear_resize_equals_ort(lid, dtype):
         want = ort_run(onnx.load_model_from_string(blob), feed)[0]
         node = Node("Resize", "r", ["x0", *[f"c{i}" for i in range(1, len(ins))]], ["y"],
                     {"mode": b"linear", **{k: (v.encode() if isinstance(v, str) else v) for k, v in attrs.items()}})
-        got = OPS["Resize"](node, [feed["x0"], *ins[1:]], "reference")[0]
+        got = OPS["Resize"](node, [feed["x0"], *ins[1:]], {})[0]
         np.testing.assert_array_equal(got, want)
         return
     feed = feeds(blob, 3)
@@ -206,10 +204,10 @@ def qdq_model(dtype) -> bytes:
     onnxruntime.quantization leaves them: Slice, Split (each output its own Q), nearest Resize, Gather, Transpose,
     DepthToSpace, Tile, Expand, and (kept float by ORT) Pad, SpaceToDepth, linear Resize."""
     zp = np.array(128 if dtype == np.uint8 else -3, dtype)
-    nodes, inits, outs = [], [nh.from_array(f32(0.037).reshape(()), "s"), nh.from_array(zp, "z")], []
+    nodes, consts, outs = [], {"s": f32(0.037).reshape(()), "z": zp}, {}
 
     def c(name, v):
-        inits.append(nh.from_array(np.asarray(v), name))
+        consts[name] = v
         return name
 
     nodes += [h.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]), h.make_node("DequantizeLinear", ["xq", "s", "z"],
@@ -233,9 +231,8 @@ def qdq_model(dtype) -> bytes:
         for m in mids:
             nodes += [h.make_node("QuantizeLinear", [m, "s", "z"], [m + "q"]),
                       h.make_node("DequantizeLinear", [m + "q", "s", "z"], [m + "f"])]
-            outs.append(h.make_tensor_value_info(m + "f", T.FLOAT, None))
-    g = h.make_graph(nodes, "qdq", [h.make_tensor_value_info("x", T.FLOAT, [1, 8, 6, 4])], outs, inits)
-    return h.make_model(g, opset_imports=[h.make_opsetid("", 19)], ir_version=9).SerializeToString()
+            outs[m + "f"] = np.float32
+    return make_model(nodes, {"x": (np.float32, [1, 8, 6, 4])}, outs, consts, opset=19, name="qdq").SerializeToString()
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])

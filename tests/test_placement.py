@@ -43,7 +43,7 @@ def _runnable(g, feed, backends) -> dict[str, list[str]]:
 def _reference(g, feed, names):
     values = dict(g.consts)
     values.update(feed)
-    interpret(g, values, "reference")
+    interpret(g, values)
     return [values[n] for n in names]
 
 
@@ -52,7 +52,7 @@ def _check(g, feed, choose, backends):
     can = _runnable(g, feed, backends)
     placement = {n: choose(n, devs) for n, devs in can.items()}
     names = [t.name for t in g.outputs]
-    plan = Plan(g, feed, None, "cpu", placement, backends.__getitem__)
+    plan = Plan(g, feed, None, placement, backends.__getitem__)
     assert plan.placement == placement
     for seg in plan.segments:
         assert all(plan.placement[n.name] == seg.device for n in seg.nodes)

@@ -17,6 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 import vkinfer
 from vkinfer.model.op_table import OPS
 from vkinfer.model.tables import TABLE, TABLE2, swapped_table2, table2_operands
+from vkinfer.testing.onnx_builder import make_model
 from vkinfer.testing.zoo import ort_run
 
 _T = {"uint8": TensorProto.UINT8, "int8": TensorProto.INT8}
@@ -50,20 +51,17 @@ def _chains():
 def _model(nodes, consts, opset, dtype, scales, two: str | None = None) -> onnx.ModelProto:
     """x_q (1, 4, 8, 8) -> DQ -> nodes -> Q -> y; with `two` ("equal" or "row"), a second input z_q, DQ'd to z."""
     (xs, xz), (ys, yz), (zs, zz) = scales
-    inits = [_c("xs", xs), _c("xz", xz, dtype), _c("ys", ys), _c("yz", yz, dtype)]
-    inits += [_c(k, v) for k, v in consts.items()]
+    dt = np.dtype(dtype)
+    inits = {"xs": np.asarray(xs, np.float32), "xz": np.asarray(xz, dt), "ys": np.asarray(ys, np.float32),
+             "yz": np.asarray(yz, dt), **{k: np.asarray(v, np.float32) for k, v in consts.items()}}
     head = [helper.make_node("DequantizeLinear", ["x_q", "xs", "xz"], ["x"])]
-    ins = [helper.make_tensor_value_info("x_q", _T[dtype], [1, 4, 8, 8])]
+    ins = {"x_q": (dt, [1, 4, 8, 8])}
     if two:
-        inits += [_c("zs", zs), _c("zz", zz, dtype)]
+        inits.update(zs=np.asarray(zs, np.float32), zz=np.asarray(zz, dt))
         head.append(helper.make_node("DequantizeLinear", ["z_q", "zs", "zz"], ["z"]))
-        ins.append(helper.make_tensor_value_info("z_q", _T[dtype], [1, 4, 8, 8] if two == "equal" else [1, 4, 1, 1]))
+        ins["z_q"] = (dt, [1, 4, 8, 8] if two == "equal" else [1, 4, 1, 1])
     tail = [helper.make_node("QuantizeLinear", ["f", "ys", "yz"], ["y"])]
-    graph = helper.make_graph(head + nodes + tail, "chain", ins, [helper.make_tensor_value_info("y", _T[dtype], None)],
-                              initializer=inits)
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 8
-    return m
+    return make_model(head + nodes + tail, ins, {"y": dt}, inits, opset=opset, name="chain")
 
 
 def _scales(rng, dtype):
@@ -146,15 +144,15 @@ def test_bad_table_nodes_raise_value_errors():
     x = np.zeros((2, 3), np.uint8)
     node = Node(TABLE, "t", ["x", "t"], ["y"], {"dtype": "int8"})
     with pytest.raises(ValueError, match="uint8\\[256\\]"):
-        OPS[TABLE](node, [x, np.zeros(255, np.uint8)], "reference")
+        OPS[TABLE](node, [x, np.zeros(255, np.uint8)], {})
     with pytest.raises(TypeError, match="input x"):
-        OPS[TABLE](node, [x.astype(np.float32), np.zeros(256, np.uint8)], "reference")
+        OPS[TABLE](node, [x.astype(np.float32), np.zeros(256, np.uint8)], {})
     with pytest.raises(ValueError, match="dtype"):
         OPS[TABLE](Node(TABLE, "t", ["x", "t"], ["y"], {"dtype": "float32"}), [x, np.zeros(256, np.uint8)],
-                   "reference")
+                   {})
     node2 = Node(TABLE2, "t2", ["a", "b", "t"], ["y"], {"dtype": "uint8"})
     with pytest.raises(ValueError, match="broadcast"):
-        OPS[TABLE2](node2, [x, np.zeros((4,), np.uint8), np.zeros(65536, np.uint8)], "reference")
+        OPS[TABLE2](node2, [x, np.zeros((4,), np.uint8), np.zeros(65536, np.uint8)], {})
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "int8"])

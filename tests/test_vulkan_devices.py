@@ -122,12 +122,12 @@ def check_plan_layer_kinds(device: str) -> None:
     rng = np.random.default_rng(5)
     for dtype in (np.uint8, np.int8):
         g = build(rng, 5, 9, 11, dtype)
-        plan = Plan(g, {"x": np.zeros((1, 5, 9, 11), dtype)}, VulkanBackend(get_device(_index(device))), "vulkan")
+        plan = Plan(g, {"x": np.zeros((1, 5, 9, 11), dtype)}, VulkanBackend(get_device(_index(device))))
         assert plan.submits == 1 and {p.split(":")[0] for p in plan.placement.values()} == {"vulkan"}
         for _ in range(2):
             x = rng.integers(0, 256, (1, 5, 9, 11)).astype(np.uint8).view(dtype)
             values = dict(g.consts, x=x)
-            interpret(g, values, "reference")
+            interpret(g, values)
             np.testing.assert_array_equal(plan.run({"x": x}, ["y"])[0], values["y"], str(dtype))
 
 

@@ -9,16 +9,18 @@ host, weights are packed, pipelines built, device buffers planned by lifetime an
 device nodes recorded into one command sequence. A model whose nodes all run on the device (every zoo
 model, MobileNetV2 in ONNX or TFLite form) is then one upload, one submit and one download per `run`;
 only its float edges (QuantizeLinear, DequantizeLinear, Softmax) run on the host. Models with symbolic
-input dimensions are compiled on the first run of each input shape. $VKINFER_PLAN=0 turns compilation
-off (every node through the interpreter, each convolution its own submit) for A/B comparisons.
+input dimensions are compiled on the first run of each input shape.
 `device="auto"` lets the dispatcher (vkinfer/dispatch) put each node on the device where it is predicted to
 finish first: the CPU or a Vulkan device, from a cost model calibrated on this machine (the first auto session
 on a new machine runs a quick calibration and says so on stderr; later ones read it from the cache).
-`sess.placement` is where each node runs, `sess.explain()` why. "reference" interprets every node in numpy.
+`sess.placement` is where each node runs, `sess.explain()` why. "reference" interprets every node in numpy
+(its plan is one host segment). Every run takes one path: the plan's, in one native call where it has one
+(compiler/plan.py `Plan.run`, `Plan.feed_runner`), else segment by segment.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import warnings
@@ -33,7 +35,6 @@ from .cpu import threads_for_run
 from .dispatch.placement import OBJECTIVES
 from .errors import PlacementError, VulkanUnavailableError
 from .model.graph import Graph, TensorInfo
-from .model.interpreter import interpret
 from .model.onnx_import import import_onnx
 from .model.op_table import OPS
 from .model.tflite_import import import_tflite, is_tflite
@@ -48,7 +49,6 @@ class Compiled(NamedTuple):
     plan: Plan
     inputs: list[tuple[str, np.dtype, tuple[int, ...]]]  # (name, dtype, shape) of each graph input
     outputs: list[str]
-    whole_cpu: object | None  # its CPU segment's runner when that segment is the whole model (one native call)
 
 
 class NodeArg:
@@ -121,9 +121,6 @@ class InferenceSession:
         self._run_threads = threads if threads is not None else threads_for_run()
         supported = {name: None for name in OPS}
         self.graph: Graph = import_tflite(model, supported) if is_tflite(model) else import_onnx(model, supported)
-        for node in self.graph.nodes:
-            # A layer can be prepared once only if everything but its activation is a model constant.
-            node.attrs["_static"] = all(not n or n in self.graph.consts for n in node.inputs[1:])
         # Streaming TFLite models: resource variables carried between runs (vkinfer.model.tflite_import.StateVariable).
         self._variables = list(getattr(self.graph, "variables", ()))
         self._user_outputs = getattr(self.graph, "user_outputs", len(self.graph.outputs))
@@ -140,21 +137,17 @@ class InferenceSession:
         self._latest: Plan | None = None
         # For static shapes: the plan compiled at creation and what the common call checks against it.
         self._fast: Compiled | None = None
-        # The common call in one native call: vkinfer._fastrun.Runner when the plan is one native CPU graph,
-        # its NativePlan's PlanRunner.run_feed when it is CPU and Vulkan segments; None otherwise. Either returns
-        # None for a feed the checked path must take, or a CPU graph's status (`_native_failed` raises its error).
+        # The common call in one native call (Plan.feed_runner): returns the outputs, None for a feed the checked
+        # path must take, or a CPU graph's status (`_native_failed` raises its error); None where the plan has none.
         self._native = None
-        self._native_failed = self._cpu_failed
+        self._native_failed = None
         self._backends: dict[str, object] = {}
         kind, _, which = self.device.partition(":")
-        self._compile = kind in ("vulkan", "cpu", "auto") and os.environ.get("VKINFER_PLAN", "1") != "0"
-        # The interpreter's device for host nodes (and for everything with $VKINFER_PLAN=0).
-        self._host_device = "cpu" if kind == "auto" else self.device
         self._dispatcher = None
         self.auto_devices: list[str] = []
         if kind == "auto":
             self.auto_devices = _auto_devices()
-            if len(self.auto_devices) > 1 and self._compile:
+            if len(self.auto_devices) > 1:
                 try:
                     self._dispatcher = self._make_dispatcher(objective, profile)
                 except RuntimeError as e:  # VkInferError included
@@ -165,39 +158,25 @@ class InferenceSession:
                     warnings.warn(f'device="auto": calibrating {", ".join(self.auto_devices[1:])} failed ({e}); '
                                   f"running on the CPU", RuntimeWarning, stacklevel=2)
                     self.auto_devices = ["cpu"]
-        if self._given and not self._compile:
-            raise ValueError(f"placement needs a compiled plan: device {self.device!r} with $VKINFER_PLAN="
-                             f"{os.environ.get('VKINFER_PLAN', '1')!r} interprets every node")
-        if self._compile:
-            self._backend = self._resolve("cpu" if kind == "auto" else self.device)
-            shapes = [t.shape for t in self.graph.inputs]
-            if all(s is not None and all(isinstance(d, int) and d > 0 for d in s) for s in shapes):
-                # Static input shapes: compile now (trace, placement, packing, buffers, recording).
-                try:
-                    plan = self.plan({t.name: np.zeros(t.shape, t.dtype) for t in self.graph.inputs}, trial=True)
-                    ins = [(t.name, np.dtype(t.dtype), tuple(t.shape)) for t in self.graph.inputs]
-                    outs = [t.name for t in self.graph.outputs]
-                    [seg0, *rest] = plan.segments
-                    whole = not rest and seg0.device.startswith("cpu") and seg0.runner.inputs == [
-                        t[0] for t in ins] and seg0.runner.outputs == outs
-                    self._fast = Compiled(plan, ins, outs, seg0.runner if whole else None)
-                    if whole and not self._variables:
-                        self._native = seg0.runner.native_runner(self._run_threads)
-                        self._native_failed = self._cpu_failed
-                    elif not self._variables:
-                        nplan = plan.native(self._run_threads)
-                        if nplan is not None:
-                            self._native, self._native_failed = nplan.raw.run_feed, nplan._failed
-                except PlacementError:
-                    raise
-                except (ValueError, TypeError):
-                    pass  # zeros are not valid for some input (a scale, say): compile on the first run instead
-
-    def _cpu_failed(self, status: int, feed: dict) -> None:
-        from .cpu.segment import run_failed
-
-        seg = self._fast.whole_cpu
-        run_failed(status, seg.nan_checked, [feed[t] for t, _, _ in seg.in_specs])
+        if self._given and kind == "reference":
+            raise ValueError('placement needs a device: device "reference" interprets every node on the host')
+        # The default device's backend; the reference device's plan is one host segment.
+        self._backend = None if kind == "reference" else self._resolve("cpu" if kind == "auto" else self.device)
+        shapes = [t.shape for t in self.graph.inputs]
+        if all(s is not None and all(isinstance(d, int) and d > 0 for d in s) for s in shapes):
+            # Static input shapes: compile now (trace, placement, packing, buffers, recording).
+            try:
+                plan = self.plan({t.name: np.zeros(t.shape, t.dtype) for t in self.graph.inputs}, trial=True)
+                ins = [(t.name, np.dtype(t.dtype), tuple(t.shape)) for t in self.graph.inputs]
+                self._fast = Compiled(plan, ins, [t.name for t in self.graph.outputs])
+                if not self._variables:
+                    feed_runner = plan.feed_runner(self._run_threads)
+                    if feed_runner is not None:
+                        self._native, self._native_failed = feed_runner
+            except PlacementError:
+                raise
+            except (ValueError, TypeError):
+                pass  # zeros are not valid for some input (a scale, say): compile on the first run instead
 
     def _check_placement(self, placement: dict[str, str] | None) -> dict[str, str]:
         if placement is None:
@@ -240,19 +219,20 @@ class InferenceSession:
             self._backends[name] = be
         return self._backends[name]
 
-    def plan(self, feed: dict[str, np.ndarray], trial: bool = False) -> Plan | None:
-        """The compiled plan for the feed's input signature (made on first use), or None when this session
-        interprets node by node (device "reference", or $VKINFER_PLAN=0). The trace that gives the plan its
-        shapes runs on `feed` (`trial`: zeros of the declared shapes at creation)."""
-        if not self._compile:
-            return None
-        sig = tuple((k, v.shape, v.dtype.str) for k, v in sorted(feed.items()))
+    def plan(self, feed: dict[str, np.ndarray], trial: bool = False, extra: tuple[str, ...] = ()) -> Plan:
+        """The compiled plan for the feed's input signature (made on first use); `extra`: intermediate tensors it
+        also outputs, after the graph's. The trace that gives the plan its shapes runs on `feed` (`trial`: zeros
+        of the declared shapes at creation)."""
+        sig = (tuple((k, v.shape, v.dtype.str) for k, v in sorted(feed.items())), extra)
         plan = self._plans.get(sig)
         if plan is None:
+            g = self.graph
+            if extra:
+                g = dataclasses.replace(g, outputs=[*g.outputs, *(TensorInfo(n, None, None) for n in extra)])
             # Vulkan pipelines keep compiling on worker threads (through the on-disk pipeline cache, saved at
             # exit); the first run waits for the ones it needs.
-            plan = self._plans[sig] = Plan(self.graph, feed, self._backend, self._host_device, self._given,
-                                           self._resolve, self._dispatcher.place if self._dispatcher else None)
+            plan = self._plans[sig] = Plan(g, feed, self._backend, self._given, self._resolve,
+                                           self._dispatcher.place if self._dispatcher else None)
         self._latest = plan
         return plan
 
@@ -377,8 +357,6 @@ class InferenceSession:
                     break
                 arrays.append(v)
             else:
-                if fast.whole_cpu is not None:  # the whole model is one native call
-                    return fast.whole_cpu.run_arrays(arrays, self._threads())
                 return fast.plan.run(dict(zip((f[0] for f in fast.inputs), arrays, strict=True)), fast.outputs,
                                      self._threads())
         g = self.graph
@@ -402,11 +380,15 @@ class InferenceSession:
                 raise ValueError(f"input {t.name!r} must have shape {list(t.shape)}, got {list(v.shape)}")
             values[t.name] = v
         names = output_names if output_names is not None else [t.name for t in g.outputs]
-        plan = self.plan({t.name: values[t.name] for t in g.inputs})
-        if plan is not None and set(names) <= {t.name for t in g.outputs}:
-            return plan.run({t.name: values[t.name] for t in g.inputs}, names, self._threads())
-        interpret(g, values, self._host_device)
-        missing = [n for n in names if n not in values]
+        outs = {t.name for t in g.outputs}
+        made = {o for n in g.nodes for o in n.outputs if o}
+        missing = [n for n in names if n not in outs and n not in made and n not in values]
         if missing:
             raise ValueError(f"unknown output(s) {missing}; the model's outputs: {[t.name for t in g.outputs]}")
-        return [values[n] for n in names]
+        feed = {t.name: values[t.name] for t in g.inputs}
+        # Intermediate tensors (a debugging aid ONNX Runtime lacks): a plan with them as extra graph outputs.
+        extra = tuple(dict.fromkeys(n for n in names if n not in outs and n in made))
+        got = dict(zip([t.name for t in g.outputs] + list(extra),
+                       self.plan(feed, extra=extra).run(feed, [t.name for t in g.outputs] + list(extra),
+                                                         self._threads()), strict=True))
+        return [got[n] if n in got else values[n] for n in names]

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..errors import PlacementError
 from ..model.graph import Graph, Node
-from ..model.interpreter import interpret, trace  # noqa: F401 (also vkinfer.compiler.plan API)
+from ..model.interpreter import Memo, interpret, trace  # noqa: F401 (also vkinfer.compiler.plan API)
 from ..model.lowering import EIGHT_BIT, Ctx, Layer, lower_node, lowerings
 from ..model.op_table import OPS  # noqa: F401 (vkinfer.compiler.plan API)
 
@@ -85,8 +85,8 @@ class HostSegment:
 
     kind = HOST
 
-    def __init__(self, g: Graph, nodes: list[Node], host_device: str):
-        self.g, self.nodes, self.host_device = g, nodes, host_device
+    def __init__(self, g: Graph, nodes: list[Node]):
+        self.g, self.nodes, self.memo = g, nodes, Memo()
         self.fast = [_fast_host(g, n) for n in nodes]
 
     def run(self, values, threads: int = 0, timings: list | None = None) -> None:
@@ -97,7 +97,7 @@ class HostSegment:
             if fast is not None:
                 fast(values)
             else:
-                interpret(self.g, values, self.host_device, [node])
+                interpret(self.g, values, [node], self.memo)
             if timings is not None:
                 timings.append((node, t0, time.perf_counter_ns() - t0))
 
@@ -121,6 +121,8 @@ def _fast_host(g: Graph, node: Node) -> Callable | None:
     if node.op not in ("QuantizeLinear", "DequantizeLinear") or not all(
             not n or n in g.consts for n in node.inputs[1:]) or len(node.inputs) < 2:
         return None
+    if any(k in node.attrs for k in ("output_dtype", "block_size")):
+        return None  # opset 21's output type or blocked parameters: the interpreter's kernel
     scale = g.consts[node.inputs[1]]
     zp = g.consts[node.inputs[2]] if len(node.inputs) > 2 and node.inputs[2] else None
     axis = int(node.attrs.get("axis", 1))
@@ -136,13 +138,13 @@ def _fast_host(g: Graph, node: Node) -> Callable | None:
     def quantize(values):
         x = values[x_name]
         if not isinstance(x, np.ndarray) or x.dtype != np.float32 or np.isnan(x).any():
-            return interpret(g, values, "reference", [node])  # the kernel's own error
+            return interpret(g, values, [node])  # the kernel's own error
         values[y_name] = quantize_values(x, s, z, dtype)
 
     def dequantize(values):
         x = values[x_name]
         if x.dtype not in EIGHT_BIT or (zp is not None and x.dtype != dtype):
-            return interpret(g, values, "reference", [node])
+            return interpret(g, values, [node])
         values[y_name] = (x.astype(np.int32) - z).astype(np.float32) * s
     return quantize if node.op == "QuantizeLinear" else dequantize
 
@@ -155,10 +157,9 @@ class Plan:
     overriding the default for those nodes; `resolve(name)` gives the backend of a device name.
     """
 
-    def __init__(self, g: Graph, feed: dict[str, np.ndarray], backend, host_device: str,
-                 placement: dict[str, str] | None = None, resolve: Callable[[str], object] | None = None,
-                 dispatch: Callable | None = None):
-        self.g, self.backend, self.host_device = g, backend, host_device
+    def __init__(self, g: Graph, feed: dict[str, np.ndarray], backend, placement: dict[str, str] | None = None,
+                 resolve: Callable[[str], object] | None = None, dispatch: Callable | None = None):
+        self.g, self.backend = g, backend
         self.info = trace(g, feed)
         ctx = Ctx(g, self.info)
         backends = {} if backend is None else {backend.name: backend}
@@ -230,6 +231,8 @@ class Plan:
             seg.runner = self._runner(seg, layers, form_io, packed_io)
         self._host = any(seg.device == HOST for seg in self.segments)
         self._natives: dict[int, object] = {}  # threads -> its NativePlan or None
+        # False: every run goes segment by segment through the runners' `run` (a profiler wraps them).
+        self.one_call = True
 
     @staticmethod
     def _lower(ctx: Ctx, node: Node, be) -> tuple[Layer | None, str]:
@@ -319,7 +322,7 @@ class Plan:
     def _runner(self, seg: Segment, layers: dict[str, Layer], form_io: frozenset[str] = frozenset(),
                 packed_io: frozenset[str] = frozenset()):
         if seg.device == HOST:
-            return HostSegment(self.g, seg.nodes, self.host_device)
+            return HostSegment(self.g, seg.nodes)
         lays = [layers[n.name] for n in seg.nodes]
         be = self.backends[seg.device]
         if be.kind == "cpu":
@@ -361,10 +364,23 @@ class Plan:
         """C graph runs per inference: one per CPU segment."""
         return sum(1 for s in self.segments if s.device.startswith("cpu"))
 
+    @property
+    def whole_cpu(self):
+        """The runner of the plan's lone CPU segment when that segment is the whole model (its inputs and outputs
+        the graph's, in order), else None."""
+        [seg0, *rest] = self.segments
+        if rest or not seg0.device.startswith("cpu") or not self.one_call:
+            return None
+        r = seg0.runner
+        same = r.inputs == [t.name for t in self.g.inputs] and r.outputs == [t.name for t in self.g.outputs]
+        return r if same else None
+
     def native(self, threads: int = 0):
-        """The whole plan in one native call (NativePlan) on `threads` CPU threads, where no segment is the
-        host's and more than one segment or a Vulkan one runs (a lone CPU segment is the session's own fast
-        path); None otherwise."""
+        """The whole plan in one native call (compiler.native.NativePlan) on `threads` CPU threads, where no
+        segment is the host's and more than one segment or a Vulkan one runs (a lone CPU segment is one native
+        graph already: `whole_cpu`); None otherwise."""
+        if not self.one_call:
+            return None
         if threads not in self._natives:
             self._natives[threads] = None
             if not self._host and self.segments and (len(self.segments) > 1 or self.submits):
@@ -373,9 +389,33 @@ class Plan:
                 self._natives[threads] = NativePlan.build(self, threads)
         return self._natives[threads]
 
+    def feed_runner(self, threads: int = 0) -> tuple[Callable, Callable] | None:
+        """(run_feed, failed) for the session's common call, or None: `run_feed(feed dict)` runs the whole plan
+        in one native call and returns the list of outputs, None for a feed the checked path must take, or a
+        CPU graph's nonzero status, which `failed(status, feed)` turns into its error."""
+        whole = self.whole_cpu
+        if whole is not None:
+            from ..cpu.segment import run_failed
+
+            run = whole.native_runner(threads)
+            if run is None:
+                return None
+
+            def failed(status: int, feed: dict) -> None:
+                run_failed(status, whole.nan_checked, [feed[t] for t, _, _ in whole.in_specs])
+            return run, failed
+        nplan = self.native(threads)
+        return None if nplan is None else (nplan.raw.run_feed, nplan._failed)
+
     def run(self, feed: dict[str, np.ndarray], names: list[str], threads: int = 0) -> list[np.ndarray]:
+        """The graph outputs `names` for `feed` (every graph input, checked by the caller): in one native call
+        where the plan has one, else segment by segment."""
+        whole = self.whole_cpu
+        if whole is not None:
+            outs = dict(zip(whole.outputs, whole.run_arrays([feed[t] for t in whole.inputs], threads), strict=True))
+            return [outs[n] for n in names]
         native = self.native(threads)
-        if native is not None and all(n in native.outputs for n in names):
+        if native is not None:
             return native.run(feed, names)
         # Outputs go to the first map; the constants (which host nodes read) are not copied.
         values = ChainMap(dict(feed), self.g.consts) if self._host else dict(feed)

@@ -12,7 +12,7 @@ import numpy as np
 from ..errors import VkInferError
 from ..layout import table1, table2
 from ..model.graph import Node
-from ..model.lowering import Layer, binary_fn, binary_mode, lower, static_params, unary_fn
+from ..model.lowering import Layer, binary_fn, binary_mode, lower, static_params, table_ops, unary_fn
 from ..reference._lookup import binary_table, unary_table
 
 
@@ -42,7 +42,7 @@ def _lut1(node, x, dt_in, dt_out, raw, n):
     return Layer(node, [x], node.outputs[0], emit)
 
 
-@lower("cpu", "com.microsoft:QLinearAdd", "com.microsoft:QLinearMul", "vkinfer:TFLiteAdd", fallback=True)
+@lower("cpu", *table_ops("binary"), fallback=True)
 def lower_binary(ctx, node, backend):
     a, b, y = node.inputs[0], node.inputs[3], node.outputs[0]
     mode = binary_mode(ctx, node)
@@ -57,7 +57,7 @@ def lower_binary(ctx, node, backend):
     return Layer(node, [a, b], y, emit)
 
 
-@lower("cpu", "com.microsoft:QLinearLeakyRelu", "com.microsoft:QLinearSigmoid")
+@lower("cpu", *table_ops("unary"))
 def lower_unary(ctx, node, backend):
     x, y = node.inputs[0], node.outputs[0]
     if not (ctx.quantized(x, y) and static_params(ctx, node, (1, 2, 3, 4))):

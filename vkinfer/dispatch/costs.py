@@ -16,7 +16,8 @@ exist; the CPU's tile is 1x1). Op classes, chosen because their MAC rates differ
 - elementwise: adds, muls, tables, (de)quantize, softmax: per element;
 - pool:        max/average/global-average pooling: per window element;
 - move:        concat, channel shuffle/transpose, pad, reshape: bytes only.
-Every op the importers accept is listed under one class (CONV_OPS, GEMM_OPS, POOL_OPS and REDUCE_OPS, MOVE_OPS,
+Every op the importers accept has one class: an op defined in its own file (vkinfer/reference/<op>.py) in its
+OpDef, the others listed here (CONV_OPS, GEMM_OPS, POOL_OPS and REDUCE_OPS, MOVE_OPS,
 ELEMENTWISE_OPS: `OP_CLASS`); `node_work` raises ValueError naming a node whose op is in none of them, so a new
 op is filed where it belongs instead of defaulting to elementwise.
 A reshape that a device's lowering makes an alias (the bytes stay where they are) costs nothing there (the
@@ -29,6 +30,7 @@ import dataclasses
 import math
 
 from ..model.graph import Graph, Node
+from ..reference._opdef import definitions
 
 CLASSES = ("gemm", "gemv", "conv", "depthwise", "elementwise", "pool", "move")
 GEMV_ROWS = 8  # below this many output rows a GEMM tile is mostly waste (vkinfer/vulkan/qlinear_conv.py)
@@ -36,17 +38,16 @@ GEMV_ROWS = 8  # below this many output rows a GEMM tile is mostly waste (vkinfe
 # Every op the importers accept (vkinfer/model/op_table.py's OPS) is filed under exactly one class below; a node
 # of an op in none of them is an error (node_work), never a silent default.
 # Convolutions, with the input holding their weights; transposed ones' weights are (C, M/group, kH, kW).
-CONV_WEIGHTS = {"QLinearConv": 3, "vkinfer:QLinearConvClamp": 3, "ConvInteger": 1, "Conv": 1, "DeformConv": 1,
+CONV_WEIGHTS = {"ConvInteger": 1, "Conv": 1, "DeformConv": 1,
                 "CausalConvWithState": 1, "ConvTranspose": 1, "vkinfer:QLinearConvTranspose": 3}
 TRANSPOSED_CONV = ("ConvTranspose", "vkinfer:QLinearConvTranspose")
 CONV_OPS = tuple(CONV_WEIGHTS)
-GEMM_OPS = ("com.microsoft:QGemm", "vkinfer:QGemmClamp", "QLinearMatMul", "MatMulInteger", "Gemm", "MatMul")
-POOL_OPS = ("MaxPool", "com.microsoft:QLinearAveragePool", "vkinfer:TFLiteAveragePool",
-            "com.microsoft:QLinearGlobalAveragePool", "GlobalAveragePool", "AveragePool", "LpPool", "GlobalMaxPool")
+GEMM_OPS = ("MatMulInteger", "Gemm", "MatMul")
+POOL_OPS = ("MaxPool", "GlobalAveragePool", "AveragePool", "LpPool", "GlobalMaxPool")
 # Reductions cost as global pools: the window is the input's elements per output element.
 REDUCE_OPS = ("ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin",
               "ReduceProd", "ReduceSum", "ReduceSumSquare", "com.microsoft:QLinearReduceMean", "ArgMax", "ArgMin")
-MOVE_OPS = ("Concat", "com.microsoft:QLinearConcat", "Transpose", "Pad", "Reshape", "Flatten", "Squeeze",
+MOVE_OPS = ("Concat", "Transpose", "Pad", "Reshape", "Flatten", "Squeeze",
             "Unsqueeze", "Identity", "Slice", "Split", "Gather", "DepthToSpace", "SpaceToDepth", "Tile", "Expand",
             "Resize", "vkinfer:ZeroInsert", "Upsample", "Dropout", "BitCast", "Shape", "Size", "CenterCropPad",
             "Compress", "GatherElements", "GatherND", "ScatterElements", "ScatterND", "TensorScatter",
@@ -59,10 +60,9 @@ ELEMENTWISE_OPS = (
     "Sqrt", "Exp", "Log", "Erf", "Floor", "Ceil", "Round", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh",
     "Cosh", "Asinh", "Acosh", "Atanh", "Relu", "LeakyRelu", "PRelu", "Elu", "Selu", "Celu", "Gelu", "Mish",
     "Sigmoid", "HardSigmoid", "HardSwish", "Swish", "SwiGLU", "Softplus", "Softsign", "Tanh", "ThresholdedRelu",
-    "Shrink", "Clip", "com.microsoft:QLinearAdd", "com.microsoft:QLinearMul", "com.microsoft:QLinearLeakyRelu",
-    "com.microsoft:QLinearSigmoid", "vkinfer:TFLiteAdd", "vkinfer:Table", "vkinfer:Table2",
-    "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "vkinfer:TFLiteQuantize",
-    "Softmax", "LogSoftmax", "Hardmax", "com.microsoft:QLinearSoftmax", "vkinfer:TFLiteSoftmax",
+    "Shrink", "Clip", "vkinfer:Table", "vkinfer:Table2",
+    "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear",
+    "Softmax", "LogSoftmax", "Hardmax", "com.microsoft:QLinearSoftmax",
     "BatchNormalization", "InstanceNormalization", "LayerNormalization", "GroupNormalization", "RMSNormalization",
     "LpNormalization", "MeanVarianceNormalization", "LRN",
     "Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "And", "Or", "Xor", "Not", "IsInf", "IsNaN",
@@ -73,6 +73,15 @@ ELEMENTWISE_OPS = (
     "TopK", "Unique", "NonZero", "NonMaxSuppression", "GridSample", "AffineGrid", "RoiAlign", "Col2Im",
     "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss",
 )
+# The ops defined in their own files (vkinfer/reference/<op>.py) carry their class in their OpDef.
+_defs = definitions().values()
+CONV_WEIGHTS.update({d.op: d.weights for d in _defs if d.cost == "conv"})
+CONV_OPS = tuple(CONV_WEIGHTS)
+GEMM_OPS += tuple(d.op for d in _defs if d.cost == "gemm")
+POOL_OPS += tuple(d.op for d in _defs if d.cost == "pool")
+REDUCE_OPS += tuple(d.op for d in _defs if d.cost == "reduce")
+MOVE_OPS += tuple(d.op for d in _defs if d.cost == "move")
+ELEMENTWISE_OPS += tuple(d.op for d in _defs if d.cost == "elementwise")
 OP_CLASS: dict[str, str] = {}
 for _cls, _ops in (("conv", CONV_OPS), ("gemm", GEMM_OPS), ("pool", POOL_OPS + REDUCE_OPS), ("move", MOVE_OPS),
                    ("elementwise", ELEMENTWISE_OPS)):

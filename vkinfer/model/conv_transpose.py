@@ -51,14 +51,14 @@ def _attrs(node: Node) -> dict:
 
 
 @_op(QOP)
-def _qlinear_conv_transpose(node, x, device):
+def _qlinear_conv_transpose(node, x, memo):
     """Inputs as QLinearConv's (x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, bias),
     weights (C, M/group, kH, kW) with per-channel parameters along axis 1; ConvTranspose's attributes."""
     return [qlinear_conv_transpose(*x[:8], x[8] if len(x) > 8 else None, **_attrs(node))]
 
 
 @_op("ConvTranspose")
-def _conv_transpose(node, x, device):
+def _conv_transpose(node, x, memo):
     """float32 ConvTranspose (x, w, optional bias): see conv_transpose_float."""
     return [conv_transpose_float(x[0], x[1], x[2] if len(x) > 2 else None, **_attrs(node))]
 
@@ -80,7 +80,7 @@ def zero_insert(x: np.ndarray, fill, strides) -> np.ndarray:
 
 
 @_op(ZERO_INSERT)
-def _zero_insert(node, x, device):
+def _zero_insert(node, x, memo):
     """Inputs (x, fill): see zero_insert; attribute strides (2 integers)."""
     strides = node.attrs.get("strides")
     if strides is None or len(strides) != 2:

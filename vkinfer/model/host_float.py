@@ -126,13 +126,13 @@ def _elem_type(v) -> int:
         raise TypeError(f"input type {np.asarray(v).dtype} has no ONNX element type") from e
 
 
-def _instance(node: Node, x: list):
-    """onnx.reference's op for `node` at its opset, made once per input type signature and kept on the node."""
+def _instance(node: Node, x: list, memo: dict):
+    """onnx.reference's op for `node` at its opset, made once per input type signature (kept in `memo`)."""
     from onnx.reference import ReferenceEvaluator
     from onnx.reference.ops import load_op
 
     key = tuple(None if v is None else np.asarray(v).dtype.str for v in x)
-    cached = node.attrs.get("_ref_op")
+    cached = memo.get("ref_op")
     if cached is not None and cached[0] == key:
         return cached[1]
     base = node.op.rpartition(":")[2]
@@ -149,13 +149,13 @@ def _instance(node: Node, x: list):
     except Exception as e:  # onnx's SchemaError, RuntimeError, NotImplementedError, a KeyError on an attribute...
         raise ValueError(f"onnx.reference cannot make {base} (opset {opset}) of this node: "
                          f"{type(e).__name__}: {e}") from e
-    node.attrs["_ref_op"] = (key, inst)
+    memo["ref_op"] = (key, inst)
     return inst
 
 
-def reference_kernel(node: Node, x: list, device: str) -> list:
+def reference_kernel(node: Node, x: list, memo: dict) -> list:
     """Run `node` with onnx.reference's implementation of its op at its opset (module docstring)."""
-    inst = _instance(node, x)
+    inst = _instance(node, x, memo)
     args = list(x)
     while args and args[-1] is None:
         args.pop()
@@ -254,7 +254,7 @@ def mlas_erf(x: np.ndarray) -> np.ndarray:
 
 
 @_op("Sigmoid")
-def _sigmoid(node, x, device):
+def _sigmoid(node, x, memo):
     """ORT's MLAS logistic (vkinfer/reference/qlinear_sigmoid.py), float32."""
     v = _float32(node, x[0])
     with np.errstate(invalid="ignore"):
@@ -262,13 +262,13 @@ def _sigmoid(node, x, device):
 
 
 @_op("Tanh")
-def _tanh(node, x, device):
+def _tanh(node, x, memo):
     """ORT's MLAS tanh (mlas_tanh), float32."""
     return [mlas_tanh(_float32(node, x[0]))]
 
 
 @_op("Erf")
-def _erf(node, x, device):
+def _erf(node, x, memo):
     """ORT's MLAS erf (mlas_erf), float32."""
     return [mlas_erf(_float32(node, x[0]))]
 
@@ -279,14 +279,14 @@ def _hard_sigmoid(v: np.ndarray, alpha: np.float32, beta: np.float32) -> np.ndar
 
 
 @_op("HardSigmoid")
-def _hardsigmoid(node, x, device):
+def _hardsigmoid(node, x, memo):
     """max(0, min(1, alpha * x + beta)), float32, as ORT rounds it (unfused)."""
     v = _float32(node, x[0])
     return [_hard_sigmoid(v, _attr_float(node, "alpha", 0.2), _attr_float(node, "beta", 0.5)).astype(np.float32)]
 
 
 @_op("HardSwish")
-def _hardswish(node, x, device):
+def _hardswish(node, x, memo):
     """x * HardSigmoid(x; alpha 1/6, beta 0.5), float32, as ORT rounds it (unfused)."""
     v = _float32(node, x[0])
     return [(v * _hard_sigmoid(v, np.float32(1 / 6), np.float32(0.5))).astype(np.float32)]
@@ -297,12 +297,12 @@ for _name in ("Sigmoid", "Tanh", "Erf", "HardSigmoid", "HardSwish"):
 
 
 @_op("Pow")
-def _pow(node, x, device):
+def _pow(node, x, memo):
     """float32 base: ORT squares or cubes for a scalar exponent 2 or 3 (x * x, x * x * x: exact here) and calls
     powf otherwise (numpy's powf: within 1 ulp of ORT's). Other types: onnx.reference."""
     base, e = np.asarray(x[0]), np.asarray(x[1])
     if base.dtype != _F32 or e.size != 1 or e.dtype.kind != "f":
-        return reference_kernel(node, x, device)
+        return reference_kernel(node, x, memo)
     v = float(e.reshape(()))
     if v == 2.0:
         return [base * base]
@@ -313,7 +313,7 @@ def _pow(node, x, device):
 
 
 @_op("BatchNormalization")
-def _batch_norm(node, x, device):
+def _batch_norm(node, x, memo):
     """Inference-mode BatchNormalization (inputs X, scale, B, mean, var) as ORT computes it in float32:
     inv = 1 / sqrt(var + epsilon); s = inv * scale; y = X * s + (B - mean * s), per channel (axis 1).
     training_mode=1 is not supported (a trained model's inference graph has it 0)."""
@@ -345,7 +345,7 @@ REQUIRED_INPUTS.setdefault("BatchNormalization", (5, (0, 1, 2, 3, 4)))
 
 
 @_op("Relu")
-def _relu(node, x, device):
+def _relu(node, x, memo):
     """max(x, 0) as ORT computes it: -0 and NaN pass through unchanged (x < 0 ? 0 : x), any numeric type."""
     v = np.asarray(x[0])
     return [np.where(v < 0, v.dtype.type(0), v)]

@@ -18,11 +18,8 @@ from collections.abc import Callable
 import numpy as np
 
 from ..layout import aliases
-from ..reference.qlinear_add import qlinear_add
+from ..reference._opdef import definitions
 from ..reference.qlinear_concat import qlinear_concat
-from ..reference.qlinear_leaky_relu import qlinear_leaky_relu
-from ..reference.qlinear_mul import qlinear_mul
-from ..reference.qlinear_sigmoid import qlinear_sigmoid
 from .graph import Graph, Node
 
 LoweringFn = Callable[..., "Layer | None"]  # fn(ctx, node, backend)
@@ -179,7 +176,7 @@ def _once(ctx: Ctx, key: tuple, make: Callable[[], object]):
 def conv_spec_of(ctx: Ctx, node: Node):
     """The ConvSpec of a QLinearConv(Clamp) node with constant weights on a quantized 4-D input, else None (a
     ValueError from the spec is a refusal with its reason)."""
-    from .op_table import conv_node_spec
+    from ..reference.qlinear_conv import conv_node_spec
 
     x = node.inputs[0]
     if not (static(ctx, node, 1) and ctx.quantized(x)) or len(ctx.shape(x)) != 4:
@@ -190,7 +187,7 @@ def conv_spec_of(ctx: Ctx, node: Node):
 def qgemm_spec_of(ctx: Ctx, node: Node):
     """The ConvSpec (a 1x1 convolution over rows) of a QGemm(Clamp) node with constant B on a quantized 2-D A
     that is not transposed, else None."""
-    from .op_table import qgemm_node_spec
+    from ..reference.qgemm import qgemm_node_spec
 
     x = node.inputs[0]
     if not (static(ctx, node, 1) and ctx.quantized(x)) or node.attrs.get("transA", 0) or len(ctx.shape(x)) != 2:
@@ -296,23 +293,20 @@ def static_params(ctx: Ctx, node: Node, idx) -> bool:
 
 
 def binary_fn(node: Node, consts: dict) -> Callable:
-    """The reference of a QLinearAdd/Mul node as fn(a, b) over its constant parameters."""
-    p = [consts.get(n) if n else None for n in node.inputs]
-    if node.op == "vkinfer:TFLiteAdd":
-        from ..reference.tflite_add import tflite_add
-
-        lo, hi = node.attrs.get("activation_min"), node.attrs.get("activation_max")
-        return lambda a, b: tflite_add(a, p[1], p[2], b, p[4], p[5], p[6], p[7], lo, hi)
-    ref = qlinear_add if node.op.endswith("QLinearAdd") else qlinear_mul
-    return lambda a, b: ref(a, p[1], p[2], b, p[4], p[5], p[6], p[7])
+    """The reference of a binary table op (its OpDef's `binary`: QLinearAdd, QLinearMul, TFLite ADD) as fn(a, b)
+    over the node's constant parameters."""
+    return definitions()[node.op].binary(node, consts)
 
 
 def unary_fn(node: Node, consts: dict) -> Callable:
-    p = [consts.get(n) if n else None for n in node.inputs]
-    if node.op.endswith("QLinearSigmoid"):
-        return lambda x: qlinear_sigmoid(x, *p[1:5])
-    alpha = float(node.attrs.get("alpha", 0.01))
-    return lambda x: qlinear_leaky_relu(x, *p[1:5], alpha=alpha)
+    """The reference of a unary table op (its OpDef's `unary`: QLinearLeakyRelu, QLinearSigmoid, ...) as fn(x)."""
+    return definitions()[node.op].unary(node, consts)
+
+
+def table_ops(kind: str) -> tuple[str, ...]:
+    """The ops whose definition gives a `kind` ("unary" or "binary") table function: what the lookup table
+    lowerings take (cpu/qlinear_lut.py, vulkan/qlinear_lut.py), so a new such op needs no edit there."""
+    return tuple(op for op, d in definitions().items() if getattr(d, kind) is not None)
 
 
 def concat_parts(ctx: Ctx, node: Node) -> tuple[list[str], list, Callable | None] | None:

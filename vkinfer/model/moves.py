@@ -69,7 +69,7 @@ def _take(x: np.ndarray, ranges: list[range]) -> np.ndarray:
 
 
 @_op("Slice")
-def _slice(node: Node, x: list, device: str) -> list:
+def _slice(node: Node, x: list, memo: dict) -> list:
     """ONNX Slice: opset 10+ inputs (data, starts, ends, axes, steps) or opset 1 attributes."""
     a = node.attrs
     if "_split" in a:  # one output of a Split (split_to_slices): the Split's own check
@@ -116,7 +116,7 @@ def split_sizes(node: Node, dim: int, split) -> list[int]:
 
 
 @_op("Split")
-def _split(node: Node, x: list, device: str) -> list:
+def _split(node: Node, x: list, memo: dict) -> list:
     """ONNX Split (opset 2-18): sizes from the `split` input or attribute, `num_outputs`, or an even split."""
     v = x[0]
     if v.ndim == 0:
@@ -167,7 +167,7 @@ def split_to_slices(g: Graph) -> Graph:
 # ------------------------------------------------------------------------------------------- Gather and friends
 
 @_op("Gather")
-def _gather(node: Node, x: list, device: str) -> list:
+def _gather(node: Node, x: list, memo: dict) -> list:
     """ONNX Gather: indices in [-n, n) along `axis` (default 0); others are a ValueError, as in ORT."""
     v, idx = x[0], np.asarray(x[1])
     if idx.dtype.kind not in "iu":
@@ -194,7 +194,7 @@ def _block(node: Node) -> int:
 
 
 @_op("DepthToSpace")
-def _depth_to_space(node: Node, x: list, device: str) -> list:
+def _depth_to_space(node: Node, x: list, memo: dict) -> list:
     """ONNX DepthToSpace on (N, C, H, W), mode DCR (default) or CRD."""
     v, b = x[0], _block(node)
     if v.ndim != 4:
@@ -213,7 +213,7 @@ def _depth_to_space(node: Node, x: list, device: str) -> list:
 
 
 @_op("SpaceToDepth")
-def _space_to_depth(node: Node, x: list, device: str) -> list:
+def _space_to_depth(node: Node, x: list, memo: dict) -> list:
     """ONNX SpaceToDepth on (N, C, H, W)."""
     v, b = x[0], _block(node)
     if v.ndim != 4:
@@ -226,7 +226,7 @@ def _space_to_depth(node: Node, x: list, device: str) -> list:
 
 
 @_op("Tile")
-def _tile(node: Node, x: list, device: str) -> list:
+def _tile(node: Node, x: list, memo: dict) -> list:
     """ONNX Tile: `repeats` (one non-negative count per axis)."""
     v = x[0]
     reps = _ints1(x[1], "repeats")
@@ -236,7 +236,7 @@ def _tile(node: Node, x: list, device: str) -> list:
 
 
 @_op("Expand")
-def _expand(node: Node, x: list, device: str) -> list:
+def _expand(node: Node, x: list, memo: dict) -> list:
     """ONNX Expand: numpy broadcasting of the input against `shape` (both ways)."""
     v = x[0]
     shape = _ints1(x[1], "shape")
@@ -326,7 +326,7 @@ def source_codes(node: Node, shapes: list[tuple[int, ...] | None], consts: list,
                 raise ValueError("QLinearConcat input requantizes")
         out = np.concatenate(args[2::3], axis=int(node.attrs["axis"]))
     else:
-        out = OPS[op](node, args, "reference")[0]
+        out = OPS[op](node, args, {})[0]
     if fill is not None and not np.any(out == FILL):
         fill = None
     return acts, np.asarray(out, np.int64), fill

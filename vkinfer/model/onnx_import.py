@@ -16,6 +16,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ..errors import VkInferError
+from ..reference._opdef import definitions
 from .graph import Graph, Node, TensorInfo
 from .passes import optimize
 
@@ -122,14 +123,12 @@ def import_onnx(model, supported: dict[str, str | None]) -> Graph:
 
 # Quantized ops as the model writes them: the input positions of their output's scale and zero point, and of
 # their 8-bit data inputs (each followed by its own scale and zero point).
-_Y_PARAMS = {"QuantizeLinear": (1, 2), "QLinearConv": (6, 7), "QLinearMatMul": (6, 7),
-             "com.microsoft:QLinearAdd": (6, 7), "com.microsoft:QLinearMul": (6, 7), "com.microsoft:QGemm": (7, 8),
-             "com.microsoft:QLinearConcat": (0, 1), "com.microsoft:QLinearGlobalAveragePool": (3, 4),
-             "com.microsoft:QLinearAveragePool": (3, 4), "com.microsoft:QLinearSigmoid": (3, 4),
-             "com.microsoft:QLinearLeakyRelu": (3, 4), "com.microsoft:QLinearSoftmax": (3, 4),
+_Y_PARAMS = {"QuantizeLinear": (1, 2), "com.microsoft:QLinearSoftmax": (3, 4),
              "com.microsoft:QLinearReduceMean": (3, 4)}
-_X_SLOTS = {"DequantizeLinear": (0,), "QLinearMatMul": (0, 3), "com.microsoft:QLinearAdd": (0, 3),
-            "com.microsoft:QLinearMul": (0, 3), "com.microsoft:QGemm": (0, 3)}
+_X_SLOTS = {"DequantizeLinear": (0,)}
+# The ops defined in their own files carry theirs (vkinfer/reference/_opdef.py).
+_Y_PARAMS.update({d.op: d.y_params for d in definitions().values() if d.y_params is not None})
+_X_SLOTS.update({d.op: d.x_slots for d in definitions().values() if d.x_slots})
 
 
 def _meta(m: onnx.ModelProto, consts: dict[str, np.ndarray], graph: Graph) -> dict:

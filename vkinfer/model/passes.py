@@ -515,7 +515,7 @@ def fold_constants(g: Graph, keep: frozenset[str] = frozenset()) -> Graph:
                 and not any(o in inputs for o in n.outputs)):
             try:
                 outs = OPS[n.op](Node(n.op, n.name, list(n.inputs), list(n.outputs), dict(n.attrs)),
-                                 [consts[i] if i else None for i in n.inputs], "reference")
+                                 [consts[i] if i else None for i in n.inputs], {})
             except (ValueError, TypeError, KeyError, IndexError):
                 nodes.append(n)
                 continue

@@ -73,7 +73,7 @@ def dq_check_output_dtype(node: Node) -> None:
 
 
 @_op("com.microsoft:QLinearSoftmax")
-def _qsoftmax(node, x, device):
+def _qsoftmax(node, x, memo):
     """QLinearSoftmax (vkinfer/reference/qlinear_softmax.py): attributes `opset` (required, as ORT requires it)
     and `axis` (default -1)."""
     opset = _attr(node, "opset")
@@ -84,7 +84,7 @@ def _qsoftmax(node, x, device):
 
 
 @_op("com.microsoft:QLinearReduceMean")
-def _qreduce_mean(node, x, device):
+def _qreduce_mean(node, x, memo):
     """QLinearReduceMean (vkinfer/reference/qlinear_reduce_mean.py): attributes `axes` and `keepdims`."""
     return [qlinear_reduce_mean(x[0], x[1], x[2] if len(x) > 2 else None, x[3], x[4] if len(x) > 4 else None,
                                 axes=_attr(node, "axes"), keepdims=int(node.attrs.get("keepdims", 1)))]

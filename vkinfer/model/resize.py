@@ -241,7 +241,7 @@ def resize_linear(v: np.ndarray, p: dict) -> np.ndarray:
 
 
 @_op("Resize")
-def _resize(node: Node, x: list, device: str) -> list:
+def _resize(node: Node, x: list, memo: dict) -> list:
     """ONNX Resize as ORT 1.31 computes it: mode nearest on any tensor (every coordinate_transformation_mode and
     nearest_mode, axes, keep_aspect_ratio_policy); mode linear on float32 2-D / NCHW tensors."""
     v = x[0]

@@ -61,14 +61,14 @@ def _byte(x, what: str) -> np.ndarray:
 
 
 @_op(TABLE)
-def _table(node, x, device):
+def _table(node, x, memo):
     """y[i] = table[raw byte of x[i]], as the attribute dtype."""
     t = _table_arg(x[1], 256)
     return [t[_byte(x[0], "input x")].view(_out_dtype(node))]
 
 
 @_op(TABLE2)
-def _table2(node, x, device):
+def _table2(node, x, memo):
     """y = table[a_byte * 256 + b_byte] with numpy broadcasting of a and b, as the attribute dtype."""
     t = _table_arg(x[2], 65536)
     a, b = _byte(x[0], "input a"), _byte(x[1], "input b")
@@ -143,11 +143,11 @@ def _evaluate(g: Graph, chain: list[Node], sources: list[Node], q: Node, inputs:
             return None
         return values[name] if name in values else g.consts[name]
     for src, x in zip(sources, inputs, strict=True):
-        values[src.outputs[0]] = OPS["DequantizeLinear"](src, [x, *(get(i) for i in src.inputs[1:])], "reference")[0]
+        values[src.outputs[0]] = OPS["DequantizeLinear"](src, [x, *(get(i) for i in src.inputs[1:])], {})[0]
     with np.errstate(all="ignore"):  # inf / nan where the float path gives them: Q saturates them as ORT does
         for n in chain:
-            values[n.outputs[0]] = np.asarray(OPS[n.op](n, [get(i) for i in n.inputs], "reference")[0])
-        y = OPS["QuantizeLinear"](q, [get(i) for i in q.inputs], "reference")[0]
+            values[n.outputs[0]] = np.asarray(OPS[n.op](n, [get(i) for i in n.inputs], {})[0])
+        y = OPS["QuantizeLinear"](q, [get(i) for i in q.inputs], {})[0]
     return np.ascontiguousarray(np.asarray(y).reshape(-1)).view(np.uint8)
 
 

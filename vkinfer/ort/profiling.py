@@ -10,8 +10,6 @@ import time
 import warnings
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from .options import CPU_PROVIDER, VULKAN_PROVIDER
 
 if TYPE_CHECKING:
@@ -22,7 +20,7 @@ def _instrument(sess: InferenceSession, plan) -> None:
     """Wrap each segment runner's `run` of a profiling session's plan with timers (recorded while a profiled run
     is in progress), and keep the plan off its one-call native path."""
 
-    plan._natives[sess._threads()] = None
+    plan.one_call = False
     for k, seg in enumerate(plan.segments):
         r = seg.runner
         inner = r.run
@@ -35,7 +33,7 @@ def _instrument(sess: InferenceSession, plan) -> None:
             t0 = time.perf_counter_ns()
             if _r.kind == "host":
                 nodes: list = []
-                _r.run(values, timings=nodes)
+                _inner(values, threads, timings=nodes)
                 events.append(("host", plan, _seg, _k, t0, time.perf_counter_ns() - t0, nodes))
                 return None
             if _r.kind == "cpu":
@@ -148,27 +146,10 @@ class _Profiler:
             out.append(self._event("Segment", f"segment_{k}_{seg.device}", s0, dur,
                                    {"device": seg.device, "provider": self._provider(seg.device),
                                     "nodes": len(seg.nodes), "edge_ns": int(edges), "run": self.runs}))
-        if not events:  # an interpreted session (device "reference", $VKINFER_PLAN=0): nodes timed on a replay
-            out += self._replay_nodes(sess, feed, t1)
         tag = run_options.logid if run_options is not None else ""
         out.append(self._event("Session", "model_run", t0, t1 - t0, {"run_tag": tag, "run": self.runs}))
         self.events += out
         self.runs += 1
-
-    def _replay_nodes(self, sess: InferenceSession, feed: dict, t1: int) -> list[dict]:
-        """Per-node wall times of an interpreted session: the nodes run again, one by one, after the run, on its
-        feed (a streaming model's state as the run found it); the outputs are the run's own."""
-        from ..model.interpreter import interpret
-
-        g = sess.graph
-        values = {**g.consts, **{k: np.asarray(v) for k, v in feed.items()}}
-        out = []
-        for node in g.nodes:
-            n0 = time.perf_counter_ns()
-            interpret(g, values, sess._host_device, [node])
-            out.append(self._node_event(node, sess._host_device, n0, time.perf_counter_ns() - n0,
-                                        {"timing": "replayed after the run"}))
-        return out
 
     def write(self) -> str:
         """Write the events to `<prefix>_<date>_<time>_<ms>.json`; the path."""

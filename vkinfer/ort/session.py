@@ -91,8 +91,6 @@ class InferenceSession(_Session):
             self._profiler = _Profiler(self, opts.profile_file_prefix, t0, time.perf_counter_ns())
             # Every run through the segments (the one-call native paths skip the timers).
             self._native = None
-            if self._fast is not None:
-                self._fast = self._fast._replace(whole_cpu=None)
             self.run = self._profiled_run  # type: ignore[method-assign]
 
     # ---- ONNX Runtime's session methods ----
@@ -189,8 +187,8 @@ class InferenceSession(_Session):
         """The whole model as one native CPU graph writing straight into the bound arrays; None where the session
         or the feed is not that case (the caller takes the general path)."""
         fast = self._fast
-        if (fast is None or fast.whole_cpu is None or self._variables or names != fast.outputs
-                or len(feed) != len(fast.inputs)):
+        seg = fast.plan.whole_cpu if fast is not None else None
+        if (seg is None or self._variables or names != fast.outputs or len(feed) != len(fast.inputs)):
             return None
         arrays = []
         for name, dt, shape in fast.inputs:
@@ -198,7 +196,6 @@ class InferenceSession(_Session):
             if type(v) is not np.ndarray or v.dtype != dt or v.shape != shape:
                 return None
             arrays.append(v if v.flags.c_contiguous else np.ascontiguousarray(v))
-        seg = fast.whole_cpu
         outs = [bound[n] if bound[n] is not None else np.empty(shape, dt) for n, (_, shape, dt) in
                 zip(names, seg.out_specs, strict=True)]
         try:
@@ -211,11 +208,11 @@ class InferenceSession(_Session):
         return outs
 
     # ---- profiling ----
-    def plan(self, feed: dict[str, np.ndarray], trial: bool = False):
+    def plan(self, feed: dict[str, np.ndarray], trial: bool = False, extra: tuple[str, ...] = ()):
         """As vkinfer.session.InferenceSession.plan; a profiling session also instruments the plan's
         segments (their runs are timed) the first time it sees the plan."""
-        plan = super().plan(feed, trial)
-        if plan is not None and getattr(self, "_profiling", False) and id(plan) not in self._prof_plans:
+        plan = super().plan(feed, trial, extra)
+        if getattr(self, "_profiling", False) and id(plan) not in self._prof_plans:
             self._prof_plans.add(id(plan))
             _instrument(self, plan)
         return plan
@@ -227,7 +224,7 @@ class InferenceSession(_Session):
             return _Session.run(self, output_names, input_feed, run_options)
         with prof.lock:
             prof.current = []
-            state = dict(self._state)  # what an interpreted run's replay starts from
+            state = dict(self._state)  # the feed a Vulkan segment is timed on (a streaming model: its state too)
             t0 = time.perf_counter_ns()
             try:
                 out = _Session.run(self, output_names, input_feed, run_options)

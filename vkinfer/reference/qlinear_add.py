@@ -21,6 +21,7 @@ import numpy as np
 
 from . import _qcheck as qc
 from ._float32 import cvtps_epi32, fma32
+from ._opdef import OpDef
 
 
 def _input0_is_scalar(sa: tuple[int, ...], sb: tuple[int, ...]) -> bool:
@@ -68,3 +69,13 @@ def qlinear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_z
     v = fma32(xa, ra, fma32(xb, rb, fixed))
     lo, hi = qc.QRANGE[a.dtype]
     return np.clip(cvtps_epi32(v), lo, hi).astype(a.dtype)
+
+
+# --- the op (vkinfer/reference/_opdef.py) ---------------------------------------------------------------------
+def _binary(node, consts: dict):
+    p = [consts.get(n) if n else None for n in node.inputs]
+    return lambda a, b: qlinear_add(a, p[1], p[2], b, p[4], p[5], p[6], p[7])
+
+
+DEFINITIONS = (OpDef("com.microsoft:QLinearAdd", lambda node, x, memo: [qlinear_add(*x[:8])], "elementwise",
+                     (8, (0, 1, 3, 4, 6)), y_params=(6, 7), x_slots=(0, 3), binary=_binary),)

@@ -18,6 +18,7 @@ import numpy as np
 
 from . import _qcheck as qc
 from ._float32 import cvtps_epi32
+from ._opdef import OpDef, attr, check_auto_pad
 from ._pool_shape import pool_geometry
 from .qlinear_global_average_pool import qlinear_global_average_pool
 
@@ -79,3 +80,15 @@ def qlinear_average_pool(x, x_scale, x_zero_point, y_scale, y_zero_point, kernel
         v = (acc / count.astype(np.float32)) / ys + np.float32(yz)
     lo, hi = qc.QRANGE[x.dtype]
     return np.clip(cvtps_epi32(v), lo, hi).astype(x.dtype)
+
+
+# --- the op (vkinfer/reference/_opdef.py) ---------------------------------------------------------------------
+def _kernel(node, x, memo):
+    check_auto_pad(node)
+    a = node.attrs
+    return [qlinear_average_pool(*x[:5], kernel_shape=list(attr(node, "kernel_shape")), strides=a.get("strides"),
+                                 pads=a.get("pads"), count_include_pad=int(a.get("count_include_pad", 0)),
+                                 ceil_mode=int(a.get("ceil_mode", 0)), channels_last=int(a.get("channels_last", 0)))]
+
+
+DEFINITIONS = (OpDef("com.microsoft:QLinearAveragePool", _kernel, "pool", (5, (0, 1, 3)), y_params=(3, 4)),)

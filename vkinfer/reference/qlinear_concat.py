@@ -12,6 +12,7 @@ import numpy as np
 
 from . import _qcheck as qc
 from ._lookup import apply_table, build_table
+from ._opdef import OpDef, attr
 
 
 def qlinear_concat(y_scale, y_zero_point, inputs, axis: int) -> np.ndarray:
@@ -43,3 +44,16 @@ def qlinear_concat(y_scale, y_zero_point, inputs, axis: int) -> np.ndarray:
         return np.concatenate(parts, axis=axis)
     except ValueError as e:
         raise ValueError(f"inputs cannot be concatenated on axis {axis}: {e}") from None
+
+
+# --- the op (vkinfer/reference/_opdef.py) ---------------------------------------------------------------------
+def _kernel(node, x, memo):
+    if (len(x) - 2) % 3 or any(x[i] is None for i in range(2, len(x), 3)) or any(
+            x[i] is None for i in range(3, len(x), 3)):
+        raise ValueError(f"inputs must be y_scale, y_zero_point, then (x, x_scale, x_zero_point) triples, got "
+                         f"{len(x)} inputs")
+    triples = [tuple(x[i:i + 3]) for i in range(2, len(x), 3)]
+    return [qlinear_concat(x[0], x[1], triples, axis=int(attr(node, "axis")))]
+
+
+DEFINITIONS = (OpDef("com.microsoft:QLinearConcat", _kernel, "move", (5, (0, 1, 2, 3)), y_params=(0, 1)),)

@@ -6,8 +6,11 @@ with padding contributing zero real value, accumulated in int32; then requantize
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
+from ._opdef import OpDef, attr, cached_spec, check_auto_pad, ints
 from .requant import requantize
 
 
@@ -37,3 +40,44 @@ def qlinear_conv(s) -> np.ndarray:
     acc = conv_accumulate(s)
     q = requantize(acc, s.out.m[None, :, None, None], s.out.zero_point, s.out.lo, s.out.hi)
     return q.astype(s.out.dtype)
+
+
+# --- the op (vkinfer/reference/_opdef.py) ---------------------------------------------------------------------
+def conv_node_spec(node, x: list, activation=None):
+    """The ConvSpec of a QLinearConv node for input values `x` (x[0] may be any array of the input's shape)."""
+    from ._spec import conv_spec
+
+    check_auto_pad(node)
+    a = node.attrs
+    bias = x[8] if len(x) > 8 else None
+    return conv_spec(*x[:8], bias, strides=ints(a.get("strides"), 2, 1), pads=ints(a.get("pads"), 4, 0),
+                     dilations=ints(a.get("dilations"), 2, 1), group=int(a.get("group", 1)), activation=activation)
+
+
+def _kernel(node, x, memo, activation=None):
+    check_auto_pad(node)
+    # Only the activation varies between runs; everything else is a constant of the model.
+    spec = cached_spec(memo, (x[0].shape, x[0].dtype.str), lambda: conv_node_spec(node, x, activation))
+    return [qlinear_conv(dataclasses.replace(spec, x=x[0]))]
+
+
+def _shape(node, x, activation=None):
+    spec = conv_node_spec(node, x, activation)
+    return [(spec.out_shape, spec.out.dtype)]
+
+
+def _clamp_kernel(node, x, memo):
+    """QLinearConv with a fused activation (attribute `activation`: "relu", "relu6" or ("clip", lo, hi)) applied
+    by narrowing the output clamp; the TFLite importer and the fusion pass emit it."""
+    return _kernel(node, x, memo, attr(node, "activation"))
+
+
+def _clamp_shape(node, x):
+    return _shape(node, x, attr(node, "activation"))
+
+
+_INPUTS = (8, (0, 1, 3, 4, 6))
+DEFINITIONS = (
+    OpDef("QLinearConv", _kernel, "conv", _INPUTS, y_params=(6, 7), weights=3, shape=_shape),
+    OpDef("vkinfer:QLinearConvClamp", _clamp_kernel, "conv", _INPUTS, weights=3, shape=_clamp_shape),
+)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _qcheck as qc
+from ._opdef import OpDef
 from .requant import requantize
 
 
@@ -38,3 +39,11 @@ def qlinear_global_average_pool(x, x_scale, x_zero_point, y_scale, y_zero_point,
     acc = (x.astype(np.int64).sum(axis=axes, keepdims=True) - xz * size).astype(np.int32)
     lo, hi = qc.QRANGE[x.dtype]
     return requantize(acc, m, yz, lo, hi).astype(x.dtype)
+
+
+# --- the op (vkinfer/reference/_opdef.py) ---------------------------------------------------------------------
+def _kernel(node, x, memo):
+    return [qlinear_global_average_pool(*x[:5], channels_last=int(node.attrs.get("channels_last", 0)))]
+
+
+DEFINITIONS = (OpDef("com.microsoft:QLinearGlobalAveragePool", _kernel, "pool", (5, (0, 1, 3)), y_params=(3, 4)),)

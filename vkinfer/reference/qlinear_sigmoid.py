@@ -15,6 +15,7 @@ import numpy as np
 
 from ._float32 import horner32
 from ._lookup import apply_table, build_table, unary_params
+from ._opdef import OpDef
 
 _A = [np.float32(v) for v in (4.37031012579801e-11, 1.15627324459942e-07, 6.08574864600143e-05,
                               8.51377133304701e-03, 2.48287947061529e-01)]
@@ -33,3 +34,13 @@ def mlas_logistic(x: np.ndarray) -> np.ndarray:
 def qlinear_sigmoid(x, x_scale, x_zero_point, y_scale, y_zero_point) -> np.ndarray:
     xs, xz, ys, yz = unary_params(x, x_scale, x_zero_point, y_scale, y_zero_point)
     return apply_table(x, build_table(x.dtype, xs, xz, ys, yz, mlas_logistic))
+
+
+# --- the op (vkinfer/reference/_opdef.py) ---------------------------------------------------------------------
+def _unary(node, consts: dict):
+    p = [consts.get(n) if n else None for n in node.inputs]
+    return lambda x: qlinear_sigmoid(x, *p[1:5])
+
+
+DEFINITIONS = (OpDef("com.microsoft:QLinearSigmoid", lambda node, x, memo: [qlinear_sigmoid(*x[:5])],
+                     "elementwise", (5, (0, 1, 3)), y_params=(3, 4), unary=_unary),)

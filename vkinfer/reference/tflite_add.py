@@ -26,6 +26,7 @@ import math
 import numpy as np
 
 from . import _qcheck as qc
+from ._opdef import OpDef
 
 
 def _ratio(x_scale, y_scale) -> np.float32:
@@ -73,3 +74,20 @@ def tflite_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_ze
     acc >>= shift
     acc += np.int32(zy)
     return np.clip(acc, lo, hi).astype(dt)
+
+
+# --- the op (vkinfer/reference/_opdef.py) ---------------------------------------------------------------------
+def _kernel(node, x, memo):
+    """Inputs as QLinearAdd's (a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point), numpy
+    broadcasting; clamped to attrs activation_min/activation_max."""
+    a = node.attrs
+    return [tflite_add(*x[:8], a.get("activation_min"), a.get("activation_max"))]
+
+
+def _binary(node, consts: dict):
+    p = [consts.get(n) if n else None for n in node.inputs]
+    lo, hi = node.attrs.get("activation_min"), node.attrs.get("activation_max")
+    return lambda a, b: tflite_add(a, p[1], p[2], b, p[4], p[5], p[6], p[7], lo, hi)
+
+
+DEFINITIONS = (OpDef("vkinfer:TFLiteAdd", _kernel, "elementwise", (8, (0, 1, 3, 4, 6)), binary=_binary),)

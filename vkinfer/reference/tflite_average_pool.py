@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _qcheck as qc
+from ._opdef import OpDef, attr
 from ._pool_shape import pool_geometry
 
 
@@ -65,3 +66,15 @@ def tflite_pool_attrs(node, dt) -> tuple:
     lo = QRANGE[dt][0] if a.get("activation_min") is None else int(a["activation_min"])
     hi = QRANGE[dt][1] if a.get("activation_max") is None else int(a["activation_max"])
     return k, st, pads, lo, hi
+
+
+# --- the op (vkinfer/reference/_opdef.py) ---------------------------------------------------------------------
+def _kernel(node, x, memo):
+    """On an NCHW input: integer sum of the in-image window, rounded half away from zero, clamped to attrs
+    activation_min/activation_max."""
+    a = node.attrs
+    return [tflite_average_pool(x[0], list(attr(node, "kernel_shape")), a.get("strides"), a.get("pads"),
+                                a.get("activation_min"), a.get("activation_max"))]
+
+
+DEFINITIONS = (OpDef("vkinfer:TFLiteAveragePool", _kernel, "pool", (1, (0,))),)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _qcheck as qc
+from ._opdef import OpDef
 
 
 def tflite_quantize(x, scale, zero_point) -> np.ndarray:
@@ -66,3 +67,11 @@ def tflite_quantize_op(x, *params) -> np.ndarray:
     if isinstance(x, np.ndarray) and x.dtype == np.float32:
         return tflite_quantize(x, *params[:2])
     return tflite_requantize(x, *params[:4])
+
+
+# --- the op (vkinfer/reference/_opdef.py) ---------------------------------------------------------------------
+# TFLite's QUANTIZE: of a float32 tensor (inputs x, scale, zero point) it multiplies by the float32 reciprocal of
+# the scale, where ONNX QuantizeLinear divides; of an 8-bit one (x, x_scale, x_zero_point, y_scale, y_zero_point)
+# it requantizes as XNNPACK does.
+DEFINITIONS = (OpDef("vkinfer:TFLiteQuantize", lambda node, x, memo: [tflite_quantize_op(*x)], "elementwise",
+                     (3, (0, 1))),)

@@ -27,6 +27,7 @@ import functools
 import numpy as np
 
 from . import _qcheck as qc
+from ._opdef import OpDef
 
 
 @functools.cache
@@ -80,3 +81,12 @@ def tflite_softmax(x, x_scale, y_scale, y_zero_point, beta: float = 1.0) -> np.n
         q = np.floor(p.astype(np.float64) + 0.5).astype(np.int64)  # round half away from zero, p >= 0
     lo, hi = qc.QRANGE[dtype]
     return np.clip(q + yz, lo, hi).astype(dtype)
+
+
+# --- the op (vkinfer/reference/_opdef.py) ---------------------------------------------------------------------
+def _kernel(node, x, memo):
+    """Over the last axis; inputs x, x_scale, y_scale, y_zero_point; attr beta."""
+    return [tflite_softmax(*x[:4], beta=float(node.attrs.get("beta", 1.0)))]
+
+
+DEFINITIONS = (OpDef("vkinfer:TFLiteSoftmax", _kernel, "elementwise", (4, (0, 1, 2))),)

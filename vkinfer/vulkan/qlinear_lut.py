@@ -41,10 +41,10 @@ class QLinearLut:
 
 # --- lowering (vkinfer/model/lowering.py) ---
 from ..cpu.qlinear_lut import binary_table_fn  # noqa: E402 (the C kernel fills QLinearAdd tables)
-from ..model.lowering import Layer, binary_mode, lower, static_params, unary_fn  # noqa: E402
+from ..model.lowering import Layer, binary_mode, lower, static_params, table_ops, unary_fn  # noqa: E402
 
 
-@lower("vulkan", "com.microsoft:QLinearAdd", "com.microsoft:QLinearMul", "vkinfer:TFLiteAdd")
+@lower("vulkan", *table_ops("binary"))
 def lower_binary(ctx, node, backend):
     ins = node.inputs
     if not (mode := binary_mode(ctx, node)):
@@ -56,7 +56,7 @@ def lower_binary(ctx, node, backend):
                                          mode == "row"))
 
 
-@lower("vulkan", "com.microsoft:QLinearLeakyRelu", "com.microsoft:QLinearSigmoid")
+@lower("vulkan", *table_ops("unary"))
 def lower_unary(ctx, node, backend):
     x = node.inputs[0]
     if not (ctx.quantized(x) and static_params(ctx, node, (1, 2, 3, 4))):

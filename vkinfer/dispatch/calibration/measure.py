@@ -151,7 +151,7 @@ def _cpu_plan(shape: Shape):
     plan = _CPU_PLANS.get(key)
     if plan is None:
         g, feed, name = shape.graph()
-        plan = Plan(g, feed, CpuBackend(None), "cpu")
+        plan = Plan(g, feed, CpuBackend(None))
         if len(plan.segments) != 1 or not plan.segments[0].device.startswith("cpu"):
             raise RuntimeError(f"calibration shape {shape.label!r} does not compile to one CPU segment: "
                                f"{[s.device for s in plan.segments]} ({plan.why_host})")
@@ -265,7 +265,7 @@ def _measure_vulkan(dev, shapes: list[Shape], mode: str) -> tuple[list[Sample], 
     built = []
     for s in shapes:  # build every plan first: pipelines compile on worker threads meanwhile
         g, feed, name = s.graph()
-        plan = Plan(g, feed, be, "cpu")
+        plan = Plan(g, feed, be)
         segs = [seg for seg in plan.segments if seg.device.startswith("vulkan")]
         if len(segs) != 1 or plan.placement.get(name, "").partition(":")[0] != "vulkan":
             raise RuntimeError(f"calibration shape {s.label!r} does not run on {be.name}: {plan.why_host}")
@@ -354,10 +354,10 @@ def _measure_host(shapes: list[Shape], mode: str) -> list[Sample]:
         g, feed, name = s.graph()
         info = trace(g, feed)
         node = next(n for n in g.nodes if n.name == name)
-        seg = HostSegment(g, [node], "cpu")
+        seg = HostSegment(g, [node])
         values = dict(g.consts)
         values.update(feed)
-        interpret(g, values, "cpu", g.nodes[:g.nodes.index(node)])  # what the node reads (a shuffle's reshape)
+        interpret(g, values, g.nodes[:g.nodes.index(node)])  # what the node reads (a shuffle's reshape)
 
         def once(seg=seg, values=values) -> float:
             t0 = time.perf_counter_ns()
@@ -404,7 +404,7 @@ def _whole_model(blob: Graph | bytes, threads: int):
     for node in g.nodes:
         node.attrs["_static"] = all(not n or n in g.consts for n in node.inputs[1:])
     ins = [(t.name, np.dtype(t.dtype), tuple(t.shape)) for t in g.inputs]
-    plan = Plan(g, {t.name: np.zeros(t.shape, t.dtype) for t in g.inputs}, CpuBackend(None), "cpu")
+    plan = Plan(g, {t.name: np.zeros(t.shape, t.dtype) for t in g.inputs}, CpuBackend(None))
     [seg0, *rest] = plan.segments
     if rest or not seg0.device.startswith("cpu") or seg0.runner.inputs != [t[0] for t in ins] or \
             seg0.runner.outputs != [t.name for t in g.outputs] or getattr(g, "variables", ()):

@@ -173,7 +173,7 @@ def run_init(model: Model, k: int) -> None:
     if carried:
         raise ValueError(f"init subgraph {k} reads variable {key_name(next(iter(carried)))!r} before assigning it")
     values: dict[str, np.ndarray] = dict(imp.consts)
-    interpret(Graph(imp.nodes, [], [], imp.consts), values, "reference")
+    interpret(Graph(imp.nodes, [], [], imp.consts), values)
     for key, name in current.items():
         model.initial[key] = np.array(values[name], copy=True)
 
