@@ -38,9 +38,13 @@ from .model.graph import Graph, TensorInfo
 from .model.onnx_import import import_onnx
 from .model.op_table import OPS
 from .model.tflite_import import import_tflite, is_tflite
+from .model.value_shapes import value_inputs
 
 if TYPE_CHECKING:
     from .dispatch.profile import Profile
+
+
+MAX_PLANS = 32  # compiled plans a session keeps (input signatures; the oldest goes first)
 
 
 class Compiled(NamedTuple):
@@ -162,8 +166,11 @@ class InferenceSession:
             raise ValueError('placement needs a device: device "reference" interprets every node on the host')
         # The default device's backend; the reference device's plan is one host segment.
         self._backend = None if kind == "reference" else self._resolve("cpu" if kind == "auto" else self.device)
+        # Inputs whose values decide shapes key the plans by value too (model/value_shapes.py).
+        self._value_inputs = value_inputs(self.graph)
         shapes = [t.shape for t in self.graph.inputs]
-        if all(s is not None and all(isinstance(d, int) and d > 0 for d in s) for s in shapes):
+        if not self._value_inputs and all(s is not None and all(isinstance(d, int) and d > 0 for d in s)
+                                          for s in shapes):
             # Static input shapes: compile now (trace, placement, packing, buffers, recording).
             try:
                 plan = self.plan({t.name: np.zeros(t.shape, t.dtype) for t in self.graph.inputs}, trial=True)
@@ -223,9 +230,12 @@ class InferenceSession:
         """The compiled plan for the feed's input signature (made on first use); `extra`: intermediate tensors it
         also outputs, after the graph's. The trace that gives the plan its shapes runs on `feed` (`trial`: zeros
         of the declared shapes at creation)."""
-        sig = (tuple((k, v.shape, v.dtype.str) for k, v in sorted(feed.items())), extra)
+        sig = (tuple((k, v.shape, v.dtype.str, v.tobytes() if k in self._value_inputs else b"")
+                     for k, v in sorted(feed.items())), extra)
         plan = self._plans.get(sig)
         if plan is None:
+            if len(self._plans) >= MAX_PLANS:  # a shape fed at run time may take new values every run
+                del self._plans[next(iter(self._plans))]
             g = self.graph
             if extra:
                 g = dataclasses.replace(g, outputs=[*g.outputs, *(TensorInfo(n, None, None) for n in extra)])

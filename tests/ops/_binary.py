@@ -4,8 +4,8 @@ test_qlinear_mul.py): every broadcast kind the lowerings know, and those they le
 The devices run them as table lookups (65536 entries, the reference on every byte pair: cpu/qlinear_lut.py,
 vulkan/qlinear_lut.py; the CPU's QLinearAdd on equal shapes in ORT's float arithmetic: cpu/qadd.py) for equal
 shapes and a row of channels broadcast over the other operand (a per-channel bias or gate); other broadcasts
-run on the host, and a cpu session leaves a 5-D row broadcast to the host too (Vulkan takes it, with wrong values:
-ROW5 below)."""
+run on the host, and so does a 5-D "row" broadcast: a 5-D device form (N, A, B, H, W) has no row of the last
+axis (Vulkan took it once, with 44 of 48 values wrong: found here, fixed in model/lowering.py binary_mode)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ TABLE = [  # (id, a shape, b shape, where on cpu, where on vulkan)
     ("row_r4_channels", (2, 6, 5, 3), (1, 6, 1, 1), "cpu", "vulkan"),
     ("row_r2", (3, 7), (7,), "cpu", "vulkan"),
     ("row_r3", (2, 5, 6), (1, 1, 6), "cpu", "vulkan"),
-    ("row_r5", (1, 2, 3, 2, 4), (1, 1, 1, 1, 4), "host", "any"),  # Vulkan: wrong values (ROW5 below)
+    ("row_r5", (1, 2, 3, 2, 4), (1, 1, 1, 1, 4), "host", "host"),  # not a row of the 5-D device form
     ("scalar_first", (1,), (2, 3, 4), "host", "host"),
     ("spatial_b", (1, 3, 4, 5), (1, 1, 4, 5), "host", "host"),
     ("resnet_residual", (1, 64, 28, 28), (1, 64, 28, 28), "cpu", "vulkan"),
@@ -29,17 +29,9 @@ TABLE = [  # (id, a shape, b shape, where on cpu, where on vulkan)
 ]
 
 
-# A real disagreement found by these tests (2026-11), kept as a strict xfail until it is fixed.
-ROW5 = pytest.mark.xfail(strict=True, reason=(
-    "Vulkan takes a 5-D row broadcast ((1, 2, 3, 2, 4) with (1, 1, 1, 1, 4)) as a 'row' table lookup "
-    "(model/lowering.py binary_mode, vulkan/qlinear_lut.py), but a 5-D tensor's packed form is (N, H, W, A, B): the "
-    "last axis is not its row, so 44 of 48 values come out wrong; the reference and the cpu (which leaves 5-D rows "
-    "to the host) equal ORT"))
-
-
 def params() -> list:
     """TABLE's indices as pytest params, the known disagreement marked."""
-    return [pytest.param(k, id=c[0], marks=ROW5 if c[0] == "row_r5" else ()) for k, c in enumerate(TABLE)]
+    return [pytest.param(k, id=c[0]) for k, c in enumerate(TABLE)]
 
 
 def binary_model(op: str, sa, sb, dt, seed: int, change: dict | None = None) -> tuple[bytes, dict]:

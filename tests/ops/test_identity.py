@@ -29,16 +29,10 @@ def _ort_refuses(blob: bytes, feed: dict) -> None:
         ort_run(blob, feed)
 
 
-IMPORT_GAP = "found by tests/ops (2026-11): vkinfer runs a model ONNX Runtime refuses as invalid ({}) on every device"
-
-
 @pytest.mark.parametrize("case", [
     "no_input",
-    pytest.param("two_inputs", marks=pytest.mark.xfail(strict=True, reason=IMPORT_GAP.format(
-        "an Identity with two inputs: the second is ignored"))),
-    pytest.param("output_type", marks=pytest.mark.xfail(strict=True, reason=IMPORT_GAP.format(
-        "a graph output declared int8 that the node makes uint8: the run returns uint8; the importer does not check "
-        "declared output types against the nodes', for any op"))),
+    "two_inputs",  # found by this test: the second input used to be ignored
+    "output_type",  # found by this test: a graph output declared int8 that the node makes uint8 used to run
 ])
 def test_bad_identity_refused_naming_the_node(case):
     x = np.zeros((2, 3), np.uint8)

@@ -33,10 +33,6 @@ def test_reshape_equals_ort_on_every_device(k):
     check_vs_ort(one_node("Reshape", [shape, i64(*to)], QTYPES[k % 2]))
 
 
-@pytest.mark.xfail(strict=True, reason="found by tests/ops (2026): a Reshape whose shape is a graph input keeps, on "
-                   "cpu and vulkan, the output shape of the values it was compiled with (the plan is cached per input "
-                   "shapes and dtypes, not values): x (2, 3, 4) reshaped to [4, 6] after [6, 4] comes back (6, 4); "
-                   "the reference and ORT give (4, 6)")
 def test_reshape_to_a_runtime_shape_follows_its_values():
     blob = model([node("Reshape", ["x", "s"])], {"x": (np.uint8, (2, 3, 4)), "s": (np.int64, (2,))})
     x = np.arange(24, dtype=np.uint8).reshape(2, 3, 4)

@@ -32,9 +32,6 @@ def test_squeeze_equals_ort_on_every_device(k, opset):
     check_vs_ort(blob)
 
 
-@pytest.mark.xfail(strict=True, reason="found by tests/ops (2026): a Squeeze whose axes are a graph input keeps, on "
-                   "cpu and vulkan, the output shape of the axes it was compiled with (the plan is cached per input "
-                   "shapes, not values); the reference and ORT follow the values")
 def test_squeeze_runtime_axes_follow_their_values():
     blob = model([node("Squeeze", ["x", "a"])], {"x": (np.uint8, (1, 3, 1, 4)), "a": (np.int64, (1,))})
     x = np.arange(12, dtype=np.uint8).reshape(1, 3, 1, 4)

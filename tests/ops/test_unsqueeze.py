@@ -31,10 +31,6 @@ def test_unsqueeze_equals_ort_on_every_device(k, opset):
     check_vs_ort(blob)
 
 
-@pytest.mark.xfail(strict=True, reason="found by tests/ops (2026): an Unsqueeze whose axes are a graph input keeps, "
-                   "on cpu and vulkan, the output shape of the axes it was compiled with (the plan is cached per "
-                   "input shapes, not values): x (2, 3, 4) with axes [3] after [0] comes back (1, 2, 3, 4); the "
-                   "reference and ORT give (2, 3, 4, 1)")
 def test_unsqueeze_runtime_axes_follow_their_values():
     blob = model([node("Unsqueeze", ["x", "a"])], {"x": (np.uint8, (2, 3, 4)), "a": (np.int64, (1,))})
     x = np.arange(24, dtype=np.uint8).reshape(2, 3, 4)

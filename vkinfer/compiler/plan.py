@@ -161,6 +161,12 @@ class Plan:
                  resolve: Callable[[str], object] | None = None, dispatch: Callable | None = None):
         self.g, self.backend = g, backend
         self.info = trace(g, feed)
+        makers = {o: n for n in g.nodes for o in n.outputs if o}
+        for t in g.outputs:
+            got = self.info[t.name][1] if t.name in self.info else None
+            if t.dtype is not None and got is not None and got != t.dtype:
+                by = f"node {makers[t.name].name} ({makers[t.name].op})" if t.name in makers else "its producer"
+                raise ValueError(f"graph output {t.name!r} is declared {np.dtype(t.dtype)}, but {by} makes {got}")
         ctx = Ctx(g, self.info)
         backends = {} if backend is None else {backend.name: backend}
         self.placement: dict[str, str] = {}

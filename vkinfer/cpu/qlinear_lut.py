@@ -46,7 +46,7 @@ def _lut1(node, x, dt_in, dt_out, raw, n):
 def lower_binary(ctx, node, backend):
     a, b, y = node.inputs[0], node.inputs[3], node.outputs[0]
     mode = binary_mode(ctx, node)
-    if not mode or (mode == "row" and len(ctx.shape(a)) == 5) or ctx.dtype(y) != ctx.dtype(a):
+    if not mode or ctx.dtype(y) != ctx.dtype(a):
         return None
     t = table2(binary_table(ctx.dtype(a), binary_table_fn(node, ctx.g.consts)), ctx.dtype(a), ctx.dtype(y))
     n = int(np.prod(ctx.shape(a)))
@@ -94,7 +94,7 @@ def lower_table2(ctx, node, backend):
     from ..model.tables import table2_lookup
 
     y = node.outputs[0]
-    if (found := table2_lookup(ctx, node)) is None or (found[3] == "row" and len(ctx.shape(y)) == 5):
+    if (found := table2_lookup(ctx, node)) is None:
         return None
     a, b, raw, mode = found
     t = table2(raw, ctx.dtype(a), ctx.dtype(y))

@@ -97,6 +97,8 @@ def import_onnx(model, supported: dict[str, str | None]) -> Graph:
         # itself (their attributes, with the types the model gave them).
         attrs["_opset"] = opset if not domain else None
         attrs["_proto"] = n
+        if not domain and opset is not None:
+            _check_input_count(n, name, opset)
         if op == "Softmax" and opset is not None and opset < 13:
             attrs["_coerce_2d"] = True  # Softmax-1/11: over all axes from `axis` on, default axis 1
         nodes.append(Node(op, name, list(n.input), list(n.output), attrs))
@@ -119,6 +121,18 @@ def import_onnx(model, supported: dict[str, str | None]) -> Graph:
                                     "quantize it first, e.g. with onnxruntime.quantization.quantize_static")
     graph.meta = _meta(m, consts, graph)
     return graph
+
+
+def _check_input_count(n: onnx.NodeProto, name: str, opset: int) -> None:
+    """More inputs than the ONNX op has at this opset: ValueError, as ONNX Runtime refuses the model (tests/ops
+    found an Identity with two inputs running, its second ignored)."""
+    try:
+        schema = onnx.defs.get_schema(n.op_type, opset)
+    except Exception:  # noqa: BLE001 - an op onnx does not define: the op table's check names it
+        return
+    if len(n.input) > schema.max_input:
+        raise ValueError(f"node {name!r} ({n.op_type}) has {len(n.input)} inputs; opset {opset}'s {n.op_type} takes "
+                         f"at most {schema.max_input}")
 
 
 # Quantized ops as the model writes them: the input positions of their output's scale and zero point, and of

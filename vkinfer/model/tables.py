@@ -248,7 +248,7 @@ def table2_operands(shape_a: tuple, shape_b: tuple, shape_y: tuple) -> tuple[str
     "row" means the second operand is one row of the first's channels broadcast over it (a per-channel gate)
     and `swapped` that a and b trade places (the table transposed); None: only the host runs it."""
     def row_of(full, part):
-        if not full:
+        if not full or len(full) > 4:  # 5-D: the device form's row is not the last axis (lowering.binary_mode)
             return False
         ch = 1 if len(full) == 4 else len(full) - 1
         row = tuple(full[ch] if i == ch else 1 for i in range(len(full)))
