@@ -17,7 +17,7 @@ what onnx writes by default, else the lowest the opsets need).
     g = GraphBuilder(seed=0)
     x = g.input("x", np.uint8, [1, 8, 4, 4])
     y = g.qlinear_conv(x, g.quant("x", 0.02, 128), w, w_scale, w_zp, g.quant("y", 0.05, 128), kernel_shape=[1, 1])
-    m = g.build("conv", outputs={y: (np.uint8, None)})
+    m = g.build("conv", {y: (np.uint8, [1, 16, 4, 4])})   # checked: graph outputs need a shape
 """
 
 from __future__ import annotations
