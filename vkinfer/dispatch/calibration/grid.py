@@ -67,12 +67,13 @@ class _B:
         self.nodes.append(Node(op, f"n{len(self.nodes)}_{op.split(':')[-1]}", ins, [out], attrs))
         return out
 
-    def done(self, target: int = -1) -> Built:
+    def done(self, dtype, target: int = -1) -> Built:
+        """The graph (its last node's output is "y", of `dtype`), its feed and the name of node `target`."""
         last = self.nodes[-1]
         last.outputs = ["y"]
         for n in self.nodes:
             n.attrs["_static"] = all(not i or i in self.consts for i in n.inputs[1:])
-        g = Graph(self.nodes, self.inputs, [TensorInfo("y", None, np.dtype(np.uint8))], self.consts)
+        g = Graph(self.nodes, self.inputs, [TensorInfo("y", None, np.dtype(dtype))], self.consts)
         return g, self.feed, self.nodes[target].name
 
 
@@ -95,7 +96,7 @@ def g_conv(c: int, hw: tuple[int, int], m: int, k=1, stride: int = 1, group: int
     b = _B(seed)
     x = b.input((1, c, *hw), dtype)
     _conv(b, x, b.qp(dtype), c, m, k, stride, group, dil, pads, dtype)
-    return b.done()
+    return b.done(dtype)
 
 
 def g_qgemm(k: int, m: int, rows: int = 1, dtype=np.uint8, seed: int = 0) -> Built:
@@ -106,7 +107,7 @@ def g_qgemm(k: int, m: int, rows: int = 1, dtype=np.uint8, seed: int = 0) -> Bui
     bias = b.rng.integers(-2000, 2000, m).astype(np.int32)
     b.node("com.microsoft:QGemm", [a, *b.qp(dtype), b.const(w), b.const(np.float32(0.004)), b.const(np.int8(0)),
                                    b.const(bias), *b.qp(dtype)], transB=1)
-    return b.done()
+    return b.done(dtype)
 
 
 def g_matmul(k: int, m: int, rows: int = 1, dtype=np.uint8, seed: int = 0) -> Built:
@@ -116,7 +117,7 @@ def g_matmul(k: int, m: int, rows: int = 1, dtype=np.uint8, seed: int = 0) -> Bu
     w = b.rng.integers(-60, 61, (k, m)).astype(np.int8)
     b.node("QLinearMatMul", [a, *b.qp(dtype), b.const(w), b.const(np.float32(0.004)), b.const(np.int8(0)),
                              *b.qp(dtype)])
-    return b.done()
+    return b.done(dtype)
 
 
 def g_binary(op: str, c: int, hw: tuple[int, int], dtype=np.uint8, seed: int = 0) -> Built:
@@ -124,7 +125,7 @@ def g_binary(op: str, c: int, hw: tuple[int, int], dtype=np.uint8, seed: int = 0
     b = _B(seed)
     x0, x1 = b.input((1, c, *hw), dtype), b.input((1, c, *hw), dtype)
     b.node(op, [x0, *b.qp(dtype), x1, *b.qp(dtype), *b.qp(dtype)])
-    return b.done()
+    return b.done(dtype)
 
 
 def g_unary(op: str, c: int, hw: tuple[int, int], dtype=np.uint8, seed: int = 0) -> Built:
@@ -133,7 +134,7 @@ def g_unary(op: str, c: int, hw: tuple[int, int], dtype=np.uint8, seed: int = 0)
     x = b.input((1, c, *hw), dtype)
     attrs = {"alpha": 0.1} if op.endswith("LeakyRelu") else {}
     b.node(op, [x, *b.qp(dtype), *b.qp(dtype)], **attrs)
-    return b.done()
+    return b.done(dtype)
 
 
 def g_quantize(shape: tuple[int, ...], seed: int = 0) -> Built:
@@ -141,7 +142,7 @@ def g_quantize(shape: tuple[int, ...], seed: int = 0) -> Built:
     b = _B(seed)
     x = b.input(shape, np.float32)
     b.node("QuantizeLinear", [x, *b.qp(np.uint8)])
-    return b.done()
+    return b.done(np.uint8)
 
 
 def g_dequantize(shape: tuple[int, ...], seed: int = 0) -> Built:
@@ -149,7 +150,7 @@ def g_dequantize(shape: tuple[int, ...], seed: int = 0) -> Built:
     b = _B(seed)
     x = b.input(shape, np.uint8)
     b.node("DequantizeLinear", [x, *b.qp(np.uint8)])
-    return b.done()
+    return b.done(np.float32)
 
 
 def g_softmax(rows: int, cols: int, seed: int = 0) -> Built:
@@ -158,7 +159,7 @@ def g_softmax(rows: int, cols: int, seed: int = 0) -> Built:
     x = b.input((rows, cols), np.int8)
     b.node("vkinfer:TFLiteSoftmax", [x, b.const(np.float32(0.1)), b.const(np.float32(1 / 256)),
                                      b.const(np.int8(-128))], beta=1.0)
-    return b.done()
+    return b.done(np.int8)
 
 
 def g_pool(op: str, c: int, hw: tuple[int, int], k: int | tuple[int, int] = 2, stride: int = 2, pad: int = 0,
@@ -178,7 +179,7 @@ def g_pool(op: str, c: int, hw: tuple[int, int], k: int | tuple[int, int] = 2, s
         b.node(op, [x], activation_min=lo, activation_max=hi, **win)
     else:
         b.node(op, [x, *b.qp(dtype), *b.qp(dtype)], channels_last=0)
-    return b.done()
+    return b.done(dtype)
 
 
 def g_concat(widths: tuple[int, ...], hw: tuple[int, int], requant: bool = False, dtype=np.uint8,
@@ -193,7 +194,7 @@ def g_concat(widths: tuple[int, ...], hw: tuple[int, int], requant: bool = False
         b.node("com.microsoft:QLinearConcat", ins, axis=1)
     else:
         b.node("Concat", xs, axis=1)
-    return b.done()
+    return b.done(dtype)
 
 
 def g_shuffle(c: int, hw: tuple[int, int], groups: int = 2, dtype=np.uint8, seed: int = 0) -> Built:
@@ -204,7 +205,7 @@ def g_shuffle(c: int, hw: tuple[int, int], groups: int = 2, dtype=np.uint8, seed
     r = b.node("Reshape", [x, b.const(np.array([1, groups, c // groups, *hw], np.int64))])
     t = b.node("Transpose", [r], perm=[0, 2, 1, 3, 4])
     b.node("Reshape", [t, b.const(np.array([1, c, *hw], np.int64))])
-    return b.done(target=1)
+    return b.done(dtype, target=1)
 
 
 def g_pad(c: int, hw: tuple[int, int], p: int = 1, dtype=np.uint8, seed: int = 0) -> Built:
@@ -214,7 +215,7 @@ def g_pad(c: int, hw: tuple[int, int], p: int = 1, dtype=np.uint8, seed: int = 0
     pads = np.array([0, 0, p, p, 0, 0, p, p], np.int64)
     b.node("Pad", [x, b.const(pads), b.const(np.dtype(dtype).type(128 if np.dtype(dtype) == np.uint8 else 0))],
            mode="constant")
-    return b.done()
+    return b.done(dtype)
 
 
 @dataclass(frozen=True)
