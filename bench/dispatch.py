@@ -10,7 +10,7 @@ and device="auto" (the dispatcher, from a calibration made by this process first
 are; --full for a full one, --cached to use the cache as it is). They are timed round-robin (cpu, vulkan,
 auto, then rotated), after warm-up; the process is pinned to one CPU when T is 1. Printed per model: the
 measured medians, auto over the best single device, the dispatcher's predicted latency of each (the auto
-session's plan knows all three: `plan.dispatch.single` and `.predicted`) and the prediction error, then the
+session's plan knows all three: `plan.auto.single` and `.predicted`) and the prediction error, then the
 targets:
 - auto over the best single device: geometric mean <= 1.00, worst <= 1.05;
 - predicted within +-10% of measured for >= 90% of (model, device) pairs;
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         same = all(np.array_equal(a, b) for a, b in zip(outs["cpu"], outs["auto"], strict=True))
         bad |= not same
         plan = sessions["auto"]._fast[0] if sessions["auto"]._fast else sessions["auto"]._latest
-        d = plan.dispatch
+        d = plan.auto
         predicted = {"auto": d.predicted.total_ns / 1e6 if d else None}
         if d:
             predicted["cpu"] = d.single["cpu"] / 1e6

@@ -78,7 +78,7 @@ from models import CASES, RESULTS, ROOT, Case, cached_model
 from scipy.special import ndtr, ndtri
 
 import vkinfer
-from vkinfer.dispatch import Dispatch, Dispatcher, Profile, graph_work, load_profile
+from vkinfer.dispatch import AutoPlacement, Dispatcher, Profile, graph_work, load_profile
 from vkinfer.dispatch.calibrate import ensure_profile
 from vkinfer.dispatch.placement import HOST
 from vkinfer.dispatch.profile import ClassModel, DeviceProfile, Link
@@ -223,7 +223,7 @@ class Model:
     can: Callable[[str, str], bool]
     gpu_nodes: set[str]  # nodes the GPU can run
 
-    def plan(self, profile: Profile, threads: int) -> Dispatch:
+    def plan(self, profile: Profile, threads: int) -> AutoPlacement:
         """What `simulate(graph, feed, profile, threads)` gives, without tracing and lowering again."""
         return Dispatcher(["cpu", GPU], profile, threads, "median").place(self.graph, self.info, self.can)
 
@@ -275,7 +275,7 @@ def kind_of(m: Model, placement: dict[str, str]) -> str:
     return "cpu" if not on_gpu else "gpu" if on_gpu == m.gpu_nodes else "mixed"
 
 
-def verify_against_simulate(m: Model, profile: Profile, threads: int, got: Dispatch) -> None:
+def verify_against_simulate(m: Model, profile: Profile, threads: int, got: AutoPlacement) -> None:
     """Stop if the reused trace and lowering plan differently from vkinfer.dispatch.simulate."""
     want = simulate(m.graph, m.feed, profile, threads, "median", ["cpu", GPU])
     if want.placement != got.placement or not math.isclose(want.predicted.total_ns, got.predicted.total_ns,

@@ -148,7 +148,7 @@ def test_tiny_model_stays_on_the_cpu_of_a_real_session(machine):
     blob = tflite_zoo.tiny_cnn(0)
     sess = vkinfer.InferenceSession(blob, device="auto", profile=Profile([cpu, gpu]), threads=1)
     plan = sess.plan({t.name: np.zeros(t.shape, t.dtype) for t in sess.graph.inputs})
-    d = plan.dispatch
+    d = plan.auto
     assert d is not None and d.devices == ["cpu", machine.gpu]
     assert d.single["cpu"] < gpu.segment_ns  # the precondition that makes all-CPU optimal
     faster_there = [x.node for x in d.decisions if x.costs.get(machine.gpu, INF) < x.costs.get("cpu", INF)]
@@ -642,7 +642,7 @@ def test_mixed_placements_give_the_reference_bits(machine, name, blob, feed):
         sess = vkinfer.InferenceSession(blob, device="auto", profile=_mixed_profile(machine, seed), threads=1)
         plan = sess.plan(feed)
         placed = sess.placement
-        assert placed == plan.dispatch.placement  # the plan runs what the dispatcher chose
+        assert placed == plan.auto.placement  # the plan runs what the dispatcher chose
         kinds = {d.partition(":")[0] for d in placed.values()}
         if seed is None:
             assert {"cpu", "vulkan"} <= kinds, sess.explain()
@@ -664,7 +664,7 @@ def test_nodes_placed_by_hand_stay_and_the_rest_is_dispatched(machine):
     sess = vkinfer.InferenceSession(blob, device="auto", profile=prof, threads=1, placement=given)
     placed = sess.placement
     assert {n: placed[n] for n in given} == given
-    reasons = {d.node: d.reason for d in sess.plan(feed).dispatch.decisions}
+    reasons = {d.node: d.reason for d in sess.plan(feed).auto.decisions}
     assert all(reasons[n] == "placed by hand" for n in given if given[n] != HOST), reasons
     run_devices(blob, feed, want=sess.run(None, feed))  # the hand-and-auto placement gives every device's bits
 
@@ -913,12 +913,12 @@ def test_lavapipe_loses_to_the_cpu(calibrated, machine, capfd, name, blob, feed)
     sess = vkinfer.InferenceSession(blob, device="auto", threads=1)
     assert sess.auto_devices == ["cpu", *machine.candidates]
     plan = sess.plan(feed)
-    assert plan.dispatch is not None and plan.dispatch.devices == ["cpu", *machine.candidates]
+    assert plan.auto is not None and plan.auto.devices == ["cpu", *machine.candidates]
     if machine.cpu_impls_only:
         for node, dev in sess.placement.items():
             assert dev == "cpu" or (dev == HOST and node in plan.why_host), sess.explain()
         assert plan.submits == 0
-        assert plan.dispatch.single[machine.gpu] > 2 * plan.dispatch.predicted.total_ns, sess.explain()
+        assert plan.auto.single[machine.gpu] > 2 * plan.auto.predicted.total_ns, sess.explain()
     run_devices(blob, feed, want=sess.run(None, feed))  # auto's bits are every device's
     err = capfd.readouterr().err
     assert NOTICE not in err and "calibrat" not in err

@@ -210,9 +210,9 @@ def _predictions(sess, plan, threads: int) -> dict[str, dict[str, float]]:
     of the session's devices where this machine has a calibration cached (nothing is calibrated here)."""
     from .dispatch.costs import node_work
 
-    if plan.dispatch is not None:
+    if plan.auto is not None:
         return {d.node: {k: v / 1e6 for k, v in d.costs.items() if math.isfinite(v)}
-                for d in plan.dispatch.decisions}
+                for d in plan.auto.decisions}
     from .dispatch.profile import cached_entry, cpu_identity
 
     entries = {}

@@ -88,6 +88,17 @@ CALIBRATING = ('vkinfer: device="auto" on a machine not calibrated yet: measurin
                'once; cached, `vkinfer calibrate --full` refines it)')
 
 
+def _check_output_types(g: Graph, info: dict) -> None:
+    """A graph output whose declared type differs from what its node makes (`info`: the plan's trace):
+    ValueError naming the node (ONNX Runtime refuses such a model; tests/ops found one running)."""
+    makers = {o: n for n in g.nodes for o in n.outputs if o}
+    for t in g.outputs:
+        got = info[t.name][1] if t.name in info else None
+        if t.dtype is not None and got is not None and got != t.dtype:
+            by = f"node {makers[t.name].name} ({makers[t.name].op})" if t.name in makers else "its producer"
+            raise ValueError(f"graph output {t.name!r} is declared {np.dtype(t.dtype)}, but {by} makes {got}")
+
+
 class InferenceSession:
     """Run a quantized model like onnxruntime.InferenceSession.
 
@@ -241,8 +252,10 @@ class InferenceSession:
                 g = dataclasses.replace(g, outputs=[*g.outputs, *(TensorInfo(n, None, None) for n in extra)])
             # Vulkan pipelines keep compiling on worker threads (through the on-disk pipeline cache, saved at
             # exit); the first run waits for the ones it needs.
-            plan = self._plans[sig] = Plan(g, feed, self._backend, self._given, self._resolve,
-                                           self._dispatcher.place if self._dispatcher else None)
+            plan = Plan(g, feed, self._backend, self._given, self._resolve,
+                        self._dispatcher.place if self._dispatcher else None)
+            _check_output_types(g, plan.info)
+            self._plans[sig] = plan
         self._latest = plan
         return plan
 
@@ -280,8 +293,8 @@ class InferenceSession:
         plan = self._fast.plan if self._fast is not None else self._latest
         if plan is None:
             return "no plan compiled yet (the model's input shapes are symbolic: run it once)"
-        if plan.dispatch is not None:
-            return plan.dispatch.table()
+        if plan.auto is not None:
+            return plan.auto.table()
         if self.device == "auto":
             head = f"device=\"auto\" with only {', '.join(self.auto_devices)} available: every node the CPU runs"
         else:

@@ -2,7 +2,7 @@
 test_qlinear_mul.py): every broadcast kind the lowerings know, and those they leave to the host.
 
 The devices run them as table lookups (65536 entries, the reference on every byte pair: cpu/qlinear_lut.py,
-vulkan/qlinear_lut.py; the CPU's QLinearAdd on equal shapes in ORT's float arithmetic: cpu/qadd.py) for equal
+vulkan/qlinear_lut.py; the CPU's QLinearAdd on equal shapes in ORT's float arithmetic: cpu/qlinear_add.py) for equal
 shapes and a row of channels broadcast over the other operand (a per-channel bias or gate); other broadcasts
 run on the host, and so does a 5-D "row" broadcast: a 5-D device form (N, A, B, H, W) has no row of the last
 axis (Vulkan took it once, with 44 of 48 values wrong: found here, fixed in model/lowering.py binary_mode)."""

@@ -152,21 +152,17 @@ def _fast_host(g: Graph, node: Node) -> Callable | None:
 class Plan:
     """A graph compiled for one input signature (module docstring).
 
-    `backend`: the default device's backend (CpuBackend or VulkanBackend), or None for everything on the
-    host; `placement`: node name -> device name ("cpu", "cpu:<variant>", "vulkan", "vulkan:<index>", "host"),
-    overriding the default for those nodes; `resolve(name)` gives the backend of a device name.
+    `backend`: the default device's backend (CpuBackend or VulkanBackend), or None for everything on the host
+    (the "reference" device: its plan is one host segment, the numpy interpreter); `placement`: node name ->
+    device name ("cpu", "cpu:<variant>", "vulkan", "vulkan:<index>", "host"), overriding the default for those
+    nodes; `resolve(name)` gives the backend of a device name; `auto_place`: the dispatcher's `place`
+    (device="auto").
     """
 
     def __init__(self, g: Graph, feed: dict[str, np.ndarray], backend, placement: dict[str, str] | None = None,
-                 resolve: Callable[[str], object] | None = None, dispatch: Callable | None = None):
+                 resolve: Callable[[str], object] | None = None, auto_place: Callable | None = None):
         self.g, self.backend = g, backend
         self.info = trace(g, feed)
-        makers = {o: n for n in g.nodes for o in n.outputs if o}
-        for t in g.outputs:
-            got = self.info[t.name][1] if t.name in self.info else None
-            if t.dtype is not None and got is not None and got != t.dtype:
-                by = f"node {makers[t.name].name} ({makers[t.name].op})" if t.name in makers else "its producer"
-                raise ValueError(f"graph output {t.name!r} is declared {np.dtype(t.dtype)}, but {by} makes {got}")
         ctx = Ctx(g, self.info)
         backends = {} if backend is None else {backend.name: backend}
         self.placement: dict[str, str] = {}
@@ -183,15 +179,15 @@ class Plan:
 
         # The dispatcher (device="auto") chooses every node's device from predicted costs; it asks each candidate
         # device whether it runs a node (lowering is cheap: Vulkan layers are built only when used).
-        self.dispatch = None
+        self.auto = None  # device="auto": the dispatcher's AutoPlacement (its decisions and predictions)
         chosen: dict[str, str] = {}
-        if dispatch is not None:
+        if auto_place is not None:
             by_name = {n.name: n for n in g.nodes}
 
             def can(name: str, dev: str) -> Layer | None:
                 return lower_on(by_name[name], resolve(dev))[0]
-            self.dispatch = dispatch(g, self.info, can, self.given)
-            chosen = self.dispatch.placement
+            self.auto = auto_place(g, self.info, can, self.given)
+            chosen = self.auto.placement
         # What the session's device does not run goes to the native CPU graph when that can run it (a Vulkan
         # session's float edges: QuantizeLinear of a 224x224 image is 0.04 ms there, 0.4 ms in numpy), and to
         # the host only when nothing else can.
@@ -221,8 +217,8 @@ class Plan:
                         why = f"{why}; {why_cpu}"
                 if layer is None:
                     self.why_host[node.name] = why
-            elif self.dispatch is not None and node.name not in self.given:
-                self.why_host[node.name] = "; ".join(w for d in self.dispatch.devices
+            elif self.auto is not None and node.name not in self.given:
+                self.why_host[node.name] = "; ".join(w for d in self.auto.devices
                                                      if (w := lower_on(node, resolve(d))[1]))
             if layer is not None:
                 layers[node.name] = layer

@@ -11,7 +11,6 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -269,54 +268,6 @@ class QLinearMatMul:
         return y.view(s.out.dtype).reshape(s.out_shape)
 
 
-def qlinear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point) -> np.ndarray:
-    """com.microsoft QLinearAdd in C, bit-exact with ONNX Runtime; equal shapes only (broadcasting
-    goes through vkinfer.reference.qlinear_add, which defines the numerics for every case)."""
-    from ..reference.qlinear_add import _binary_setup, _input0_is_scalar
-
-    shape, sa, sb, sc, za, zb, zc = _binary_setup(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale,
-                                                  c_zero_point)
-    if a.shape != b.shape:
-        raise ValueError(f"cpu.qlinear_add needs equal shapes, got {a.shape} and {b.shape}")
-    run = prepare_qlinear_add(sa, za, sb, zb, sc, zc, a.dtype, swap=_input0_is_scalar(a.shape, b.shape))
-    return run(a, b)
-
-
-def qadd_constants(sa, za, sb, zb, sc, zc) -> tuple[float, float, float]:
-    """(ra, rb, fixed) of ONNX Runtime's QLinearAdd, folded in its order of operations (vki_qlinear_add)."""
-    from ..reference._float32 import fma32
-
-    ra, rb = np.float32(sa / sc), np.float32(sb / sc)
-    fixed = float(np.float32(np.float32(zc) - fma32(ra, np.float32(za), np.float32(rb * np.float32(zb)))))
-    return float(ra), float(rb), fixed
-
-
-def prepare_qlinear_add(sa, za, sb, zb, sc, zc, dtype, swap: bool = False) -> Callable[[np.ndarray, np.ndarray],
-                                                                                       np.ndarray]:
-    """QLinearAdd over checked float32 scales and integer zero points, constants folded once:
-    fn(a, b) on equal-shaped contiguous arrays of `dtype`. `swap`: ONNX Runtime's operand swap (see the
-    reference), decided by the caller from the shapes."""
-    from ..reference.requant import QRANGE
-
-    if swap:  # ORT swaps the kernel's operands (see the reference)
-        sa, za, sb, zb = sb, zb, sa, za
-    ra, rb, fixed = qadd_constants(sa, za, sb, zb, sc, zc)
-    lo, hi = QRANGE[np.dtype(dtype)]
-    signed = int(np.dtype(dtype) == np.int8)
-    fn = lib().vki_qlinear_add
-
-    def run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        if swap:
-            a, b = b, a
-        a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
-        if a.shape != b.shape or a.dtype != dtype or b.dtype != dtype:
-            raise ValueError("internal: qlinear_add operands differ in shape or type")
-        y = np.empty(a.shape, a.dtype)
-        _check(fn(_ptr(a), _ptr(b), _ptr(y), a.size, signed, ra, rb, fixed, lo, hi), "qlinear_add")
-        return y
-    return run
-
-
 def lut2(a: np.ndarray, b: np.ndarray, table: np.ndarray) -> np.ndarray:
     """y = table[a_byte * 256 + b_byte] elementwise in C (a binary 8-bit op as a 65536-byte table; see
     vkinfer.vulkan.qlinear_lut.binary_table). `b` has a's shape, or is one row of a's last axis (broadcast)."""
@@ -353,5 +304,10 @@ def run_matmul(s: MatMulSpec, isa: str | None = None, threads: int | None = None
     return op.run(s.a, threads)
 
 
+# QLinearAdd's C form lives in its op's file, with the CPU lowering (found by name: _discover.py); imported last
+# because it calls lib() from here. A name bound after the module's import, so vkinfer.cpu.qlinear_add is the function.
+from .qlinear_add import prepare_qlinear_add, qadd_constants, qlinear_add  # noqa: E402
+
 __all__ = ["QLinearConv", "QLinearMatMul", "variants", "available_variants", "default_variant", "default_threads",
-           "thread_default", "core_clusters", "ThreadDefault", "run_conv", "run_matmul", "lib"]
+           "thread_default", "core_clusters", "ThreadDefault", "run_conv", "run_matmul", "lib", "qlinear_add",
+           "qadd_constants", "prepare_qlinear_add"]

@@ -43,7 +43,7 @@ class Decision:
 
 
 @dataclasses.dataclass
-class Dispatch:
+class AutoPlacement:
     """The dispatcher's answer for one compiled graph. `decisions` (the reasons) are worked out when first
     read: planning itself does not pay for them."""
 
@@ -116,7 +116,7 @@ class Dispatcher:
                          f"run `vkinfer calibrate --device {d}`")
 
     def place(self, g: Graph, info: dict, can: Callable[[str, str], bool],
-              fixed: dict[str, str] | None = None) -> Dispatch:
+              fixed: dict[str, str] | None = None) -> AutoPlacement:
         """The placement of `g` (traced shapes `info`); `can(node, device)` gives the device's Layer for a node
         (vkinfer/model/lowering.py), or None when it does not run it; `fixed` nodes (by hand) stay put."""
         works = graph_work(g, info)
@@ -133,7 +133,7 @@ class Dispatcher:
         p = Problem(g, info, works, self.devices, self.entries, caps, dict(fixed or {}), self.objective, aliases,
                     self.split_margin)
         chosen, pred, singles = solve(p)
-        return Dispatch(chosen, pred, singles, self.objective, self.threads, self.devices,
+        return AutoPlacement(chosen, pred, singles, self.objective, self.threads, self.devices,
                         lambda: [self._why(p, n, chosen, pred.total_ns) for n in g.nodes])
 
     def _why(self, p: Problem, node, chosen: dict[str, str], total: float) -> Decision:
@@ -284,5 +284,5 @@ def summarize(profile: Profile) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["describe", "summarize", "Dispatcher", "Dispatch", "Decision", "Profile", "DeviceProfile",
+__all__ = ["describe", "summarize", "Dispatcher", "AutoPlacement", "Decision", "Profile", "DeviceProfile",
            "Work", "CLASSES", "OBJECTIVES", "load_profile", "node_work", "graph_work"]

@@ -5,13 +5,13 @@ bench/fleet.py): the profile may describe devices this machine does not have. It
 from __future__ import annotations
 
 from ..model.graph import Graph
-from . import Dispatch, Dispatcher
+from . import AutoPlacement, Dispatcher
 from .placement import HOST
 from .profile import Profile
 
 
 def simulate(g: Graph, feed: dict, profile: Profile, threads: int = 1, objective: str = "median",
-             devices: list[str] | None = None) -> Dispatch:
+             devices: list[str] | None = None) -> AutoPlacement:
     """Plan `g` for the devices of `profile` (default: all of them, the CPU first) without running anything:
     the profile may describe devices this machine does not have (a phone's GPU, say). Which device can run a
     node is decided by the same lowerings a session uses, on stand-in backends."""
