@@ -13,6 +13,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
+from vkinfer.reference._opdef import OpDef
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # The whole op: its numpy definition (a negation, saturated) and its OpDef. No other file names it.
@@ -76,3 +80,19 @@ def test_a_new_table_op_is_one_file(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     placed = dict(line.split() for line in r.stdout.splitlines())
     assert placed["cpu"] == "cpu" and placed["vulkan"].startswith("vulkan"), placed
+
+
+def test_an_op_without_a_cost_class_fails_at_import():
+    """An op the importers may emit but the dispatcher cannot price is an error when vkinfer.dispatch.costs loads
+    (not a silent "elementwise", not a failure on the first model that uses it); a definition with a class that
+    does not exist is refused when it is made."""
+    script = ("from vkinfer.model.op_table import OPS\n"
+              "OPS['vkinfer:Unpriced'] = OPS['Identity']\n"
+              "try:\n"
+              "    import vkinfer.dispatch.costs\n"
+              "except ImportError as e:\n"
+              "    print(e)\n")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 0 and "ops without a cost class: ['vkinfer:Unpriced']" in r.stdout, r.stdout + r.stderr
+    with pytest.raises(ValueError, match="cost class 'fast'"):
+        OpDef("vkinfer:X", lambda node, x, memo: x, "fast", (1, (0,)))

@@ -30,6 +30,7 @@ import dataclasses
 import math
 
 from ..model.graph import Graph, Node
+from ..model.op_table import OPS
 from ..reference._opdef import definitions
 
 CLASSES = ("gemm", "gemv", "conv", "depthwise", "elementwise", "pool", "move")
@@ -90,6 +91,12 @@ for _cls, _ops in (("conv", CONV_OPS), ("gemm", GEMM_OPS), ("pool", POOL_OPS + R
             raise ValueError(f"vkinfer/dispatch/costs.py files op {_op!r} twice ({OP_CLASS[_op]}, {_cls})")
         OP_CLASS[_op] = _cls  # the class family: conv covers depthwise, gemm covers gemv (node_work decides)
 del _cls, _ops, _op
+# Every op the importers may emit has a class, checked when this module loads: a new op without one fails at
+# import, not when some model first reaches the dispatcher.
+_unclassed = sorted(set(OPS) - set(OP_CLASS))
+if _unclassed:
+    raise ImportError(f"ops without a cost class: {_unclassed} (an OpDef's `cost` in vkinfer/reference/<op>.py, or "
+                      f"a list in vkinfer/dispatch/costs.py)")
 
 
 @dataclasses.dataclass(frozen=True)
