@@ -180,9 +180,10 @@ Runner = tuple[Callable[[], list[np.ndarray]], list[str]]
 
 
 def ort_runner(model: bytes, feed: dict[str, np.ndarray], threads: int) -> Runner:
-    """ORT CPU session with vkinfer bench's peer options (vkinfer.benchmark.run.ort_session_options: `threads`
-    intra-op threads, 1 inter-op thread, default graph optimizations, spinning off, with the measurement)."""
-    from vkinfer.benchmark.run import ort_session_options
+    """ORT CPU session with vkinfer bench's peer options (vkinfer.benchmark.engines.onnxruntime.ort_session_options:
+    `threads` intra-op threads, 1 inter-op thread, default graph optimizations, spinning off, with the
+    measurement)."""
+    from vkinfer.benchmark.engines.onnxruntime import ort_session_options
 
     o = ort.InferenceSession(model, ort_session_options(threads), providers=["CPUExecutionProvider"])
     return (lambda: o.run(None, feed)), [x.name for x in o.get_outputs()]

@@ -602,7 +602,7 @@ def ncnn_runner(param: str | Path, bin: str | Path, input_array: np.ndarray, vul
     ncnn model: the net set up as `ncnn_time` describes, for callers that time it themselves (bench/gpu_check.py)."""
     import ncnn
 
-    from vkinfer.benchmark.run import _ncnn_input, ncnn_param_blobs
+    from vkinfer.benchmark.engines.ncnn import _ncnn_input, ncnn_param_blobs
 
     ins, last, _ = ncnn_param_blobs(str(param))
     if not ins:
@@ -656,8 +656,8 @@ def ncnn_time(param: str | Path, bin: str | Path, input_array: np.ndarray, vulka
     ncnn.Net with opt.num_threads `threads`, openmp_blocktime 0, use_int8_inference `int8`, use_vulkan_compute
     `vulkan` on Vulkan device `device` (default ncnn.get_default_gpu_index(); RuntimeError without one), fp16
     storage/arithmetic/packed `fp16` (ncnn's default True; False for float32 throughout). A time is one extractor:
-    input set, output extracted and copied to numpy. Blobs: run.py's choice (the .param's first Input blob, the
-    last layer's last output). "vulkan" is net.opt.use_vulkan_compute after loading: older ncnn turned it off for
+    input set, output extracted and copied to numpy. Blobs: vkinfer bench's choice (the .param's first Input blob,
+    the last layer's last output). "vulkan" is net.opt.use_vulkan_compute after loading: older ncnn turned it off for
     the whole net when a layer held int8 weights (int8 then ran on the CPU); ncnn 1.0.20261020 keeps int8 nets on
     the GPU. `opts`: other net.opt fields to set, e.g. {"use_packing_layout": False} (ncnn's x86 int8 grouped,
     not depthwise, convolution is wrong with the packing layout when a group has 8k output channels; the

@@ -14,7 +14,7 @@ import pytest
 from test_session import _small_qmodel
 
 from vkinfer.benchmark import fleet, records
-from vkinfer.benchmark.run import BadInput
+from vkinfer.benchmark.load import BadInput
 
 RUNS = 3
 

@@ -12,7 +12,8 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from vkinfer.benchmark import records, run
+from vkinfer.benchmark import engines, load, records, schedule
+from vkinfer.benchmark.engines import ncnn as engines_ncnn
 from vkinfer.cli import main
 
 ncnn = pytest.importorskip("ncnn")
@@ -23,7 +24,7 @@ C, H, W, K, F = 3, 8, 8, 4, 10  # input channels and size, conv filters, classes
 
 def _weights():
     """Seeded weights, each exactly a float16 value: ncnn's default options store some layers' weights as float16
-    on a CPU with F16C (run.py keeps ncnn's defaults), which then loses nothing."""
+    on a CPU with F16C (vkinfer bench keeps ncnn's defaults), which then loses nothing."""
     rng = np.random.default_rng(7)
     ws = (rng.normal(0, 0.3, (K, C, 3, 3)), rng.normal(0, 0.1, K), rng.normal(0, 0.2, (F, K * (H // 2) * (W // 2))),
           rng.normal(0, 0.1, F))
@@ -81,13 +82,13 @@ def models(tmp_path):
 
 @pytest.mark.parametrize("which", [2, 3])
 def test_ncnn_engine_equals_ort_float(models, which):
-    """run.py's ncnn engine (blobs by the ONNX names, or the .param's first Input and last output) gives ORT's
-    float output of the same float model, batch dimension included."""
+    """vkinfer bench's ncnn engine (vkinfer.benchmark.engines.ncnn; blobs by the ONNX names, or the .param's first
+    Input and last output) gives ORT's float output of the same float model, batch dimension included."""
     fp = models[0]
-    m = run.load_model(str(fp))
-    m.ncnn = run.ncnn_files(str(models[which]))
+    m = load.load_model(str(fp))
+    m.ncnn = load.ncnn_files(str(models[which]))
     want = ort.InferenceSession(str(fp), providers=["CPUExecutionProvider"]).run(None, m.feed)
-    [e] = run.make_engines(m, [], ["ncnn"], 1)
+    [e] = engines.make_engines(m, [], ["ncnn"], 1)
     assert e.status == "ok", e.error
     got = e.run()
     assert [g.shape for g in got] == [(1, F)] and got[0].dtype == np.float32
@@ -109,7 +110,7 @@ def test_bench_quantized_with_ncnn_peer(models, tmp_path, capsys):
     ag = r["agreement"]
     assert ag["reference"] == "vkinfer" and ag["reference_device"] == "cpu" and 0 <= ag["identical_fraction"] <= 1
     # the float model against the quantized one, in the float domain: close, not exact (oracle: ORT's runs)
-    x = run.load_model(str(qp)).feed
+    x = load.load_model(str(qp)).feed
     qo = ort.InferenceSession(str(qp), providers=["CPUExecutionProvider"]).run(None, x)[0]
     fo = ort.InferenceSession(str(fp), providers=["CPUExecutionProvider"]).run(None, x)[0]
     assert qo.dtype == np.float32  # the quantized model ends in a DequantizeLinear
@@ -119,7 +120,7 @@ def test_bench_quantized_with_ncnn_peer(models, tmp_path, capsys):
     out2 = tmp_path / "r2.jsonl"
     assert main(["bench", str(qp), "--peer", "ncnn", *FAST, "--out", str(out2)]) == 0
     r2 = [r for r in records.read(out2) if r["engine"] == "ncnn"][0]
-    assert r2["status"] == "missing" and r2["error"] == run.NCNN_NEEDS and "--ncnn-model" in r2["error"]
+    assert r2["status"] == "missing" and r2["error"] == engines_ncnn.NCNN_NEEDS and "--ncnn-model" in r2["error"]
 
 
 def test_param_bin_pair_and_config(models, tmp_path):
@@ -127,7 +128,7 @@ def test_param_bin_pair_and_config(models, tmp_path):
     fp, qp, param, _ = models
     moved = tmp_path / "weights.bin"
     moved.write_bytes(param.with_suffix(".bin").read_bytes())
-    assert run.ncnn_files(f"{param}:{moved}") == (str(param), str(moved))
+    assert load.ncnn_files(f"{param}:{moved}") == (str(param), str(moved))
     cfg = tmp_path / "bench.json"
     cfg.write_text(json.dumps({"models": [{"path": qp.name, "name": "tiny", "ncnn": f"{param.name}:weights.bin"}]}))
     out = tmp_path / "r.jsonl"
@@ -182,11 +183,11 @@ def test_corrupt_param_is_an_error_record(models, tmp_path, text, capsys):
 
 def test_ncnn_not_installed_is_missing(models, monkeypatch):
     fp, _, param, _ = models
-    m = run.load_model(str(fp))
-    m.ncnn = run.ncnn_files(str(param))
-    real = run._missing_module
-    monkeypatch.setattr(run, "_missing_module", lambda mod: mod == "ncnn" or real(mod))
-    [e] = run.make_engines(m, [], ["ncnn"], 1)
+    m = load.load_model(str(fp))
+    m.ncnn = load.ncnn_files(str(param))
+    real = engines._missing_module
+    monkeypatch.setattr(engines, "_missing_module", lambda mod: mod == "ncnn" or real(mod))
+    [e] = engines.make_engines(m, [], ["ncnn"], 1)
     assert e.status == "missing" and "not installed" in e.error
 
 
@@ -204,15 +205,15 @@ def test_agreement_with_an_8bit_reference_is_dequantized(models, tmp_path):
     qu.write_bytes(q.SerializeToString())
     got = {}
     for path in (qp, qu):
-        m = run.load_model(str(path))
-        m.ncnn = run.ncnn_files(str(param))
-        recs = {r["engine"]: r for r in run.bench_model(m, ["cpu"], ["ncnn"], 1, 2, 0, {})}
+        m = load.load_model(str(path))
+        m.ncnn = load.ncnn_files(str(param))
+        recs = {r["engine"]: r for r in schedule.bench_model(m, ["cpu"], ["ncnn"], 1, 2, 0, {})}
         assert recs["ncnn"]["status"] == "ok", recs["ncnn"]["error"]
         got[path] = recs["ncnn"]["agreement"]
     assert "note" not in got[qu] and got[qu]["max_abs_diff"] == pytest.approx(got[qp]["max_abs_diff"], abs=1e-5)
     # the scale found is the model's own
     scale = [numpy_helper.to_array(t) for t in q.graph.initializer if t.name == dq.input[1]][0]
-    assert run._qparams(run.load_model(str(qu)))[1][0][0] == pytest.approx(float(scale))
+    assert engines_ncnn._qparams(load.load_model(str(qu)))[1][0][0] == pytest.approx(float(scale))
 
 
 def test_8bit_input_is_dequantized_for_ncnn(models, tmp_path):
@@ -226,13 +227,13 @@ def test_8bit_input_is_dequantized_for_ncnn(models, tmp_path):
     q.graph.input[0].type.tensor_type.elem_type = TensorProto.UINT8
     qu = tmp_path / "tiny-u8-in.onnx"
     qu.write_bytes(q.SerializeToString())
-    m = run.load_model(str(qu))
-    m.ncnn = run.ncnn_files(str(param))
+    m = load.load_model(str(qu))
+    m.ncnn = load.ncnn_files(str(param))
     [x] = m.feed.values()
     assert x.dtype == np.uint8
     init = {t.name: numpy_helper.to_array(t) for t in q.graph.initializer}
     xf = (x.astype(np.float32) - init[ql.input[2]].astype(np.float32)) * init[ql.input[1]]
     want = ort.InferenceSession(str(fp), providers=["CPUExecutionProvider"]).run(None, {"input": xf})[0]
-    [e] = run.make_engines(m, [], ["ncnn"], 1)
+    [e] = engines.make_engines(m, [], ["ncnn"], 1)
     assert e.status == "ok", e.error
     np.testing.assert_allclose(e.run()[0], want, rtol=0, atol=1e-4)

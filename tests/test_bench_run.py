@@ -10,7 +10,10 @@ from agree import run_devices
 from test_session import _small_qmodel
 
 import vkinfer
-from vkinfer.benchmark import records, run
+from vkinfer import layer_times
+from vkinfer.benchmark import cli as bench_cli
+from vkinfer.benchmark import engines, load, records, schedule
+from vkinfer.benchmark import zoo as bench_zoo
 from vkinfer.benchmark.conditions import conditions
 from vkinfer.cli import main
 
@@ -32,7 +35,7 @@ def onnx_model(tmp_path):
 
 def test_small_qmodel_vkinfer_is_exact_with_ort(onnx_model):
     """The premise of the agreement assertions below: on this model (7-bit weights) ORT is bit-exact."""
-    x = run.load_model(str(onnx_model)).feed
+    x = load.load_model(str(onnx_model)).feed
     o = ort.InferenceSession(str(onnx_model), providers=["CPUExecutionProvider"])
     want = o.run(None, x)[0]
     run_devices(onnx_model, x, want=[want])
@@ -74,8 +77,8 @@ def test_bench_onnx_end_to_end(onnx_model, tmp_path, capsys):
 
 def test_missing_engine_and_unavailable_device_are_records(onnx_model, tmp_path, capsys, monkeypatch):
     out = tmp_path / "r.jsonl"
-    assert run.main([str(onnx_model), "--device", "cpu,vulkan:99", "--peer", "onnxruntime,litert,ncnn",
-                     "--runs", "2", "--warmup", "0", "--out", str(out)]) == 0
+    assert bench_cli.main([str(onnx_model), "--device", "cpu,vulkan:99", "--peer", "onnxruntime,litert,ncnn",
+                           "--runs", "2", "--warmup", "0", "--out", str(out)]) == 0
     recs = {(r["engine"], r["device"]): r for r in records.read(out)}
     assert recs["vkinfer", "cpu"]["status"] == "ok" and recs["onnxruntime", "cpu"]["status"] == "ok"
     ncnn_why = "not installed" if NCNN_VERSION is None else "needs --ncnn-model"  # no ncnn model given here
@@ -94,10 +97,10 @@ def test_missing_engine_and_unavailable_device_are_records(onnx_model, tmp_path,
         return real(device, threads)
 
     monkeypatch.setattr(ops, "_backend", no_vulkan)
-    monkeypatch.setattr(run, "vulkan_devices", lambda: "unavailable: no Vulkan loader (simulated)")
+    monkeypatch.setattr(bench_cli, "vulkan_devices", lambda: "unavailable: no Vulkan loader (simulated)")
     out2 = tmp_path / "r2.jsonl"
-    assert run.main([str(onnx_model), "--device", "vulkan,cpu", "--peer", "none", "--runs", "2", "--warmup", "0",
-                     "--out", str(out2)]) == 0
+    assert bench_cli.main([str(onnx_model), "--device", "vulkan,cpu", "--peer", "none", "--runs", "2", "--warmup", "0",
+                           "--out", str(out2)]) == 0
     vk, cpu = records.read(out2)
     assert vk["status"] == "missing" and "simulated" in vk["error"]
     assert cpu["status"] == "ok" and cpu["agreement"] is None  # the first engine that ran is the reference
@@ -113,10 +116,10 @@ def test_engine_failing_on_model_is_an_error_record(tmp_path, monkeypatch, capsy
             raise RuntimeError("kernel exploded\n(simulated)")
         return make
 
-    monkeypatch.setattr(run, "_vkinfer_factory", broken)
+    monkeypatch.setattr(engines, "_vkinfer_factory", broken)
     out = tmp_path / "r.jsonl"
     # the record is kept, the other engines run, and the run fails (issue 23: it exited 0)
-    assert run.main([str(path), "--runs", "2", "--warmup", "0", "--out", str(out)]) == 1
+    assert bench_cli.main([str(path), "--runs", "2", "--warmup", "0", "--out", str(out)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"vkinfer bench: error: {path}: vkinfer on cpu (1 thread(s)): RuntimeError: kernel exploded "
                    "(simulated)"]
@@ -147,7 +150,7 @@ def test_tflite_with_litert(tmp_path):
     path = tmp_path / "t.tflite"
     path.write_bytes(tflite_zoo.tiny_cnn(seed=0))
     out = tmp_path / "r.jsonl"
-    assert run.main([str(path), "--threads", "1,2", *FAST, "--pin", "0", "--out", str(out)]) == 0
+    assert bench_cli.main([str(path), "--threads", "1,2", *FAST, "--pin", "0", "--out", str(out)]) == 0
     recs = records.read(out)
     assert [(r["engine"], r["threads"]) for r in recs] == [("vkinfer", 1), ("litert", 1), ("vkinfer", 2),
                                                            ("litert", 2)]
@@ -181,7 +184,7 @@ def test_bad_input_is_one_line_and_exit_2(onnx_model, tmp_path, capsys, args, cu
 
 def test_interrupted_run_leaves_valid_file(onnx_model, tmp_path, capsys, monkeypatch):
     out = tmp_path / "r.jsonl"
-    real = run.bench_model
+    real = schedule.bench_model
     calls = []
 
     def interrupted(*a, **k):
@@ -190,8 +193,9 @@ def test_interrupted_run_leaves_valid_file(onnx_model, tmp_path, capsys, monkeyp
             raise KeyboardInterrupt
         return real(*a, **k)
 
-    monkeypatch.setattr(run, "bench_model", interrupted)
-    assert run.main([str(onnx_model), "--threads", "1,2", "--runs", "2", "--warmup", "0", "--out", str(out)]) == 130
+    monkeypatch.setattr(bench_cli, "bench_model", interrupted)
+    assert bench_cli.main([str(onnx_model), "--threads", "1,2", "--runs", "2", "--warmup", "0",
+                           "--out", str(out)]) == 130
     assert "interrupted; 2 finished record(s)" in capsys.readouterr().err
     recs = records.read(out)
     assert [(r["engine"], r["threads"]) for r in recs] == [("vkinfer", 1), ("onnxruntime", 1)]
@@ -234,7 +238,7 @@ def test_plot_and_per_layer_end_to_end(onnx_model, tmp_path, capsys):
     rows = vk["per_layer"]
     # one entry per native operator of the session's CPU segment (an independent count: the segment itself)
     sess = vkinfer.InferenceSession(str(onnx_model), device="cpu", threads=1)
-    feed = run.load_model(str(onnx_model)).feed
+    feed = load.load_model(str(onnx_model)).feed
     plan = sess.plan(feed)
     ops = [op for seg in plan.segments for op in seg.runner.ops()]
     assert [e["op"] for e in rows] == ops
@@ -252,10 +256,10 @@ def test_per_layer_on_vulkan_and_auto(onnx_model):
 
     # make setup installs lavapipe: like the rest of the suite, this test needs a Vulkan device
     assert isinstance(vulkan_devices(), list), vulkan_devices()
-    m = run.load_model(str(onnx_model))
+    m = load.load_model(str(onnx_model))
     sess = vkinfer.InferenceSession(m.data, device="vulkan", threads=1)
     sess.run(None, m.feed)
-    rows = run.per_layer(sess, m.feed, 1, rounds=3)
+    rows = layer_times.per_layer(sess, m.feed, 1, rounds=3)
     assert [e["node"] for e in rows] == [n.name for n in sess.graph.nodes]
     assert all(e["device"].startswith("vulkan") and e["measured_ms"] >= 0 for e in rows)
     assert sum(e["measured_ms"] for e in rows) > 0
@@ -267,12 +271,12 @@ def test_per_layer_on_vulkan_of_a_model_with_a_float_input(tmp_path):
     from vkinfer.testing import zoo
 
     q = zoo.quantize(zoo.mlp(in_features=16, hidden=32, batch=8), fmt="qoperator", num_calib=2)
-    m = run.load_model(_write(tmp_path / "mlp.onnx", q.SerializeToString()))
+    m = load.load_model(_write(tmp_path / "mlp.onnx", q.SerializeToString()))
     sess = vkinfer.InferenceSession(m.data, device="vulkan", threads=1)
     sess.run(None, m.feed)
     plan = sess.plan(m.feed)
     assert plan.segments[0].runner.packed_io  # the handoff this test is about
-    rows = run.per_layer(sess, m.feed, 1, rounds=2)
+    rows = layer_times.per_layer(sess, m.feed, 1, rounds=2)
     named = {e["node"] for e in rows} - {"<edge>"}
     assert named == {n.name for n in sess.graph.nodes}  # the CPU quantize node (packed emitter) included
     assert any(e["device"].startswith("vulkan") and e["measured_ms"] > 0 for e in rows)
@@ -284,14 +288,14 @@ def _write(path, data: bytes) -> str:
 
 
 def test_vulkan_runs_cap_spreads_runs():
-    e = run.Engine("vkinfer", "vulkan", cap=3)
-    rounds = [r for r in range(2 + 12) if run._in_round(e, r, 12, 2)]
+    e = engines.Engine("vkinfer", "vulkan", cap=3)
+    rounds = [r for r in range(2 + 12) if schedule._in_round(e, r, 12, 2)]
     assert rounds == [0, 1, 5, 9, 13]  # both warm-up rounds, then 3 timed rounds spread over 12
     vk = [{"index": 1, "name": "llvmpipe", "type": "cpu"}]
-    assert run.vulkan_cap("vulkan", vk, 50, None) == run.SOFT_VULKAN_RUNS
-    assert run.vulkan_cap("vulkan", [{"index": 0, "name": "gpu", "type": "discrete-gpu"}], 50, None) is None
-    assert run.vulkan_cap("vulkan:1", vk, 50, 7) == 7 and run.vulkan_cap("cpu", vk, 50, 7) is None
-    assert run.vulkan_cap("vulkan", vk, 5, None) is None  # fewer runs than the cap: all of them
+    assert schedule.vulkan_cap("vulkan", vk, 50, None) == schedule.SOFT_VULKAN_RUNS
+    assert schedule.vulkan_cap("vulkan", [{"index": 0, "name": "gpu", "type": "discrete-gpu"}], 50, None) is None
+    assert schedule.vulkan_cap("vulkan:1", vk, 50, 7) == 7 and schedule.vulkan_cap("cpu", vk, 50, 7) is None
+    assert schedule.vulkan_cap("vulkan", vk, 5, None) is None  # fewer runs than the cap: all of them
 
 
 def test_vulkan_runs_flag_limits_rows(onnx_model, tmp_path, monkeypatch):
@@ -301,10 +305,10 @@ def test_vulkan_runs_flag_limits_rows(onnx_model, tmp_path, monkeypatch):
         calls.append((device, vulkan_runs))
         return vulkan_runs if device == "cpu:fake" else None
 
-    monkeypatch.setattr(run, "vulkan_cap", fake_cap)
+    monkeypatch.setattr(schedule, "vulkan_cap", fake_cap)
     out = tmp_path / "r.jsonl"
-    assert run.main([str(onnx_model), "--runs", "6", "--warmup", "1", "--vulkan-runs", "2", "--peer", "none",
-                     "--out", str(out)]) == 0
+    assert bench_cli.main([str(onnx_model), "--runs", "6", "--warmup", "1", "--vulkan-runs", "2", "--peer", "none",
+                           "--out", str(out)]) == 0
     [r] = records.read(out)
     assert calls == [("cpu", 2)] and r["runs"] == 6 and len(r["latencies_ms"]) == 6
 
@@ -313,7 +317,7 @@ def test_config_json_and_toml(onnx_model, tmp_path):
     from vkinfer.testing import tflite_zoo
 
     (tmp_path / "t.tflite").write_bytes(tflite_zoo.tiny_cnn(seed=0))
-    x = run.load_model(str(onnx_model)).feed
+    x = load.load_model(str(onnx_model)).feed
     [(name, arr)] = x.items()
     np.savez(tmp_path / "in.npz", **{name: np.zeros_like(arr)})
     cfg = tmp_path / "c.json"
@@ -327,12 +331,12 @@ def test_config_json_and_toml(onnx_model, tmp_path):
     assert all(r["status"] == "ok" for r in recs)
     # the given input was used: vkinfer on zeros agrees with ORT on zeros
     assert recs[1]["agreement"]["identical_fraction"] == 1.0
-    [m, _] = run.load_config(str(cfg))
+    [m, _] = load.load_config(str(cfg))
     np.testing.assert_array_equal(m.feed[name], np.zeros_like(arr))
     toml = tmp_path / "c.toml"
     np.save(tmp_path / "in.npy", np.zeros_like(arr))
     toml.write_text(f'[[models]]\npath = "{onnx_model.name}"\ninputs = "in.npy"\n')
-    [m] = run.load_config(str(toml))
+    [m] = load.load_config(str(toml))
     assert m.label == onnx_model.name and m.feed[name].dtype == arr.dtype
 
 
@@ -358,12 +362,12 @@ def test_bad_config_exit_2(onnx_model, tmp_path, capsys, text, culprit):
 
 def test_zoo_builds_into_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("VKINFER_BENCH_ZOO", str(tmp_path / "zoo"))
-    [m] = run.zoo_models(["mlp/qoperator"])
+    [m] = bench_zoo.zoo_models(["mlp/qoperator"])
     assert m.label == "zoo:mlp/qoperator" and not m.tflite and (tmp_path / "zoo").is_dir()
     mtime = next((tmp_path / "zoo").iterdir()).stat().st_mtime_ns
-    [m2] = run.zoo_models(["mlp/qoperator"])  # cached: not rebuilt
+    [m2] = bench_zoo.zoo_models(["mlp/qoperator"])  # cached: not rebuilt
     assert m2.data == m.data and next((tmp_path / "zoo").iterdir()).stat().st_mtime_ns == mtime
-    a = run.parse_args(["--zoo"])
+    a = bench_cli.parse_args(["--zoo"])
     assert a.devices == ["cpu", "vulkan"] and a.models == []
 
 
@@ -381,17 +385,17 @@ def test_bad_new_options_exit_2(onnx_model, tmp_path, capsys, monkeypatch, args,
 
 
 def test_progress_silent_when_not_a_terminal(onnx_model, tmp_path, capsys):
-    assert run.main([str(onnx_model), "--runs", "3", "--warmup", "0", "--peer", "none",
-                     "--out", str(tmp_path / "r.jsonl")]) == 0
+    assert bench_cli.main([str(onnx_model), "--runs", "3", "--warmup", "0", "--peer", "none",
+                           "--out", str(tmp_path / "r.jsonl")]) == 0
     assert capsys.readouterr().err == ""
 
 
 def test_progress_counts_rounds(monkeypatch):
     seen = []
-    e = [run.Engine("vkinfer", "cpu", run=lambda: []), run.Engine("onnxruntime", "cpu", run=lambda: [])]
-    run.interleave(e, 4, 2, seen.append)
+    e = [engines.Engine("vkinfer", "cpu", run=lambda: []), engines.Engine("onnxruntime", "cpu", run=lambda: [])]
+    schedule.interleave(e, 4, 2, seen.append)
     assert sum(seen) == 6 and all(len(x.latencies) == 4 for x in e)
-    broken = [run.Engine("vkinfer", "cpu", status="error")]
+    broken = [engines.Engine("vkinfer", "cpu", status="error")]
     seen.clear()
-    run.interleave(broken, 4, 2, seen.append)
+    schedule.interleave(broken, 4, 2, seen.append)
     assert sum(seen) == 6

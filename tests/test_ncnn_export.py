@@ -9,7 +9,7 @@
   with ONNX Runtime on the integers, exact in float32);
 - int8 accuracy: on the CPU and on Vulkan (lavapipe here) the int8 model's output stays close to the float one
   (bounds below, with the reason);
-- an op the exporter does not handle is a ValueError naming it; the CLI; ncnn_time; run.py's ncnn engine reading
+- an op the exporter does not handle is a ValueError naming it; the CLI; ncnn_time; vkinfer bench's ncnn engine reading
   an export.
 """
 
@@ -400,18 +400,19 @@ def test_cli_writes_float_and_int8(tmp_path, capsys):
 
 
 def test_run_py_engine_reads_the_export(tmp_path):
-    """The float export as `vkinfer bench --ncnn-model`: run.py's ncnn engine (ncnn's default options, float16
+    """The float export as `vkinfer bench --ncnn-model`: vkinfer.benchmark.engines.ncnn (ncnn's default options, float16
     weight storage on x86 with F16C) gives ORT's float output to float16 precision."""
-    from vkinfer.benchmark import run
+    from vkinfer.benchmark.engines import make_engines
+    from vkinfer.benchmark.load import load_model, ncnn_files
 
     m = zoo.mobilenet_v2(width=0.35, size=64, num_classes=10)
     fp = tmp_path / "m.onnx"
     fp.write_bytes(m.SerializeToString())
     p, b = ne.export(m, tmp_path, "m", False)
-    lm = run.load_model(str(fp))
-    lm.ncnn = run.ncnn_files(f"{p}:{b}")
+    lm = load_model(str(fp))
+    lm.ncnn = ncnn_files(f"{p}:{b}")
     want = zoo.ort_run(m, lm.feed)[0]
-    [e] = run.make_engines(lm, [], ["ncnn"], 1)
+    [e] = make_engines(lm, [], ["ncnn"], 1)
     assert e.status == "ok", e.error
     got = e.run()[0]
     assert got.shape == want.shape

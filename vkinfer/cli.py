@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     one line "vkinfer: error: MODEL: cause"), 1 any other failure (one line too), 130 interrupted; `vkinfer bench`
     and its subcommands document theirs (vkinfer/benchmark/)."""
     args_in = list(sys.argv[1:] if argv is None else argv)
-    if args_in[:1] == ["bench"]:  # its own parsers (vkinfer.benchmark.run, .compare, .ab, .plots)
+    if args_in[:1] == ["bench"]:  # its own parsers (vkinfer.benchmark.cli, .compare, .ab, .plots)
         if args_in[1:2] == ["compare"]:
             from .benchmark.compare import main as compare_main
 
@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
             from .benchmark.plots import main as plot_main
 
             return plot_main(args_in[2:])
-        from .benchmark.run import main as bench_main
+        from .benchmark.cli import main as bench_main
 
         return bench_main(args_in[1:])
     ap = argparse.ArgumentParser(prog="vkinfer", description="8-bit quantized models on Vulkan or the CPU")

@@ -246,7 +246,7 @@ def run_models(threads: int, models: dict[str, Path] | None = None) -> int:
     Returns the number of mismatches."""
     import onnxruntime as ort
 
-    from .benchmark.run import ort_session_options
+    from .benchmark.engines.onnxruntime import ort_session_options
     from .session import InferenceSession
 
     print(f"\nWhole model: MobileNetV2 1.0/224, seeded weights, quantized by onnxruntime.quantization; every "
