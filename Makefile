@@ -26,7 +26,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 setup: apt $(VENV)/.installed native cpu
 
 # The C CPU fallback (cpu_fallback/): a shared library loaded through ctypes. With the venv it comes from the
-# native build below (with vkinfer._fastrun); without one (`vkinfer bench ab` building a revision in a worktree)
+# native build below (with vkinfer._planrun); without one (`vkinfer bench ab` building a revision in a worktree)
 # from cpu_fallback/Makefile alone, which is also how CMakeLists.txt builds it: the same flags either way.
 cpu:
 	@if [ -x $(VPY) ]; then $(MAKE) --no-print-directory native; \
@@ -61,7 +61,7 @@ $(KP_SRC)/CMakeLists.txt: | $(VENV)/.installed
 	touch $@
 
 # The native build: CMakeLists.txt through scikit-build-core, as for the wheel, as an editable install (the venv
-# imports vkinfer from this tree) that writes libvkinfer_cpu.so, _fastrun and _vkcore into vkinfer/ (each
+# imports vkinfer from this tree) that writes libvkinfer_cpu.so, _planrun and _vkcore into vkinfer/ (each
 # replaced by rename). It builds incrementally in build/dev; re-run when a native source changes. The tree
 # compiles shaders at run time (glslang); the SPIR-V the wheel would carry is in build/dev/spirv.
 JOBS ?= $(shell nproc)
@@ -86,7 +86,7 @@ native: $(DEV_BUILD)/.built
 
 # One module for another checkout without touching the venv's install (`vkinfer bench ab` runs
 # `make VENV=... KP_SRC=... vkinfer/_vkcore<EXT_SUFFIX>` in a worktree): the same CMake project, in place.
-vkinfer/_vkcore%: vkinfer/_native/vkcore.cpp vkinfer/_native/CMakeLists.txt
+vkinfer/_vkcore%: $(wildcard vkinfer/_native/vk_* vkinfer/_native/planrun.c) vkinfer/_native/CMakeLists.txt
 	cmake -S . -B build/inplace -DVKINFER_INPLACE=ON -DVKINFER_SPIRV=OFF -DVKINFER_KP_SDIST=$(abspath $(KP_SRC)) \
 	  -DPython_EXECUTABLE=$(abspath $(VPY)) -Dpybind11_DIR=$$($(VPY) -m pybind11 --cmakedir) \
 	  -DCMAKE_BUILD_TYPE=Release > build/inplace.log 2>&1 || { cat build/inplace.log; exit 1; }
@@ -134,4 +134,4 @@ lint: setup
 	$(VPY) -m ruff check vkinfer tests bench
 
 clean:
-	rm -rf build dist $(VENV) vkinfer/_vkcore*.so vkinfer/_fastrun*.so vkinfer/libvkinfer_cpu.so
+	rm -rf build dist $(VENV) vkinfer/_vkcore*.so vkinfer/_planrun*.so vkinfer/_fastrun*.so vkinfer/libvkinfer_cpu.so

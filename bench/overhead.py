@@ -112,7 +112,7 @@ def cpu_rows(repeat: int) -> list[dict]:
         # operators' profiled time mixes runs interleaved with the peer (cold caches) with back-to-back ones.
         outside_ops = None
         if plan.native_calls == 1 and len(plan.segments) == 1 and segs[0].graph._fast is not None:
-            from vkinfer import _fastrun
+            from vkinfer import _planrun
 
             seg, gf = segs[0], segs[0].graph._fast
             ext = tuple([feed[k] for k, _, _ in seg.in_specs] + [np.empty(sh, dt) for _, sh, dt in seg.out_specs])
@@ -121,7 +121,7 @@ def cpu_rows(repeat: int) -> list[dict]:
                 t0 = time.perf_counter()
                 ours()
                 t1 = time.perf_counter()
-                _fastrun.run(gf[0], gf[1], ext, gf[2], 1)
+                _planrun.run(gf[0], gf[1], ext, gf[2], 1)
                 t2 = time.perf_counter()
                 if i >= 5:
                     diffs.append((t1 - t0) - (t2 - t1))

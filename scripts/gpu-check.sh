@@ -43,10 +43,10 @@ PYINC=${GPU_CHECK_PYINC:-$($PY -c 'import sysconfig; print(sysconfig.get_paths()
 EXT=$($PY -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 if [ -f "$PYINC/Python.h" ]; then echo "Python.h: found in $PYINC"; note Python.h "found ($PYINC)"
 elif $PY -c 'import sys; assert sys.version_info[:2] == (3, 12)' && tar -xJf .gpu/py312-include.tar.xz -C /tmp; then
-  echo "!!! PYTHON.H MISSING in $PYINC: building _vkcore/_fastrun against the carried CPython 3.12.1 headers"
+  echo "!!! PYTHON.H MISSING in $PYINC: building _vkcore/_planrun against the carried CPython 3.12.1 headers"
   PYINC=/tmp/py312-include; note Python.h "MISSING: carried 3.12.1 headers used"
-else echo "!!! PYTHON.H MISSING in $PYINC and no usable fallback: _vkcore and _fastrun cannot be built"
-  PYINC=""; note Python.h "MISSING: no _vkcore/_fastrun"; fi
+else echo "!!! PYTHON.H MISSING in $PYINC and no usable fallback: _vkcore and _planrun cannot be built"
+  PYINC=""; note Python.h "MISSING: no _vkcore/_planrun"; fi
 for x in cc gcc g++ make cmake ninja nvcc; do printf '%-6s %s\n' $x "$(command -v $x) $($x --version 2>/dev/null | head -1)"; done
 $PY -m pip list 2>/dev/null | grep -iE '^(numpy|scipy|onnx|onnxruntime|pytest|pytest-xdist|pytest-timeout|hypothesis|pybind11|flatbuffers|protobuf|ml.dtypes|tqdm) '
 ldconfig -p | grep -E 'libvulkan|libGLX|libGLdispatch|libX11\.|libxcb\.' | sed 's/^\s*//'

@@ -2,12 +2,12 @@
 # vkinfer's wheel (`make wheel`): sdist -> wheel built from that sdist -> retagged -> auditwheel -> dist/.
 #   PY              the Python that builds (a venv with requirements.txt: scikit-build-core, pybind11, build,
 #                   auditwheel, wheel); its CPython is always served
-#   WHEEL_PYTHONS   more CPythons to build _vkcore/_fastrun for, space-separated: interpreters, or X.Y=DIR (a
+#   WHEEL_PYTHONS   more CPythons to build _vkcore/_planrun for, space-separated: interpreters, or X.Y=DIR (a
 #                   folder holding Python.h) or X.Y=FILE.tar.xz (an archive of one). Default: each python3.12 ..
 #                   python3.14 on PATH that runs and has its headers.
 #   VKINFER_KP_SDIST  where kp-0.9.0.tar.gz is (offline build); unset: CMake downloads it with pip
 #   DIST (dist), JOBS (nproc)
-# pybind11 has no stable-ABI build, so the wheel carries one _vkcore (and _fastrun) per CPython and is tagged for
+# pybind11 has no stable-ABI build, so the wheel carries one _vkcore (and _planrun) per CPython and is tagged for
 # exactly those (e.g. cp311.cp312-cp311.cp312): pip elsewhere takes the sdist and builds it. The C library and the
 # SPIR-V are shared. libvulkan.so.1 is left to the system (auditwheel --exclude); nothing else is bundled: fmt is
 # header-only and libstdc++ static in _vkcore (vkinfer/_native/CMakeLists.txt).
@@ -38,8 +38,9 @@ $PY -m build --sdist --no-isolation -o "$W/sdist" . >"$W/sdist.log" 2>&1 || { ta
 SDIST=$(ls "$W"/sdist/vkinfer-*.tar.gz)
 tar -tzf "$SDIST" >"$W/sdist.files"
 for need in CMakeLists.txt pyproject.toml cmake/replace.cmake cpu_fallback/Makefile cpu_fallback/src/graph.c \
-            cpu_fallback/python/fastrun.c shaders/qlinear_conv.comp shaders/qcommon.glsl vkinfer/_native/vkcore.cpp \
-            vkinfer/_native/CMakeLists.txt vkinfer/_native/build_spirv.py vkinfer/_glsl.py; do
+            shaders/qlinear_conv.comp shaders/qcommon.glsl vkinfer/_native/planrun.c vkinfer/_native/vk_api.h \
+            vkinfer/_native/vk_core.hpp vkinfer/_native/vk_module.cpp vkinfer/_native/CMakeLists.txt \
+            vkinfer/_native/build_spirv.py vkinfer/_glsl.py; do
   grep -q "^vkinfer-[^/]*/$need$" "$W/sdist.files" || { echo "the sdist lacks $need"; exit 1; }
 done
 echo "sdist: $SDIST ($(du -k "$SDIST" | cut -f1) KiB, $(grep -vc '/$' "$W/sdist.files") files)"

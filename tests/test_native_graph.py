@@ -38,6 +38,136 @@ def test_random_graphs_under_asan_and_ubsan():
     assert m and int(m[1]) >= 25 + 6 + 14 + 10, where
 
 
+# The plan runner (vkinfer/_native/planrun.c) under AddressSanitizer + UBSan: this script, in a process with libasan
+# preloaded, imports the ASan build as vkinfer._planrun and drives every path: the plain run (stack and heap buffer
+# arrays), CPU and CPU + Vulkan sessions (run_feed, run, timed runs, feeds it hands back, NaN statuses), a runner
+# with more slots and buffers than its stack arrays hold, every construction error, and failing locks.
+_PLANRUN_ASAN_DRIVER = r"""
+import glob, importlib.util, sys
+import numpy as np
+import vkinfer
+spec = importlib.util.spec_from_file_location("vkinfer._planrun", glob.glob(sys.argv[1] + "/_planrun*.so")[0])
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+sys.modules["vkinfer._planrun"] = vkinfer._planrun = mod
+from vkinfer.cpu import graph as cg
+cg._planrun = mod
+from vkinfer.cpu.graph import NativeGraph, Ref
+from vkinfer.testing import field_zoo, zoo
+
+def check_sessions(blob, feed, devices):
+    ref = vkinfer.InferenceSession(blob, device="reference").run(None, feed)
+    for dev in devices:
+        s = vkinfer.InferenceSession(blob, device=dev, threads=1)
+        plan = s.plan(feed)
+        runner = plan.feed_runner(1)[0]
+        assert type(runner.__self__) is mod.Runner, runner
+        for _ in range(3):
+            got = runner(feed)
+            assert all(np.array_equal(a, b) for a, b in zip(got, ref)), dev
+            assert all(np.array_equal(a, b) for a, b in zip(s.run(None, feed), ref)), dev
+        (name, x), = feed.items()
+        for other in ({}, {name: x, "y": x}, {name: x.astype(np.float64)}, {name: np.asfortranarray(x)[..., ::1].T},
+                      {"nope": x}, [(name, x)]):
+            assert runner(other) is None
+        native = plan.native(1)
+        if native is not None:
+            for s2 in native.vk_segments:
+                s2.timed = True
+            got = native.run(feed, [o.name for o in s.get_outputs()])
+            assert all(np.array_equal(a, b) for a, b in zip(got, ref))
+            assert all(np.array_equal(a, b) for a, b in zip(runner(feed), ref))
+            for s2 in native.vk_segments:
+                s2.timed = False
+    return s, runner
+
+q = zoo.quantize(zoo.mlp(), fmt="qoperator", per_channel=True, reduce_range=True)
+feed = zoo.random_inputs(q)
+s, runner = check_sessions(q.SerializeToString(), feed, ["cpu", "vulkan"])
+y = feed["input"].copy()
+y[0, 1] = np.nan
+assert isinstance(runner({"input": y}), int) and runner({"input": y}) != 0
+blob = field_zoo.tiny_conv(0, dtype="int8")
+check_sessions(blob, field_zoo.field_inputs("tiny_conv", 0, "int8"), ["cpu", "vulkan"])
+
+# more slots and buffers than the stack arrays hold (64)
+n = 70
+g = NativeGraph(0, [8] * n)
+g.add("transpose", 1, np.array([8], np.uint32), np.array([0], np.uint32), 1, 0, Ref(1, 0, 8), Ref(2, 0, 8))
+arrays = [np.arange(8, dtype=np.uint8) * 3] + [np.zeros(8, np.uint8) for _ in range(n - 1)]
+g.run(arrays, 1)
+assert np.array_equal(arrays[1], arrays[0])
+r = mod.Runner(1, 1, [8] * n, {k: np.zeros(8, np.uint8) for k in range(2, n)},
+               [("cpu", *g._fast[:2], g, list(range(n)), 1)])
+out = np.zeros(8, np.uint8)
+assert r.run([arrays[0]], [out], False) == (0, [])
+assert np.array_equal(out, arrays[0])
+r.set_feed(["x"], ["B"], [[8]], [([8], np.dtype(np.uint8))], np.ndarray, np.empty, [])
+assert np.array_equal(r.run_feed({"x": arrays[0]})[0], arrays[0])
+
+# construction and call errors
+from vkinfer._vk import get_device
+dev = get_device()
+buf, seq = dev.buffer(64), dev.sequence()
+seq.barrier()
+bad = [(1, 1, [4, 4], {0: np.zeros(4, np.uint8)}, []), (1, 1, [4, 4, 8], {2: np.zeros(4, np.uint8)}, []),
+       (1, 1, [4, 4, 8], {}, []), (1, 1, [4, 4], {}, [("vulkan", seq.raw, [(0, buf.raw, [1, 8], False, 0)], [])]),
+       (2, 1, [4, 4], {}, []), (1, 1, [4, 4], {}, [("cpu", 1, 1, None, [5], 1)]), (1, 1, [4, 4], {}, [("gpu",)]),
+       (1, 1, [4096, 4096], {}, [("vulkan", seq.raw, [(0, buf.raw, [64, 64], False, 0)], [])]),
+       (1, 1, [4, 4], {}, [("vulkan", buf.raw, [], [])]),
+       (1, 1, [4, 4], {}, [("vulkan", seq.raw, [(0, seq.raw, [4], False, 0)], [])]),
+       (1, 1, [4, 4], {}, [("vulkan", seq.raw, [(0, buf.raw, [4], False, 300)], [])]), (1, 1, [4, 4], {}, [()]),
+       (1, 1, [4, 4], {}, [("cpu", 1, 1)]), (1, 1, [4, 4], {}, [("vulkan", seq.raw, [(0,)], [])]),
+       (1, 1, [-4, 4], {}, [])]
+for args in bad:
+    try:
+        mod.Runner(*args)
+    except (ValueError, TypeError, OverflowError):
+        pass
+    else:
+        raise AssertionError(args)
+class Bad:
+    def acquire(self):
+        raise OSError("no")
+    def release(self):
+        pass
+moves = [(0, buf.raw, [4, 3], False, 0x80)], [(1, buf.raw, [4, 3], False, 0x80)]
+r = mod.Runner(1, 1, [12, 12], {}, [("vulkan", seq.raw, *moves)], [dev.lock, Bad()])
+try:
+    r.run([np.zeros(12, np.uint8)], [np.zeros(12, np.uint8)], False)
+except OSError:
+    pass
+else:
+    raise AssertionError("a failing lock")
+print("planrun asan: ok")
+"""
+
+
+def test_plan_runner_under_asan_and_ubsan(tmp_path):
+    build_cpu("asan-lib")
+    cc = os.environ.get("CC", "cc")
+    libasan = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+    assert os.path.isabs(libasan), f"no libasan.so from the C compiler: {libasan!r}"
+    import sysconfig
+
+    so = tmp_path / f"_planrun{sysconfig.get_config_var('EXT_SUFFIX')}"
+    r = subprocess.run([cc, "-std=c11", "-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
+                        "-fno-sanitize-recover=undefined", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared",
+                        f"-I{sysconfig.get_paths()['include']}", f"-I{ROOT / 'vkinfer' / '_native'}",
+                        str(ROOT / "vkinfer" / "_native" / "planrun.c"), "-o", str(so)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-4000:]
+    (tmp_path / "drive.py").write_text(_PLANRUN_ASAN_DRIVER)
+    # _vkcore links libstdc++ statically; ASan's __cxa_throw interceptor needs the shared one to forward to.
+    libstdcxx = subprocess.run([cc, "-print-file-name=libstdc++.so"], capture_output=True, text=True).stdout.strip()
+    env = {**os.environ, "LD_PRELOAD": f"{libasan} {libstdcxx}", "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1",
+           "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1", "VKINFER_CPU_LIB": str(ASAN_LIB)}
+    r = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), str(tmp_path / "drive.py"), str(tmp_path)], cwd=ROOT,
+                       env=env, capture_output=True, text=True, timeout=600)
+    where = f"exit {r.returncode}\n{r.stdout[-4000:]}\n{r.stderr[-8000:]}"
+    assert "AddressSanitizer" not in r.stderr and "runtime error" not in r.stderr, where
+    assert r.returncode == 0 and "planrun asan: ok" in r.stdout, where
+
+
 def _rss_kib() -> int:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -110,12 +240,12 @@ def _one_graph(model: str, dtype: str):
 
 
 @pytest.mark.parametrize("model, dtype", [("ds_cnn_kws", "int8"), ("resnet8", "uint8"), ("tiny_conv", "int8")])
-def test_fastrun_extension_equals_the_ctypes_path(model, dtype):
-    """`make cpu` builds vkinfer._fastrun; a graph run through it gives the bytes the ctypes path gives, and
+def test_planrun_extension_equals_the_ctypes_path(model, dtype):
+    """`make cpu` builds vkinfer._planrun; a graph run through its `run` gives the bytes the ctypes path gives, and
     both equal the reference session's."""
     from vkinfer.cpu import graph as native
 
-    assert native._fastrun is not None, "vkinfer._fastrun is missing: `make cpu` builds it"
+    assert native._planrun is not None, "vkinfer._planrun is missing: `make cpu` builds it"
     sess, feed, seg = _one_graph(model, dtype)
     assert seg.graph._fast is not None
     ref = run_devices(getattr(field_zoo, model)(0, dtype=dtype), feed)  # the reference's bits, every device's
@@ -131,7 +261,7 @@ def test_fastrun_extension_equals_the_ctypes_path(model, dtype):
         np.testing.assert_array_equal(a, r.reshape(a.shape))
 
 
-def test_fastrun_refuses_wrong_buffers():
+def test_planrun_refuses_wrong_buffers():
     """Sizes and layout are checked before C sees a pointer: a short, a long and a non-contiguous buffer raise,
     as does the wrong number of buffers."""
     _, feed, seg = _one_graph("tiny_conv", "int8")
@@ -151,7 +281,7 @@ def test_fastrun_refuses_wrong_buffers():
         g.run(arrays[:1], 1)
 
 
-# --- the session's run in one C call (vkinfer._fastrun.Runner) ----------------------------------------
+# --- the session's run in one C call (vkinfer._planrun.Runner.run_feed) ------------------------------------
 
 def _general(sess, output_names, feed):
     """The same run through the Python path (the C runner switched off for one call)."""
@@ -167,7 +297,7 @@ def _general(sess, output_names, feed):
 def test_session_run_is_one_c_call_and_equals_the_reference(model, dtype):
     blob = getattr(field_zoo, model)(0, dtype=dtype)
     sess = vkinfer.InferenceSession(blob, device="cpu", threads=1)
-    assert sess._native is not None, "a whole-CPU static-shape model must run through vkinfer._fastrun.Runner"
+    assert sess._native is not None, "a whole-CPU static-shape model must run through vkinfer._planrun.Runner"
     others = sessions(blob, ("reference", "vulkan"))  # with `sess`, the three devices
     outs = [o.name for o in sess.get_outputs()]
     for seed in range(3):
@@ -245,16 +375,66 @@ def test_session_run_refuses_nan_in_c_as_in_python():
 
 
 def test_runner_refuses_bad_construction():
-    from vkinfer import _fastrun
+    """A NULL function or graph, and set_feed's lists of the wrong length, a name that is not a str or a negative
+    dimension, raise; a run_feed before set_feed raises."""
+    from vkinfer import _planrun
 
     with pytest.raises(TypeError):
-        _fastrun.Runner()
-    args = [1, 1, None, ("x",), ("b",), ((1, 2),), ((1,),), (np.dtype(np.int8),), 1, np.ndarray, np.empty]
-    _fastrun.Runner(*args)
-    for k, v, err in [(0, 0, ValueError), (3, ("x", "y"), ValueError), (4, ("q",), ValueError),
-                      (5, ((1, -2),), ValueError), (7, (), ValueError), (5, ((1,) * 9,), ValueError)]:
+        _planrun.Runner()
+    step = ("cpu", 1, 1, None, [0, 1], 1)
+    with pytest.raises(ValueError, match="NULL graph or function"):
+        _planrun.Runner(1, 1, [2, 1], {}, [("cpu", 0, 1, None, [0, 1], 1)])
+    with pytest.raises(ValueError, match="negative"):
+        _planrun.Runner(-1, 1, [2, 1], {}, [step])
+    r = _planrun.Runner(1, 1, [2, 1], {}, [step])
+    with pytest.raises(RuntimeError, match="before set_feed"):
+        r.run_feed({"x": np.zeros((1, 2), np.int8)})
+    args = [("x",), ("b",), ((1, 2),), (((1,), np.dtype(np.int8)),), np.ndarray, np.empty, ()]
+    r.set_feed(*args)
+    for k, v, err in [(0, ("x", "y"), ValueError), (0, (1,), TypeError), (1, (), ValueError),
+                      (2, ((1, -2),), ValueError), (3, (), ValueError), (3, (((1,),),), ValueError)]:
         with pytest.raises(err):
-            _fastrun.Runner(*args[:k], v, *args[k + 1:])
+            r.set_feed(*args[:k], v, *args[k + 1:])
+        with pytest.raises(RuntimeError, match="before set_feed"):  # a refused set_feed leaves none behind
+            r.run_feed({"x": np.zeros((1, 2), np.int8)})
+    with pytest.raises(TypeError):
+        r.set_feed(*args[:-1])
+
+
+def test_runner_takes_the_locks_around_a_run_and_releases_them_on_errors():
+    """The locks a runner is given are taken in order before its steps and released in reverse after them, also
+    when the run fails; a lock that cannot be taken fails the run with its error, and the locks already taken
+    are released."""
+    from vkinfer import _planrun
+    from vkinfer.cpu.graph import NativeGraph, Ref
+
+    g = NativeGraph(0, [8, 8])
+    g.add("transpose", 1, np.array([8], np.uint32), np.array([0], np.uint32), 1, 0, Ref(1, 0, 8), Ref(2, 0, 8))
+    calls: list[str] = []
+
+    class Lock:
+        def __init__(self, name: str, fails: bool = False):
+            self.name, self.fails = name, fails
+
+        def acquire(self):
+            if self.fails:
+                raise OSError(f"{self.name} refused")
+            calls.append(f"+{self.name}")
+
+        def release(self):
+            calls.append(f"-{self.name}")
+
+    steps = [("cpu", *g._fast[:2], g, [0, 1], 1)]
+    r = _planrun.Runner(1, 1, [8, 8], {}, steps, [Lock("a"), Lock("b")])
+    x, y = np.arange(8, dtype=np.uint8), np.zeros(8, np.uint8)
+    assert r.run([x], [y], False) == (0, [])
+    np.testing.assert_array_equal(y, x)
+    assert calls == ["+a", "+b", "-b", "-a"]
+    calls.clear()
+    r = _planrun.Runner(1, 1, [8, 8], {}, steps, [Lock("a"), Lock("b", fails=True), Lock("c")])
+    with pytest.raises(OSError, match="b refused"):
+        r.run([x], [y], False)
+    assert calls == ["+a", "-a"]
 
 
 def test_threads_are_fixed_at_session_creation(monkeypatch):
@@ -272,7 +452,7 @@ def test_threads_are_fixed_at_session_creation(monkeypatch):
     run_devices(blob, feed, want=got)  # the 2-thread run's bits are every device's
 
 
-# --- a plan of CPU and Vulkan segments in one native call (vkinfer.compiler.plan.NativePlan) --------------
+# --- a plan of CPU and Vulkan segments in one native call (vkinfer.compiler.native.NativePlan) ------------
 
 def _python_path(plan, feed, names, threads):
     saved = dict(plan._natives)
@@ -315,32 +495,55 @@ def test_cpu_and_vulkan_segments_run_in_one_native_call(model, dtype):
         assert all(isinstance(s.last_device_ns, int) and s.last_device_ns > 0 for s in vks)
 
 
-def test_plan_runner_refuses_bad_construction_and_arrays():
-    from vkinfer._vk import _native, get_device
+@pytest.mark.parametrize("model, dtype", [("tiny_conv", "int8"), ("ds_cnn_kws", "uint8")])
+def test_a_plan_of_one_cpu_segment_is_a_native_plan_too(model, dtype):
+    """One runner class for every plan without a host segment: NativePlan.build takes a lone CPU segment too, and
+    its run_feed, its run and the segment's own native_runner give every device's bits."""
+    from vkinfer.compiler.native import NativePlan
 
-    vk = _native()
+    blob = getattr(field_zoo, model)(0, dtype=dtype)
+    sess = vkinfer.InferenceSession(blob, device="cpu", threads=1)
+    feed = field_zoo.field_inputs(model, 0, dtype)
+    plan = sess.plan(feed)
+    [seg] = plan.segments
+    native = NativePlan.build(plan, 1)
+    assert native is not None and seg.device.startswith("cpu")
+    outs = [o.name for o in sess.get_outputs()]
+    for seed in range(2):
+        feed = field_zoo.field_inputs(model, seed, dtype)
+        want = run_devices(blob, feed)
+        assert_same(native.raw.run_feed(feed), want, f"seed {seed}: NativePlan.raw.run_feed")
+        assert_same(native.run(feed, outs), want, f"seed {seed}: NativePlan.run")
+        assert_same(seg.runner.native_runner(1)(feed), want, f"seed {seed}: CpuSegment.native_runner")
+    assert native.raw.mapped == [] and native.raw.run_feed({}) is None
+
+
+def test_plan_runner_refuses_bad_construction_and_arrays():
+    from vkinfer import _planrun as vk
+    from vkinfer._vk import get_device
+
     dev = get_device()
     buf = dev.buffer(64)
     with pytest.raises(ValueError, match="persistent slot"):
-        vk.PlanRunner(1, 1, [4, 4], {0: np.zeros(4, np.uint8)}, [])
+        vk.Runner(1, 1, [4, 4], {0: np.zeros(4, np.uint8)}, [])
     with pytest.raises(ValueError, match="wrong size"):
-        vk.PlanRunner(1, 1, [4, 4, 8], {2: np.zeros(4, np.uint8)}, [])
+        vk.Runner(1, 1, [4, 4, 8], {2: np.zeros(4, np.uint8)}, [])
     with pytest.raises(ValueError, match="no array"):
-        vk.PlanRunner(1, 1, [4, 4, 8], {}, [])
+        vk.Runner(1, 1, [4, 4, 8], {}, [])
     seq = dev.sequence()
     seq.barrier()
     with pytest.raises(ValueError, match="differs in size"):
-        vk.PlanRunner(1, 1, [4, 4], {}, [("vulkan", seq.raw, [(0, buf.raw, [1, 8], False, 0)], [])])
+        vk.Runner(1, 1, [4, 4], {}, [("vulkan", seq.raw, [(0, buf.raw, [1, 8], False, 0)], [])])
     with pytest.raises(ValueError, match="fewer slots"):
-        vk.PlanRunner(2, 1, [4, 4], {}, [])
+        vk.Runner(2, 1, [4, 4], {}, [])
     with pytest.raises(ValueError, match="slot out of range"):
-        vk.PlanRunner(1, 1, [4, 4], {}, [("cpu", 1, 1, None, [5], 1)])
+        vk.Runner(1, 1, [4, 4], {}, [("cpu", 1, 1, None, [5], 1)])
     with pytest.raises(ValueError, match="unknown step"):
-        vk.PlanRunner(1, 1, [4, 4], {}, [("gpu",)])
+        vk.Runner(1, 1, [4, 4], {}, [("gpu",)])
     with pytest.raises(ValueError, match="exceeds|takes"):  # 4096 bytes do not fit a 64-byte buffer
-        vk.PlanRunner(1, 1, [4096, 4096], {}, [("vulkan", seq.raw, [(0, buf.raw, [64, 64], False, 0)], [])])
+        vk.Runner(1, 1, [4096, 4096], {}, [("vulkan", seq.raw, [(0, buf.raw, [64, 64], False, 0)], [])])
     # A copy through the device: input slot -> buffer -> output slot, int8 XOR on the way in and out.
-    r = vk.PlanRunner(1, 1, [12, 12], {}, [("vulkan", seq.raw, [(0, buf.raw, [4, 3], False, 0x80)],
+    r = vk.Runner(1, 1, [12, 12], {}, [("vulkan", seq.raw, [(0, buf.raw, [4, 3], False, 0x80)],
                                                        [(1, buf.raw, [4, 3], False, 0x80)])])
     x = np.arange(12, dtype=np.uint8) * 21
     y = np.zeros(12, np.uint8)
@@ -362,8 +565,8 @@ def test_plan_runner_refuses_bad_construction_and_arrays():
 
 
 def test_vulkan_plan_session_call_is_native_and_hands_every_other_feed_to_the_checked_path():
-    """A CPU + Vulkan plan's common call is PlanRunner.run_feed (checks, output arrays, device locks and run in
-    C++): it equals the reference; every other feed returns None to the Python path, which runs it or raises the
+    """A CPU + Vulkan plan's common call is Runner.run_feed (checks, output arrays, device locks and run in
+    C): it equals the reference; every other feed returns None to the Python path, which runs it or raises the
     error naming the input; NaN raises the quantizer's error naming the input, on both paths."""
     from vkinfer.testing import zoo
 
@@ -377,7 +580,7 @@ def test_vulkan_plan_session_call_is_native_and_hands_every_other_feed_to_the_ch
     want = run_devices(blob, {"input": x})  # every device's bits
     got = sess._native({"input": x})
     assert type(got) is list
-    assert_same(got, want, "PlanRunner.run_feed vs every device")
+    assert_same(got, want, "Runner.run_feed vs every device")
     first, second = sess.run(None, {"input": x}), sess.run(None, {"input": x})
     assert not np.shares_memory(first[0], second[0]), "outputs must be fresh"
 
@@ -429,7 +632,7 @@ def _image_cases():
 def test_cpu_quantize_writes_the_vulkan_input_buffer_in_place(case):
     """A Vulkan session's input quantize runs in the CPU graph and writes the device layout (rows padded to whole
     words, raw int8) straight into the Vulkan segment's input buffer: the native plan has no pack step for it
-    (PlanRunner.mapped), and its bits equal the reference and the Python segment-by-segment path (which copies
+    (Runner.mapped), and its bits equal the reference and the Python segment-by-segment path (which copies
     the same bytes), for 3 channels (a word per pixel), 5 channels and rows of 10 (padded), uint8 and int8. A NaN
     in the input still raises the error naming it."""
     from vkinfer.cpu.segment import packed_key
@@ -459,17 +662,17 @@ def test_cpu_quantize_writes_the_vulkan_input_buffer_in_place(case):
 
 
 def test_plan_runner_maps_only_a_plain_copy_written_by_one_cpu_graph():
-    """PlanRunner drops a pack only where it is a plain copy (rows already whole words, no XOR) of a slot one
+    """The plan runner drops a pack only where it is a plain copy (rows already whole words, no XOR) of a slot one
     earlier CPU graph writes and nothing else reads; an XOR, a padded row or a second reader keeps the copy."""
-    from vkinfer._vk import _native, get_device
+    from vkinfer import _planrun
+    from vkinfer._vk import get_device
     from vkinfer.cpu.graph import NativeGraph, Ref
 
-    vk = _native()
     dev = get_device()
     g = NativeGraph(0, [8, 8])
     g.add("transpose", 1, np.array([8], np.uint32), np.array([0], np.uint32), 1, 0, Ref(1, 0, 8), Ref(2, 0, 8))
     fast = g._fast
-    assert fast is not None, "vkinfer._fastrun is not built: make cpu"
+    assert fast is not None, "vkinfer._planrun is not built: make cpu"
     x = np.arange(8, dtype=np.uint8) * 29 + 3
 
     def runner(shape, xor, second_reader):
@@ -479,7 +682,7 @@ def test_plan_runner_maps_only_a_plain_copy_written_by_one_cpu_graph():
                  ("vulkan", seq.raw, [(2, buf.raw, shape, False, xor)], [(1, buf.raw, [8], False, 0)])]
         if second_reader:
             steps.append(("vulkan", dev.sequence().raw, [(2, buf.raw, shape, False, 0)], []))
-        return vk.PlanRunner(1, 1, [8, 8, 8], {2: np.zeros(8, np.uint8)}, steps), buf
+        return _planrun.Runner(1, 1, [8, 8, 8], {2: np.zeros(8, np.uint8)}, steps), buf
 
     for shape, xor, second, mapped in (([2, 4], 0, False, [2]), ([8], 0, False, [2]), ([2, 4], 0x80, False, []),
                                        ([4, 2], 0, False, []), ([2, 4], 0, True, [])):

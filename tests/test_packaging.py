@@ -163,6 +163,9 @@ def test_import_and_cpu_sessions_never_load_vulkan(tmp_path):
             "s = InferenceSession(sys.argv[1], device='cpu')\n"
             "x = np.zeros([d if isinstance(d, int) else 1 for d in s.get_inputs()[0].shape], np.float32)\n"
             "s.run(None, {s.get_inputs()[0].name: x})\n"
+            "from vkinfer.compiler.native import NativePlan\n"  # a CPU plan's one native call needs no Vulkan
+            "n = NativePlan.build(s.plan({s.get_inputs()[0].name: x}), 1)\n"
+            "assert n is not None and type(n.raw.run_feed({s.get_inputs()[0].name: x})) is list, 'not one call'\n"
             "assert 'vkinfer._vkcore' not in sys.modules, 'the Vulkan module was imported'\n"
             "assert 'libvulkan' not in open('/proc/self/maps').read(), 'libvulkan was loaded'\n")
     r = subprocess.run([sys.executable, "-c", code, str(_small_model(tmp_path))], capture_output=True, text=True,
@@ -255,9 +258,10 @@ def test_sdist_carries_the_native_sources(tmp_path):
     (sdist,) = tmp_path.glob("vkinfer-*.tar.gz")
     with tarfile.open(sdist) as t:
         names = {n.split("/", 1)[1] for n in t.getnames() if "/" in n}
+    native = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "vkinfer" / "_native").iterdir() if p.is_file())
+    assert {"vkinfer/_native/planrun.c", "vkinfer/_native/vk_api.h", "vkinfer/_native/vk_core.hpp",
+            "vkinfer/_native/vk_module.cpp"} <= set(native)
     for need in ("CMakeLists.txt", "cmake/replace.cmake", "cpu_fallback/Makefile", "cpu_fallback/src/graph.c",
-                 "cpu_fallback/python/fastrun.c", "shaders/qcommon.glsl", "shaders/qlinear_conv.comp",
-                 "vkinfer/_native/vkcore.cpp", "vkinfer/_native/CMakeLists.txt", "vkinfer/_native/build_spirv.py",
-                 "vkinfer/_native/glibc_compat.c", "vkinfer/_glsl.py"):
+                 "shaders/qcommon.glsl", "shaders/qlinear_conv.comp", "vkinfer/_glsl.py", *native):
         assert need in names, f"the sdist lacks {need}"
     assert not [n for n in names if n.endswith((".so", ".spv")) or n.startswith(("tests/", "build/", ".gpu/"))]

@@ -1,8 +1,9 @@
-"""The Vulkan runtime under the plan runner (vkinfer/_vk.py over vkinfer/_native/vkcore.cpp): the pipeline cache
+"""The Vulkan runtime under the plan runner (vkinfer/_vk.py over vkinfer/_native/vk_*.cpp): the pipeline cache
 file (written, reloaded by a fresh process, and every bad file ignored with a RuntimeWarning, then replaced),
-native packing equal to the numpy reference (vkinfer/layout.py) on odd shapes, zero-copy buffers on
-unified memory equal to staged ones, shared pipelines, device timestamps, and all of it clean under the Khronos
-validation layer with synchronization validation. Run as a script, this file is the validated workload."""
+native packing equal to the numpy reference (vkinfer/layout.py, whose parameters it takes) on odd shapes,
+zero-copy buffers on unified memory equal to staged ones, shared pipelines, device timestamps, and all of it clean
+under the Khronos validation layer with synchronization validation. Run as a script, this file is the validated
+workload."""
 
 from __future__ import annotations
 
@@ -231,7 +232,8 @@ def test_pipeline_cache_can_be_switched_off(cache_dir, monkeypatch):
 # --- native packing ------------------------------------------------------------------------------------------
 
 SHAPES = [(1, 1, 3, 5), (2, 3, 5, 7), (1, 4, 1, 1), (1, 5, 3, 3), (2, 17, 7, 5), (1, 3, 1, 9), (1, 2, 3, 5, 3),
-          (2, 1, 5, 3, 1), (3, 5), (2, 3, 7), (4,), (1, 17), (), (0, 3, 2, 2), (1, 0, 3, 3), (2, 0)]
+          (2, 1, 5, 3, 1), (3, 5), (2, 3, 7), (4,), (1, 17), (), (0, 3, 2, 2), (1, 0, 3, 3), (2, 0), (1, 6, 1, 1),
+          (3, 2, 1, 1, 2), (1, 1, 1, 1, 1, 3), (2, 2, 2, 2, 2, 2, 5), (1, 66, 3, 2)]
 
 
 @pytest.fixture(scope="module")
@@ -260,6 +262,71 @@ def test_native_packing_equals_numpy_reference(dev, shape, dtype):
     b.write_rows(x)
     np.testing.assert_array_equal(b.read(np.uint32, row_words), rows_to_packed(rows).reshape(-1))
     np.testing.assert_array_equal(b.read_rows(shape, dtype), x)
+
+
+def _packing_equals_layout(dev, shape, dtype, runner: bool = False) -> np.ndarray:
+    """Pack and unpack a random tensor natively (Buffer.write_nchw/read_nchw and write_rows/read_rows, or a plan
+    runner's pack and unpack moves): asserts both equal vkinfer.layout's converters; returns the bytes that pad
+    the packed rows to whole words."""
+    from vkinfer import _planrun, layout
+
+    rng = np.random.default_rng(len(shape) * 100 + sum(shape))
+    x = rng.integers(0, 256, shape).astype(np.uint8).view(dtype)
+    words = layout.packed_words(shape)
+    rows = x.reshape(int(np.prod(shape[:-1])), shape[-1]) if x.ndim else x.reshape(1, 1)
+    b = dev.buffer(4 * max(words, layout.rows_to_packed(rows).size) + 8)
+    if runner:  # a plan runner's Vulkan step: pack the input slot, an empty sequence, unpack into the output slot
+        seq = dev.sequence()
+        seq.barrier()
+        r = _planrun.Runner(1, 1, [x.nbytes, x.nbytes], {}, [("vulkan", seq.raw, [(0, b.raw, list(shape), True, 0)],
+                                                                 [(1, b.raw, list(shape), True, 0)])])
+        y = np.empty_like(x)
+        assert r.run([x], [y], False) == (0, [None])
+        np.testing.assert_array_equal(y, x)
+    else:
+        b.write_nchw(x)
+        np.testing.assert_array_equal(b.read_nchw(shape, dtype), x)
+    got = b.read(np.uint32, words)
+    np.testing.assert_array_equal(got, layout.to_packed(x).reshape(-1))
+    np.testing.assert_array_equal(layout.from_packed(got, shape, dtype), x)
+    b.write_rows(x)
+    np.testing.assert_array_equal(b.read(np.uint32, layout.rows_to_packed(rows).size),
+                                  layout.rows_to_packed(rows).reshape(-1))
+    n, width = layout.rows_width(shape)
+    return got.view(np.uint8).reshape(n, -1)[:, width:]
+
+
+def test_native_packing_takes_its_parameters_from_layout(dev):
+    """The packed form is written once, in vkinfer/layout.py: the native packers take its parameters
+    (layout.packed_form(), handed over when vkinfer._vk loads _vkcore). With another pad byte there, the native
+    packing (buffers and the plan runner's moves) still equals layout's converters on odd shapes, and pads with it;
+    a table the packers cannot follow is refused, naming what, and the last good one stays."""
+    from vkinfer import layout
+
+    vk = _vk._native()
+    good = layout.packed_form()
+    assert good["word_values"] == 4 and good["pad_byte"] == 0 and set(good["orders"]) == {4, 5}
+    odd = [(1, 5, 3, 3), (2, 3, 7), (1, 2, 3, 5, 3), (3, 5), (1, 3), (1, 1, 3, 5), (2, 1, 5, 3, 1)]
+    saved = layout.PAD_BYTE
+    try:
+        layout.PAD_BYTE = 0xA5
+        vk.set_packed_form(layout.packed_form())
+        for shape in odd:
+            for runner in (False, True):
+                pads = _packing_equals_layout(dev, shape, np.int8, runner)
+                assert pads.size and (pads == 0xA5).all(), shape
+    finally:
+        layout.PAD_BYTE = saved
+        vk.set_packed_form(layout.packed_form())
+    for shape in odd:
+        assert (_packing_equals_layout(dev, shape, np.uint8, True) == 0).all()
+    for bad, msg in [({**good, "word_values": 2}, "4 values per 32-bit word, vkinfer.layout says 2"),
+                     ({**good, "pad_byte": 256}, "pad_byte must be a byte"),
+                     ({**good, "orders": {4: (1, 0, 2, 3)}}, r"rank 4's order \(1, 0, 2, 3\) is not batch axes"),
+                     ({**good, "orders": {3: (0, 2, 1, 3)}}, "has 4 axes")]:
+        with pytest.raises(ValueError, match=msg):
+            vk.set_packed_form(bad)
+    _packing_equals_layout(dev, (1, 5, 3, 3), np.uint8)
 
 
 def test_native_packing_takes_views(dev):

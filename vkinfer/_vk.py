@@ -51,6 +51,7 @@ from ._pipeline_cache import (  # noqa: F401 (tests and Device read them here)
     pipeline_cache_dir,
 )
 from .errors import VulkanUnavailableError
+from .layout import packed_form
 
 _TYPE_RANK = {"discrete": 0, "integrated": 1, "virtual": 2, "cpu": 3, "other": 4}
 
@@ -90,6 +91,8 @@ def _native() -> Any:
                 "(pip install --no-binary vkinfer vkinfer), or `make` in a checkout") from e
         raise VulkanUnavailableError(f"vkinfer's native Vulkan module is not built ({e}); run `make setup` in a "
                                      "checkout, or install the vkinfer wheel") from e
+    # The packed form is defined once, in vkinfer.layout; the native packers take its parameters from there.
+    _vkcore.set_packed_form(packed_form())
     return _vkcore
 
 

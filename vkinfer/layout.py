@@ -175,11 +175,30 @@ def u32(seq) -> np.ndarray:
 # (little-endian: channel 4i+j is byte j of word i). Matrices are rows of K padded the same way. These numpy
 # functions are the reference: the runtime packs straight into device-visible memory with the native
 # `Buffer.write_nchw`/`write_rows` and unpacks with `Buffer.read_nchw`/`read_rows` (vkinfer/_vk.py), equal on
-# every rank and odd shape (tests/test_vk_runtime.py) and 10-15x faster for a 1x3x224x224 input.
+# every rank and odd shape (tests/test_vk_runtime.py) and 10-15x faster for a 1x3x224x224 input. The native
+# packers take the form's parameters from `packed_form()` below, so the form is written here only.
+
+#: 8-bit values per 32-bit word of the packed form (value 4i+j of a row is byte j of word i, little-endian).
+WORD_VALUES = 4
+#: The byte a packed row is padded with to whole words.
+PAD_BYTE = 0
+# Ranks whose storage order `packed_form` lists for the native packers (an unlisted rank packs as rows of its last
+# axis, as form_perm's row-major order does); ONNX allows more, none of vkinfer's devices stores them otherwise.
+_LISTED_RANKS = range(17)
+
+
+def packed_form() -> dict:
+    """The packed form's parameters as the native packers take them (vkinfer/_native/vk_buffers.cpp; vkinfer._vk
+    hands them to _vkcore when it loads it): values per word, the pad byte, and per rank whose storage order is not
+    row-major that order (`form_perm`), which packs as pixel rows of channels (4-D NCHW as N*H*W rows of C)."""
+    orders = {r: form_perm(range(r)) for r in _LISTED_RANKS}
+    return {"word_values": WORD_VALUES, "pad_byte": PAD_BYTE,
+            "orders": {r: p for r, p in orders.items() if p != tuple(range(r))}}
+
 
 def ceil4(n: int) -> int:
     """Words needed for `n` bytes (channels) packed 4 per word."""
-    return (n + 3) // 4
+    return (n + WORD_VALUES - 1) // WORD_VALUES
 
 
 def pad_last(a: np.ndarray, to: int, fill: int | np.ndarray = 0) -> np.ndarray:
@@ -200,19 +219,20 @@ def as_bytes(a: np.ndarray) -> np.ndarray:
 def nchw_to_packed(x: np.ndarray) -> np.ndarray:
     """(N, C, H, W) uint8/int8 -> (N, H, W, C/4) uint32 words."""
     b = as_bytes(np.ascontiguousarray(x.transpose(0, 2, 3, 1)))
-    return np.ascontiguousarray(pad_last(b, 4 * ceil4(x.shape[1]))).view(np.uint32)
+    return np.ascontiguousarray(pad_last(b, WORD_VALUES * ceil4(x.shape[1]), PAD_BYTE)).view(np.uint32)
 
 
 def packed_to_nchw(words: np.ndarray, shape: tuple[int, int, int, int], dtype: np.dtype) -> np.ndarray:
     """(N*H*W*C/4) uint32 words -> (N, C, H, W) of `dtype`."""
     n, c, h, w = shape
-    b = words.view(np.uint8).reshape(n, h, w, 4 * ceil4(c))[..., :c]
+    b = words.view(np.uint8).reshape(n, h, w, WORD_VALUES * ceil4(c))[..., :c]
     return np.ascontiguousarray(b.transpose(0, 3, 1, 2)).view(dtype)
 
 
 def rows_to_packed(a: np.ndarray) -> np.ndarray:
     """(..., K) uint8/int8 -> (..., K/4) uint32 words (zero padded)."""
-    return np.ascontiguousarray(pad_last(as_bytes(np.ascontiguousarray(a)), 4 * ceil4(a.shape[-1]))).view(np.uint32)
+    padded = pad_last(as_bytes(np.ascontiguousarray(a)), WORD_VALUES * ceil4(a.shape[-1]), PAD_BYTE)
+    return np.ascontiguousarray(padded).view(np.uint32)
 
 
 def packed_words(shape: tuple[int, ...]) -> int:
@@ -239,7 +259,7 @@ def from_packed(words: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> n
         n, a, b, h, w = shape
         return packed_to_nchw(words, (n, a * b, h, w), dtype).reshape(shape)
     rows, width = rows_width(shape)
-    b = words.view(np.uint8).reshape(rows, 4 * ceil4(width))[:, :width]
+    b = words.view(np.uint8).reshape(rows, WORD_VALUES * ceil4(width))[:, :width]
     return np.ascontiguousarray(b).view(dtype).reshape(shape)
 
 

@@ -219,7 +219,7 @@ def build_rev(root: Path, tree: Path, rev: str, sha: str, device: str, python: s
     if device.partition(":")[0] == "cpu":
         return notes
     same = _git(root, "diff", "--quiet", sha, "--", *NATIVE_PATHS, check=False).returncode == 0
-    mods = sorted((root / "vkinfer").glob("_vkcore*"))
+    mods = sorted([*(root / "vkinfer").glob("_vkcore*"), *(root / "vkinfer").glob("_planrun*")])
     if same and mods:
         for m in mods:
             shutil.copy2(m, tree / "vkinfer" / m.name)

@@ -1,48 +1,58 @@
-"""A plan of CPU and Vulkan segments run in one native call (vkinfer/_native/vkcore.cpp PlanRunner)."""
+"""A plan of CPU and Vulkan segments run in one native call (vkinfer._planrun.Runner, vkinfer/_native/planrun.c)."""
 
 from __future__ import annotations
-
-import contextlib
 
 import numpy as np
 
 from .plan import Plan
 
 
+def _nbytes(shape, dt) -> int:
+    return int(np.prod(shape, dtype=np.int64)) * np.dtype(dt).itemsize
+
+
 class NativePlan:
-    """A plan of CPU and Vulkan segments run in one native call (vkinfer/_native/vkcore.cpp PlanRunner): each
-    CPU segment's graph and each Vulkan segment's pack, submit, wait and unpack, with the tensors between
-    segments in host arrays made once. Runs take the plan's Vulkan devices' locks and the runner's own."""
+    """A plan whose every segment is native (CPU graphs, Vulkan sequences) run in one native call
+    (vkinfer._planrun.Runner): each CPU segment's graph and each Vulkan segment's pack, submit, wait and unpack,
+    with the tensors between segments in host arrays made once. The runner takes the plan's Vulkan devices' locks
+    and its own around each run; a plan of CPU segments only never loads the Vulkan module.
+
+    `raw.run_feed(feed)` is the session's common call: the list of outputs for a dict of exactly the inputs as
+    C-contiguous arrays of their dtype and shape, a CPU graph's nonzero status (`_failed` raises its error), or
+    None for any other feed (the checked path takes it)."""
 
     def __init__(self, plan: Plan, raw, in_names: list[str], out_specs: list[tuple[str, tuple, np.dtype]],
-                 nan_checked: list[str], vk_segments: list, locks: list):
+                 nan_checked: list[str], vk_segments: list):
         self.plan, self.raw, self.in_names, self.out_specs = plan, raw, in_names, out_specs
-        self.nan_checked, self.vk_segments, self.locks = nan_checked, vk_segments, locks
+        self.nan_checked, self.vk_segments = nan_checked, vk_segments
         self.outputs = frozenset(t for t, _, _ in out_specs)
         info = plan.info
         self.in_specs = [(t, np.dtype(info[t][1]), tuple(info[t][0])) for t in in_names]
         raw.set_feed(in_names, [memoryview(np.empty(0, dt)).format for _, dt, _ in self.in_specs],
                      [list(shape) for _, _, shape in self.in_specs], [(shape, dt) for _, shape, dt in out_specs],
-                     np.ndarray, np.empty, locks, vk_segments)
+                     np.ndarray, np.empty, vk_segments)
 
     @staticmethod
     def build(plan: Plan, threads: int) -> NativePlan | None:
-        """The plan's NativePlan, or None where a segment has no native form (a graph without the fast-run
-        address, i.e. no vkinfer._fastrun) or the Vulkan module is missing."""
+        """The plan's NativePlan on `threads` CPU threads, or None where a segment has no native form (a host
+        segment, or no vkinfer._planrun: a graph without the fast-run address) or a graph input is also an
+        output."""
+        try:
+            from .. import _planrun
+        except ImportError:  # pragma: no cover - a package built without the plan runner: the Python path
+            return None
         g, info = plan.g, plan.info
+        if not plan.segments or any(s.runner.kind not in ("cpu", "vulkan") for s in plan.segments):
+            return None
         in_names = [t.name for t in g.inputs]
         out_names = [t.name for t in g.outputs]
         slots: dict[str, int] = {}
         sizes: list[int] = []
-
-        def nbytes(shape, dt) -> int:
-            return int(np.prod(shape, dtype=np.int64)) * np.dtype(dt).itemsize
-
         for t in in_names + out_names:
             if t in slots:
                 return None  # an input that is also an output: the general path
             slots[t] = len(sizes)
-            sizes.append(nbytes(*info[t]))
+            sizes.append(_nbytes(*info[t]))
         persistent: dict[int, np.ndarray] = {}
 
         def slot(key: str, n: int) -> int:
@@ -55,23 +65,18 @@ class NativePlan:
             return slots[key]
 
         steps, nan_checked, vk_segs, locks = [], [], [], []
-        raw_module = None
         for seg in plan.segments:
             r = seg.runner
-            if seg.device.startswith("cpu"):
+            if r.kind == "cpu":
                 fast = r.graph._fast
                 if fast is None:
                     return None
-                keys = [(k, nbytes(shape, dt)) for k, shape, dt in r.in_specs + r.out_specs]
-                ext = [slot(k, n) for k, n in keys]
+                ext = [slot(k, _nbytes(shape, dt)) for k, shape, dt in r.in_specs + r.out_specs]
                 if [sizes[k] for k in ext] != list(fast[2]):
                     raise ValueError("internal: a CPU segment's buffers differ from its slots")
                 nan_checked += [t for t in r.nan_checked if t and t in in_names]
                 steps.append(("cpu", fast[0], fast[1], r.graph, ext, int(threads)))
             else:
-                from .._vk import _native
-
-                raw_module = _native()
                 packs = [(slot(key, int(np.prod(rows or info[key][0]))), b.raw,
                           list(rows or info[key][0]), rows is None, xor) for key, rows, xor, _, b in r.ups]
                 unpacks = [(slot(key, int(np.prod(rows or shape))), b.raw, list(rows or shape), rows is None, xor)
@@ -80,18 +85,13 @@ class NativePlan:
                 vk_segs.append(r)
                 if all(lk is not r.dev.lock for lk in locks):
                     locks.append(r.dev.lock)
-        if raw_module is None:
-            from .._vk import _native
-
-            try:
-                raw_module = _native()
-            except Exception:  # noqa: BLE001 - no Vulkan module: CPU-only plans take the Python path
-                return None
-        raw = raw_module.PlanRunner(len(in_names), len(out_names), sizes, persistent, steps)
+        raw = _planrun.Runner(len(in_names), len(out_names), sizes, persistent, steps, locks)
         out_specs = [(t, tuple(info[t][0]), np.dtype(info[t][1])) for t in out_names]
-        return NativePlan(plan, raw, in_names, out_specs, list(dict.fromkeys(nan_checked)), vk_segs, locks)
+        return NativePlan(plan, raw, in_names, out_specs, list(dict.fromkeys(nan_checked)), vk_segs)
 
     def _failed(self, status: int, feed: dict) -> None:
+        """Raise the error of a run that returned CPU graph status `status` for `feed` (a refused NaN names its
+        input)."""
         from ..cpu.segment import run_failed
 
         run_failed(status, self.nan_checked, [feed[t] for t in self.nan_checked])
@@ -102,10 +102,7 @@ class NativePlan:
         ins = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in ins]
         outs = [np.empty(shape, dt) for _, shape, dt in self.out_specs]
         timed = any(s.timed for s in self.vk_segments)
-        with contextlib.ExitStack() as stack:
-            for lk in self.locks:
-                stack.enter_context(lk)
-            status, ns = self.raw.run(ins, outs, timed)
+        status, ns = self.raw.run(ins, outs, timed)
         if status:
             self._failed(status, feed)
         if timed:

@@ -21,10 +21,10 @@ import numpy as np
 from ..errors import VkInferError
 from . import _check, _ptr, c_struct, checked, lib
 
-try:  # built by `make cpu` (cpu_fallback/python/fastrun.c); without it runs go through ctypes
-    from .. import _fastrun
+try:  # the plan runner (vkinfer/_native/planrun.c, built by `make cpu`); without it runs go through ctypes
+    from .. import _planrun
 except ImportError:  # pragma: no cover - a package installed without the extension
-    _fastrun = None
+    _planrun = None
 
 _u32, _i32, _u64, _f32, _vp = ctypes.c_uint32, ctypes.c_int32, ctypes.c_uint64, ctypes.c_float, ctypes.c_void_p
 
@@ -127,10 +127,10 @@ class NativeGraph:
         self.arena_bytes = int(arena_bytes)
         self._ptrs_type = _vp * max(1, len(self.ext_bytes))
         self._run = so.vki_graph_run
-        # The extension's arguments, fixed per graph: vki_graph_run's address in the library loaded above (so
+        # The plan runner's arguments, fixed per graph: vki_graph_run's address in the library loaded above (so
         # the ASan build or another worktree's library is the one called) and the expected sizes.
         self._fast = (ctypes.cast(so.vki_graph_run, _vp).value, handle.value, tuple(self.ext_bytes)) \
-            if _fastrun is not None and len(self.ext_bytes) <= 64 else None
+            if _planrun is not None else None
 
     def add(self, op: str, *args) -> None:
         """Append operator `op` (SIGNATURES) with its C arguments; arrays are copied by C or kept by the op."""
@@ -153,7 +153,7 @@ class NativeGraph:
             # 0.3 us where the ctypes path below takes 1.6 (an 8x8x8 3x3 convolution computes in 0.66 us)
             if len(ext) != len(fast[2]):
                 raise ValueError(f"internal: {len(ext)} external buffers for a graph of {len(fast[2])}")
-            status = _fastrun.run(fast[0], fast[1], tuple(ext), fast[2], threads)
+            status = _planrun.run(fast[0], fast[1], tuple(ext), fast[2], threads)
             if status:
                 _check(status, "native graph run")
             return

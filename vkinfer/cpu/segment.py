@@ -239,23 +239,22 @@ class CpuSegment:
         return outs
 
     def native_runner(self, threads: int):
-        """A vkinfer._fastrun.Runner for this segment's whole-model run on `threads` threads (the session's `run`
-        in one C call for a feed of exactly these inputs), or None without the extension or for an input type
-        it does not take."""
+        """The session's `run` for this segment as the whole model, on `threads` threads, in one native call: a
+        vkinfer._planrun.Runner's `run_feed` (feed -> the list of outputs, a nonzero status for `run_failed`, or
+        None for a feed the checked path must take), or None without the extension."""
         fast = self.graph._fast
-        if fast is None or any(len(s) > 8 for _, s, _ in self.in_specs + self.out_specs):
+        if fast is None:
             return None
-        from .graph import _fastrun
+        from .graph import _planrun
 
-        formats = tuple(memoryview(np.empty(0, dt)).format for _, _, dt in self.in_specs)
-        try:
-            # No NaN scan in the runner: the quantize operators refuse NaN as they read (VKI_ENAN).
-            return _fastrun.Runner(fast[0], fast[1], self.graph, tuple(t for t, _, _ in self.in_specs), formats,
-                                   tuple(s for _, s, _ in self.in_specs),
-                                   tuple(s for _, s, _ in self.out_specs), tuple(dt for _, _, dt in self.out_specs),
-                                   int(threads), np.ndarray, np.empty)
-        except ValueError:  # an input dtype the runner has no format for (int64, say): the Python path
-            return None
+        n_in, n_out = len(self.in_specs), len(self.out_specs)
+        raw = _planrun.Runner(n_in, n_out, list(fast[2]), {},
+                              [("cpu", fast[0], fast[1], self.graph, list(range(n_in + n_out)), int(threads))])
+        # No NaN scan in the runner: the quantize operators refuse NaN as they read (VKI_ENAN).
+        raw.set_feed([t for t, _, _ in self.in_specs], [memoryview(np.empty(0, dt)).format for _, _, dt in
+                                                        self.in_specs], [s for _, s, _ in self.in_specs],
+                     [(s, dt) for _, s, dt in self.out_specs], np.ndarray, np.empty, [])
+        return raw.run_feed
 
     def ops(self) -> list[str]:
         """The native operators in order."""
