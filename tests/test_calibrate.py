@@ -1,4 +1,5 @@
-"""vkinfer.dispatch.calibrate: the cost-model fit and real quick calibrations of this machine's devices.
+"""vkinfer.dispatch.calibration (and calibrate.ensure_profile): the cost-model fit and real quick calibrations of
+this machine's devices.
 
 - fit_class recovers known coefficients from exact samples (any tile, a class without MACs too), stays close
   on noisy ones, and refuses what cannot be fitted (too few samples, one size only, non-positive times);
@@ -21,7 +22,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vkinfer.dispatch import calibrate as cal
+from vkinfer.dispatch import calibrate
+from vkinfer.dispatch.calibration import calibrate_device
+from vkinfer.dispatch.calibration.fit import CPU_TILES, MIN_SAMPLES, VULKAN_TILE, fit_class
+from vkinfer.dispatch.calibration.grid import GRID, MODES, Shape, g_conv, grid
+from vkinfer.dispatch.calibration.measure import MODEL_SAMPLES, _cpu_plan, _measure_cpu, _measure_vulkan, _op_split
+from vkinfer.dispatch.calibration.workload import field_workload
 from vkinfer.dispatch.costs import CLASSES, Work
 from vkinfer.dispatch.profile import device_from_json
 
@@ -52,7 +58,7 @@ def _works(op_class: str, n: int, seed: int = 0) -> list[Work]:
 def test_fit_recovers_exact_coefficients(tile):
     fixed, per_mac, per_byte = 800.0, 0.012, 0.35
     samples = [(w, fixed + per_mac * w.tiled_macs(tile) + per_byte * w.bytes) for w in _works("gemm", 12)]
-    m = cal.fit_class(samples, tile)
+    m = fit_class(samples, tile)
     assert (m.fixed_ns, m.ns_per_mac, m.ns_per_byte) == pytest.approx((fixed, per_mac, per_byte), rel=1e-6)
     assert m.samples == 12 and m.error < 1e-9
 
@@ -61,7 +67,7 @@ def test_fit_of_noisy_samples_predicts_within_the_noise():
     rng = np.random.default_rng(1)
     works = _works("conv", 40, seed=2)
     true = [500.0 + 0.02 * w.macs + 0.1 * w.bytes for w in works]
-    m = cal.fit_class([(w, t * rng.uniform(0.95, 1.05)) for w, t in zip(works, true, strict=True)], (1, 1))
+    m = fit_class([(w, t * rng.uniform(0.95, 1.05)) for w, t in zip(works, true, strict=True)], (1, 1))
     pred = np.array([m.ns(w, (1, 1)) for w in works])
     assert np.max(np.abs(pred / np.array(true) - 1)) < 0.05
     assert 0 < m.error < 0.05
@@ -69,7 +75,7 @@ def test_fit_of_noisy_samples_predicts_within_the_noise():
 
 def test_fit_of_a_class_without_macs_uses_bytes():
     works = [Work("move", bytes=b, out_elems=b) for b in (64, 1_000, 30_000, 400_000)]
-    m = cal.fit_class([(w, 300.0 + 0.05 * w.bytes) for w in works], (1, 1))
+    m = fit_class([(w, 300.0 + 0.05 * w.bytes) for w in works], (1, 1))
     assert m.ns_per_mac == 0.0
     assert (m.fixed_ns, m.ns_per_byte) == pytest.approx((300.0, 0.05), rel=1e-6)
 
@@ -77,46 +83,46 @@ def test_fit_of_a_class_without_macs_uses_bytes():
 def test_fit_coefficients_are_never_negative():
     # Time falling with size is not a cost model: the fit clamps at zero instead of inventing negative rates.
     works = _works("gemm", 6, seed=3)
-    m = cal.fit_class([(w, 1e6 / (1 + w.macs)) for w in works], (1, 1))
+    m = fit_class([(w, 1e6 / (1 + w.macs)) for w in works], (1, 1))
     assert min(m.fixed_ns, m.ns_per_mac, m.ns_per_byte) >= 0.0
 
 
 def test_fit_refuses_what_it_cannot_fit():
     w = _works("gemm", 3)
     with pytest.raises(ValueError, match="at least 3 samples"):
-        cal.fit_class([(w[0], 10.0), (w[1], 20.0)], (1, 1))
+        fit_class([(w[0], 10.0), (w[1], 20.0)], (1, 1))
     with pytest.raises(ValueError, match="at least 3 samples"):
-        cal.fit_class([], (1, 1))
+        fit_class([], (1, 1))
     with pytest.raises(ValueError, match="same MACs and bytes"):
-        cal.fit_class([(w[0], 10.0), (w[0], 11.0), (w[0], 12.0)], (1, 1))
+        fit_class([(w[0], 10.0), (w[0], 11.0), (w[0], 12.0)], (1, 1))
     with pytest.raises(ValueError, match="positive and finite"):
-        cal.fit_class([(w[0], 10.0), (w[1], 0.0), (w[2], 12.0)], (1, 1))
+        fit_class([(w[0], 10.0), (w[1], 0.0), (w[2], 12.0)], (1, 1))
     with pytest.raises(ValueError, match="positive and finite"):
-        cal.fit_class([(w[0], 10.0), (w[1], float("nan")), (w[2], 12.0)], (1, 1))
+        fit_class([(w[0], 10.0), (w[1], float("nan")), (w[2], 12.0)], (1, 1))
 
 
 def test_every_grid_fits_every_class():
     for kind in ("cpu", "vulkan", "host"):
-        for mode in cal.MODES:
-            shapes = cal.grid(kind, mode)
+        for mode in MODES:
+            shapes = grid(kind, mode)
             for c in CLASSES:
                 n = sum(1 for s in shapes if s.op_class == c)
-                assert n >= cal.MIN_SAMPLES, (kind, mode, c, n)
+                assert n >= MIN_SAMPLES, (kind, mode, c, n)
                 assert n <= 15, (kind, mode, c, n)
-    assert len({s.label for s in cal.GRID}) == len(cal.GRID)
+    assert len({s.label for s in GRID}) == len(GRID)
     with pytest.raises(ValueError, match="mode"):
-        cal.grid("cpu", "slow")
+        grid("cpu", "slow")
 
 
 def test_calibrate_device_refuses_bad_arguments():
     with pytest.raises(ValueError, match="cannot calibrate device"):
-        cal.calibrate_device("gpu")
+        calibrate_device("gpu")
     with pytest.raises(ValueError, match="cannot calibrate device"):
-        cal.calibrate_device("cpu:avx2")
+        calibrate_device("cpu:avx2")
     with pytest.raises(ValueError, match="mode"):
-        cal.calibrate_device("cpu", mode="slow")
+        calibrate_device("cpu", mode="slow")
     with pytest.raises(ValueError, match="threads"):
-        cal.calibrate_device("cpu", threads=0)
+        calibrate_device("cpu", threads=0)
 
 
 def _structure(g) -> tuple[list, list]:
@@ -131,7 +137,7 @@ def _structure(g) -> tuple[list, list]:
     return nodes, [(made[t.name], t.name, tuple(t.shape), np.dtype(t.dtype)) for t in g.outputs]
 
 
-@pytest.mark.parametrize("name", cal.MODEL_SAMPLES["full"])
+@pytest.mark.parametrize("name", MODEL_SAMPLES["full"])
 def test_the_default_workload_is_the_field_models(name):
     # The calibration builds its whole models itself (calibration/workload.py, no test fixture in the runtime);
     # what it times must stay the field zoo's models: the nodes the TFLite importer gives their .tflite files, the
@@ -142,7 +148,7 @@ def test_the_default_workload_is_the_field_models(name):
     from vkinfer.testing import field_zoo
 
     for dtype in ("int8", "uint8"):
-        g, feed = cal.field_workload(name, dtype)
+        g, feed = field_workload(name, dtype)
         blob = (field_zoo.FIELD_MODELS.get(name) or getattr(field_zoo, name))(0, dtype)
         ref = import_tflite(blob, {op: None for op in OPS})
         assert _structure(g) == _structure(ref), (name, dtype)
@@ -153,42 +159,42 @@ def test_the_default_workload_is_the_field_models(name):
         np.testing.assert_array_equal(feed["input"], field_zoo.field_inputs(name, 0, dtype)["input"])
         assert _whole_model(g, 1)[2].ops() == _whole_model(blob, 1)[2].ops(), (name, dtype)
     with pytest.raises(ValueError, match="dtype"):
-        cal.field_workload(name, "int16")
+        field_workload(name, "int16")
 
 
 def test_op_split_tells_the_node_from_the_edge_conversions():
     # A channel shuffle: its reshapes are aliases, the Transpose is one native transpose between the edges'.
-    shuffle = next(s for s in cal.GRID if s.label == "shuffle 28x28x116 g2")
-    plan, _, _ = cal._cpu_plan(shuffle)
+    shuffle = next(s for s in GRID if s.label == "shuffle 28x28x116 g2")
+    plan, _, _ = _cpu_plan(shuffle)
     runner = plan.segments[0].runner
-    n_in, counts, n_out = cal._op_split(runner)
+    n_in, counts, n_out = _op_split(runner)
     assert [n.split(":")[0] for n in runner.ops()] == ["transpose"] * 3
     assert (n_in, counts, n_out) == (1, [0, 1, 0], 1)
 
 
 def test_quick_cpu_calibration(fresh_cache):
     lines = []
-    entry = cal.calibrate_device("cpu", threads=1, mode="quick", log=lines.append)
+    entry = calibrate_device("cpu", threads=1, mode="quick", log=lines.append)
     assert device_from_json(entry.to_json()) == entry
     assert (entry.device, entry.kind, entry.threads) == ("cpu", "cpu", 1)
     assert set(entry.classes) == set(CLASSES)
     assert entry.classes["gemm"].ns_per_mac > 0
-    assert entry.tile in cal.CPU_TILES and entry.tail >= 1.0
+    assert entry.tile in CPU_TILES and entry.tail >= 1.0
     assert 0 < entry.segment_ns < 1e6 and entry.upload.ns_per_byte > 0
     assert any("calibrated in" in line for line in lines)
     # Shapes no quick grid times (a 1x1 convolution, a depthwise and a 3x3 one), measured now: the predictions
     # are within a factor of 2.
-    held_out = [cal.Shape("gemm", "held-out pw 20x20 40->120", cal.g_conv, (40, (20, 20), 120)),
-                cal.Shape("depthwise", "held-out dw 20x20x64", cal.g_conv, (64, (20, 20), 64, 3, 1, 64)),
-                cal.Shape("conv", "held-out 3x3 12x12 24->48", cal.g_conv, (24, (12, 12), 48, 3))]
-    quick = {s.args for s in cal.grid("cpu", "quick")}
+    held_out = [Shape("gemm", "held-out pw 20x20 40->120", g_conv, (40, (20, 20), 120)),
+                Shape("depthwise", "held-out dw 20x20x64", g_conv, (64, (20, 20), 64, 3, 1, 64)),
+                Shape("conv", "held-out 3x3 12x12 24->48", g_conv, (24, (12, 12), 48, 3))]
+    quick = {s.args for s in grid("cpu", "quick")}
     assert not any(s.args in quick for s in held_out)
     # Noise on a shared machine (the other test worker on the second core) only ever slows a measurement down: CI
     # once timed the 1x1 held-out at 13.4 us against 6.3 predicted, in one round. A shape passes when one of up to
     # three rounds lands within the factor; a wrong model misses in every round.
     best: dict[str, tuple[float, float, float]] = {}
     for _ in range(3):
-        samples, _ = cal._measure_cpu(held_out, 1, "quick")
+        samples, _ = _measure_cpu(held_out, 1, "quick")
         for s in samples:
             assert s.work.op_class == s.shape.op_class
             ratio = entry.node_ns(s.work) / s.ns
@@ -203,7 +209,7 @@ def test_quick_cpu_calibration(fresh_cache):
 
 
 def test_quick_host_calibration(fresh_cache):
-    entry = cal.calibrate_device("host", mode="quick")
+    entry = calibrate_device("host", mode="quick")
     assert device_from_json(entry.to_json()) == entry
     assert (entry.device, entry.kind, entry.threads, entry.segment_ns) == ("host", "host", 1, 0.0)
     assert entry.upload.ns(10**6) == 0 and entry.download.ns(10**6) == 0
@@ -228,17 +234,17 @@ def _lavapipe() -> int:
 
 def test_quick_vulkan_calibration_of_lavapipe(fresh_cache):
     index = _lavapipe()
-    shapes = [s for s in cal.grid("vulkan", "quick") if s.op_class == "elementwise"]
+    shapes = [s for s in grid("vulkan", "quick") if s.op_class == "elementwise"]
     from vkinfer import _vk
 
     dev = _vk.get_device(index)
-    samples, segment = cal._measure_vulkan(dev, shapes, "quick")
+    samples, segment = _measure_vulkan(dev, shapes, "quick")
     assert [s.shape for s in samples] == shapes and all(s.ns > 0 and s.tail >= 1.0 for s in samples)
-    model = cal.fit_class([(s.work, s.ns) for s in samples], cal.VULKAN_TILE)
+    model = fit_class([(s.work, s.ns) for s in samples], VULKAN_TILE)
     assert model.fixed_ns + model.ns_per_mac + model.ns_per_byte > 0
     assert segment > 0
     # The whole quick calibration: a valid entry with every class.
-    entry = cal.calibrate_device(f"vulkan:{index}", mode="quick")
+    entry = calibrate_device(f"vulkan:{index}", mode="quick")
     assert device_from_json(entry.to_json()) == entry
     assert (entry.device, entry.kind, entry.threads, entry.tile) == (f"vulkan:{index}", "vulkan", 1, (32, 32))
     assert set(entry.classes) == set(CLASSES)
@@ -274,7 +280,7 @@ def test_calibrate_prints_a_summary_and_flags_an_untrusted_fit(fresh_cache, monk
             log(f"  gemv        made-up sample {threads}                      5.51 us")
             log(f"{device} (threads {threads}): calibrated in 0.01 s")
         return _fake_entry(device, threads, gemv_error=1.0)
-    monkeypatch.setattr(cal, "calibrate_device", fake)
+    monkeypatch.setattr(calibrate, "calibrate_device", fake)
     assert main(["calibrate", "--threads", "1"]) == 0
     out, err = capsys.readouterr()
     vk = [line for line in out.splitlines() if line.startswith("vulkan:")]

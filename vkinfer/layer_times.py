@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 PROFILE_ROUNDS = 20  # inferences whose per-node times are averaged (--per-layer)
-VK_CHAIN = 3  # a Vulkan node's dispatches recorded this many times in the long sequence (as calibrate.py does)
+VK_CHAIN = 3  # a Vulkan node's dispatches recorded this many times in the long sequence (as the calibration does)
 
 
 class _OpCounter:

@@ -1,8 +1,8 @@
-"""This machine's profile for the dispatcher (`ensure_profile`: cached entries, or a calibration), and the
-calibration's names (vkinfer/dispatch/calibration/: grid, measure, fit; the entry `calibrate_device`),
-private ones tests reach for included. `ensure_profile` calls `calibrate_device` through this module's
-globals, so replacing it here replaces it for every caller. It sits above the backends and the compiler (a
-calibration compiles and times small plans), below the session, whose first auto session calibrates.
+"""This machine's profile for the dispatcher (`ensure_profile`: cached entries, or a calibration). The calibration
+itself lives in vkinfer/dispatch/calibration/ (grid, measure, fit; the entry `calibrate_device`).
+`ensure_profile` calls `calibrate_device` through this module's globals, so replacing it here (as tests do)
+replaces it for every caller of ensure_profile. It sits above the backends and the compiler (a calibration
+compiles and times small plans), below the session, whose first auto session calibrates.
 """
 
 from __future__ import annotations
@@ -12,62 +12,11 @@ import time
 from collections.abc import Callable
 
 from . import machine
-from .calibration import (
-    CPU_TILES,
-    GRID,
-    HOST_TILE,
-    MIN_SAMPLES,
-    MODEL_SAMPLES,
-    MODES,
-    TILED,
-    VULKAN_TILE,
-    Sample,
-    Shape,
-    Workload,
-    calibrate_device,
-    field_workload,
-    fit_class,
-    grid,
-    model_samples,
-    pick_tile,
-)
-from .calibration.fit import _fit_link
-from .calibration.grid import (
-    Built,
-    g_binary,
-    g_concat,
-    g_conv,
-    g_dequantize,
-    g_matmul,
-    g_pad,
-    g_pool,
-    g_qgemm,
-    g_quantize,
-    g_shuffle,
-    g_softmax,
-    g_unary,
-)
-from .calibration.measure import (
-    CHAIN,
-    _cpu_plan,
-    _cpu_probe,
-    _measure_cpu,
-    _measure_host,
-    _measure_vulkan,
-    _op_split,
-    _rounds,
-    _tail,
-    _vulkan_links,
-)
+from .calibration import calibrate_device
 from .placement import HOST
 from .profile import Profile, cached_entry, cpu_identity, host_identity, store_entry
 
-__all__ = ["calibrate_device", "fit_class", "pick_tile", "grid", "GRID", "Shape", "Built", "Sample", "MODES",
-           "MIN_SAMPLES", "VULKAN_TILE", "HOST_TILE", "CPU_TILES", "TILED", "CHAIN", "MODEL_SAMPLES", "Workload",
-           "field_workload", "model_samples", "g_conv", "g_qgemm", "g_matmul", "g_binary", "g_unary", "g_quantize",
-           "g_dequantize", "g_softmax", "g_pool", "g_concat", "g_shuffle", "g_pad", "_fit_link", "_cpu_plan",
-           "_cpu_probe", "_measure_cpu", "_measure_host", "_measure_vulkan", "_op_split", "_rounds", "_tail",
-           "_vulkan_links"]
+__all__ = ["ensure_profile"]
 
 
 def ensure_profile(devices: list[str], threads: list[int], mode: str = "quick", *, force: bool = False,
