@@ -88,7 +88,11 @@ def check(d: Path) -> dict:
         cpu = InferenceSession(str(path), device="cpu")
         feed = _feed(cpu)
         want = zoo.ort_run(model, feed)
-        if name == TIMED:  # the CPU alone, before any Vulkan: the loader stays closed
+        if name == TIMED:  # the CPU alone, before any Vulkan: one native call (the plan runner), the loader closed
+            from vkinfer.compiler.native import NativePlan
+
+            cpu.run(None, feed)
+            assert NativePlan.build(cpu.plan(feed), 1) is not None, "a cpu plan is not one native call (_planrun?)"
             assert "vkinfer._vkcore" not in sys.modules, "a cpu session imported the Vulkan module"
             maps = Path("/proc/self/maps").read_text()
             assert "libvulkan" not in maps, "a cpu session loaded libvulkan"
