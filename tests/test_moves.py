@@ -1,6 +1,6 @@
 """Data-movement ops (vkinfer/model/moves.py): Slice, Split, Concat on any axis, Transpose, Pad, Gather,
 DepthToSpace, SpaceToDepth, Tile, Expand and Resize on 8-bit tensors, as one byte gather on the CPU
-(cpu_fallback/src/gather.c) and on Vulkan (shaders/byte_gather.comp).
+(cpu_fallback/src/ops/gather.c) and on Vulkan (shaders/byte_gather.comp).
 
 Oracle: ONNX Runtime 1.31 on single-node uint8/int8 models (ORT runs these ops on the 8-bit tensor directly) and
 on QDQ models at ORT_ENABLE_ALL, where ORT drops the DQ/Q pairs around Slice, Split, Gather, Transpose,

@@ -1,4 +1,4 @@
-"""Data-movement ops on 8-bit tensors in the native CPU graph as one byte gather (cpu_fallback/src/gather.c):
+"""Data-movement ops on 8-bit tensors in the native CPU graph as one byte gather (cpu_fallback/src/ops/gather.c):
 Slice, Concat on any axis, Transpose, Pad (every mode), Gather, DepthToSpace, SpaceToDepth, Tile, Expand, nearest
 Resize (vkinfer/model/moves.py computes the table). Registered as a fallback: the specialised channel concat,
 transposes and constant pad are tried first."""

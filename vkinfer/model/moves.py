@@ -11,7 +11,7 @@ Byte gathers: a move node's output element i is input k's element j, or a fill b
 Resize's extrapolation value). `source_codes` runs the op's own kernel on int64 code arrays (k * 2**32 + flat
 index of input k, fill -1) to get that map, and `gather_rows` describes it in the devices' element order (the
 CPU form's order, which is the Vulkan packed form's order without the channel padding) as rows of L output
-elements, each row a strided run of one input with fill bytes on both sides. The CPU (cpu_fallback/src/gather.c)
+elements, each row a strided run of one input with fill bytes on both sides. The CPU (cpu_fallback/src/ops/gather.c)
 and Vulkan (shaders/byte_gather.comp) operators execute that table; the lowerings are vkinfer/cpu/byte_gather.py
 and vkinfer/vulkan/byte_gather.py.
 

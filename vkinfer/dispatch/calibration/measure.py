@@ -390,7 +390,7 @@ def _whole_model(blob: Graph | bytes, threads: int):
     Graph, or a file's bytes) compiled for the CPU as InferenceSession(blob, device="cpu", threads=threads)
     compiles it (the import where bytes, static layers, a Plan on zeros of the declared shapes), or None when the
     plan is not one native CPU call. The public run is the call the session's `run` makes for a feed of exactly
-    its inputs: the _fastrun Runner (input checks and output list included), else the segment's run_arrays."""
+    its inputs: the _planrun Runner (input checks and output list included), else the segment's run_arrays."""
     from ...compiler.plan import CpuBackend, Plan
     from ...model.onnx_import import import_onnx
     from ...model.op_table import OPS
