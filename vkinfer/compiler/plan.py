@@ -369,7 +369,8 @@ class Plan:
     @property
     def whole_cpu(self):
         """The runner of the plan's lone CPU segment when that segment is the whole model (its inputs and outputs
-        the graph's, in order), else None."""
+        the graph's, in order), else None: ONNX Runtime's IOBinding writes such a graph's outputs into the bound
+        arrays."""
         [seg0, *rest] = self.segments
         if rest or not seg0.device.startswith("cpu") or not self.one_call:
             return None
@@ -378,14 +379,13 @@ class Plan:
         return r if same else None
 
     def native(self, threads: int = 0):
-        """The whole plan in one native call (compiler.native.NativePlan) on `threads` CPU threads, where no
-        segment is the host's and more than one segment or a Vulkan one runs (a lone CPU segment is one native
-        graph already: `whole_cpu`); None otherwise."""
+        """The whole plan in one native call (compiler.native.NativePlan, vkinfer._planrun) on `threads` CPU
+        threads, where no segment is the host's; None otherwise."""
         if not self.one_call:
             return None
         if threads not in self._natives:
             self._natives[threads] = None
-            if not self._host and self.segments and (len(self.segments) > 1 or self.submits):
+            if not self._host and self.segments:
                 from .native import NativePlan
 
                 self._natives[threads] = NativePlan.build(self, threads)
@@ -395,27 +395,12 @@ class Plan:
         """(run_feed, failed) for the session's common call, or None: `run_feed(feed dict)` runs the whole plan
         in one native call and returns the list of outputs, None for a feed the checked path must take, or a
         CPU graph's nonzero status, which `failed(status, feed)` turns into its error."""
-        whole = self.whole_cpu
-        if whole is not None:
-            from ..cpu.segment import run_failed
-
-            run = whole.native_runner(threads)
-            if run is None:
-                return None
-
-            def failed(status: int, feed: dict) -> None:
-                run_failed(status, whole.nan_checked, [feed[t] for t, _, _ in whole.in_specs])
-            return run, failed
         nplan = self.native(threads)
         return None if nplan is None else (nplan.raw.run_feed, nplan._failed)
 
     def run(self, feed: dict[str, np.ndarray], names: list[str], threads: int = 0) -> list[np.ndarray]:
         """The graph outputs `names` for `feed` (every graph input, checked by the caller): in one native call
         where the plan has one, else segment by segment."""
-        whole = self.whole_cpu
-        if whole is not None:
-            outs = dict(zip(whole.outputs, whole.run_arrays([feed[t] for t in whole.inputs], threads), strict=True))
-            return [outs[n] for n in names]
         native = self.native(threads)
         if native is not None:
             return native.run(feed, names)
