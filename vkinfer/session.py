@@ -179,6 +179,9 @@ class InferenceSession:
         self._backend = None if kind == "reference" else self._resolve("cpu" if kind == "auto" else self.device)
         # Inputs whose values decide shapes key the plans by value too (model/value_shapes.py).
         self._value_inputs = value_inputs(self.graph)
+        # What `run` may name as outputs, read once: the graph's, and (a debugging aid) any tensor a node makes.
+        self._out_names = frozenset(self._all_outs)
+        self._made = frozenset(o for n in self.graph.nodes for o in n.outputs if o)
         shapes = [t.shape for t in self.graph.inputs]
         if not self._value_inputs and all(s is not None and all(isinstance(d, int) and d > 0 for d in s)
                                           for s in shapes):
@@ -403,8 +406,7 @@ class InferenceSession:
                 raise ValueError(f"input {t.name!r} must have shape {list(t.shape)}, got {list(v.shape)}")
             values[t.name] = v
         names = output_names if output_names is not None else [t.name for t in g.outputs]
-        outs = {t.name for t in g.outputs}
-        made = {o for n in g.nodes for o in n.outputs if o}
+        outs, made = self._out_names, self._made
         missing = [n for n in names if n not in outs and n not in made and n not in values]
         if missing:
             raise ValueError(f"unknown output(s) {missing}; the model's outputs: {[t.name for t in g.outputs]}")
