@@ -15,7 +15,7 @@ warm-ups; "vs ORT" / "vs litert" is vkinfer's median over the paired peer's medi
    lavapipe, a CPU emulation: fewer runs). Each vkinfer row: where its nodes run (sess.placement: cpu / vulkan /
    host), native graph calls and Vulkan submits per run (the compiled Plan's), and the max |difference| of each
    output from ORT's (recorded, not asserted: these outputs are float, and ORT's float kernels between the
-   quantized ops are not always reproducible bit for bit; tests/test_field_onnx.py pins the bounds).
+   quantized ops are not always reproducible bit for bit; tests/models/test_field_onnx.py pins the bounds).
 2. kws: tflite_zoo.streaming_kws(0) (int8, state in resource variables) against one ai-edge-litert Interpreter
    (num_threads=1) kept across calls; --windows consecutive frames (seeded uniform(-1.2, 1.2)), each runtime
    fed every frame once, the order rotated per window; per-window latency (the first --warmup windows untimed)

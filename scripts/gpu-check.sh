@@ -129,9 +129,9 @@ TL=$(( BUDGET - SECONDS - 15 )); [ $TL -ge 60 ] || TL=60
 step "pytest (${TL}s at most; log: pytest.log, junit.xml)"
 XD=(); $PY -c 'import xdist' 2>/dev/null && XD=(-n "${GPU_CHECK_WORKERS:-8}" --dist loadfile)
 TO=(); $PY -c 'import pytest_timeout' 2>/dev/null && TO=(--timeout 150)
-DS=(); [ "$LOCAL" = 1 ] || [ "$PREPARED" = 1 ] || { DS=(--deselect tests/test_calibrate.py::test_quick_vulkan_calibration_of_lavapipe)
+DS=(); [ "$LOCAL" = 1 ] || [ "$PREPARED" = 1 ] || { DS=(--deselect tests/dispatcher/test_calibrate.py::test_quick_vulkan_calibration_of_lavapipe)
   echo "deselected (needs Mesa's lavapipe, not carried): ${DS[1]}"; }
-read -r -a TESTS <<<"${GPU_CHECK_TESTS:-$(for f in $VK_TESTS; do echo tests/test_$f.py; done | tr '\n' ' ')}"
+read -r -a TESTS <<<"${GPU_CHECK_TESTS:-$(for f in $VK_TESTS; do echo tests/*/test_$f.py; done | tr '\n' ' ')}"
 # SIGINT at the limit: pytest (and its xdist workers) still print the summary and write the junit xml
 timeout -s INT -k 30 "$TL" $PY -m pytest -q -rfE --tb=short -p no:cacheprovider "${XD[@]}" "${TO[@]}" "${DS[@]}" --durations 15 \
   --junitxml "$OUT/junit.xml" "${TESTS[@]}" >"$OUT/pytest.log" 2>&1; rc=$?; [ $rc = 124 ] && echo "!!! pytest stopped at ${TL}s"

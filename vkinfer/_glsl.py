@@ -36,7 +36,7 @@ MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 1
 #: Define sets a shader is compiled with beyond none at all, by shader name. Device.program's callers (the
 #: lowerings in vkinfer/vulkan/) pass no defines today; one that starts to must list its sets here, or the
-#: packaged build lacks the variant (tests/test_packaging.py checks the lowerings against this table).
+#: packaged build lacks the variant (tests/package/test_packaging.py checks the lowerings against this table).
 DEFINE_SETS: dict[str, list[tuple[tuple[str, str], ...]]] = {}
 
 

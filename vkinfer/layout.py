@@ -175,7 +175,7 @@ def u32(seq) -> np.ndarray:
 # (little-endian: channel 4i+j is byte j of word i). Matrices are rows of K padded the same way. These numpy
 # functions are the reference: the runtime packs straight into device-visible memory with the native
 # `Buffer.write_nchw`/`write_rows` and unpacks with `Buffer.read_nchw`/`read_rows` (vkinfer/_vk.py), equal on
-# every rank and odd shape (tests/test_vk_runtime.py) and 10-15x faster for a 1x3x224x224 input. The native
+# every rank and odd shape (tests/vulkan/test_vk_runtime.py) and 10-15x faster for a 1x3x224x224 input. The native
 # packers take the form's parameters from `packed_form()` below, so the form is written here only.
 
 #: 8-bit values per 32-bit word of the packed form (value 4i+j of a row is byte j of word i, little-endian).

@@ -1,5 +1,5 @@
 /* conv_driver: checks the CPU fallback's convolution against test vectors computed by the numpy
- * reference (tests/cpu_vectors.py writes them), for every ISA variant this CPU can run and for 1, 2
+ * reference (tests/support/cpu_vectors.py writes them), for every ISA variant this CPU can run and for 1, 2
  * and 3 threads, and checks that bad arguments are rejected with a message instead of a crash.
  *
  * Why one file: it is one test program (also built under ASan/UBSan, TSan and for AArch64/ARMv7 under

@@ -1,6 +1,6 @@
 """What every tests/ops/test_<op>.py shares: one-node ONNX models, seeded 8-bit data, ONNX Runtime as the oracle,
-and `check`, which runs a model on every device (tests/agree.py: reference, cpu, vulkan; identical bits, equal to
-the oracle) and asserts where each node ran, so a lowering that silently refuses a node fails the test.
+and `check`, which runs a model on every device (tests/support/agree.py: reference, cpu, vulkan; identical bits, equal
+to the oracle) and asserts where each node ran, so a lowering that silently refuses a node fails the test.
 
 Deliberately tiny and built on onnx.helper directly: the project's own graph builders (vkinfer.testing) are
 being unified, and an op test should not move with them.
@@ -13,8 +13,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 import onnxruntime as ort
-from agree import DEVICES, refused_devices, run_sessions, sessions
 from onnx import TensorProto, helper, numpy_helper
+from support.agree import DEVICES, refused_devices, run_sessions, sessions
 
 ELEM = {np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.int8): TensorProto.INT8,
         np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int32): TensorProto.INT32,

@@ -5,7 +5,7 @@ DequantizeLinear on the cpu, in a Vulkan session too (its float edge); the value
 seeded (scale, zero point). Exact where host_float claims ORT's numerics, bounded in ulps where it documents a
 different evaluation (Softmax, Exp, reductions, float MatMul).
 
-Deliberately a sample, one row per kind of op: tests/test_host_float.py checks the elementwise kernels on every
+Deliberately a sample, one row per kind of op: tests/numerics/test_host_float.py checks the elementwise kernels on every
 dequantized byte and on edge values, BatchNormalization, the data movement and comparison ops, the transcendental
 and reduction bounds and the bad attributes, each op alone on the host."""
 

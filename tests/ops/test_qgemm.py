@@ -2,18 +2,18 @@
 its fused form vkinfer:QGemmClamp against ONNX Runtime on every device, which must run the node itself: transB 0
 and 1, bias C present or not, per-tensor and per-column B parameters, u8 x u8 / u8 x s8 / s8 x s8, odd M, K, N
 (M < 8: the GEMV kernel), a classifier's shape. transA=1 becomes an 8-bit Transpose plus a QGemm
-(tests/test_quant_ops.py). QGemmClamp comes from a QGemm whose 8-bit output a Clip or Relu narrows (QOperator):
+(tests/numerics/test_quant_ops.py). QGemmClamp comes from a QGemm whose 8-bit output a Clip or Relu narrows (QOperator):
 ORT runs QGemm then the Clip on the bytes, which vkinfer fuses into the GEMM's clamp.
 
-ORT's u8 x s8 kernel saturates int16 pair sums on x86 without VNNI (tests/ort_oracle.py): there, u8 x s8
+ORT's u8 x s8 kernel saturates int16 pair sums on x86 without VNNI (tests/support/ort_oracle.py): there, u8 x s8
 weights are drawn 7-bit."""
 
 from __future__ import annotations
 
 import numpy as np
 import onnx
-import ort_oracle as oo
 import pytest
+from support import ort_oracle as oo
 
 from ._build import check, model, node, ort_run, qrand, qrange, refused
 

@@ -7,17 +7,17 @@ vkinfer.vulkan.KERNELS is reached (gemm, gemv, dwconv3x3, dwconv, conv).
 
 ORT implements (x, w) in {(u8, u8), (u8, s8), (s8, s8)}: s8 x u8 is compared between the devices only (the
 reference device is the numpy definition, vkinfer/reference/qlinear_conv.py). ORT's u8 x s8 kernel saturates
-int16 pair sums on x86 without VNNI (tests/ort_oracle.py): there, u8 x s8 weights are drawn 7-bit, as
-tests/test_reference_vs_ort.py does. Weights that are not constants run on the host; 1-D convolutions are refused
-(ORT runs them).
+int16 pair sums on x86 without VNNI (tests/support/ort_oracle.py): there, u8 x s8 weights are drawn 7-bit, as
+tests/numerics/test_reference_vs_ort.py does. Weights that are not constants run on the host; 1-D convolutions are
+refused (ORT runs them).
 """
 
 from __future__ import annotations
 
 import numpy as np
-import ort_oracle as oo
 import pytest
-from cases import conv_case
+from support import ort_oracle as oo
+from support.cases import conv_case
 
 from vkinfer.reference._spec import conv_spec
 from vkinfer.vulkan import KERNELS, choose_kernel

@@ -2,8 +2,8 @@
 convolution's clamp (vkinfer/model/passes.py), tested through the models that fuse: QOperator QLinearConv ->
 Clip / Relu (ORT runs the conv, then the Clip on the bytes: exact) and a QDQ Conv -> Relu -> Q whose Relu matters
 (y zero point above the type's minimum; ORT's exact form of it is the same graph with a Q -> DQ pair at the output
-parameters before the Relu, tests/test_onnx_extras.py). Bounds at both ends, one end, a Clip of a Clip; kernels
-1 and 3, depthwise, u8 and s8; the node must run on the session's device."""
+parameters before the Relu, tests/importers/test_onnx_extras.py). Bounds at both ends, one end, a Clip of a Clip;
+kernels 1 and 3, depthwise, u8 and s8; the node must run on the session's device."""
 
 from __future__ import annotations
 

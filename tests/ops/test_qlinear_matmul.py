@@ -2,16 +2,16 @@
 Runtime on every device, which must run the node itself: odd M, K, N (K = 1, N = 1, M < 8 for the GEMV kernel),
 batched 3-D A over a shared or a batched B, per-tensor and per-column B parameters, u8 x u8, u8 x s8, s8 x s8,
 accumulators past 2**24, a transformer's projections. A broadcast over B's batch (4-D A) runs on the host; both
-operands as activations (attention) are tests/test_quant_ops.py's (also the host).
+operands as activations (attention) are tests/numerics/test_quant_ops.py's (also the host).
 
-ORT's u8 x s8 kernel saturates int16 pair sums on x86 without VNNI (tests/ort_oracle.py): there, u8 x s8 operands
-are drawn 7-bit (ORT's reduce_range remedy), as tests/test_reference_vs_ort.py does."""
+ORT's u8 x s8 kernel saturates int16 pair sums on x86 without VNNI (tests/support/ort_oracle.py): there, u8 x s8
+operands are drawn 7-bit (ORT's reduce_range remedy), as tests/numerics/test_reference_vs_ort.py does."""
 
 from __future__ import annotations
 
 import numpy as np
-import ort_oracle as oo
 import pytest
+from support import ort_oracle as oo
 
 from ._build import check, model, node, ort_run, qrand, qrange, refused
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from agree import refused_devices
+from support.agree import refused_devices
 
 from ._build import QTYPES, check, f32, model, node, ort_run, refused
 

@@ -6,8 +6,8 @@ cpu/qlinear_lut.py and vulkan/qlinear_lut.py must run them. They arise from
   - a QLinearAdd / QLinearMul with a constant scalar operand (Table): against ORT's QLinear op;
   - TFLite's TANH, HARD_SWISH, LEAKY_RELU (Table) and SUB, MAXIMUM, MINIMUM (Table2): against litert.
 Tensors of ranks 1-5 and odd sizes, uint8 and int8, every byte value in each input. The chains themselves (GELU,
-SiLU, HardSwish, ...) are tests/test_tables.py's; the TFLite ops on every byte (pair) tests/test_tflite_ops.py's.
-A 5-D row broadcast of a Table2 runs on the host in a cpu session."""
+SiLU, HardSwish, ...) are tests/numerics/test_tables.py's; the TFLite ops on every byte (pair)
+tests/importers/test_tflite_ops.py's. A 5-D row broadcast of a Table2 runs on the host in a cpu session."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ the table lookups of cpu/qlinear_lut.py and vulkan/qlinear_lut.py), against ai-e
 Models from vkinfer.testing.tflite_zoo.op_model. Equal shapes with every fused activation, the broadcasts the
 lowerings take (a row of dimension 1 of a 4-D tensor, the last axis of a 2-D one) on the session's device, and the
 NHWC channel row (1, 1, 1, C), which no lowering takes: the host (a performance gap, not an error). Every input
-pair and many parameter sets: tests/test_tflite.py::test_add_all_pairs_matches_litert."""
+pair and many parameter sets: tests/importers/test_tflite.py::test_add_all_pairs_matches_litert."""
 
 from __future__ import annotations
 

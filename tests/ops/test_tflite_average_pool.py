@@ -3,7 +3,7 @@ away from zero, fused activation bounds; cpu/average_pool.py, vulkan/tflite_aver
 Transposes (NHWC <-> NCHW), against ai-edge-litert on every device, where every node must run. Filter x stride
 crossed (ncnn style) with SAME and VALID padding, odd sizes and channel counts, batch 2, non-square filters and
 strides, every fused activation, a window past 16 x 16; inputs near the type's ends, where ties are common.
-Randomised shapes: tests/test_tflite.py."""
+Randomised shapes: tests/importers/test_tflite.py."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 cpu/tflite_softmax.py), against ai-edge-litert on every device. Rows stored in order (ranks 1-3) run on the cpu,
 in a Vulkan session too (Vulkan has no form of it: the documented fallback); a 4-D input, whose last axis is not
 the CPU form's, runs on the host. Row lengths 1 to 1001, input scales, betas, tie-heavy inputs, int8 and uint8.
-Randomised shapes: tests/test_tflite.py."""
+Randomised shapes: tests/importers/test_tflite.py."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ gather on Vulkan, model/moves.py), on every device, which must run it.
 No peer runs the op itself: the direct table (the node written into a model, as the rewrite leaves it) is checked
 against numpy's definition, written out here; then through the models that make it, QDQ ConvTransposes, whose
 output every device must give as the numpy reference (vkinfer/reference/qlinear_conv_transpose.py: ORT computes
-ConvTranspose in float, within one step of it, tests/test_conv_transpose.py)."""
+ConvTranspose in float, within one step of it, tests/numerics/test_conv_transpose.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 // Buffers (Kompute's kp::Tensor) and the packed form's packers between host arrays and device memory.
 //
 // The packed form is defined once, in vkinfer/layout.py (the numpy converters there are the reference these
-// packers are tested against, tests/test_vk_runtime.py): rows of 8-bit values padded to whole 32-bit words, 4
+// packers are tested against, tests/vulkan/test_vk_runtime.py): rows of 8-bit values padded to whole 32-bit words, 4
 // little-endian values per word (value 4i+j is byte j of word i). Its parameters reach this file from there
 // (layout.packed_form(), handed over by vkinfer._vk when it loads this module): the pad byte, and per rank the
 // storage order that packs as pixel rows of channels (4-D NCHW as N*H*W rows of C, 5-D (N, A, B, H, W) as

@@ -35,11 +35,11 @@ the only trustworthy A/B comparison runs both builds at the same time, alternati
 
 Models that run in a few microseconds are a poor A/B subject: each inference follows the worker's wake-up from
 a pipe read, and two processes running the same build showed medians 30% apart on a 5 us model, against 1% on a
-60 us one (tests/test_bench_ab.py uses the latter for its verdicts).
+60 us one (tests/benchmarks/test_bench_ab.py uses the latter for its verdicts).
 
 Test hook: ``$VKINFER_AB_TEST_SLOWDOWN_PCT=P`` makes the *new* worker busy-wait after each inference until
 ``(1 + P/100)`` times its measured time has passed, an injected P% slowdown that proves the pipeline end to end
-(tests/test_bench_ab.py) without building a slower revision. It is never passed to the base worker.
+(tests/benchmarks/test_bench_ab.py) without building a slower revision. It is never passed to the base worker.
 """
 
 from __future__ import annotations
@@ -196,7 +196,7 @@ def _make(cwd: Path, args: list[str], log: Path, what: str, lock: Path | None = 
         if lock is not None:
             lock.parent.mkdir(parents=True, exist_ok=True)
             lf = lock.open("w")
-            fcntl.flock(lf, fcntl.LOCK_EX)  # the test suite's lock on build/cpu (tests/cpu_build.py)
+            fcntl.flock(lf, fcntl.LOCK_EX)  # the test suite's lock on build/cpu (tests/support/cpu_build.py)
         try:
             rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL).returncode
         except OSError as e:

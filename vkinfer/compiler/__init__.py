@@ -1,5 +1,5 @@
 """The compiler: a graph placed on devices, cut into segments with their runners and memory, as one plan.
 
 Layer: above the backends (vkinfer.cpu, vkinfer.vulkan, vkinfer.dispatch), below the session
-(tests/test_layers.py).
+(tests/package/test_layers.py).
 """

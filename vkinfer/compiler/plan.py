@@ -19,7 +19,7 @@
   (vkinfer/vulkan/segment.py). Host: the interpreter, node by node. Both device runners take their storage
   from the one memory planner (vkinfer/model/memory.py).
 Any placement gives the reference's bits: every lowering is bit-exact with the interpreter's kernel for the
-same node (tests/test_plan.py, tests/test_placement.py).
+same node (tests/compiler/test_plan.py, tests/compiler/test_placement.py).
 """
 
 from __future__ import annotations

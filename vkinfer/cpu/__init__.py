@@ -21,7 +21,7 @@ from ..reference._spec import ConvSpec, MatMulSpec
 from . import threads as _threads
 from .threads import ThreadDefault, core_clusters
 
-# $VKINFER_CPU_LIB loads another build of the library (the sanitizer build in tests/test_native_graph.py).
+# $VKINFER_CPU_LIB loads another build of the library (the sanitizer build in tests/cpu/test_native_graph.py).
 LIB_PATH = Path(os.environ.get("VKINFER_CPU_LIB") or Path(__file__).resolve().parent.parent / "libvkinfer_cpu.so")
 _u32, _i32 = ctypes.c_uint32, ctypes.c_int32
 # The integer ranges of the C arguments. ctypes narrows silently (2**62 passed as a uint32 becomes 0: a mutated

@@ -8,7 +8,7 @@ without session.qdqisint8allowed), and the QOperator format leaves ConvTranspose
 - `fold_conv_transpose` (called by passes.fold_qdq) makes the QDQ pattern `vkinfer:QLinearConvTranspose`: the exact
   integer value of the float expression (vkinfer/reference/qlinear_conv_transpose.py), int32 accumulation and
   QLinearConv's requantization. ORT's float result differs from it by at most one step, only where the real value
-  lies within float32 rounding of a .5 tie (tests/test_conv_transpose.py measures the bound).
+  lies within float32 rounding of a .5 tie (tests/numerics/test_conv_transpose.py measures the bound).
 - `expand_conv_transpose` (called by passes.optimize after fold_qdq) rewrites it into what the devices already
   run: `vkinfer:ZeroInsert` (stride - 1 zero-point bytes after every input pixel, rows and columns; a move) and a
   stride-1 QLinearConv over the result with the weights transposed to (M, C/group, kH, kW) and flipped spatially,

@@ -11,14 +11,14 @@ Two layers:
   Sqrt, Neg, Abs, Floor, Ceil, Round, Reciprocal, Max, Min, Where, Equal, Greater, LeakyRelu, Relu, Clip)
   and pure data movement (Concat, Split, Slice, Transpose, Gather, Resize nearest, DepthToSpace, ...) give
   ORT's bits. Ops needing an evaluation ORT does differently are below or bounded.
-- **ORT's kernels reproduced** (exact, tests/test_host_float.py): Sigmoid (MLAS logistic, FMA3 kernel:
+- **ORT's kernels reproduced** (exact, tests/numerics/test_host_float.py): Sigmoid (MLAS logistic, FMA3 kernel:
   vkinfer/reference/qlinear_sigmoid.py), Tanh (MLAS's rational tanh: clamp to [-9, 9], odd degree-13 over
   even degree-6 polynomial, every multiply-add fused as MlasTanhKernelFma3 does), Erf (MLAS's erf: a fused
   odd polynomial below |x| = 0.921875, 1 - exp(-poly) above with MLAS's own exp, sign copied back),
   HardSigmoid (unfused alpha * x + beta, then clamped: ORT's Eigen expression, not fused), HardSwish
   (x * HardSigmoid(x; 1/6, 1/2), unfused, ORT's kernel).
 
-Where bits can differ from ORT (pinned in tests/test_host_float.py):
+Where bits can differ from ORT (pinned in tests/numerics/test_host_float.py):
 - Exp, Log, Sin, Cos, Pow with a non-integer exponent, Softplus: numpy's libm (correctly rounded or within
   1 ulp) against ORT's Eigen packet approximations: at most 2 ulps (Exp), 4 ulps (Log) on float32.
 - Softmax / LogSoftmax: ORT runs MLAS's softmax (its exp polynomial, a lane-parallel sum whose width follows
@@ -34,7 +34,7 @@ Where bits can differ from ORT (pinned in tests/test_host_float.py):
 ORT's graph optimizer at ORT_ENABLE_ALL fuses float patterns of a *float* model (the Erf GELU chain into
 com.microsoft Gelu, ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add into LayerNormalization, x * Sigmoid(x)
 into QuickGelu), but in the QDQ models onnxruntime.quantization writes, Q/DQ pairs sit inside each of those
-chains and none fuses (tests/test_host_float.py::test_ort_fusions_of_float_patterns): the float pieces left
+chains and none fuses (tests/numerics/test_host_float.py::test_ort_fusions_of_float_patterns): the float pieces left
 between the pairs (Div and Erf; ReduceMean, Sub, Pow, ReduceMean; Sqrt and Div) run in ORT as written, so
 they are exact here wherever the single ops are. A float model fed to vkinfer is refused anyway (8-bit only).
 """

@@ -6,7 +6,7 @@ tensors may share bytes when their lifetimes do not overlap.
 
 - `plan_offsets` (the CPU arena): TFLite's "greedy by size" arena planner. Tensors in order of decreasing
   size take the lowest aligned offset that does not overlap a placed tensor whose lifetime overlaps theirs.
-  On a chain of layers this reaches the live-tensor peak exactly (tests/test_memory.py), and it never
+  On a chain of layers this reaches the live-tensor peak exactly (tests/compiler/test_memory.py), and it never
   exceeds the sum of the sizes.
 - `plan_slots` (Vulkan): the same lifetimes, packed into whole buffers, because a Kompute tensor is a whole
   VkBuffer: each tensor in order of first use takes a free buffer (the smallest that fits, else the largest,

@@ -21,7 +21,7 @@ import numpy as np
 from .graph import Graph, Node
 
 MOVE_OPS = {"Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "MaxPool",
-            # ORT 1.31 drops DQ/Q around these too (tests/test_moves.py), Split's outputs each through their Q
+            # ORT 1.31 drops DQ/Q around these too (tests/compiler/test_moves.py), Split's outputs each through their Q
             "Slice", "Gather", "DepthToSpace", "Tile", "Expand", "Resize"}  # Resize: mode nearest only (linear
 # computes; ORT keeps it in float between DQ and Q)
 # Moves ORT keeps in float between DQ and Q: folded where Q(DQ(v)) == v makes it exact.

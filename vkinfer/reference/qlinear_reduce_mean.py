@@ -7,7 +7,7 @@ QLinearGlobalAveragePool (MLAS qlgavgpool.cpp), which is the same reduction over
     m   = float32(x_scale / float32(y_scale * float32(count)))
     y   = clamp(round_half_even(float32(acc) * m), qmin - y_zp, qmax - y_zp) + y_zp
 with ORT's limits on count (< 2**24) and m ([2**-32, 256)), ValueError outside them. So QLinearReduceMean over
-axes (2, 3) with keepdims=1 equals ORT's QLinearGlobalAveragePool bit for bit (tests/test_quant_ops.py checks
+axes (2, 3) with keepdims=1 equals ORT's QLinearGlobalAveragePool bit for bit (tests/numerics/test_quant_ops.py checks
 it). Attributes as in the contrib schema: `axes` (negative values count from the end; empty: all axes) and
 `keepdims` (0 or 1).
 """

@@ -18,7 +18,7 @@ Per row: k = max(row) - x (0..255), e = table[255 - k];
     y   = min(v + y_zero_point, qmax)                                 (v >= 0: no lower clamp is needed)
 Exactness: measured against ORT 1.31 on random rows, equal except in about 1 row in 200, by one step, and only
 where the quotient lies on a .5 tie (ORT's float32 sum then differs from this one by an ulp; the order of its
-sum could not be recovered from the binary). tests/test_quant_ops.py pins that bound.
+sum could not be recovered from the binary). tests/numerics/test_quant_ops.py pins that bound.
 y_scale enters only as floor(1 / y_scale): a y_scale above 1 gives 0 everywhere (ORT's arithmetic).
 ORT's result is undefined behaviour where e * floor(1 / y_scale) overflows float32, which happens only for
 rows with about D * 148.4 < floor(1 / y_scale) (e.g. D = 1 at y_scale 1/256): refused with ValueError.

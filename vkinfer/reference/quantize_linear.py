@@ -6,7 +6,7 @@ scale of length x.shape[axis]) or blocked (opset 21 `block_size` B > 0: scale an
 x's shape except ceil(x.shape[axis] / B) along `axis`; element i along `axis` uses entry i // B, the last block
 may be short, as ONNX and ORT allow). NaN is rejected: ORT's vector path maps it to qmin but its scalar tail
 path is undefined behaviour, so the result depends on the element's position. Blocked quantization uses the
-same per-element arithmetic in ORT 1.31 (checked bit for bit in tests/test_quant_ops.py), except that where
+same per-element arithmetic in ORT 1.31 (checked bit for bit in tests/numerics/test_quant_ops.py), except that where
 elements follow the block axis ORT converts x / scale to int32 before it clamps: |x / scale| >= 2**31
 (infinities included) is undefined behaviour there (x86: INT_MIN, plus the zero point, which can wrap to qmax),
 rejected with ValueError.

@@ -2,7 +2,7 @@
 
 Each op here is a function of one input byte (unary) or of two (binary): the importer turns it into a
 vkinfer:Table (256 entries) or vkinfer:Table2 (65536 entries, a_byte * 256 + b_byte) node, so every device runs
-it as a lookup, bit-exact by construction with these definitions (tests/test_tflite_ops.py checks each against
+it as a lookup, bit-exact by construction with these definitions (tests/importers/test_tflite_ops.py checks each against
 litert on every byte / byte pair).
 
 - TANH: XNNPACK evaluates tanh in float and rounds to nearest: dequantize (float32), tanh, / y_scale, round half

@@ -16,7 +16,7 @@ quantizes them (int8 symmetric per output channel, per tensor for the fully conn
 tensor), because the CPU kernel a layer gets depends on its weights' range (the u8s8 paths: the weights minus
 their zero point within the variant's bounds). Activation scales and zero points are seeded stand-ins (the
 zero point at the type's minimum after a ReLU, as calibrated models have it): a node's time does not depend on
-them. tests/test_calibrate.py checks that every model and type here has the nodes, attributes, weights and
+them. tests/dispatcher/test_calibrate.py checks that every model and type here has the nodes, attributes, weights and
 input of field_zoo's .tflite file as imported, and compiles to the same native operators and kernels.
 """
 

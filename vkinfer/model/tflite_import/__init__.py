@@ -34,7 +34,7 @@ parameters (TFLite's 8-bit kernels do not rescale; other models are refused).
 
 Numerics: vkinfer follows ONNX Runtime (float32 requantization multipliers, round half to even). ai-edge-litert's
 default kernels (XNNPACK) do the same for CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, MEAN, MAX_POOL_2D,
-CONCATENATION, PAD, LOGISTIC: identical results on the test models (tests/test_tflite.py). Where they differ:
+CONCATENATION, PAD, LOGISTIC: identical results on the test models (tests/importers/test_tflite.py). Where they differ:
   - QUANTIZE of float32: TFLite multiplies by float32(1 / scale), ONNX QuantizeLinear divides by the scale; the
     importer emits vkinfer:TFLiteQuantize (vkinfer/reference/tflite_quantize.py), identical to TFLite.
   - QUANTIZE int8 -> int8 / uint8 -> uint8: XNNPACK requantizes with an 8-bit-fraction multiplier (round
