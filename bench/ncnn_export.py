@@ -43,12 +43,11 @@ int8 (ncnn's own scheme, what ncnn2table + ncnn2int8 write):
   skips its quantize. Everything else (BinaryOp, Pooling, Softmax, ...) stays float, as in ncnn.
 Non-int8 layers keep float32 weights (ncnn2int8 itself writes those as float16; none of the zoo's has any).
 
-Seen with ncnn 1.0.20261020 (tests/benchmarks/test_ncnn_export.py): with the unpacked kernels (opt.use_packing_layout off)
-ncnn's int8 output is exactly the integer arithmetic the stored weights and scales define; the packed x86
-depthwise kernel dequantizes with an approximate reciprocal (a few 1e-4 relative); the packed x86 int8 grouped
-(not depthwise) convolution is wrong when a group has 8k output channels (shufflenet_like; run it with
-use_packing_layout off); an int8 net asked for Vulkan stays on Vulkan.
-"""
+Seen with ncnn 1.0.20261020 (tests/benchmarks/test_ncnn_export.py): with the unpacked kernels
+(opt.use_packing_layout off) ncnn's int8 output is exactly the integer arithmetic the stored weights and scales
+define; the packed x86 depthwise kernel dequantizes with an approximate reciprocal (a few 1e-4 relative); the packed
+x86 int8 grouped (not depthwise) convolution is wrong when a group has 8k output channels (shufflenet_like; run it
+with use_packing_layout off); an int8 net asked for Vulkan stays on Vulkan. """
 
 from __future__ import annotations
 

@@ -96,11 +96,15 @@ class NativePlan:
 
         run_failed(status, self.nan_checked, [feed[t] for t in self.nan_checked])
 
-    def run(self, feed: dict[str, np.ndarray], names: list[str]) -> list[np.ndarray]:
-        """The outputs `names` (graph outputs) for `feed` (every graph input, checked by the caller)."""
+    def run(self, feed: dict[str, np.ndarray], names: list[str],
+            into: dict[str, np.ndarray | None] | None = None) -> list[np.ndarray]:
+        """The outputs `names` (graph outputs) for `feed` (every graph input, checked by the caller). `into` maps
+        output names to the arrays to write them into (C-contiguous, of the output's dtype and shape, checked by
+        the caller: ONNX Runtime's IOBinding); an output it lacks or maps to None gets a new array."""
         ins = [feed[t] for t in self.in_names]
         ins = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in ins]
-        outs = [np.empty(shape, dt) for _, shape, dt in self.out_specs]
+        into = into or {}
+        outs = [into.get(t) if into.get(t) is not None else np.empty(shape, dt) for t, shape, dt in self.out_specs]
         timed = any(s.timed for s in self.vk_segments)
         status, ns = self.raw.run(ins, outs, timed)
         if status:

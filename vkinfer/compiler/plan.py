@@ -366,18 +366,6 @@ class Plan:
         """C graph runs per inference: one per CPU segment."""
         return sum(1 for s in self.segments if s.device.startswith("cpu"))
 
-    @property
-    def whole_cpu(self):
-        """The runner of the plan's lone CPU segment when that segment is the whole model (its inputs and outputs
-        the graph's, in order), else None: ONNX Runtime's IOBinding writes such a graph's outputs into the bound
-        arrays."""
-        [seg0, *rest] = self.segments
-        if rest or not seg0.device.startswith("cpu") or not self.one_call:
-            return None
-        r = seg0.runner
-        same = r.inputs == [t.name for t in self.g.inputs] and r.outputs == [t.name for t in self.g.outputs]
-        return r if same else None
-
     def native(self, threads: int = 0):
         """The whole plan in one native call (compiler.native.NativePlan, vkinfer._planrun) on `threads` CPU
         threads, where no segment is the host's; None otherwise."""

@@ -184,28 +184,25 @@ class InferenceSession(_Session):
 
     def _run_into(self, feed: dict[str, np.ndarray], names: list[str],
                   bound: dict[str, np.ndarray | None]) -> list[np.ndarray] | None:
-        """The whole model as one native CPU graph writing straight into the bound arrays; None where the session
-        or the feed is not that case (the caller takes the general path)."""
+        """The model in the plan's one native call (the same runner as run's), writing straight into the bound
+        arrays; None where the session or the feed is not that case (the caller takes the general path)."""
         fast = self._fast
-        seg = fast.plan.whole_cpu if fast is not None else None
-        if (seg is None or self._variables or names != fast.outputs or len(feed) != len(fast.inputs)):
+        native = fast.plan.native(self._threads()) if fast is not None else None
+        if native is None or self._variables or len(feed) != len(fast.inputs) or len(set(names)) != len(names):
             return None
-        arrays = []
         for name, dt, shape in fast.inputs:
             v = feed.get(name)
             if type(v) is not np.ndarray or v.dtype != dt or v.shape != shape:
                 return None
-            arrays.append(v if v.flags.c_contiguous else np.ascontiguousarray(v))
-        outs = [bound[n] if bound[n] is not None else np.empty(shape, dt) for n, (_, shape, dt) in
-                zip(names, seg.out_specs, strict=True)]
-        try:
-            seg.graph.run(arrays + outs, self._threads())
-        except ValueError:
-            from ..cpu.segment import refuse_nan
-
-            refuse_nan(seg.nan_checked, arrays)
-            raise
-        return outs
+        specs = {t: (shape, dt) for t, shape, dt in native.out_specs}
+        for n in names:
+            buf = bound[n]
+            if n not in specs or (buf is not None and (type(buf) is not np.ndarray or not buf.flags.c_contiguous
+                                                       or not buf.flags.writeable
+                                                       or (buf.shape, buf.dtype) != specs[n]
+                                                       or any(np.may_share_memory(buf, v) for v in feed.values()))):
+                return None  # the general path copies: a bound output over an input would be read after writes
+        return native.run(feed, names, bound)
 
     # ---- profiling ----
     def plan(self, feed: dict[str, np.ndarray], trial: bool = False, extra: tuple[str, ...] = ()):

@@ -16,7 +16,8 @@ scale of output channel m is w_scale[m % (M / group)]. The geometry (pads, outpu
 auto_pad) follows ONNX Runtime's ComputeTransposePadAndOutputShape (`conv_transpose_geometry`).
 ORT's float result differs from the integer one by at most one quantization step, only where the exact real
 value lies within float32 rounding error of a .5 tie: measured 1 element of 368,640 (40 random 16-channel 12x12
-draws), 3.0e-6 steps from the tie; tests/numerics/test_conv_transpose.py pins "at most 1 step, within 1e-4 steps of a tie".
+draws), 3.0e-6 steps from the tie; tests/numerics/test_conv_transpose.py pins "at most 1 step, within 1e-4 steps of
+a tie".
 """
 
 from __future__ import annotations
