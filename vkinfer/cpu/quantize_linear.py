@@ -6,9 +6,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..layout import is_8bit
+from ..layout import PAD_BYTE, WORD_VALUES, is_8bit
 from ..model.lowering import Layer, lower
 from ..reference.quantize_linear import _params
+
+# The packed form cpu_fallback/src/ops/quantize.c writes in its VKI_QUANT_PACKED mode (rows of values padded
+# with zero bytes to whole 4-byte words; its 3-channel loops store a pixel as one word). vkinfer/layout.py defines
+# the form: where the two part, the quantize writes the plain form and the segment packs it as layout says.
+_C_PACKED_FORM = (4, 0)
+_PACKS_AS_LAYOUT = (WORD_VALUES, PAD_BYTE) == _C_PACKED_FORM
 
 
 def _per_tensor(ctx, node, x, dtype):
@@ -68,7 +74,7 @@ def lower_quantize(ctx, node, backend):
 
     def packed(g, refs, out, scratch):
         g.add("quantize", refuse | PACKED, *pc, p[0], p[1], signed, refs[0], out)
-    if pc[1] > 0 and pc[2] > 0:
+    if pc[1] > 0 and pc[2] > 0 and _PACKS_AS_LAYOUT:
         layer.packed = packed
     if nchw:
         # The same values in the host's element order: a TFLite model's NHWC input, quantized and then
