@@ -4,6 +4,9 @@
 // row, through a 256-entry requantization table unless IDENT (the table is filled on the host by
 // the numpy reference, so it is exact). One dispatch per input, a barrier between them: an
 // invocation owns one output word, keeps the bytes of other inputs, and (LAST) zeroes padding.
+// ROW4 > 0: a concatenation along an axis stored outside the packed row (vkinfer/vulkan/qlinear_concat.py):
+// "channels" are the bytes of whole padded rows (ROW4 words, ROW_W real bytes each), and a padding byte
+// stays 0 instead of going through the table.
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const int ROWS = 1;
 layout(constant_id = 1) const int C_IN = 1;
@@ -13,6 +16,8 @@ layout(constant_id = 4) const int C4_OUT = 1;
 layout(constant_id = 5) const int OFF = 0;
 layout(constant_id = 6) const bool IDENT = true;
 layout(constant_id = 7) const bool LAST = false;
+layout(constant_id = 8) const int ROW4 = 0;
+layout(constant_id = 9) const int ROW_W = 0;
 
 layout(std430, binding = 0) readonly buffer X_ { uint X[]; };
 layout(std430, binding = 1) readonly buffer T_ { uint T[]; };
@@ -37,7 +42,8 @@ void main()
         if (ch >= OFF && ch < OFF + C_IN) {
             int ci = ch - OFF;
             b = byte_at(X[r * C4_IN + ci / 4], ci & 3);
-            if (!IDENT) b = byte_at(T[b >> 2], int(b & 3u));
+            bool pad = ROW4 > 0 && ci - (ci / (4 * ROW4)) * (4 * ROW4) >= ROW_W;
+            if (!IDENT && !pad) b = byte_at(T[b >> 2], int(b & 3u));
         } else if (ch >= C_OUT) {
             b = 0u;
         } else {
