@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 
 import numpy as np
 
@@ -83,17 +84,19 @@ def _info(path: str, device: str, placement: str | None = None, profile: str | N
           objective: str = "median", threads: int | None = None) -> int:
     from .compiler.plan import trace
     from .model.stats import macs_and_peak
-    from .session import InferenceSession
+    from .session import HostNodeWarning, InferenceSession
 
     if profile is not None:
         return _info_profile(path, profile, objective, threads)
-    sess = InferenceSession(path, device=device, placement=_placement(placement), objective=objective,
-                            threads=threads)
-    g = sess.graph
-    # Shapes from the plan's trace (symbolic dimensions taken as 1).
-    feed = {t.name: np.zeros([d if isinstance(d, int) and d > 0 else 1 for d in (t.shape or [])], t.dtype)
-            for t in g.inputs}
-    plan = sess.plan(feed)
+    with warnings.catch_warnings():  # the host nodes are listed below, each with its reason
+        warnings.simplefilter("ignore", HostNodeWarning)
+        sess = InferenceSession(path, device=device, placement=_placement(placement), objective=objective,
+                                threads=threads)
+        g = sess.graph
+        # Shapes from the plan's trace (symbolic dimensions taken as 1).
+        feed = {t.name: np.zeros([d if isinstance(d, int) and d > 0 else 1 for d in (t.shape or [])], t.dtype)
+                for t in g.inputs}
+        plan = sess.plan(feed)
     info = plan.info if plan is not None else trace(g, feed)
 
     macs, peak = macs_and_peak(g, info)
@@ -111,11 +114,32 @@ def _info(path: str, device: str, placement: str | None = None, profile: str | N
         print(f"  {k:4d} x {op:<32} runs on {where}{why}")
     for name, where in (plan.given.items() if plan is not None else ()):
         print(f"  placed by hand: {name} on {where}")
-    for name, why in (plan.why_host.items() if plan is not None else ()):
-        print(f"  note: {name} runs on the host: {why}")
+    if plan is not None:
+        _print_host_nodes(sess, plan)
     if device == "auto":
         print(sess.explain())
     return 0
+
+
+def _print_host_nodes(sess, plan) -> None:
+    """Every node the plan runs on the host (numpy, between native calls), each with the reason no device takes
+    it: the lowerings' refusals (compiler/plan.py Plan.why_host), or a placement by hand."""
+    host = [n for n in sess.graph.nodes if plan.placement[n.name] == "host"]
+    if sess.device == "reference":
+        print(f"host nodes: all {len(host)} (device 'reference' interprets every node in numpy)")
+        return
+    if not host:
+        print("host nodes: none (every node runs natively)")
+        return
+    ops: dict[str, int] = {}
+    for n in host:
+        ops[n.op] = ops.get(n.op, 0) + 1
+    listed = ", ".join(f"{op} x{k}" for op, k in sorted(ops.items(), key=lambda kv: (-kv[1], kv[0])))
+    print(f"host nodes: {len(host)} ({listed}), run in numpy between native calls; why each:")
+    for n in host:
+        why = ("placed on the host by hand" if plan.given.get(n.name) == "host"
+               else plan.why_host.get(n.name) or "no reason recorded")
+        print(f"  {n.name} ({n.op}): {why}")
 
 
 def _info_profile(path: str, profile: str, objective: str, threads: int | None) -> int:

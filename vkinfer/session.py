@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import threading
 import warnings
 from collections.abc import Mapping
@@ -45,6 +46,13 @@ if TYPE_CHECKING:
 
 
 MAX_PLANS = 32  # compiled plans a session keeps (input signatures; the oldest goes first)
+
+
+class HostNodeWarning(RuntimeWarning):
+    """A compiled session runs some of its nodes on the host (numpy, not native code): each run then returns to
+    Python between native calls. Warned once per session, naming the count and the ops; `vkinfer info MODEL`
+    lists each node with why no device takes it. Silence it with
+    `warnings.simplefilter("ignore", vkinfer.session.HostNodeWarning)`."""
 
 
 class Compiled(NamedTuple):
@@ -150,6 +158,7 @@ class InferenceSession:
         self._given = self._check_placement(placement)
         self._plans: dict[tuple, Plan] = {}
         self._latest: Plan | None = None
+        self._host_warned = False  # HostNodeWarning: once per session
         # For static shapes: the plan compiled at creation and what the common call checks against it.
         self._fast: Compiled | None = None
         # The common call in one native call (Plan.feed_runner): returns the outputs, None for a feed the checked
@@ -259,8 +268,31 @@ class InferenceSession:
                         self._dispatcher.place if self._dispatcher else None)
             _check_output_types(g, plan.info)
             self._plans[sig] = plan
+            self._warn_host(plan)
         self._latest = plan
         return plan
+
+    def _warn_host(self, plan: Plan) -> None:
+        """HostNodeWarning, once per session, when `plan` runs nodes on the host that nobody placed there by hand
+        (the "reference" device runs everything on the host by definition: no warning)."""
+        if self._host_warned or self._backend is None:
+            return
+        ops_on_host: dict[str, int] = {}
+        for n in plan.g.nodes:
+            if plan.placement.get(n.name) == HOST and self._given.get(n.name) != HOST:
+                ops_on_host[n.op] = ops_on_host.get(n.op, 0) + 1
+        if not ops_on_host:
+            return
+        self._host_warned = True
+        # Point the warning at the caller's line: the first frame outside the vkinfer package.
+        pkg, frame, level = os.path.dirname(os.path.abspath(__file__)) + os.sep, sys._getframe(), 1
+        while frame is not None and frame.f_code.co_filename.startswith(pkg):
+            frame, level = frame.f_back, level + 1
+        count = sum(ops_on_host.values())
+        listed = ", ".join(f"{op} x{k}" for op, k in sorted(ops_on_host.items(), key=lambda kv: (-kv[1], kv[0])))
+        warnings.warn(f"{count} node(s) of this model run on the host (numpy, not native code; each run returns to "
+                      f"Python for them) on device={self.device!r}: {listed}. `vkinfer info MODEL` lists each node "
+                      f"with the reason", HostNodeWarning, stacklevel=level)
 
     def _make_dispatcher(self, objective: str, profile):
         from .dispatch import Dispatcher, load_profile

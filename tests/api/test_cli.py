@@ -1,5 +1,7 @@
 """The `vkinfer` command line: devices, info, run (with and without --input), and errors."""
 
+import re
+
 import numpy as np
 from support.agree import run_devices
 from support.small_model import small_qmodel
@@ -128,3 +130,36 @@ def test_every_error_exits_non_zero_in_one_line_naming_the_model(tmp_path, capsy
     monkeypatch.setattr(cpu, "variants", no_cpu)
     assert main(["devices"]) == 2
     assert "libvkinfer_cpu.so" in _err_line(capsys)
+
+
+def test_info_lists_host_nodes_with_their_reasons(tmp_path, capsys, monkeypatch):
+    """Each host node with the lowerings' refusal (compiler/plan.py Plan.why_host), and no HostNodeWarning from
+    info itself: it lists them. The host node is made by refusing small_qmodel's Reshape on every backend (which
+    ops run on the host changes as kernels are added)."""
+    import warnings
+
+    from vkinfer.compiler.plan import Plan
+    from vkinfer.session import HostNodeWarning
+
+    path = tmp_path / "m.onnx"
+    path.write_bytes(small_qmodel())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", HostNodeWarning)
+        assert main(["info", str(path), "--device", "cpu"]) == 0
+        assert "host nodes: none (every node runs natively)" in capsys.readouterr().out
+        lower = Plan._lower
+        monkeypatch.setattr(Plan, "_lower", staticmethod(
+            lambda ctx, node, be: (None, f"{be.name}: no form for this test") if node.name == "flat"
+            else lower(ctx, node, be)))
+        for device in ("cpu", "vulkan"):
+            assert main(["info", str(path), "--device", device]) == 0
+            out = capsys.readouterr().out
+            assert "host nodes: 1 (Reshape x1)" in out
+            # a Vulkan session asks its device, then the CPU it falls back to: both refusals are given
+            why = r"vulkan:\d+: no form for this test; cpu: no form for this test" if device == "vulkan" else \
+                "cpu: no form for this test"
+            assert re.search(rf"^  flat \(Reshape\): {why}$", out, re.M), out
+        assert main(["info", str(path), "--device", "cpu", "--placement", "flat=host"]) == 0
+        assert "  flat (Reshape): placed on the host by hand\n" in capsys.readouterr().out
+        assert main(["info", str(path), "--device", "reference"]) == 0
+        assert "host nodes: all 4 (device 'reference' interprets every node in numpy)" in capsys.readouterr().out
