@@ -238,6 +238,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--isa", default=None,
                     help="CPU variant, or 'all' for every one this CPU runs (default: the best available)")
     ap.add_argument("--no-vulkan", action="store_true", help="time the CPU fallback and ORT only")
+    ap.add_argument("--model", default=None, metavar="ONNX",
+                    help="the distinct QLinearConv shapes of this QOperator model (static input shapes) instead of "
+                         "MobileNetV2's, e.g. build/real-models/models/orinet/orinet.qop.onnx")
     ap.add_argument("--weight-bits", type=int, choices=[7, 8], default=8,
                     help="8: weights in [-127, 127]; 7: [-63, 63] (reduce_range; the CPU's u8 x s8 kernels)")
     args = ap.parse_args(argv)
@@ -251,6 +254,35 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def model_shapes(path: str) -> list[dict]:
+    """The distinct QLinearConv layers of a QOperator model as shape entries (square kernels, strides and
+    symmetric pads; others are skipped with a note), each with its count, in the model's order."""
+    import vkinfer
+
+    m = onnx.load(path)
+    inits = {i.name: i for i in m.graph.initializer}
+    info = vkinfer.InferenceSession(path, device="reference")._fast.plan.info
+    out: dict[tuple, dict] = {}
+    for n in m.graph.node:
+        if n.op_type != "QLinearConv":
+            continue
+        a = {at.name: onnx.helper.get_attribute_value(at) for at in n.attribute}
+        _, c, h, w = info[n.input[0]][0]
+        wd = list(inits[n.input[3]].dims)
+        k, s, pads, g = wd[2:], a.get("strides", [1, 1]), a.get("pads", [0] * 4), int(a.get("group", 1))
+        if len(set(k)) != 1 or len(set(s)) != 1 or len(set(pads)) != 1 or any(d != 1 for d in a.get("dilations", [1])):
+            print(f"skipped {n.name}: kernel {k}, strides {s}, pads {pads}", file=sys.stderr)
+            continue
+        key = (c, h, w, wd[0], k[0], s[0], pads[0], g)
+        if key in out:
+            out[key]["count"] += 1
+            continue
+        kind = "dw" if g == c == wd[0] and g > 1 else "conv"
+        out[key] = {"name": f"{kind}_{c}to{wd[0]}_k{k[0]}s{s[0]}_{h}x{w}", "op": "conv", "c": c, "h": h, "w": w,
+                    "m": wd[0], "k": k[0], "stride": s[0], "pad": pads[0], "group": g, "count": 1}
+    return list(out.values())
+
+
 def geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
@@ -258,7 +290,7 @@ def geomean(values: list[float]) -> float:
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; 0 when every vkinfer output equals the reference, 1 otherwise."""
     args = parse_args(argv)
-    every = json.loads(SHAPES.read_text())
+    every = model_shapes(args.model) if args.model else json.loads(SHAPES.read_text())
     entries = every
     if args.quick:
         entries = [e for e in entries if e["name"] in QUICK]

@@ -298,7 +298,7 @@ static inline __attribute__((always_inline)) void v5q_tile(const size_t R, const
         _Pragma("GCC unroll 16") for (size_t r = 0; r < R; r++) p[r] = a[r];
         size_t k = 0;
         for (; k + 4 <= kc; k += 4, wt += 4 * V5Q_NR) {
-            __m512i wv[NV];
+            __m512i wv[V5Q_NR / 16]; /* not wv[NV]: GCC made that a stack array stored on every step */
             _Pragma("GCC unroll 8") for (size_t v = 0; v < NV; v++) wv[v] = _mm512_loadu_si512((const void*)(wt + 64 * v));
             _Pragma("GCC unroll 16") for (size_t r = 0; r < R; r++) {
                 const __m512i x = _mm512_set1_epi32(v5q_dword(p[r] + k, 4));
@@ -306,7 +306,7 @@ static inline __attribute__((always_inline)) void v5q_tile(const size_t R, const
             }
         }
         if (k < kc) { /* 1..3 k left: the missing bytes are zero here and their packed weights zero */
-            __m512i wv[NV];
+            __m512i wv[V5Q_NR / 16];
             _Pragma("GCC unroll 8") for (size_t v = 0; v < NV; v++) wv[v] = _mm512_loadu_si512((const void*)(wt + 64 * v));
             _Pragma("GCC unroll 16") for (size_t r = 0; r < R; r++) {
                 const __m512i x = _mm512_set1_epi32(v5q_dword(p[r] + k, kc - k));
