@@ -1,6 +1,12 @@
-"""com.microsoft QLinearAdd in C with ONNX Runtime's float arithmetic: the single op (`qlinear_add`, equal shapes)
-and the native CPU graph's lowering on equal shapes (other broadcasts and QLinearMul run as tables:
-qlinear_lut.py)."""
+"""com.microsoft QLinearAdd and QLinearMul in the native CPU graph over any numpy broadcast (the `qadd` operator:
+each operand read at its own byte strides per output axis), and the single op `qlinear_add` (equal shapes).
+
+QLinearAdd runs ONNX Runtime's float arithmetic (vki_qlinear_add, FMAs as MLAS's AVX2 kernel), with the operands
+swapped where ORT's broadcaster swaps them (reference/qlinear_add.py `_input0_is_scalar`: the swap changes the
+constant and the FMA order, so the last bit of the sum). QLinearMul's equal shapes and channel rows are tables
+(qlinear_lut.py); its other broadcasts run here as the same 65536-byte table (the reference on every byte pair;
+the product is symmetric, so no swap) at strides. `form_strides` and `broadcast_strides` give every device's
+strided view of an operand (vulkan/qlinear_lut.py reads the packed form through them)."""
 
 from __future__ import annotations
 
@@ -8,28 +14,126 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..model.lowering import Layer, binary_mode, lower
+from ..layout import ceil4, form_perm, form_shape, table2
+from ..model.lowering import Layer, binary_fn, binary_mode, lower
 from ..reference import _qcheck as qc
 from ..reference.requant import QRANGE
 from . import _check, _ptr, lib
 
 
-@lower("cpu", "com.microsoft:QLinearAdd")
-def lower_qadd(ctx, node, backend):
-    ins = node.inputs
-    if binary_mode(ctx, node) != "equal":
-        return None
-    c, dt = ctx.g.consts, ctx.dtype(ins[0])
-    za, zb, zc = (qc.zero_point("zero_point", c[n], dt) if n else 0 for n in (ins[2], ins[5], ins[7]))
-    sa, sb, sc = (qc.scale("scale", c[n]) for n in (ins[1], ins[4], ins[6]))
-    ra, rb, fixed = qadd_constants(sa, za, sb, zb, sc, zc)
-    lo, hi = QRANGE[np.dtype(dt)]
-    n = int(np.prod(ctx.shape(ins[0])))
-    signed = int(np.dtype(dt) == np.int8)
+def form_strides(shape: tuple[int, ...], packed: bool = False) -> list[int]:
+    """Byte stride of each ONNX axis of an 8-bit tensor of `shape` in the CPU form (`packed`: the Vulkan packed
+    form, vkinfer/layout.py: the form's row, 4-D C or 5-D A*B or else the last axis, padded to whole words)."""
+    rank = len(shape)
+    if rank == 0:
+        return []
+    perm, dims = form_perm(shape), form_shape(tuple(shape))
+    inner = 2 if rank == 5 else 1
+    row = int(np.prod(dims[rank - inner:], dtype=np.int64))
+    step = 4 * ceil4(row) if packed else row
+    strides = [0] * rank
+    acc = 1
+    for i in range(rank - 1, rank - inner - 1, -1):
+        strides[perm[i]] = acc
+        acc *= dims[i]
+    acc = step
+    for i in range(rank - inner - 1, -1, -1):
+        strides[perm[i]] = acc
+        acc *= dims[i]
+    return strides
 
-    def emit(g, refs, out, scratch):
-        g.add("qadd", n, signed, ra, rb, fixed, lo, hi, refs[0], refs[1], out)
-    return Layer(node, [ins[0], ins[3]], node.outputs[0], emit)
+
+def broadcast_strides(out: tuple[int, ...], shape: tuple[int, ...], packed: bool = False) -> list[int]:
+    """An operand of `shape` broadcast to `out`: its byte strides per axis of `out` in the devices' storage order
+    of `out` (form_perm), 0 where it broadcasts."""
+    own = form_strides(shape, packed)
+    k = len(out) - len(shape)
+    per_axis = [0 if j < k or shape[j - k] == 1 else own[j - k] for j in range(len(out))]
+    return [per_axis[p] for p in form_perm(out)]
+
+
+def collapse(dims: list[int], *strides: list[int]) -> tuple[list[int], list[list[int]]]:
+    """Merge adjacent axes that every operand walks contiguously (and drop size-1 axes): the fewest axes
+    for the C loop; at least one."""
+    keep = [i for i, d in enumerate(dims) if d != 1]
+    ds, ss = [dims[i] for i in keep], [[s[i] for i in keep] for s in strides]
+    out_d, out_s = [], [[] for _ in strides]
+    for i, d in enumerate(ds):
+        if out_d and all(o[-1] == s[i] * d for o, s in zip(out_s, ss, strict=True)):
+            out_d[-1] *= d
+            for o, s in zip(out_s, ss, strict=True):
+                o[-1] = s[i]
+            continue
+        out_d.append(d)
+        for o, s in zip(out_s, ss, strict=True):
+            o.append(s[i])
+    if not out_d:
+        return [1], [[1] for _ in strides]
+    return out_d, out_s
+
+
+def swapped(ctx, node) -> bool:
+    """Whether ONNX Runtime's broadcaster swaps QLinearAdd's operands for this node's shapes."""
+    from ..reference.qlinear_add import _input0_is_scalar
+
+    return node.op == "com.microsoft:QLinearAdd" and _input0_is_scalar(ctx.shape(node.inputs[0]),
+                                                                        ctx.shape(node.inputs[3]))
+
+
+def strided_table(ctx, node) -> np.ndarray:
+    """The raw 65536-byte table (a_byte * 256 + b_byte) of a binary node over any broadcast: the reference on
+    every byte pair (QLinearAdd through the C kernel, qlinear_lut.binary_table_fn), with ORT's operand swap."""
+    from ..reference._lookup import binary_table
+    from .qlinear_lut import binary_table_fn
+
+    fn = binary_table_fn(node, ctx.g.consts)
+    if swapped(ctx, node):
+        from ..reference.qlinear_add import qlinear_add as ref_add
+
+        p = [ctx.g.consts.get(n) if n else None for n in node.inputs]
+        fn = lambda a, b: ref_add(b, p[4], p[5], a, p[1], p[2], p[6], p[7])  # noqa: E731
+    return binary_table(ctx.dtype(node.inputs[0]), fn)
+
+
+@lower("cpu", "com.microsoft:QLinearAdd", "com.microsoft:QLinearMul")
+def lower_qadd(ctx, node, backend):
+    ins, y = node.inputs, node.outputs[0]
+    mode = binary_mode(ctx, node, general=True)
+    if mode is None or ctx.dtype(y) != ctx.dtype(ins[0]) or (node.op != "com.microsoft:QLinearAdd"
+                                                            and mode != "general"):
+        return None  # QLinearMul of equal shapes or a row: the table (qlinear_lut.py)
+    c, dt = ctx.g.consts, ctx.dtype(ins[0])
+    a, b = ins[0], ins[3]
+    out = tuple(ctx.shape(y))
+    sa, sb = broadcast_strides(out, ctx.shape(a)), broadcast_strides(out, ctx.shape(b))
+    swap = swapped(ctx, node)
+    table, ra, rb, fixed = None, 0.0, 0.0, 0.0
+    if node.op == "com.microsoft:QLinearAdd":
+        za, zb, zc = (qc.zero_point("zero_point", c[n], dt) if n else 0 for n in (ins[2], ins[5], ins[7]))
+        pa, pb, pc = (qc.scale("scale", c[n]) for n in (ins[1], ins[4], ins[6]))
+        if swap:  # ORT's kernel reads input b as its "A"
+            pa, za, pb, zb, a, b, sa, sb = pb, zb, pa, za, b, a, sb, sa
+        ra, rb, fixed = qadd_constants(pa, za, pb, zb, pc, zc)
+    else:
+        table = table2(binary_table_of(node, c, dt), dt, dt)
+    dims, (sa, sb) = collapse(list(form_shape(out)), sa, sb)
+    lo, hi = QRANGE[np.dtype(dt)]
+    signed = int(np.dtype(dt) == np.int8)
+    shape_arr, sa_arr, sb_arr = (np.asarray(v, np.uint32 if k == 0 else np.uint64)
+                                 for k, v in enumerate((dims, sa, sb)))
+
+    def emit(g, refs, out_ref, scratch):
+        ra_, rb_ = (refs[1], refs[0]) if swap else (refs[0], refs[1])
+        g.add("qadd", len(dims), shape_arr, sa_arr, sb_arr, signed, ra, rb, fixed, lo, hi, table, ra_, rb_,
+              out_ref)
+    return Layer(node, [ins[0], ins[3]], y, emit)
+
+
+def binary_table_of(node, consts, dt) -> np.ndarray:
+    """QLinearMul's raw 65536-byte table from its reference (symmetric: no operand swap)."""
+    from ..reference._lookup import binary_table
+
+    return binary_table(dt, binary_fn(node, consts))
 
 
 def qlinear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point) -> np.ndarray:

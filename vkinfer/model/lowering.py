@@ -256,29 +256,39 @@ def channel_concat_ok(ctx: Ctx, node: Node, xs: list[str], axis: int) -> bool:
     return rank >= 1 and ctx.quantized(*xs, node.outputs[0]) and axis == (1 if rank == 4 else rank - 1)
 
 
-def binary_mode(ctx: Ctx, node: Node) -> str | None:
-    """How a QLinearAdd/Mul runs as a table lookup: "equal" shapes, "row" (b is one row of a's channels,
-    broadcast), or None (the host runs it). The table is built on flat operands, where ONNX Runtime never
-    swaps the operands, so broadcasts for which it would swap them stay on the host."""
+def binary_mode(ctx: Ctx, node: Node, general: bool = False) -> str | None:
+    """How a QLinearAdd/Mul runs on a device: "equal" shapes, "row" (b is one row of a's channels, broadcast:
+    the table lookups' forms), or None (the host runs it). The tables are built on flat operands, where ONNX
+    Runtime never swaps the operands, so "row" excludes broadcasts for which it would swap them. `general`:
+    "general" for any other numpy broadcast (either side, scalars, ranks up to 6) whose output has the
+    broadcast shape, run at per-axis strides (cpu/qlinear_add.py, vulkan/qlinear_lut.py), the operand swap
+    included."""
     from ..reference.qlinear_add import _input0_is_scalar
 
     a, b, y = node.inputs[0], node.inputs[3], node.outputs[0]
-    if not (ctx.quantized(a, b) and static_params(ctx, node, (1, 2, 4, 5, 6, 7))):
+    if not (ctx.quantized(a, b) and y in ctx.info and static_params(ctx, node, (1, 2, 4, 5, 6, 7))):
         return None
     sa, sb = ctx.shape(a), ctx.shape(b)
+    broadcast = None
+    if general and len(sa) <= 6 and len(sb) <= 6 and ctx.quantized(y):
+        try:
+            broadcast = tuple(np.broadcast_shapes(tuple(sa), tuple(sb)))
+        except ValueError:
+            broadcast = None
+    wide = "general" if broadcast is not None and tuple(ctx.shape(y)) == broadcast else None
     if ctx.shape(y) != sa or not sa or _input0_is_scalar(sa, sb):
-        return None
+        return wide
     if sa == sb:
         return "equal"
     if len(sa) > 4:
         # A 5-D tensor's device form is (N, A, B, H, W) with A*B channels: its last axis is not a row of them
         # (tests/ops found Vulkan giving 44 of 48 values wrong for (1, 2, 3, 2, 4) + (1, 1, 1, 1, 4)).
-        return None
+        return wide
     ch = 1 if len(sa) == 4 else len(sa) - 1
     row = tuple(sa[ch] if i == ch else 1 for i in range(len(sa)))
     if sb == row or (len(sa) < 4 and sb == (sa[-1],)):
         return "row"
-    return None
+    return wide
 
 
 def channel_perm(ctx: Ctx, node: Node) -> np.ndarray | None:

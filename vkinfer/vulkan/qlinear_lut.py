@@ -4,7 +4,10 @@ The table is the numpy reference evaluated on every possible input byte (or byte
 result is the reference's bit for bit with no float arithmetic on the device:
   unary (256 entries):    QLinearLeakyRelu, QLinearSigmoid
   binary (65536 entries): QLinearAdd, QLinearMul on operands of equal shape, or with the second one
-                         a row of channels broadcast over the first (a per-channel bias)
+                         a row of channels broadcast over the first (a per-channel bias), or any other
+                         numpy broadcast: each output byte reads its operands at their own strides in the
+                         packed form (cpu/qlinear_add.py broadcast_strides), QLinearAdd's table made with
+                         ONNX Runtime's operand swap where its broadcaster swaps
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from .qlinear_conv import _upload_const
 class QLinearLut:
     """An elementwise op over packed tensors of `shape`, defined by its lookup table (256 or 65536 bytes)."""
 
-    def __init__(self, table: np.ndarray, shape: tuple[int, ...], dev: Device, z_row: bool = False):
+    def __init__(self, table: np.ndarray, shape: tuple[int, ...], dev: Device, z_row: bool = False,
+                 general: tuple[tuple[int, ...], tuple[int, ...]] | None = None):
+        """`general`: (a shape, b shape) broadcast to `shape` at their packed strides."""
         if table.dtype != np.uint8 or table.size not in (256, 65536):
             raise ValueError("internal: lookup table must be 256 or 65536 bytes")
         self.dev, self.binary = dev, table.size == 65536
@@ -31,6 +36,14 @@ class QLinearLut:
             self.in_words[1] = ceil4(width)
         self.t_buf = _upload_const(dev, np.ascontiguousarray(table).view(np.uint32))
         self.spec_consts = [self.out_words, ceil4(width), width, self.binary, z_row]
+        if general is not None:
+            dims = list(form_shape(tuple(shape))) or [1]
+            xs, zs = (broadcast_strides(tuple(shape), tuple(s), packed=True) or [0] for s in general)
+            if len(dims) > 6 or max(xs + zs + [int(np.prod(dims))]) >= 2 ** 31:
+                raise ValueError(f"a broadcast of {general[0]} and {general[1]} past 6 axes or 2**31 bytes")
+            pad = 6 - len(dims)
+            self.in_words = [packed_words(tuple(s)) for s in general]
+            self.spec_consts += [True] + [1] * pad + dims + [0] * pad + xs + [0] * pad + zs
         g = -(-self.out_words // 64)
         self.groups = (min(g, 65535), -(-g // 65535), 1)
 
@@ -40,15 +53,24 @@ class QLinearLut:
 
 
 # --- lowering (vkinfer/model/lowering.py) ---
+from ..cpu.qlinear_add import broadcast_strides, strided_table  # noqa: E402
 from ..cpu.qlinear_lut import binary_table_fn  # noqa: E402 (the C kernel fills QLinearAdd tables)
+from ..layout import form_shape  # noqa: E402
 from ..model.lowering import Layer, binary_mode, lower, static_params, table_ops, unary_fn  # noqa: E402
 
 
 @lower("vulkan", *table_ops("binary"))
 def lower_binary(ctx, node, backend):
-    ins = node.inputs
-    if not (mode := binary_mode(ctx, node)):
+    ins, y = node.inputs, node.outputs[0]
+    if not (mode := binary_mode(ctx, node, general=True)):
         return None
+    if mode == "general":
+        if ctx.dtype(y) != ctx.dtype(ins[0]):
+            return None
+        shapes = (tuple(ctx.shape(ins[0])), tuple(ctx.shape(ins[3])))
+        return Layer(node, [ins[0], ins[3]], y,
+                     make=lambda: QLinearLut(strided_table(ctx, node), tuple(ctx.shape(y)), backend.dev,
+                                             general=shapes))
     fn = binary_table_fn(node, ctx.g.consts)
     # The 65536-entry table is made only if the node runs here.
     return Layer(node, [ins[0], ins[3]], node.outputs[0],
