@@ -312,6 +312,17 @@ def _pow(node, x, memo):
         return [np.power(base, np.float32(v)).astype(np.float32)]
 
 
+def batch_norm_fold(scale: np.ndarray, bias: np.ndarray, mean: np.ndarray, var: np.ndarray,
+                    eps: np.float32) -> tuple[np.ndarray, np.ndarray]:
+    """ORT's per-channel fold of inference BatchNormalization in float32 (batch_norm.h's Eigen expression):
+    s = (1 / sqrt(var + eps)) * scale, b = bias - mean * s; y = x * s + b, each step rounded to float32. The
+    native CPU graph's batch_norm operator takes (s, b) from here (vkinfer/cpu/batch_normalization.py)."""
+    with np.errstate(all="ignore"):
+        s = (np.float32(1) / np.sqrt(var + np.float32(eps))) * scale
+        b = bias - mean * s
+    return s.astype(np.float32), b.astype(np.float32)
+
+
 @_op("BatchNormalization")
 def _batch_norm(node, x, memo):
     """Inference-mode BatchNormalization (inputs X, scale, B, mean, var) as ORT computes it in float32:
@@ -331,11 +342,7 @@ def _batch_norm(node, x, memo):
         if p.shape != (c,):
             raise ValueError(f"{what} must have shape [{c}] (X's channels), got {list(p.shape)}")
         params.append(p)
-    scale, bias, mean, var = params
-    eps = _attr_float(node, "epsilon", 1e-5)
-    with np.errstate(all="ignore"):
-        s = (np.float32(1) / np.sqrt(var + eps)) * scale
-        b = bias - mean * s
+    s, b = batch_norm_fold(*params, _attr_float(node, "epsilon", 1e-5))
     shape = (1, c) + (1,) * (v.ndim - 2)
     return [(v * s.reshape(shape) + b.reshape(shape)).astype(np.float32)]
 

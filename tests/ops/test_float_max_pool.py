@@ -1,0 +1,99 @@
+"""float32 MaxPool in the native CPU graph (vkinfer/cpu/float_max_pool.py, cpu_fallback/src/ops/float_maxpool.c)
+against ONNX Runtime's CPU EP (one thread, nodes as written), on tables of signed zeros, NaN, infinities and
+denormals: ORT picks one of four loops by the geometry (MaxPool-8's own loop for dilation, MLAS's generic, global
+and vector kernels), each taking the maximum with its own operand order, so every kind is in the table. The node
+runs on the cpu device in cpu and Vulkan sessions.
+
+The model carries an unrelated DequantizeLinear branch so vkinfer takes it (8-bit models only) while MaxPool reads
+a float graph input. The reference device (onnx.reference's MaxPool) does not reproduce ORT on ties of +0/-0, NaN
+or -inf windows, so edge tables compare cpu and vulkan with ORT; random tables run on every device."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from support.agree import run_devices
+
+import vkinfer
+
+from ._build import NAME, check, model, node, ort_run
+
+F32 = np.float32
+EDGE = np.array([0.0, -0.0, np.nan, np.inf, -np.inf, 1.0, -1.0, 1e-45, -1e-45, 3.4028235e38, -3.4028235e38],
+                F32)
+
+# (input shape, attributes): the loop ORT takes in the comment.
+CASES = [
+    ((1, 3, 8, 8), dict(kernel_shape=[2, 2], strides=[2, 2])),                      # vector, stride 2
+    ((1, 2, 7, 9), dict(kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])),   # vector, stride 1, pads
+    ((2, 3, 5, 11), dict(kernel_shape=[1, 2], strides=[1, 2])),                     # vector: oww_embedding's form
+    ((1, 2, 9, 7), dict(kernel_shape=[3, 2], strides=[2, 2], ceil_mode=1)),         # vector, ceil_mode
+    ((1, 2, 6, 5), dict(kernel_shape=[2, 3], strides=[2, 1], pads=[1, 2, 0, 1], ceil_mode=1)),
+    ((1, 3, 10, 13), dict(kernel_shape=[3, 3], strides=[2, 3], pads=[1, 1, 1, 1])),  # generic: stride 3
+    ((1, 2, 9, 11), dict(kernel_shape=[2, 4], strides=[3, 4], ceil_mode=1)),        # generic, ceil_mode
+    ((1, 1, 4, 40), dict(kernel_shape=[2, 33], strides=[1, 1])),                    # generic: kernel > 32
+    ((1, 2, 5, 7), dict(kernel_shape=[5, 7])),                                      # global
+    ((1, 2, 3, 3), dict(kernel_shape=[3, 3])),                                      # global, 9 = 2 * 4 + 1
+    ((1, 2, 5, 7), dict(kernel_shape=[5, 7], pads=[1, 0, 0, 0])),                   # kernel = image, padded
+    ((1, 2, 9, 10), dict(kernel_shape=[2, 3], dilations=[2, 2], pads=[1, 1, 1, 1])),  # MaxPool-8's loop
+    ((1, 2, 8, 9), dict(kernel_shape=[3, 2], dilations=[1, 3], strides=[2, 1], ceil_mode=1)),
+    ((1, 4, 1, 1), dict(kernel_shape=[1, 1])),
+    ((1, 2, 3, 2100), dict(kernel_shape=[2, 2], strides=[1, 2])),                   # generic: row past the buffer
+]
+
+
+def _blob(shape, attrs, opset: int = 13) -> bytes:
+    return model([node("MaxPool", ["x"], ["y"], **attrs), node("DequantizeLinear", ["q", "s"], ["qf"], name="dq")],
+                 {"x": (F32, shape), "q": (np.uint8, (4,))}, {"s": F32(0.5)}, {"y": F32, "qf": F32}, opset=opset)
+
+
+def _edge(rng, shape) -> np.ndarray:
+    """Edge values, ties of +-0, all -inf rows and NaN, among ordinary values."""
+    n = int(np.prod(shape))
+    r = rng.random(n)
+    v = np.where(r < 0.3, rng.choice(EDGE, n), np.where(r < 0.7, rng.choice(F32([0.0, -0.0, -np.inf]), n),
+                                                       rng.uniform(-2, 2, n)))
+    return v.astype(F32).reshape(shape)
+
+
+def _feed(x) -> dict:
+    return {"x": x, "q": np.arange(4, dtype=np.uint8)}
+
+
+@pytest.mark.parametrize("case", range(len(CASES)), ids=[f"{c[0]}-{sorted(c[1].items())}" for c in CASES])
+def test_edge_tables(case):
+    shape, attrs = CASES[case]
+    blob = _blob(shape, attrs)
+    rng = np.random.default_rng(case)
+    for k in range(4):
+        x = _edge(rng, shape)
+        if k == 3:  # all -inf windows and all ties
+            x = rng.choice(F32([0.0, -0.0, -np.inf]), x.shape).astype(F32)
+        run_devices(blob, _feed(x), want=ort_run(blob, _feed(x)), devices=("cpu", "vulkan"), what=f"table {k}")
+    for d in ("cpu", "vulkan"):
+        assert vkinfer.InferenceSession(blob, device=d).placement[NAME] == "cpu"
+
+
+@pytest.mark.parametrize("case", [0, 3, 5, 8, 11])
+def test_random_all_devices(case):
+    shape, attrs = CASES[case]
+    blob = _blob(shape, attrs)
+    x = np.random.default_rng(case).uniform(-3, 3, shape).astype(F32)
+    check(blob, _feed(x), ort_run(blob, _feed(x)), where="cpu", nodes=[NAME])
+
+
+def test_opset_8_without_dilations():
+    blob = _blob((1, 2, 7, 7), dict(kernel_shape=[3, 3], strides=[2, 2]), opset=10)
+    x = _edge(np.random.default_rng(7), (1, 2, 7, 7))
+    run_devices(blob, _feed(x), want=ort_run(blob, _feed(x)), devices=("cpu", "vulkan"))
+
+
+def test_indices_output_stays_on_the_host():
+    blob = model([node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2]),
+                  node("DequantizeLinear", ["q", "s"], ["qf"], name="dq")],
+                 {"x": (F32, (1, 2, 4, 4)), "q": (np.uint8, (4,))}, {"s": F32(0.5)},
+                 {"y": F32, "i": np.int64, "qf": F32})
+    x = np.random.default_rng(0).uniform(-3, 3, (1, 2, 4, 4)).astype(F32)
+    sess = vkinfer.InferenceSession(blob, device="cpu")
+    assert sess.placement[NAME] == "host"
+    assert "Indices" in sess.plan(_feed(x)).why_host[NAME]

@@ -1,0 +1,112 @@
+"""Elementwise float32 ops between quantized ones in the native CPU graph, with ONNX Runtime 1.31's CPU bits:
+binary Add, Sub, Mul, Div, Max, Min (two inputs) and PRelu with numpy broadcasting (cpu_fallback/src/ops/
+float_binary.c), unary Relu, LeakyRelu, Clip, Neg, Abs, Sqrt (ops/float_unary.c). float32 tensors live in the CPU
+graph in the host's layout (NCHW, plain: vkinfer/layout.py), as DequantizeLinear writes and QuantizeLinear reads
+them, so these operators run between the two in the same native call.
+
+ORT's Max and Min give the first or the second operand on ties of +0/-0 depending on whether Eigen's packet or
+scalar path took the element (ops/float_binary.c); the C operator follows ORT's broadcaster, whose spans it is
+given here by merging the shapes as ORT does (`merged_broadcast`). What no C operator reproduces stays on the host,
+with the reason: other dtypes, Max/Min of 1 or 3+ inputs, Clip with non-constant bounds, ranks past 6 after
+merging."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..layout import u32
+from ..model.lowering import Layer, lower
+
+_F32 = np.dtype(np.float32)
+BINARY = {"Add": 0, "Sub": 1, "Mul": 2, "Div": 3, "Max": 4, "Min": 5, "PRelu": 6}
+UNARY = {"Relu": 0, "LeakyRelu": 1, "Clip": 2, "Neg": 3, "Abs": 4, "Sqrt": 5}
+_MAX_RANK = 6  # float_binary.c's FB_RANK
+
+
+def merged_broadcast(out: tuple[int, ...], a: tuple[int, ...], b: tuple[int, ...]
+                     ) -> tuple[list[int], list[int], list[int]]:
+    """(out, a, b) shapes as ONNX Runtime's broadcaster iterates them: output dimensions of size 1 dropped and
+    neighbours where each input is broadcast alike merged, so the last dimension is ORT's span; a 1-element output
+    is one dimension of 1."""
+    r = len(out)
+    a = (1,) * (r - len(a)) + tuple(a)
+    b = (1,) * (r - len(b)) + tuple(b)
+    dims: list[list] = []
+    for o, x, y in zip(out, a, b, strict=True):
+        if o == 1:
+            continue
+        pat = (x == 1, y == 1)
+        if dims and dims[-1][1] == pat:
+            dims[-1][0] *= o
+        else:
+            dims.append([o, pat])
+    if not dims:
+        return [1], [1], [1]
+    return ([d[0] for d in dims], [1 if d[1][0] else d[0] for d in dims], [1 if d[1][1] else d[0] for d in dims])
+
+
+def _floats(ctx, names) -> bool:
+    return all(n and n in ctx.info and np.dtype(ctx.dtype(n)) == _F32 for n in names)
+
+
+@lower("cpu", *BINARY)
+def lower_float_binary(ctx, node, backend):
+    """A two-input float32 op with numpy broadcasting (PRelu: the slope broadcast to x) as one float_binary."""
+    ins = [t for t in node.inputs if t]
+    y = node.outputs[0]
+    if len(ins) != len(node.inputs) or not _floats(ctx, [*ins, y]):
+        return None
+    if len(ins) != 2:
+        raise ValueError(f"{node.op} of {len(ins)} inputs: the native graph takes two (the host runs it)")
+    a, b = ins
+    out, sa, sb = merged_broadcast(ctx.shape(y), ctx.shape(a), ctx.shape(b))
+    if len(out) > _MAX_RANK:
+        raise ValueError(f"{node.op}: a broadcast of {len(out)} merged dimensions (the native graph takes 6)")
+    op, rank, shape, ash, bsh = BINARY[node.op], len(out), u32(out), u32(sa), u32(sb)
+
+    def emit(g, refs, out_ref, scratch):
+        g.add("float_binary", op, rank, shape, ash, bsh, refs[0], refs[1], out_ref)
+    return Layer(node, [a, b], y, emit)
+
+
+def _const_scalar(ctx, node, i: int, default: float) -> np.float32 | None:
+    """Input i of a node as a float32 scalar constant (`default` when absent), else None."""
+    if i >= len(node.inputs) or not node.inputs[i]:
+        return np.float32(default)
+    t = node.inputs[i]
+    if t not in ctx.g.consts:
+        return None
+    v = np.asarray(ctx.g.consts[t])
+    if v.dtype != _F32 or v.size != 1:
+        return None
+    return v.reshape(())[()]
+
+
+@lower("cpu", *UNARY)
+def lower_float_unary(ctx, node, backend):
+    """A float32 unary op as one float_unary over the tensor's values (any rank)."""
+    x, y = node.inputs[0], node.outputs[0]
+    if not _floats(ctx, [x, y]):
+        return None
+    alpha = beta = np.float32(0)
+    if node.op == "LeakyRelu":
+        alpha = np.float32(float(node.attrs.get("alpha", 0.01)))
+    elif node.op == "Clip":
+        lowest, highest = float(np.finfo(np.float32).min), float(np.finfo(np.float32).max)
+        if "min" in node.attrs or "max" in node.attrs or len(node.inputs) == 1:  # Clip-1/6: attributes
+            alpha = np.float32(float(node.attrs.get("min", lowest)))
+            beta = np.float32(float(node.attrs.get("max", highest)))
+        else:
+            alpha, beta = _const_scalar(ctx, node, 1, lowest), _const_scalar(ctx, node, 2, highest)
+            if alpha is None or beta is None:
+                raise ValueError("Clip with bounds that are not float32 scalar constants (the host runs it)")
+        if np.isnan(alpha) or np.isnan(beta):
+            raise ValueError("Clip with a NaN bound (the host runs it)")
+    n = int(np.prod(ctx.shape(x), dtype=np.int64))
+    if n == 0:
+        return None
+    op = UNARY[node.op]
+
+    def emit(g, refs, out_ref, scratch):
+        g.add("float_unary", op, n, float(alpha), float(beta), refs[0], out_ref)
+    return Layer(node, [x], y, emit)
