@@ -8,8 +8,8 @@ vkinfer.vulkan.KERNELS is reached (gemm, gemv, dwconv3x3, dwconv, conv).
 ORT implements (x, w) in {(u8, u8), (u8, s8), (s8, s8)}: s8 x u8 is compared between the devices only (the
 reference device is the numpy definition, vkinfer/reference/qlinear_conv.py). ORT's u8 x s8 kernel saturates
 int16 pair sums on x86 without VNNI (tests/support/ort_oracle.py): there, u8 x s8 weights are drawn 7-bit, as
-tests/numerics/test_reference_vs_ort.py does. Weights that are not constants run on the host; 1-D convolutions are
-refused (ORT runs them).
+tests/numerics/test_reference_vs_ort.py does. Weights that are not constants run on the host; 1-D convolutions run as
+2-D ones over a height of 1 (tests/ops/test_qlinear_conv1d.py), auto_pad in tests/ops/test_conv_auto_pad.py.
 """
 
 from __future__ import annotations
@@ -108,12 +108,13 @@ def test_qlinear_conv_weights_input_runs_on_the_host_equal_to_ort():
     check(blob, feed, ort_run(blob, feed), where="host")
 
 
-def test_qlinear_conv_1d_refused_on_every_device():
-    """A 1-D QLinearConv (ORT runs it) is outside vkinfer's scope: every device refuses it alike, naming it."""
+def test_qlinear_conv_1d_equals_ort_on_every_device():
+    """A 1-D QLinearConv runs on every device as the 2-D one over a height of 1, with the moves between the forms
+    (the full table: tests/ops/test_qlinear_conv1d.py)."""
     case = _case("conv1d", dict(c=4, h=3, w=9, m=5, kh=3, pads=(1, 1, 1, 1), xt="u8", wt="u8"))
     blob, x = _model(case, dims=1)
-    ort_run(blob, {"x": x})
-    refused(blob, {"x": x}, "4-D")
+    sess = check(blob, {"x": x}, ort_run(blob, {"x": x}))
+    assert set(sess["cpu"].placement) == {"op_under_test", "op_under_test/unsqueeze", "op_under_test/squeeze"}
 
 
 @pytest.mark.parametrize("change,culprit", [

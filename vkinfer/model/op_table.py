@@ -89,7 +89,7 @@ def _maxpool(node, x, memo):
     if a.get("storage_order", 0):
         raise ValueError("MaxPool with storage_order=1 is not supported")
     return [max_pool(x[0], list(_attr(node, "kernel_shape")), a.get("strides"), a.get("pads"), a.get("dilations"),
-                     int(a.get("ceil_mode", 0)))]
+                     int(a.get("ceil_mode", 0)), a.get("auto_pad"))]
 
 
 @_op("Identity")
@@ -182,12 +182,15 @@ def _pad(node, x, memo):
 @_op("ConvInteger")
 def _conv_integer(node, x, memo):
     """int32 output: runs in numpy on every device (the device kernels requantize to 8 bits)."""
+    from ..reference import _auto_pad
     from ..reference.conv_integer import conv_integer
 
-    a = node.attrs
-    return [conv_integer(x[0], x[1], x[2] if len(x) > 2 else None, x[3] if len(x) > 3 else None,
-                         strides=a.get("strides"), pads=a.get("pads"), dilations=a.get("dilations"),
-                         group=int(a.get("group", 1)), auto_pad=a.get("auto_pad", "NOTSET"))]
+    a, x0, pads = node.attrs, x[0], node.attrs.get("pads")
+    if _auto_pad.node_mode(node) != "NOTSET" and np.ndim(x0) == np.ndim(x[1]) >= 3:  # ORT's rule: _auto_pad.py
+        x0, pads = _auto_pad.crop(x0, _auto_pad.conv_pads(node, np.shape(x0), np.shape(x[1])))
+    return [conv_integer(x0, x[1], x[2] if len(x) > 2 else None, x[3] if len(x) > 3 else None,
+                         strides=a.get("strides"), pads=pads, dilations=a.get("dilations"),
+                         group=int(a.get("group", 1)))]
 
 
 @_op("MatMulInteger")

@@ -548,4 +548,14 @@ def optimize(g: Graph) -> Graph:
     g = fuse_activations(g)
     g = split_transposed_a(g)  # QGemm transA=1 -> Transpose + QGemm (vkinfer/model/quant_ops.py)
     g = fold_constant_operands(fold_tables(fold_constants(g)))
-    return fold_constants(g)
+    return _explicit_pads(fold_constants(g))
+
+
+def _explicit_pads(g: Graph) -> Graph:
+    """1-D convolutions as 2-D ones over a height of 1, then auto_pad resolved into explicit pads for static input
+    shapes (vkinfer/reference/qlinear_conv.py conv1d_as_2d, vkinfer/reference/_auto_pad.py resolve_graph)."""
+    from ..reference._auto_pad import resolve_graph
+    from ..reference.qlinear_conv import conv1d_as_2d
+    from .interpreter import trace
+
+    return resolve_graph(conv1d_as_2d(g), trace)

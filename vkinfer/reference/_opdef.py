@@ -69,8 +69,14 @@ def ints(v, n: int, default: int) -> tuple[int, ...]:
 
 
 def check_auto_pad(node) -> None:
-    if node.attrs.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
-        raise ValueError(f"{node.name} ({node.op}): auto_pad={node.attrs['auto_pad']!r} is not supported")
+    """ValueError naming the node when its auto_pad is not NOTSET, VALID, SAME_UPPER or SAME_LOWER (bytes or str);
+    the ops resolve it with vkinfer/reference/_auto_pad.py."""
+    from ._auto_pad import node_mode
+
+    try:
+        node_mode(node)
+    except ValueError as e:
+        raise ValueError(f"{node.name} ({node.op}): {e}") from None
 
 
 def cached_spec(memo: dict, key: tuple, make_spec: Callable):

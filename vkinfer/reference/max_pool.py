@@ -12,10 +12,15 @@ from . import _qcheck as qc
 from ._pool_shape import pool_geometry
 
 
-def max_pool(x, kernel_shape, strides=None, pads=None, dilations=None, ceil_mode: int = 0) -> np.ndarray:
+def max_pool(x, kernel_shape, strides=None, pads=None, dilations=None, ceil_mode: int = 0,
+             auto_pad=None) -> np.ndarray:
     qc.qtensor("x", x)
-    k, s, p, d, out = pool_geometry(x.shape, kernel_shape, strides, pads, dilations, ceil_mode)
-    nd, sp = len(k), x.shape[2:]
+    k, s, p, d, out = pool_geometry(x.shape, kernel_shape, strides, pads, dilations, ceil_mode, auto_pad)
+    nd = len(k)
+    if min(p) < 0:  # auto_pad's negative pads (ORT): a head shifts the windows, a tail is 0 (windows end at n)
+        x = x[(slice(None), slice(None), *[slice(max(0, -p[i]), None) for i in range(nd)])]
+        p = [max(0, v) for v in p]
+    sp = x.shape[2:]
     lo, _ = qc.QRANGE[x.dtype]
     # Pad with qmin on every side, enough for ceil_mode windows running past the tail padding.
     extra = [max(0, (out[i] - 1) * s[i] + d[i] * (k[i] - 1) + 1 - (sp[i] + p[i])) for i in range(nd)]

@@ -1,4 +1,4 @@
-"""com.microsoft QLinearAveragePool (NCHW, auto_pad NOTSET), bit-exact with ONNX Runtime 1.31
+"""com.microsoft QLinearAveragePool (NCHW or NHWC, any auto_pad), bit-exact with ONNX Runtime 1.31
 (contrib_ops/cpu/quantization/qlinear_pool.cc).
 
 ORT dequantizes every input, xf = float32(x_scale * float(x - x_zp)), then per output:
@@ -24,7 +24,8 @@ from .qlinear_global_average_pool import qlinear_global_average_pool
 
 
 def qlinear_average_pool(x, x_scale, x_zero_point, y_scale, y_zero_point, kernel_shape, strides=None, pads=None,
-                         count_include_pad: int = 0, ceil_mode: int = 0, channels_last: int = 0) -> np.ndarray:
+                         count_include_pad: int = 0, ceil_mode: int = 0, channels_last: int = 0,
+                         auto_pad=None) -> np.ndarray:
     """x (N, C, *spatial), or with channels_last=1 (N, *spatial, C): the same arithmetic per channel (ORT's NHWC
     kernel sums each window in the same row-major order)."""
     qc.qtensor("x", x)
@@ -35,13 +36,15 @@ def qlinear_average_pool(x, x_scale, x_zero_point, y_scale, y_zero_point, kernel
             raise ValueError(f"x must be 3-D, 4-D or 5-D (1 to 3 spatial dims), got shape {x.shape}")
         to_first = (0, x.ndim - 1, *range(1, x.ndim - 1))
         y = qlinear_average_pool(np.ascontiguousarray(x.transpose(to_first)), x_scale, x_zero_point, y_scale,
-                                 y_zero_point, kernel_shape, strides, pads, count_include_pad, ceil_mode)
+                                 y_zero_point, kernel_shape, strides, pads, count_include_pad, ceil_mode,
+                                 auto_pad=auto_pad)
         return np.ascontiguousarray(y.transpose(0, *range(2, x.ndim), 1))
     if x.ndim not in (3, 4, 5):
         raise ValueError(f"x must be 3-D, 4-D or 5-D (1 to 3 spatial dims), got shape {x.shape}")
     if count_include_pad not in (0, 1):
         raise ValueError(f"count_include_pad must be 0 or 1, got {count_include_pad!r}")
-    k, s, p, _, out = pool_geometry(x.shape, kernel_shape, strides, pads, None, ceil_mode)
+    # auto_pad's pads may be negative (a window then starts past the head; windows are clipped to the input).
+    k, s, p, _, out = pool_geometry(x.shape, kernel_shape, strides, pads, None, ceil_mode, auto_pad)
     xs, ys = qc.scale("x_scale", x_scale), qc.scale("y_scale", y_scale)
     xz = qc.zero_point("x_zero_point", x_zero_point, x.dtype)
     yz = qc.zero_point("y_zero_point", y_zero_point, x.dtype)
@@ -88,7 +91,8 @@ def _kernel(node, x, memo):
     a = node.attrs
     return [qlinear_average_pool(*x[:5], kernel_shape=list(attr(node, "kernel_shape")), strides=a.get("strides"),
                                  pads=a.get("pads"), count_include_pad=int(a.get("count_include_pad", 0)),
-                                 ceil_mode=int(a.get("ceil_mode", 0)), channels_last=int(a.get("channels_last", 0)))]
+                                 ceil_mode=int(a.get("ceil_mode", 0)), channels_last=int(a.get("channels_last", 0)),
+                                 auto_pad=a.get("auto_pad"))]
 
 
 DEFINITIONS = (OpDef("com.microsoft:QLinearAveragePool", _kernel, "pool", (5, (0, 1, 3)), y_params=(3, 4)),)
