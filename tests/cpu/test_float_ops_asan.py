@@ -1,0 +1,114 @@
+"""The native graph's float32 operators (cpu_fallback/src/ops/float_binary.c, float_unary.c, float_maxpool.c,
+batch_norm.c) under AddressSanitizer + UBSan: a subprocess over the sanitizer build of the library runs each
+operator on random shapes (every broadcast pattern and MaxPool loop kind, edge values), with external buffers that
+are not 4-byte aligned too, and writes the outputs; this process compares them with the normal build's, which
+tests/ops/test_float_*.py and test_batch_normalization.py hold to ONNX Runtime's bits."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+from support.cpu_build import build_cpu
+
+ROOT = Path(__file__).resolve().parents[2]
+ASAN_LIB = ROOT / "build" / "cpu" / "libvkinfer_cpu-asan.so"
+
+DRIVER = r'''
+import sys
+import numpy as np
+from vkinfer.cpu import graph as G
+from vkinfer.cpu.float_elementwise import merged_broadcast
+from vkinfer.layout import u32
+
+F = np.float32
+EDGE = F([0.0, -0.0, np.nan, np.inf, -np.inf, 1.0, -1.0, 1e-45, -3e-39, 3.4e38, 2.5])
+
+
+def vals(rng, n):
+    return np.where(rng.random(n) < 0.5, rng.choice(EDGE, n), rng.uniform(-3, 3, n)).astype(F)
+
+
+def ext(a, misalign):
+    """`a` as an external buffer, at an odd address when `misalign`."""
+    if not misalign:
+        return np.ascontiguousarray(a)
+    raw = np.zeros(a.nbytes + 1, np.uint8)
+    v = np.frombuffer(raw, dtype=a.dtype, count=a.size, offset=1).reshape(a.shape)
+    v[...] = a
+    return v
+
+
+def run(add, ins, out_shape, misalign):
+    arrays = [ext(a, misalign) for a in ins]
+    y = ext(np.zeros(out_shape, F), misalign)
+    g = G.NativeGraph(0, [a.nbytes for a in arrays] + [y.nbytes])
+    refs = [G.Ref(k + 1, 0, a.nbytes) for k, a in enumerate(arrays)] + [G.Ref(len(arrays) + 1, 0, y.nbytes)]
+    add(g, refs)
+    g.run(arrays + [y])
+    return np.array(y)
+
+
+rng = np.random.default_rng(int(sys.argv[2]))
+outs = {}
+shapes = [((7,), (7,)), ((1,), (9,)), ((3, 1), (3, 7)), ((1, 6), (5, 1)), ((2, 3, 4), (2, 1, 4)),
+          ((2, 1, 3, 1, 5), (1, 4, 1, 2, 1)), ((1, 3, 5, 5), ())]
+for k, (sa, sb) in enumerate(shapes):
+    so = np.broadcast_shapes(sa, sb)
+    out, ma, mb = merged_broadcast(so, sa, sb)
+    a, b = vals(rng, int(np.prod(sa))).reshape(sa), vals(rng, int(np.prod(sb))).reshape(sb)
+    for op in range(7):
+        add = lambda g, r, op=op: g.add("float_binary", op, len(out), u32(out), u32(ma), u32(mb), r[0], r[1], r[2])
+        outs[f"bin{k}_{op}"] = run(add, [a, b], so, k % 2 == 1)
+x = vals(rng, 999).reshape(27, 37)
+for op in range(6):
+    add = lambda g, r, op=op: g.add("float_unary", op, x.size, -0.5 if op == 2 else 0.1, 1.5, r[0], r[1])
+    outs[f"un{op}"] = run(add, [x], x.shape, op % 2 == 1)
+pools = [((2, 8, 8), (4, 4), (2, 2), (2, 2), (1, 1), (0, 0, 0, 0)),
+         ((2, 9, 7), (4, 3), (3, 2), (2, 2), (1, 1), (1, 0, 1, 1)),
+         ((2, 10, 13), (5, 4), (3, 3), (2, 3), (1, 1), (1, 1, 1, 1)),
+         ((2, 5, 7), (1, 1), (5, 7), (1, 1), (1, 1), (0,) * 4),
+         ((2, 9, 10), (5, 4), (2, 3), (2, 2), (2, 2), (1, 1, 1, 1)),
+         ((1, 3, 2100), (2, 1050), (2, 2), (1, 2), (1, 1), (0,) * 4)]
+for k, ((nc, h, w), (oh, ow), (kh, kw), (sh, sw), (dh, dw), p) in enumerate(pools):
+    xp = vals(rng, nc * h * w).reshape(nc, h, w)
+    add = lambda g, r, a=(nc, h, w, oh, ow, kh, kw, sh, sw, dh, dw, *p): g.add("float_maxpool", *a, r[0], r[1])
+    outs[f"pool{k}"] = run(add, [xp], (nc, oh, ow), k % 2 == 1)
+xb = vals(rng, 2 * 5 * 11).reshape(2, 5, 11)
+s, b = rng.uniform(-2, 2, 5).astype(F), rng.uniform(-1, 1, 5).astype(F)
+outs["bn"] = run(lambda g, r: g.add("batch_norm", 2, 5, 11, s, b, r[0], r[1]), [xb], xb.shape, True)
+np.savez(sys.argv[1], **outs)
+print("float ops asan: ok", "library:", G.lib()._name)
+'''
+
+
+def _run(tmp_path: Path, env: dict, tag: str, lib: str) -> dict:
+    out = tmp_path / f"{tag}.npz"
+    r = subprocess.run([sys.executable, str(tmp_path / "drive.py"), str(out), "7"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=600)
+    where = f"exit {r.returncode}\n{r.stdout[-4000:]}\n{r.stderr[-8000:]}"
+    assert "AddressSanitizer" not in r.stderr and "runtime error" not in r.stderr, where
+    assert r.returncode == 0 and "float ops asan: ok" in r.stdout and f"library: {lib}" in r.stdout, where
+    with np.load(out) as z:
+        return {k: z[k] for k in z.files}
+
+
+def test_float_operators_under_asan_and_ubsan(tmp_path):
+    build_cpu("asan-lib")
+    (tmp_path / "drive.py").write_text(DRIVER)
+    libasan = subprocess.run([os.environ.get("CC", "cc"), "-print-file-name=libasan.so"], capture_output=True,
+                             text=True).stdout.strip()
+    assert os.path.isabs(libasan), f"no libasan.so from the C compiler: {libasan!r}"
+    base = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**base, "LD_PRELOAD": libasan, "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1",
+           "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1", "VKINFER_CPU_LIB": str(ASAN_LIB)}
+    sanitized = _run(tmp_path, env, "asan", str(ASAN_LIB))
+    normal = _run(tmp_path, base, "plain", str(ROOT / "vkinfer" / "libvkinfer_cpu.so"))
+    assert sorted(sanitized) == sorted(normal) and len(normal) == 7 * 7 + 6 + 6 + 1
+    for k, v in normal.items():
+        w = sanitized[k]
+        same = (v.view(np.uint32) == w.view(np.uint32)) | (np.isnan(v) & np.isnan(w))
+        assert same.all(), f"{k}: the sanitizer build differs at {np.argwhere(~same)[:4].tolist()}"
