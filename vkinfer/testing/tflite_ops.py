@@ -18,7 +18,7 @@ from .tflite_builder import ACT, ModelBuilder
 def op_model(op: Literal["mul", "add", "logistic", "max_pool", "average_pool", "softmax", "concat", "pad", "quantize",
                          "requantize", "strided_slice", "split", "split_v", "pack", "unpack", "squeeze", "gather",
                          "depth_to_space", "resize_nearest", "tanh", "hard_swish", "leaky_relu", "sub", "maximum",
-                         "minimum", "prelu"],
+                         "minimum", "prelu", "mean"],
              seed: int = 0, *,
              dtype: Literal["int8", "uint8"] = "int8", shape=(1, 8, 8, 16), activation: str | None = None,
              **kw) -> bytes:
@@ -37,7 +37,7 @@ def op_model(op: Literal["mul", "add", "logistic", "max_pool", "average_pool", "
     (kw axis, sizes; outputs out0, out1, ...), pack (kw inputs, axis; inputs x, x1, ...), squeeze (kw dims),
     gather (kw axis, indices), depth_to_space (kw block), resize_nearest (kw size, align_corners, half_pixel), tanh,
     hard_swish, leaky_relu (kw alpha), sub (kw activation), maximum, minimum (kw same_params), prelu (constant
-    alpha of shape kw y_shape): see `_more_op`.
+    alpha of shape kw y_shape), mean (kw axes, keep_dims (True), ratio x_scale / y_scale (seeded)): see `_more_op`.
     """
     qdt = np.dtype(dtype)
     rng = np.random.default_rng(seed)
@@ -130,7 +130,7 @@ def op_model(op: Literal["mul", "add", "logistic", "max_pool", "average_pool", "
 
 
 _MORE_OPS = ("strided_slice", "split", "split_v", "pack", "unpack", "squeeze", "gather", "depth_to_space",
-             "resize_nearest", "tanh", "hard_swish", "leaky_relu", "sub", "maximum", "minimum", "prelu")
+             "resize_nearest", "tanh", "hard_swish", "leaky_relu", "sub", "maximum", "minimum", "prelu", "mean")
 
 
 def _more_op(m: ModelBuilder, op: str, x: int, xp, qdt, shape, params, rng, kw) -> list[int]:
@@ -200,6 +200,17 @@ def _more_op(m: ModelBuilder, op: str, x: int, xp, qdt, shape, params, rng, kw) 
         y = like("out", (shape[0], oh, ow, shape[3]))
         m.op(B.RESIZE_NEAREST_NEIGHBOR, [x, ints("size", [oh, ow])], [y], A.ResizeNearestNeighborOptions,
              AlignCorners=bool(kw.get("align_corners", False)), HalfPixelCenters=bool(kw.get("half_pixel", False)))
+        return [y]
+    if op == "mean":
+        r = len(shape)
+        axes = [int(a) for a in kw.get("axes", [1, 2])]
+        red = {a % r for a in axes}
+        keep = bool(kw.get("keep_dims", True))
+        out_shape = [1 if i in red else d for i, d in enumerate(shape)] if keep else [
+            d for i, d in enumerate(shape) if i not in red]
+        ratio = kw.get("ratio") or float(rng.uniform(0.5, 4.0))
+        y = m.tensor("out", out_shape, qdt, None, float(np.float32(xp[0] / ratio)), params()[1])
+        m.op(B.MEAN, [x, ints("axes", axes)], [y], A.ReducerOptions, KeepDims=keep)
         return [y]
     if op in ("tanh", "hard_swish", "leaky_relu"):
         if op == "tanh":  # TFLite requires output scale 1/128, zero point 0 (int8) / 128 (uint8)

@@ -10,7 +10,7 @@ a graph output, ...) needs it, so a chain of convolutions, ADDs and MEANs runs w
     ADD                -> vkinfer:TFLiteAdd (XNNPACK's fixed-point add; numpy broadcasting; constant operands
                           allowed), com.microsoft:QLinearAdd where XNNPACK would not take it (scale ratios)
     MUL                -> com.microsoft:QLinearMul (numpy broadcasting; constant operands allowed)
-    MEAN over H,W      -> com.microsoft:QLinearGlobalAveragePool
+    MEAN               -> vkinfer:TFLiteMean (any constant axes, keep_dims or not; XNNPACK's float32 mean)
     AVERAGE_POOL_2D    -> vkinfer:TFLiteAveragePool (NCHW; TFLite's integer average, fused activation included)
     MAX_POOL_2D        -> MaxPool (SAME/VALID -> explicit pads; padding never wins, as in TFLite)
     RESHAPE            -> Reshape (to the output tensor's static shape)
@@ -33,7 +33,7 @@ CONCATENATION ignores its fused activation, as TFLite does. Pooling and PAD need
 parameters (TFLite's 8-bit kernels do not rescale; other models are refused).
 
 Numerics: vkinfer follows ONNX Runtime (float32 requantization multipliers, round half to even). ai-edge-litert's
-default kernels (XNNPACK) do the same for CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, MEAN, MAX_POOL_2D,
+default kernels (XNNPACK) do the same for CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, MAX_POOL_2D,
 CONCATENATION, PAD, LOGISTIC: identical results on the test models (tests/importers/test_tflite.py). Where they differ:
   - QUANTIZE of float32: TFLite multiplies by float32(1 / scale), ONNX QuantizeLinear divides by the scale; the
     importer emits vkinfer:TFLiteQuantize (vkinfer/reference/tflite_quantize.py), identical to TFLite.
@@ -54,6 +54,9 @@ CONCATENATION, PAD, LOGISTIC: identical results on the test models (tests/import
     x - zero point in float32, half to even: one step on ~1-10% of values, ties being common, and a following
     FULLY_CONNECTED amplified it to 5 steps). vkinfer:TFLiteAveragePool (vkinfer/reference/
     tflite_average_pool.py) is identical to TFLite (SAME/VALID, activations, windows past 16 x 16).
+  - MEAN: XNNPACK sums raw values, converts the sum to float32 and adds the zero points in float32 before
+    rounding (ORT's QLinearGlobalAveragePool adds the output zero point after): vkinfer:TFLiteMean
+    (vkinfer/reference/tflite_mean.py), identical to litert on any axes.
   - SOFTMAX: XNNPACK takes float only; TFLite's builtin kernel looks up expf(-x_scale * beta * (max - x)) in a
     float32 table and normalises in float32. vkinfer:TFLiteSoftmax (vkinfer/reference/tflite_softmax.py) does the
     same, identical on the tested cases (the float path it replaced agreed there too; it differs at float ties).

@@ -5,7 +5,7 @@
     FULLY_CONNECTED    -> com.microsoft:QGemm, transB = 1
     ADD                -> vkinfer:TFLiteAdd, or com.microsoft:QLinearAdd where XNNPACK would not take it
     MUL                -> com.microsoft:QLinearMul (numpy broadcasting; constant operands allowed)
-    MEAN over H,W      -> com.microsoft:QLinearGlobalAveragePool
+    MEAN               -> vkinfer:TFLiteMean (any axes, XNNPACK's float32 mean)
     AVERAGE_POOL_2D    -> vkinfer:TFLiteAveragePool; MAX_POOL_2D -> MaxPool
     RESHAPE            -> Reshape; CONCATENATION -> Concat or com.microsoft:QLinearConcat; PAD -> Pad
     SOFTMAX            -> vkinfer:TFLiteSoftmax; LOGISTIC -> com.microsoft:QLinearSigmoid
@@ -21,7 +21,7 @@ import numpy as np
 
 from ...reference.tflite_add import xnnpack_adds
 from ...reference.tflite_quantize import xnnpack_requantizes
-from .builder import ACTIVATIONS, Op, act_range, same_pads, same_q
+from .builder import ACTIVATIONS, Op, act_range, expect_shape, same_pads, same_q
 from .reader import DTYPES, QRANGE
 
 # ---- builds: the nodes of one checked op ----------------------------------------------------------------------
@@ -110,16 +110,27 @@ def binary(imp, ins, outs, opts, *, op: str) -> None:
 
 
 def mean(imp, ins, outs, opts) -> None:
+    """MEAN over any constant axes -> vkinfer:TFLiteMean (XNNPACK's float32 mean, vkinfer/reference/tflite_mean.py)
+    on the tensor in TFLite's own layout, or on its NCHW form where a convolution wrote one (the kept axes in the
+    same order in both, or keep_dims)."""
+    from ...reference.tflite_mean import mean_axes
+
     keep_dims = bool(opts.KeepDims()) if opts is not None else False
     x = ins[0]
-    layout = "NCHW" if imp.nchw_ready(x) else "NHWC"
-    y_shape = imp.t[outs[0]].shape
-    y = imp.put(outs[0], layout) if keep_dims else imp.fresh("mean")
-    imp.node("com.microsoft:QLinearGlobalAveragePool", [imp.get(x, layout), *imp.qparams(x),
-                                                        *imp.qparams(outs[0])], [y],
-             channels_last=int(layout == "NHWC"))
+    shape = imp.t[x].shape
+    axes = mean_axes(imp.array(ins[1]), len(shape))
+    want = [1 if i in axes else d for i, d in enumerate(shape)]
     if not keep_dims:
-        imp.node("Reshape", [y, imp.const("shape", np.array(y_shape, np.int64))], [imp.put(outs[0])])
+        want = [d for i, d in enumerate(shape) if i not in axes]
+    expect_shape(imp, outs[0], want, f"MEAN over axes {list(axes)} of {list(shape)}")
+    layout, out_layout, ax = "NHWC", "NHWC", list(axes)
+    if len(shape) == 4 and imp.nchw_ready(x):  # reduce the NCHW tensor a convolution wrote: no transpose
+        pos = (0, 2, 3, 1)  # NHWC axis -> NCHW axis
+        kept = [a for a in range(4) if a not in axes]
+        if keep_dims or [pos[a] for a in kept] == sorted(pos[a] for a in kept):
+            layout, out_layout, ax = "NCHW", "NCHW" if keep_dims else "NHWC", sorted(pos[a] for a in axes)
+    imp.node("vkinfer:TFLiteMean", [imp.get(x, layout), *imp.qparams(x), *imp.qparams(outs[0])],
+             [imp.put(outs[0], out_layout)], axes=ax, keepdims=int(keep_dims))
 
 
 def pool(imp, ins, outs, opts, *, kind: str) -> None:
@@ -339,15 +350,12 @@ def check_pad(ins, outs, opts, tensors) -> str | None:
 
 
 def check_mean(ins, outs, opts, tensors) -> str | None:
-    why = _quantized(ins, outs, opts, tensors, ins[:1], False)
+    why = _quantized(ins, outs, opts, tensors, ins[:1], True)
     if why:
         return why
     axes = tensors[ins[1]]
-    if axes.data is None:
-        return "axes are not constant"
-    ax = sorted(int(a) % 4 for a in np.frombuffer(axes.data, DTYPES[axes.dtype]))
-    if len(tensors[ins[0]].shape) != 4 or ax != [1, 2]:
-        return "only MEAN over H,W of a 4-D tensor is supported"
+    if axes.data is None or axes.dtype not in (2, 4):
+        return "axes are not a constant int32/int64 tensor"
     return None
 
 
@@ -390,8 +398,7 @@ OPS = {
               ("com.microsoft:QLinearAdd", *_CLAMP), min_inputs=2, shape="broadcast"),
     "MUL": Op("MulOptions", check_binary, partial(binary, op="com.microsoft:QLinearMul"),
               ("com.microsoft:QLinearMul", *_CLAMP), min_inputs=2, shape="broadcast"),
-    "MEAN": Op("ReducerOptions", check_mean, mean, ("com.microsoft:QLinearGlobalAveragePool", "Reshape"),
-               min_inputs=2),
+    "MEAN": Op("ReducerOptions", check_mean, mean, ("vkinfer:TFLiteMean",), min_inputs=2),
     "AVERAGE_POOL_2D": Op("Pool2DOptions", check_pool, partial(pool, kind="average"), ("vkinfer:TFLiteAveragePool",),
                           no_options="invalid", window=_POOL_WINDOW),
     "MAX_POOL_2D": Op("Pool2DOptions", check_pool, partial(pool, kind="max"), ("MaxPool", *_CLAMP),
