@@ -1,4 +1,7 @@
-"""QLinearMatMul in the native CPU graph: A's rows as the pixels of a 1x1 convolution, one per distinct B."""
+"""QLinearMatMul in the native CPU graph: with constant B, A's rows as the pixels of a 1x1 convolution, one per
+distinct B; with both operands activations (attention's Q x K^T, P x V; QDQ MatMuls fold to this op too), the
+`qmatmul` operator: exact int32 sums requantized as the convolution's, batched over numpy-broadcast batch axes,
+every operand read at its byte strides in the CPU form (4-D NHWC included, no copy)."""
 
 from __future__ import annotations
 
@@ -16,6 +19,8 @@ def lower_matmul(ctx, node, backend):
     from ..reference._spec import matmul_spec
 
     a = node.inputs[0]
+    if ctx.quantized(a, node.inputs[3]) and not ctx.const(node.inputs[3]) and static(ctx, node, 4):
+        return lower_two_activations(ctx, node)
     if not (static(ctx, node, 1) and ctx.quantized(a)):
         return None
     s = matmul_spec(*ctx.args(node)[:8])
@@ -40,3 +45,50 @@ def lower_matmul(ctx, node, backend):
                 g.add("conv", ctypes.addressof(d), Ref(ins[0].buf, ins[0].offset + i * m * k, m * k),
                       Ref(out.buf, out.offset + i * m * n, m * n))
     return Layer(node, [a], node.outputs[0], emit)
+
+
+def matmul_strides(ctx, node, packed: bool = False) -> tuple[list[int], list[int], int, int, int] | None:
+    """(batch axes, strides: a_m, a_k, b_k, b_n, y_m, y_n then a, b, y per batch axis, m, k, n) of a two-activation
+    QLinearMatMul in the CPU form (`packed`: Vulkan's), size-1 batch axes dropped; None past 4 batch axes."""
+    from .qlinear_add import form_strides
+
+    a, b, y = node.inputs[0], node.inputs[3], node.outputs[0]
+    sa, sb, so = (tuple(ctx.shape(t)) for t in (a, b, y))
+    if len(sa) < 2 or len(sb) < 2 or len(so) != max(len(sa), len(sb)):
+        return None
+    fa, fb, fy = form_strides(sa, packed), form_strides(sb, packed), form_strides(so, packed)
+    strides = [fa[-2], fa[-1], fb[-2], fb[-1], fy[-2], fy[-1]]
+    batch = []
+    for j in range(len(so) - 2):
+        if so[j] == 1:
+            continue
+        per = []
+        for shape, st in ((sa, fa), (sb, fb)):
+            i = j - (len(so) - len(shape))
+            per.append(0 if i < 0 or shape[i] == 1 else st[i])
+        batch.append(so[j])
+        strides += per + [fy[j]]
+    if len(batch) > 4:
+        return None
+    return batch, strides, sa[-2], sa[-1], sb[-1]
+
+
+def lower_two_activations(ctx, node):
+    """Both operands activations: the qmatmul operator (per-tensor parameters; B per column is a weight's)."""
+    from ..layout import flip
+    from ..reference._spec import matmul_spec
+
+    s = matmul_spec(*ctx.args(node, acts=4)[:8])
+    if np.any(s.b_zp != s.b_zp[0]) or np.any(s.out.m != s.out.m[0]) or ctx.dtype(node.outputs[0]) != s.out.dtype:
+        return None
+    if (geom := matmul_strides(ctx, node)) is None:
+        return None
+    batch, strides, m, k, n = geom
+    fa, fb, fy = (flip(ctx.dtype(t)) for t in (node.inputs[0], node.inputs[3], node.outputs[0]))
+    batch_arr, strides_arr = np.asarray(batch or [1], np.uint32), np.asarray(strides, np.uint64)
+    args = (len(batch), batch_arr, strides_arr, m, k, n, s.a_zp + fa, int(s.b_zp[0]) + fb, float(s.out.m[0]),
+            s.out.zero_point + fy, s.out.lo + fy, s.out.hi + fy)
+
+    def emit(g, refs, out, scratch):
+        g.add("qmatmul", *args, refs[0], refs[1], out)
+    return Layer(node, [node.inputs[0], node.inputs[3]], node.outputs[0], emit)
