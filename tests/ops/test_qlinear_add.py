@@ -35,3 +35,49 @@ def test_bad_qlinear_add_refused_naming_the_node(change, culprit, exc):
 def test_shapes_that_do_not_broadcast_refused_naming_the_node():
     blob, feed = binary_model("QLinearAdd", (1, 3, 4, 4), (1, 2, 4, 4), np.uint8, 0)
     refused(blob, feed, "broadcast")
+
+
+# The C `qadd` operator under AddressSanitizer + UBSan (as tests/cpu/test_native_graph.py runs the library): every
+# broadcast of tests/ops/_binary.py through QLinearAdd (ORT's arithmetic at strides, the swap) and QLinearMul (the
+# table at strides), both 8-bit types, against the reference device.
+ASAN_SCRIPT = """
+import numpy as np, vkinfer
+from ops._binary import TABLE, binary_model
+n = 0
+for op in ("QLinearAdd", "QLinearMul"):
+    for k, (cid, sa, sb, _, _) in enumerate(TABLE):
+        for dt in (np.uint8, np.int8):
+            blob, feed = binary_model(op, sa, sb, dt, k)
+            want = vkinfer.InferenceSession(blob, device="reference").run(None, feed)[0]
+            got = vkinfer.InferenceSession(blob, device="cpu").run(None, feed)[0]
+            assert np.array_equal(want, got), (op, cid, dt)
+            n += 1
+print("asan binary:", n)
+"""
+
+
+def test_qadd_operator_under_asan_and_ubsan():
+    asan_run(ASAN_SCRIPT, "asan binary: ")
+
+
+def asan_run(script: str, ok: str) -> None:
+    """`script` in a subprocess (cwd tests/) over the ASan + UBSan build of the C library; it must print `ok`."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    from support.cpu_build import build_cpu
+
+    root = Path(__file__).resolve().parents[2]
+    build_cpu("asan-lib")
+    cc = os.environ.get("CC", "cc")
+    libasan = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+    assert os.path.isabs(libasan), f"no libasan.so from the C compiler: {libasan!r}"
+    env = {**os.environ, "LD_PRELOAD": libasan, "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1",
+           "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1",
+           "VKINFER_CPU_LIB": str(root / "build" / "cpu" / "libvkinfer_cpu-asan.so")}
+    r = subprocess.run([str(root / ".venv" / "bin" / "python"), "-W", "ignore", "-c", script], cwd=root / "tests",
+                       env=env, capture_output=True, text=True, timeout=600)
+    where = f"exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
+    assert "AddressSanitizer" not in r.stderr and "runtime error" not in r.stderr, where
+    assert r.returncode == 0 and ok in r.stdout, where

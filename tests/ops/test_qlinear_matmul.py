@@ -1,8 +1,10 @@
 """QLinearMatMul with constant B (vkinfer/cpu/qlinear_matmul.py, vkinfer/vulkan/qlinear_matmul.py) against ONNX
 Runtime on every device, which must run the node itself: odd M, K, N (K = 1, N = 1, M < 8 for the GEMV kernel),
 batched 3-D A over a shared or a batched B, per-tensor and per-column B parameters, u8 x u8, u8 x s8, s8 x s8,
-accumulators past 2**24, a transformer's projections. A broadcast over B's batch (4-D A) runs on the host; both
-operands as activations (attention) are tests/numerics/test_quant_ops.py's (also the host).
+accumulators past 2**24, a transformer's projections. A broadcast over B's batch (4-D A) with constant B runs on the
+host. Both operands activations (attention: slider_yoloseg's Q x K^T and P x V) run on the devices (the C qmatmul
+operator, shaders/qlinear_matmul_act.comp) with numpy-broadcast batch axes, K = 1, 2-D to 4-D (5-D: the CPU graph
+in a Vulkan session).
 
 ORT's u8 x s8 kernel saturates int16 pair sums on x86 without VNNI (tests/support/ort_oracle.py): there, u8 x s8
 operands are drawn 7-bit (ORT's reduce_range remedy), as tests/numerics/test_reference_vs_ort.py does."""
@@ -81,3 +83,56 @@ def test_bad_qlinear_matmul_refused_naming_the_node(change, culprit):
     blob = model([node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"])],
                  {"a": (np.uint8, (3, 8))}, consts)
     refused(blob, {"a": np.zeros((3, 8), np.uint8)}, culprit)
+
+
+ACT_TABLE = [  # (id, A shape, B shape, (a type, b type), where on vulkan)
+    ("yoloseg_qk", (1, 4, 400, 32), (1, 4, 32, 400), ("u8", "u8"), "vulkan"),
+    ("yoloseg_pv", (1, 4, 64, 400), (1, 4, 400, 400), ("u8", "u8"), "vulkan"),
+    ("heads_b_broadcast", (2, 3, 5, 7), (1, 3, 7, 6), ("s8", "s8"), "vulkan"),
+    ("a_broadcast_over_b", (2, 1, 5, 7), (3, 7, 6), ("u8", "s8"), "vulkan"),
+    ("a_2d_b_3d", (5, 7), (2, 7, 6), ("u8", "u8"), "vulkan"),
+    ("k1", (9, 1), (1, 4), ("s8", "s8"), "vulkan"),
+    ("bigacc_k700", (2, 700), (700, 3), ("u8", "u8"), "vulkan"),
+    ("r5_batch", (2, 1, 3, 4, 5), (1, 2, 1, 5, 3), ("u8", "u8"), "cpu"),
+]
+
+
+def _act_case(cid, sa, sb, types):
+    rng = np.random.default_rng(sum(map(ord, cid)))
+    at, bt = T[types[0]], T[types[1]]
+    seven = oo.u8s8_behaviour() != oo.EXACT and types == ("u8", "s8")
+    a = qrand(rng, sa, at)
+    b = qrand(rng, sb, bt) if not seven else rng.integers(-64, 64, sb).astype(np.int8)
+    if cid.startswith("bigacc"):
+        a[...], b[...] = qrange(at)[1], qrange(bt)[1]
+    bz = np.asarray(qrand(rng, (), bt) if not seven else rng.integers(-64, 64), bt)
+    consts = {"as": np.float32(0.02), "az": np.asarray(qrand(rng, (), at)), "bs": np.float32(0.015), "bz": bz,
+              "ys": np.float32(np.sqrt(sa[-1]) * 60 * 0.02 * 0.015), "yz": np.asarray(qrand(rng, (), at))}
+    blob = model([node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"])],
+                 {"a": (at, sa), "b": (bt, sb)}, consts, {"y": at})
+    return blob, {"a": a, "b": b}
+
+
+@pytest.mark.parametrize("cid,sa,sb,types,on_vulkan", ACT_TABLE, ids=[c[0] for c in ACT_TABLE])
+def test_two_activation_matmul_equals_ort_on_every_device(cid, sa, sb, types, on_vulkan):
+    blob, feed = _act_case(cid, sa, sb, types)
+    check(blob, feed, ort_run(blob, feed), where="cpu", on_vulkan=on_vulkan)
+
+
+ASAN_SCRIPT = """
+import numpy as np, vkinfer
+from ops.test_qlinear_matmul import ACT_TABLE, _act_case
+for cid, sa, sb, types, _ in ACT_TABLE:
+    blob, feed = _act_case(cid, sa, sb, types)
+    want = vkinfer.InferenceSession(blob, device="reference").run(None, feed)[0]
+    got = vkinfer.InferenceSession(blob, device="cpu").run(None, feed)[0]
+    assert np.array_equal(want, got), cid
+print("asan qmatmul:", len(ACT_TABLE))
+"""
+
+
+def test_qmatmul_operator_under_asan_and_ubsan():
+    """The C qmatmul operator under AddressSanitizer + UBSan on every two-activation case, against the reference."""
+    from .test_qlinear_add import asan_run
+
+    asan_run(ASAN_SCRIPT, "asan qmatmul: ")

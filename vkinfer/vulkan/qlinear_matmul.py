@@ -1,4 +1,6 @@
-"""QLinearMatMul on Vulkan: the qlinear_gemm kernel over (batched) rows of A."""
+"""QLinearMatMul on Vulkan: with constant B, the qlinear_gemm kernel over (batched) rows of A; with both operands
+activations (attention), shaders/qlinear_matmul_act.comp reading the packed operands at their byte strides
+(output rank <= 4: the attention case; more falls to the CPU graph)."""
 
 from __future__ import annotations
 
@@ -60,6 +62,8 @@ from ..model.lowering import Layer, lower, static  # noqa: E402
 def lower_matmul(ctx, node, backend):
     from ..reference._spec import matmul_spec
 
+    if ctx.quantized(node.inputs[0], node.inputs[3]) and not ctx.const(node.inputs[3]) and static(ctx, node, 4):
+        return lower_two_activations(ctx, node, backend)
     if not (static(ctx, node, 1) and ctx.quantized(node.inputs[0])):
         return None
     spec = matmul_spec(*ctx.args(node)[:8])
@@ -67,3 +71,63 @@ def lower_matmul(ctx, node, backend):
     if len(a_shape) > 3 or a_shape[:-2] != spec.out_shape[:-2]:
         return None  # A broadcast over B's batch: rows would not match the packed form
     return Layer(node, [node.inputs[0]], node.outputs[0], make=lambda: QLinearMatMul(spec, backend.dev))
+
+
+class QLinearMatMulAct:
+    """A two-activation matmul over packed tensors (shaders/qlinear_matmul_act.comp)."""
+
+    def __init__(self, shapes: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]], k: int,
+                 strides: tuple[list[int], list[int], int, int], signed: tuple[bool, bool], push: list[int],
+                 dev: Device):
+        from ..layout import form_shape, packed_words, rows_width
+
+        sa, sb, so = shapes
+        xa, xb, ak, bk = strides
+        dims = list(form_shape(so))
+        rows, width = rows_width(so)
+        self.dev = dev
+        self.in_words = [packed_words(sa), packed_words(sb)]
+        self.out_words = packed_words(so)
+        pad = 4 - len(dims)
+        self.spec_consts = ([self.out_words, ceil4(width), width, k, ak, bk, signed[0], signed[1]] + [1] * pad + dims
+                            + [0] * pad + xa + [0] * pad + xb)
+        self.push = push
+        g = -(-self.out_words // 64)
+        self.groups = (min(g, 65535), -(-g // 65535), 1)
+
+    def bind(self, ins: list[Buffer], y: Buffer) -> list[Program]:
+        return [self.dev.program("qlinear_matmul_act", [ins[0], ins[1], y], self.groups, self.spec_consts,
+                                 self.push)]
+
+
+def lower_two_activations(ctx, node, backend):
+    """Both operands activations: per-tensor parameters, output rank <= 4, offsets below 2**31."""
+    from ..cpu.qlinear_add import form_strides
+    from ..layout import form_perm
+    from ..reference._spec import matmul_spec
+    from ..reference.requant import split_float32
+
+    s = matmul_spec(*ctx.args(node, acts=4)[:8])
+    a, b, y = node.inputs[0], node.inputs[3], node.outputs[0]
+    sa, sb, so = (tuple(ctx.shape(t)) for t in (a, b, y))
+    if (np.any(s.b_zp != s.b_zp[0]) or np.any(s.out.m != s.out.m[0]) or ctx.dtype(y) != s.out.dtype
+            or len(so) > 4 or len(so) != max(len(sa), len(sb))):
+        return None
+    fa, fb = form_strides(sa, True), form_strides(sb, True)
+    r = len(so)
+    per_a, per_b = [0] * r, [0] * r
+    for j in range(r - 2):
+        for shape, st, per in ((sa, fa, per_a), (sb, fb, per_b)):
+            i = j - (r - len(shape))
+            per[j] = 0 if i < 0 or shape[i] == 1 else st[i]
+    per_a[r - 2], per_b[r - 1] = fa[-2], fb[-1]
+    perm = form_perm(so)
+    xa, xb = [per_a[p] for p in perm], [per_b[p] for p in perm]
+    if max(xa + xb + [4 * max(len(sa), 1) * int(np.prod(sa)) + 4 * int(np.prod(sb))]) >= 2 ** 30:
+        return None
+    mant, exp = split_float32(np.atleast_1d(s.out.m[:1]))
+    push = [s.a_zp, int(s.b_zp[0]), s.out.zero_point, s.out.lo, s.out.hi, int(mant[0]), int(exp[0])]
+    signed = (ctx.dtype(a) == np.int8, ctx.dtype(b) == np.int8)
+    geom = (xa, xb, fa[-1], fb[-2])
+    return Layer(node, [a, b], y, make=lambda: QLinearMatMulAct((sa, sb, so), sa[-1], geom, signed, push,
+                                                               backend.dev))
