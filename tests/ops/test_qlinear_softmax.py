@@ -110,6 +110,44 @@ def test_random_shapes_axes_and_parameters():
                       yz=int(rng.integers(lo, hi + 1)), axis=axis)
 
 
+@pytest.mark.parametrize("dt", [np.uint8, np.int8])
+def test_reference_equals_ort_on_tie_heavy_rows(dt):
+    """The numpy reference alone (the contract the devices follow) against ORT on rows built to land on rounding
+    ties: a few copies of the maximum over smaller values, odd floor(1 / y_scale), row lengths 1 to 5000, and
+    60594 (where the C library's logf differs from float32(log)). Each of these alternatives fails here (checked
+    by substituting them): float32(log) for logf, a reciprocal-then-multiply for the division, numpy's pairwise
+    sum or MLAS's AVX2 / AVX-512 lane sums for the sequential one, rounding after adding the zero point."""
+    from vkinfer.reference.qlinear_softmax import qlinear_softmax
+
+    dt = np.dtype(dt)
+    lo, hi = qrange(dt)
+    rng = np.random.default_rng(60594)
+    for d in (1, 2, 3, 4, 6, 7, 10, 16, 17, 31, 32, 33, 48, 64, 100, 255, 512, 1000, 2048, 5000):
+        xs = float(np.float32(10 ** rng.uniform(-3, 1)))
+        for ys in (0.3, 1 / 255, 0.2, 1 / 256, 0.9, 1 / 3):
+            if d * 148 < 1 / ys:
+                continue
+            rows = 96 if d < 1000 else 8
+            x = np.empty((rows, d), dt)
+            for r in range(rows):
+                top = int(rng.integers(hi - 40, hi + 1))
+                gap = int(rng.choice([1, 3, 10, 40]))
+                row = np.clip(top - rng.integers(gap, gap + 30, d), lo, hi)
+                row[rng.permutation(d)[:int(rng.choice([1, 2, 2, 6, 10, d, d]))]] = top
+                x[r] = row
+            yz = int(rng.integers(lo, hi + 1))
+            blob = softmax_model((rows, d), dt, xs=xs, ys=ys, yz=yz)
+            got = qlinear_softmax(x, np.float32(xs), None, np.float32(ys), dt.type(yz))
+            np.testing.assert_array_equal(got, ort_run(blob, {"x": x})[0], err_msg=f"d={d} xs={xs} ys={ys} yz={yz}")
+    d = 60594  # quotients near 1..140 (y_scale about 1 / (d * 140)): the table's last bits decide many of them
+    for xs in (0.08144886791706085, 0.010365436784923077):
+        x = rng.integers(hi - 60, hi + 1, (4, d)).astype(dt)
+        ys, yz = float(np.float32(1 / (d * rng.uniform(1, 140)))), lo
+        blob = softmax_model((4, d), dt, xs=xs, ys=ys, yz=yz)
+        got = qlinear_softmax(x, np.float32(xs), None, np.float32(ys), dt.type(yz))
+        np.testing.assert_array_equal(got, ort_run(blob, {"x": x})[0], err_msg=f"d={d} xs={xs} ys={ys}")
+
+
 @pytest.mark.parametrize("change,culprit", [(dict(xs=0.0), "scale"), (dict(ys=-1.0), "scale"),
                                             (dict(shape=(3, 1), ys=1e-6), "overflows")],
                          ids=["x_scale_zero", "y_scale_negative", "undefined_overflow"])
