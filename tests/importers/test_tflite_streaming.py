@@ -60,6 +60,32 @@ def test_streaming_kws_matches_litert_every_window(dtype):
                      output_names=["logits"])
 
 
+@pytest.mark.parametrize("dtype", ["int8", "uint8"])
+def test_native_state_across_both_paths(dtype):
+    """The common call keeps the state in the native runner's memory (one call per run, no state dict); runs by
+    output name take the checked path, which reads and writes that same memory; reset_state restarts both. Every
+    window on cpu and vulkan equals litert, and a failed run (a NaN frame) leaves the state where it was."""
+    frames, want = _litert_stream(dtype)
+    for device in ("cpu", "vulkan"):
+        sess = vkinfer.InferenceSession(_kws(dtype), device=device, threads=1)
+        assert sess._stateful is not None and sess._stateful.state, device
+        assert sess._fast.plan.native_calls + sess._fast.plan.submits == len(sess._fast.plan.segments), device
+        names = [o.name for o in sess.get_outputs()]
+        for k, f in enumerate(frames[:20]):
+            if k == 12:
+                bad = np.full_like(f, np.nan)
+                with pytest.raises(ValueError, match="NaN"):
+                    sess.run(None, {"frame": bad})
+            out = sess.run(["logits"] if k % 5 == 2 else None, {"frame": f})
+            np.testing.assert_array_equal(out[0], want[k]["logits"], err_msg=f"{device} window {k}")
+            if k % 5 != 2:
+                assert len(out) == len(names)
+        sess.reset_state()
+        for k, f in enumerate(frames[:4]):
+            np.testing.assert_array_equal(sess.run(None, {"frame": f})[0], want[k]["logits"],
+                                          err_msg=f"{device} after reset, window {k}")
+
+
 def test_state_is_per_session_and_runs_on_devices():
     frames, want = _litert_stream("int8")
     a, b = sessions(_kws("int8")), sessions(_kws("int8"))  # two sessions per device

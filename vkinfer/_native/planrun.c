@@ -26,13 +26,15 @@
  *     read-only: the graph never writes them). ValueError for a buffer of the wrong size or layout; returns the
  *     vki_status (0: ok) otherwise.
  *
- *   Runner(inputs, outputs, slot_bytes, persistent, steps, locks=())
+ *   Runner(inputs, outputs, slot_bytes, persistent, steps, locks=(), carries=())
  *     slot_bytes   the byte size of every slot: the plan's inputs, then its outputs, then intermediates
  *     persistent   {slot: array} for every intermediate slot (C-contiguous, writable, kept alive)
  *     steps        ("cpu", fn, graph, owner, [slot of each external buffer], threads) or
  *                  ("vulkan", sequence, packs, unpacks), each move (slot, buffer, shape, nchw, flip) as
  *                  _vkcore.Buffer.write_nchw/write_rows (packs) and read_nchw/read_rows (unpacks) take them
  *     locks        objects with acquire()/release() (the Vulkan devices' locks), taken in order around a run
+ *     carries      (source slot, persistent slot) pairs copied after each successful run: a streaming model's
+ *                  state, its next run's input (runs of such a runner hold its mutex)
  *   .run(inputs, outputs, timed) -> (status of the first failing CPU graph or 0, [device ns or None per Vulkan
  *     step]): inputs and outputs C-contiguous arrays of exactly their slots' sizes (outputs writable).
  *   .set_feed(names, formats, shapes, outs, ndarray, empty, segments), then
@@ -191,6 +193,8 @@ typedef struct {
     PyObject** acquire;       /* the locks' bound acquire and release methods */
     PyObject** release;
     Py_ssize_t n_locks;
+    size_t* carry; /* (source slot, persistent slot) pairs copied after every successful run */
+    Py_ssize_t n_carry;
     PyObject* mapped; /* list of int */
     /* run_feed */
     int feed_ready;
@@ -249,6 +253,7 @@ static void runner_dealloc(PyObject* self_)
     PyMem_Free(self->release);
     if (self->mutex) PyThread_free_lock(self->mutex);
     PyMem_Free(self->slot_bytes);
+    PyMem_Free(self->carry);
     PyMem_Free(self->slot_ptr);
     Py_XDECREF(self->keep);
     Py_XDECREF(self->mapped);
@@ -471,13 +476,40 @@ static int parse_locks(Runner* self, PyObject* locks)
     return rc;
 }
 
+/* carries: (source, destination) slot pairs of equal size, the destination a persistent slot (a streaming model's
+ * state: the value a run assigns becomes the next run's input, copied in C after the steps). */
+static int parse_carries(Runner* self, PyObject* carries)
+{
+    PyObject* seq = PySequence_Fast(carries, "Runner: carries must be a sequence of (source, destination) slots");
+    if (!seq) return -1;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    self->carry = PyMem_Calloc(2 * (size_t)n + 1, sizeof(size_t));
+    int rc = self->carry ? 0 : (PyErr_NoMemory(), -1);
+    for (Py_ssize_t i = 0; rc == 0 && i < n; i++) {
+        PyObject* pair = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            rc = fail(PyExc_ValueError, "Runner: a carry is a (source, destination) tuple of slots");
+            break;
+        }
+        size_t* c = &self->carry[2 * i];
+        rc = slot_index(self, PyTuple_GET_ITEM(pair, 0), &c[0]);
+        if (rc == 0) rc = slot_index(self, PyTuple_GET_ITEM(pair, 1), &c[1]);
+        if (rc == 0 && (c[0] == c[1] || self->slot_bytes[c[0]] != self->slot_bytes[c[1]] ||
+                        c[1] < (size_t)(self->n_in + self->n_out) || !self->slot_ptr[c[1]]))
+            rc = fail(PyExc_ValueError, "Runner: a carry joins two distinct slots of one size into a persistent one");
+    }
+    Py_DECREF(seq);
+    self->n_carry = rc == 0 ? n : 0;
+    return rc;
+}
+
 static PyObject* runner_new(PyTypeObject* type, PyObject* args, PyObject* kw)
 {
-    static char* kwlist[] = {"inputs", "outputs", "slot_bytes", "persistent", "steps", "locks", NULL};
+    static char* kwlist[] = {"inputs", "outputs", "slot_bytes", "persistent", "steps", "locks", "carries", NULL};
     Py_ssize_t n_in, n_out;
-    PyObject *bytes, *persistent, *steps, *locks = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "nnOOO|O:Runner", kwlist, &n_in, &n_out, &bytes, &persistent, &steps,
-                                     &locks))
+    PyObject *bytes, *persistent, *steps, *locks = NULL, *carries = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "nnOOO|OO:Runner", kwlist, &n_in, &n_out, &bytes, &persistent, &steps,
+                                     &locks, &carries))
         return NULL;
     if (n_in < 0 || n_out < 0) {
         PyErr_SetString(PyExc_ValueError, "Runner: negative count of inputs or outputs");
@@ -513,7 +545,7 @@ static PyObject* runner_new(PyTypeObject* type, PyObject* args, PyObject* kw)
         goto fail;
     }
     if (parse_persistent(self, persistent) < 0 || parse_steps(self, steps) < 0 ||
-        (locks && parse_locks(self, locks) < 0))
+        (locks && parse_locks(self, locks) < 0) || (carries && parse_carries(self, carries) < 0))
         goto fail;
     if (self->vk && map_copies(self) < 0) goto fail;
     if (self->n_vk || self->n_steps > 1 || self->n_views) {
@@ -581,6 +613,9 @@ static int execute(Runner* self, void** ptr, int timed, uint64_t* ns, signed cha
             has_ns[v++] = (signed char)r;
             for (Py_ssize_t j = 0; j < st->n_unpacks; j++) vk->unpack(st->unpacks[j].mv, ptr[st->unpacks[j].slot]);
         }
+        if (status == 0 && !failed)
+            for (Py_ssize_t j = 0; j < self->n_carry; j++)
+                memcpy(ptr[self->carry[2 * j + 1]], ptr[self->carry[2 * j]], self->slot_bytes[self->carry[2 * j]]);
         if (self->mutex) PyThread_release_lock(self->mutex);
         Py_END_ALLOW_THREADS
         if (failed) {
@@ -922,7 +957,7 @@ static PyTypeObject RunnerType = {
     .tp_dealloc = runner_dealloc,
     .tp_methods = runner_methods,
     .tp_getset = runner_getset,
-    .tp_doc = "Runner(inputs, outputs, slot_bytes, persistent, steps, locks=()): a whole plan in one native call",
+    .tp_doc = "Runner(inputs, outputs, slot_bytes, persistent, steps, locks=(), carries=()): a whole plan in one native call",
 };
 
 static PyMethodDef methods[] = {

@@ -22,9 +22,11 @@ class NativePlan:
     None for any other feed (the checked path takes it)."""
 
     def __init__(self, plan: Plan, raw, in_names: list[str], out_specs: list[tuple[str, tuple, np.dtype]],
-                 nan_checked: list[str], vk_segments: list):
+                 nan_checked: list[str], vk_segments: list, state: dict[str, np.ndarray] | None = None):
         self.plan, self.raw, self.in_names, self.out_specs = plan, raw, in_names, out_specs
         self.nan_checked, self.vk_segments = nan_checked, vk_segments
+        # A streaming model's state: graph input -> the runner's persistent bytes holding its value between runs.
+        self.state = state or {}
         self.outputs = frozenset(t for t, _, _ in out_specs)
         info = plan.info
         self.in_specs = [(t, np.dtype(info[t][1]), tuple(info[t][0])) for t in in_names]
@@ -33,10 +35,16 @@ class NativePlan:
                      np.ndarray, np.empty, vk_segments)
 
     @staticmethod
-    def build(plan: Plan, threads: int) -> NativePlan | None:
+    def build(plan: Plan, threads: int, state: list | None = None, outputs: list[str] | None = None
+              ) -> NativePlan | None:
         """The plan's NativePlan on `threads` CPU threads, or None where a segment has no native form (a host
         segment, or no vkinfer._planrun: a graph without the fast-run address) or a graph input is also an
-        output."""
+        output.
+
+        `state`: a streaming model's variables (vkinfer.model.tflite_import.StateVariable: graph input, the graph
+        output that carries its next value or the constant `assigned`, the `initial` value). Their inputs are not
+        fed: each lives in the runner's memory, starts at `initial` and takes, after every successful run, the
+        value the run assigned (copied in C). `outputs`: the graph outputs a run returns (default: all)."""
         try:
             from .. import _planrun
         except ImportError:  # pragma: no cover - a package built without the plan runner: the Python path
@@ -44,16 +52,25 @@ class NativePlan:
         g, info = plan.g, plan.info
         if not plan.segments or any(s.runner.kind not in ("cpu", "vulkan") for s in plan.segments):
             return None
-        in_names = [t.name for t in g.inputs]
-        out_names = [t.name for t in g.outputs]
+        state = state or []
+        stated = {v.input for v in state}
+        in_names = [t.name for t in g.inputs if t.name not in stated]
+        out_names = [t.name for t in g.outputs] if outputs is None else list(outputs)
         slots: dict[str, int] = {}
         sizes: list[int] = []
         for t in in_names + out_names:
-            if t in slots:
+            if t in slots or t in stated:
                 return None  # an input that is also an output: the general path
             slots[t] = len(sizes)
             sizes.append(_nbytes(*info[t]))
         persistent: dict[int, np.ndarray] = {}
+        state_bytes: dict[str, np.ndarray] = {}
+        for v in state:
+            n = _nbytes(*info[v.input])
+            k = slots[v.input] = len(sizes)
+            sizes.append(n)
+            persistent[k] = state_bytes[v.input] = np.empty(n, np.uint8)
+            state_bytes[v.input][:] = np.ascontiguousarray(v.initial, info[v.input][1]).view(np.uint8).reshape(-1)
 
         def slot(key: str, n: int) -> int:
             if key not in slots:
@@ -85,9 +102,21 @@ class NativePlan:
                 vk_segs.append(r)
                 if all(lk is not r.dev.lock for lk in locks):
                     locks.append(r.dev.lock)
-        raw = _planrun.Runner(len(in_names), len(out_names), sizes, persistent, steps, locks)
+        carries = []
+        for v in state:  # as the session's own path: the carried value, then an assigned constant over it
+            if v.output is not None:
+                if v.output not in slots:
+                    return None  # a carried value no segment makes (a graph input passed through): general path
+                carries.append((slots[v.output], slots[v.input]))
+        for v in state:
+            if v.assigned is not None:
+                k = len(sizes)
+                sizes.append(_nbytes(*info[v.input]))
+                persistent[k] = np.ascontiguousarray(v.assigned, info[v.input][1]).view(np.uint8).reshape(-1).copy()
+                carries.append((k, slots[v.input]))
+        raw = _planrun.Runner(len(in_names), len(out_names), sizes, persistent, steps, locks, carries)
         out_specs = [(t, tuple(info[t][0]), np.dtype(info[t][1])) for t in out_names]
-        return NativePlan(plan, raw, in_names, out_specs, list(dict.fromkeys(nan_checked)), vk_segs)
+        return NativePlan(plan, raw, in_names, out_specs, list(dict.fromkeys(nan_checked)), vk_segs, state_bytes)
 
     def _failed(self, status: int, feed: dict) -> None:
         """Raise the error of a run that returned CPU graph status `status` for `feed` (a refused NaN names its

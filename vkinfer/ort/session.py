@@ -91,6 +91,7 @@ class InferenceSession(_Session):
             self._profiler = _Profiler(self, opts.profile_file_prefix, t0, time.perf_counter_ns())
             # Every run through the segments (the one-call native paths skip the timers).
             self._native = None
+            self._stateful = None
             self.run = self._profiled_run  # type: ignore[method-assign]
 
     # ---- ONNX Runtime's session methods ----
