@@ -7,6 +7,7 @@ per spatial axis of input size `n`, kernel `k`, stride `s`, dilation `d`:
     SAME_*:      need = (ceil(n / s) - 1) * s + k - n          (the undilated k, also for pools with d > 1)
                  SAME_UPPER: head = need / 2,  SAME_LOWER: head = (need + 1) / 2   (C++ division: toward zero)
                  tail = need - head
+                 (a convolution's negative `need` splits as need + 1 would: measured, see `pads`)
     NOTSET:      the node's own pads
 Convolutions refuse SAME with a dilation other than 1 (ORT: "Dilation not supported for AutoPadType::SAME_UPPER
 or AutoPadType::SAME_LOWER"). `need` is negative when the stride exceeds the kernel (a 1x1 convolution of stride 2
@@ -31,8 +32,9 @@ POOL_OPS = ("MaxPool", "AveragePool", "LpPool", "com.microsoft:QLinearAveragePoo
 
 
 def mode(v) -> str:
-    """The auto_pad attribute (bytes as ONNX stores it, or str; None: NOTSET) as a str; ValueError for others."""
-    if v is None:
+    """The auto_pad attribute (bytes as ONNX stores it, or str; None or empty: NOTSET, as ORT's StringToAutoPadType
+    reads it) as a str; ValueError for others."""
+    if v is None or v in (b"", ""):
         return "NOTSET"
     s = v.decode(errors="replace") if isinstance(v, bytes | bytearray) else v
     if not isinstance(s, str) or s not in MODES:
@@ -66,7 +68,11 @@ def pads(auto_pad, sizes, kernel, strides, dilations, explicit, *, pool: bool) -
             raise ValueError(f"auto_pad {m} with dilations {list(dilations)}: ONNX Runtime supports only dilation 1 "
                              f"with SAME_UPPER or SAME_LOWER")
         need = (-(-n // s) - 1) * s + k - n
-        head = _toward_zero_half(need + 1 if m == "SAME_LOWER" else need)
+        # A convolution's negative total splits as if it were one larger: measured on ORT 1.31 (Conv, QLinearConv
+        # and ConvInteger alike, need -1 to -5, both modes; tests/ops/test_conv_auto_pad.py), where the formula of
+        # conv_attributes.h would put window o at o * s - need / 2. Pools follow their formula (measured too).
+        split = need + 1 if need < 0 and not pool else need
+        head = _toward_zero_half(split + 1 if m == "SAME_LOWER" else split)
         heads.append(head)
         tails.append(need - head)
     return heads + tails
@@ -117,11 +123,23 @@ def _explicit(node, shape: Callable[[str], tuple | None]) -> list[int] | None:
     r = len(p) // 2
     if min(p[:r], default=0) < 0:
         return None  # shifted windows: only the reference (the host) runs them
-    if min(p[r:], default=0) < 0 and node.op not in CONV_OPS:
-        return None
+    if min(p[r:], default=0) >= 0:
+        return p
+    a = node.attrs
+    if node.op not in CONV_OPS:
+        # A pool's negative tail: its windows start at o * s - head and are clipped to the input (not to n + tail),
+        # so a tail of 0 gives the same windows when it gives the same output size; not in ceil mode, where the
+        # last window may run past n + tail (a float AveragePool counts its padding from n + tail).
+        from ._pool_shape import pool_geometry
+
+        if int(a.get("ceil_mode", 0)):
+            return None
+        k, st, di = a["kernel_shape"], a.get("strides"), a.get("dilations")
+        theirs = pool_geometry(x, k, st, None, di, 0, a.get("auto_pad"))[4]
+        ours = [max(0, v) for v in p]
+        return ours if pool_geometry(x, k, st, ours, di, 0)[4] == theirs else None
     # A convolution's negative tail: the windows end before n + tail (the output is sized from it), so a tail of
     # 0 changes nothing as long as the output size stays the same.
-    a = node.attrs
     k = [int(v) for v in (a.get("kernel_shape") or shape(node.inputs[CONV_OPS[node.op]])[2:])]
     st = [int(v) for v in a.get("strides") or [1] * r]
     di = [int(v) for v in a.get("dilations") or [1] * r]
