@@ -33,12 +33,17 @@ def max_pool(x, kernel_shape, strides=None, pads=None, dilations=None, ceil_mode
 
 
 def pool_attrs(node) -> tuple | None:
-    """(kernel, strides, dilations, pads) of a 2-D MaxPool with explicit pads, else None."""
+    """(kernel, strides, dilations, pads) of a 2-D MaxPool with explicit pads (or auto_pad resolved for the graph's
+    static input shape by vkinfer/reference/_auto_pad.py resolve_graph, in "_pads"), else None."""
     a = node.attrs
     k = tuple(int(v) for v in a["kernel_shape"])
     st = tuple(int(v) for v in a.get("strides") or (1, 1))
     di = tuple(int(v) for v in a.get("dilations") or (1, 1))
     pads = tuple(int(v) for v in a.get("pads") or (0, 0, 0, 0))
-    if len(k) != 2 or a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+    if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET", b"", ""):
+        if a.get("_pads") is None:
+            return None
+        pads = tuple(int(v) for v in a["_pads"])
+    if len(k) != 2:
         return None
     return k, st, di, pads
