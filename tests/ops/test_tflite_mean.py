@@ -4,9 +4,9 @@ vkinfer/reference/tflite_mean.py; cpu/tflite_mean.py), against ai-edge-litert on
 litert's kernel: the XNNPACK delegate takes every one of these MEANs (the one-op model's execution plan is one
 DELEGATE node, asserted below); its builtin kernel differs from it by a step on some values. Ranks 1-5, every
 axes combination of a 4-D input, keep_dims on and off, negative axes, odd sizes, batch 2, int8 and uint8,
-scale ratios that make ties (powers of two) and ones that do not. The CPU runs every node; Vulkan sessions run
-it on the CPU too (Vulkan has no form of it); a rank-0 output (every axis reduced, keep_dims off) has no
-device form, so the host runs that node (the warning says so)."""
+scale ratios that make ties (powers of two) and ones that do not. CPU sessions run every node on the CPU, Vulkan
+sessions on Vulkan (shaders/tflite_mean.comp, asserted); a rank-0 output (every axis reduced, keep_dims off) has
+no device form, so the host runs that node (the warning says so)."""
 
 from __future__ import annotations
 
@@ -68,7 +68,8 @@ def test_tflite_mean_equals_litert_on_every_device(cid, shape, axes, keep, dt, r
     info = np.iinfo(np.dtype(dt))
     ends = (int(rng.choice([info.min, info.max - 3])) + rng.integers(0, 4, shape)).astype(np.dtype(dt))
     scalar = not keep and len(set(a % len(shape) for a in axes)) == len(shape)
-    check_vs_litert(blob, [{"x": qrand(rng, shape, np.dtype(dt))}, {"x": ends}], where="host" if scalar else "cpu")
+    check_vs_litert(blob, [{"x": qrand(rng, shape, np.dtype(dt))}, {"x": ends}], where="host" if scalar else "cpu",
+                    on_vulkan="host" if scalar else "vulkan")
 
 
 def test_tflite_mean_random_shapes_and_parameters():
@@ -82,7 +83,36 @@ def test_tflite_mean_random_shapes_and_parameters():
         blob = tflite_ops.op_model("mean", 100 + k, dtype=dt, shape=shape, axes=axes, keep_dims=bool(k % 3),
                                    ratio=float(np.exp(rng.uniform(-3, 3))))
         scalar = k % 3 == 0 and len(axes) == r
-        check_vs_litert(blob, [{"x": qrand(rng, shape, np.dtype(dt))}], where="host" if scalar else "cpu")
+        check_vs_litert(blob, [{"x": qrand(rng, shape, np.dtype(dt))}], where="host" if scalar else "cpu",
+                        on_vulkan="host" if scalar else "vulkan")
+
+
+EDGES = [  # (id, shape, axes, dtype, ratio, (x_zp, y_zp), x fill): the shader's float32 emulation at its edges
+    ("sums_past_2_24_int8", (1, 380, 380, 2), [1, 2], "int8", 1.0, (-128, 127), "max"),  # |sum| > 2^24: fl32 rounds
+    ("sums_past_2_24_uint8", (1, 300, 300, 3), [1, 2], "uint8", 0.5, (255, 0), "max"),
+    ("bias_cancels_product", (2, 9, 9, 8), [1, 2], "int8", 64.0, (127, -128), "near_zp"),  # p + bias cancels
+    ("huge_ratio_saturates", (1, 4, 4, 8), [1, 2], "uint8", 3000.0, (0, 128), "random"),
+    ("tiny_ratio", (1, 5, 5, 8), [1, 2], "int8", 1e-4, (-3, 5), "random"),
+    ("ties_ratio_one", (1, 2, 2, 12), [1, 2], "int8", 1.0, (0, 0), "random"),  # sum / 4: quarters and halves
+    ("ties_ratio_one_uint8", (3, 1, 2, 5), [2], "uint8", 1.0, (128, 128), "random"),
+    ("zero_bias", (1, 3, 8, 7), [1, 3], "int8", 0.25, (0, 0), "random"),
+]
+
+
+@pytest.mark.parametrize("cid,shape,axes,dt,ratio,zps,fill", EDGES, ids=[e[0] for e in EDGES])
+def test_tflite_mean_float32_edges(cid, shape, axes, dt, ratio, zps, fill):
+    """Sums past 2^24 (float32 conversion rounds), a product cancelled by the bias (subtraction), ratios that
+    saturate or underflow, ties, and a zero bias, against litert on every device, Vulkan placement asserted."""
+    blob = tflite_ops.op_model("mean", len(cid), dtype=dt, shape=shape, axes=axes, ratio=ratio, zero_points=zps)
+    rng = np.random.default_rng(len(cid))
+    info = np.iinfo(np.dtype(dt))
+    if fill == "max":
+        x = (info.max - rng.integers(0, 3, shape)).astype(dt)
+    elif fill == "near_zp":
+        x = np.clip(zps[0] - rng.integers(0, 3, shape), info.min, info.max).astype(dt)
+    else:
+        x = qrand(rng, shape, np.dtype(dt))
+    check_vs_litert(blob, [{"x": x}], where="cpu", on_vulkan="vulkan")
 
 
 def test_bad_tflite_mean_axis_refused_naming_the_op():

@@ -37,7 +37,8 @@ def op_model(op: Literal["mul", "add", "logistic", "max_pool", "average_pool", "
     (kw axis, sizes; outputs out0, out1, ...), pack (kw inputs, axis; inputs x, x1, ...), squeeze (kw dims),
     gather (kw axis, indices), depth_to_space (kw block), resize_nearest (kw size, align_corners, half_pixel), tanh,
     hard_swish, leaky_relu (kw alpha), sub (kw activation), maximum, minimum (kw same_params), prelu (constant
-    alpha of shape kw y_shape), mean (kw axes, keep_dims (True), ratio x_scale / y_scale (seeded)): see `_more_op`.
+    alpha of shape kw y_shape), mean (kw axes, keep_dims (True), ratio x_scale / y_scale (seeded), zero_points
+    (x, y) (seeded)): see `_more_op`.
     """
     qdt = np.dtype(dtype)
     rng = np.random.default_rng(seed)
@@ -209,7 +210,10 @@ def _more_op(m: ModelBuilder, op: str, x: int, xp, qdt, shape, params, rng, kw) 
         out_shape = [1 if i in red else d for i, d in enumerate(shape)] if keep else [
             d for i, d in enumerate(shape) if i not in red]
         ratio = kw.get("ratio") or float(rng.uniform(0.5, 4.0))
-        y = m.tensor("out", out_shape, qdt, None, float(np.float32(xp[0] / ratio)), params()[1])
+        yz = params()[1]
+        if "zero_points" in kw:  # (x, y) zero points chosen by the caller
+            m.tensors[x].zero_point, yz = np.array([kw["zero_points"][0]]), int(kw["zero_points"][1])
+        y = m.tensor("out", out_shape, qdt, None, float(np.float32(xp[0] / ratio)), yz)
         m.op(B.MEAN, [x, ints("axes", axes)], [y], A.ReducerOptions, KeepDims=keep)
         return [y]
     if op in ("tanh", "hard_swish", "leaky_relu"):
