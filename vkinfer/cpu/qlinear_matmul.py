@@ -24,8 +24,12 @@ def lower_matmul(ctx, node, backend):
     if not (static(ctx, node, 1) and ctx.quantized(a)):
         return None
     s = matmul_spec(*ctx.args(node)[:8])
-    a_shape = ctx.shape(a)
-    if len(a_shape) > 3 or a_shape[:-2] != s.out_shape[:-2]:
+    a_shape, out_shape = ctx.shape(a), s.out_shape
+    if len(a_shape) == 4 and a_shape[:2] == (1, 1) and s.b.shape[0] == 1:
+        # A (1, 1, m, k): its CPU form (NHWC with one channel) is the row-major matrix, as is the output's
+        # (oww_melspec's mel MatMul, [1, 1, 8, 257] x [257, 32], ran on the host).
+        a_shape, out_shape = a_shape[2:], out_shape[2:]
+    if len(a_shape) > 3 or a_shape[:-2] != out_shape[:-2]:
         return None  # A broadcast over B's batch
     nb, m, k = s.a.shape
     bb, _, n = s.b.shape
