@@ -536,9 +536,11 @@ def optimize(g: Graph) -> Graph:
     from .moves import split_to_slices
     from .quant_ops import split_transposed_a
     from .tables import fold_constant_operands, fold_tables
+    from .weight_quant import quantize_float_weights
 
     check_graph(g)
     g = fold_constants(g, keep=frozenset({"DequantizeLinear"}))
+    g = quantize_float_weights(g)  # ORT's WeightBiasQuantization: float weights before a Q become int8
     g = split_to_slices(g)
     g = drop_redundant_activations(g)
     g, taken = _detach_float_activations(g)
