@@ -12,7 +12,8 @@ HERE = Path(__file__).parent
 # Ops tested in their family's file (the fused or two-input form of the op the file is named after).
 FAMILY = {"vkinfer:QGemmClamp": "qgemm", "vkinfer:Table2": "table"} | {
     op: "float_elementwise" for op in ("Add", "Sub", "Mul", "Div", "Max", "Min", "PRelu", "Relu", "LeakyRelu", "Clip",
-                                       "Neg", "Abs", "Sqrt")}
+                                       "Neg", "Abs", "Sqrt")} | {
+    op: "float_reduce" for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin")}
 
 
 def op_file(op: str) -> str:

@@ -27,5 +27,5 @@ def lower_byte_gather(ctx, node, backend):
 
     def emit(g, refs, out, scratch):
         arr = (_Ref * len(refs))(*[r.c() for r in refs])
-        g.add("gather", len(refs), in_bytes, L, n_rows, rows, byte, ctypes.addressof(arr), out)
+        g.add("gather", len(refs), in_bytes, L, n_rows, rows, byte, 1, ctypes.addressof(arr), out)
     return Layer(node, list(names), node.outputs[0], emit)

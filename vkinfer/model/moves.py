@@ -266,12 +266,17 @@ GATHER_OPS = ("Slice", "Concat", "com.microsoft:QLinearConcat", "Transpose", "Pa
               "vkinfer:ZeroInsert")
 
 
+def raw_value(v, dtype) -> int:
+    """The raw bytes of one value of `dtype` as an unsigned integer (little-endian): a gather's fill element."""
+    return int.from_bytes(np.asarray(v).astype(dtype).reshape(-1)[:1].tobytes(), "little")
+
+
 def source_codes(node: Node, shapes: list[tuple[int, ...] | None], consts: list, dtype) -> tuple[
         list[int], np.ndarray, int | None]:
     """(activation input indices, the output's codes, the fill value or None) of a move node whose inputs
     `shapes[i]` are activations (None: constant, value in consts[i]). Code k * 2**32 + j: element j (flat) of
-    activation k; FILL: the fill value (of `dtype`, returned as its raw byte). ValueError when the node is not a
-    pure move here (Resize linear, a QLinearConcat that requantizes, non-constant parameters)."""
+    activation k; FILL: the fill value (of `dtype`, returned as its raw bytes, `raw_value`). ValueError when the
+    node is not a pure move here (Resize linear, a QLinearConcat that requantizes, non-constant parameters)."""
     from .op_table import OPS
 
     acts = [i for i, s in enumerate(shapes) if s is not None]
@@ -300,14 +305,14 @@ def source_codes(node: Node, shapes: list[tuple[int, ...] | None], consts: list,
             v = np.asarray(0 if value is None else value).reshape(-1)
             if v.size != 1 or v[0] != np.asarray(v[0]).astype(dt):
                 raise ValueError(f"constant value {v} is not representable in {dt}")
-            fill = int(np.asarray(v[0]).astype(dt).view(np.uint8))
+            fill = raw_value(v[0], dt)
         out = ref_pad(args[0], pads, np.int64(FILL), axes, mode)
     elif op == "Resize":
         p = resize_params(node, shapes[0], args)
         if p["mode"] != "nearest":
             raise ValueError("Resize linear computes, it does not only move bytes")
         if p["ctm"] == "tf_crop_and_resize":
-            fill = int(np.asarray(_extrapolation(p["extrapolation"], dt)).view(np.uint8))
+            fill = raw_value(_extrapolation(p["extrapolation"], dt), dt)
         out = resize_nearest(args[0], p, np.int64(FILL))
     elif op == "vkinfer:ZeroInsert":  # a quantized ConvTranspose's input spread out (vkinfer/model/conv_transpose.py)
         from .conv_transpose import zero_insert
@@ -315,7 +320,7 @@ def source_codes(node: Node, shapes: list[tuple[int, ...] | None], consts: list,
         v = np.asarray(0 if _opt(args, 1) is None else args[1]).reshape(-1)
         if v.size != 1 or np.asarray(v).dtype != dt:
             raise ValueError(f"ZeroInsert fill must be one {dt} value")
-        fill = int(v.astype(dt).view(np.uint8)[0])
+        fill = raw_value(v[0], dt)
         out = zero_insert(args[0], np.int64(FILL), node.attrs.get("strides") or (1, 1))
     elif op == "com.microsoft:QLinearConcat":
         ys, yz = np.asarray(args[0]), np.asarray(args[1])
@@ -388,21 +393,31 @@ def data_inputs(node: Node) -> list[int]:
 
 
 MAX_ROWS = 1 << 22  # a gather table of more rows (40 bytes each) stays on the host
+# Element types a wide gather moves (vkinfer/cpu/float_moves.py): float32 and int32 (4 bytes), int64 (8 bytes), all
+# kept in the CPU graph in the host's plain row-major order.
+WIDE = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.int64))
 
 
-def gather_spec(ctx, node: Node) -> tuple | None:
-    """The byte gather of `node` in the devices' element order, once per plan: (data inputs, row length L,
-    rows (n x 5 int64), raw fill byte, per-input element counts), or None when the node is no byte gather of
-    8-bit tensors of one type with constant parameters. A ValueError is a refusal with its reason."""
+def gather_spec(ctx, node: Node, wide: bool = False) -> tuple | None:
+    """The element gather of `node` in the devices' element order, once per plan: (data inputs, row length L,
+    rows (n x 5 int64), raw fill element (`raw_value`), per-input element counts), or None when the node is no
+    gather of 8-bit tensors of one type with constant parameters. `wide`: of tensors of one type in `WIDE`
+    instead, in plain row-major order (the CPU graph's float32 and integer form). A ValueError is a refusal with
+    its reason."""
     from ..layout import form_perm
     from .lowering import _once
+
+    def order(s: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(range(len(s))) if wide else tuple(form_perm(s))
 
     if node.op not in GATHER_OPS or len([o for o in node.outputs if o]) != 1 or not node.outputs[0]:
         return None
     y = node.outputs[0]
     data = data_inputs(node)
     names = [node.inputs[i] for i in data]
-    if not names or not all(names) or not ctx.quantized(*names, y):
+    if not names or not all(names) or not all(t in ctx.info for t in (*names, y)):
+        return None
+    if not (all(np.dtype(ctx.dtype(t)) in WIDE for t in (*names, y)) if wide else ctx.quantized(*names, y)):
         return None
     dt = ctx.dtype(y)
     if any(ctx.dtype(t) != dt for t in names):
@@ -419,7 +434,7 @@ def gather_spec(ctx, node: Node) -> tuple | None:
         out_shape = ctx.shape(y)
         if tuple(codes.shape) != tuple(out_shape):
             raise ValueError(f"internal: gather of shape {codes.shape}, traced {out_shape}")
-        form = codes.transpose(form_perm(out_shape))
+        form = codes.transpose(order(out_shape))
         flat = form.reshape(-1)
         k = np.where(flat >= 0, flat >> _SHIFT, -1)
         j = flat & 0xFFFFFFFF
@@ -431,11 +446,11 @@ def gather_spec(ctx, node: Node) -> tuple | None:
             sizes.append(n)
             # host flat index -> position in the input's device order
             pos = np.empty(n, np.int64)
-            pos[np.arange(n, dtype=np.int64).reshape(s).transpose(form_perm(s)).reshape(-1)] = np.arange(n)
+            pos[np.arange(n, dtype=np.int64).reshape(s).transpose(order(s)).reshape(-1)] = np.arange(n)
             m = k == i
             dev[m] = (np.int64(i) << _SHIFT) + pos[j[m]]
         L, rows = gather_rows(dev.reshape(form.shape), sizes)
         if len(rows) > MAX_ROWS:
             raise ValueError(f"its byte gather needs {len(rows)} table rows (limit {MAX_ROWS})")
         return names, L, np.ascontiguousarray(rows), 0 if fill is None else int(fill), sizes
-    return _once(ctx, ("byte_gather", node.name), make)
+    return _once(ctx, ("wide_gather" if wide else "byte_gather", node.name), make)

@@ -1,0 +1,151 @@
+"""float32 ReduceSum / ReduceMean / ReduceMax / ReduceMin in the native CPU graph (vkinfer/cpu/float_reduce.py,
+cpu_fallback/src/ops/float_reduce.c) against ONNX Runtime's CPU EP (one intra-op thread) bit for bit, asserting that
+the node runs on the cpu device in cpu and vulkan sessions.
+
+The data is tie-prone: sums of values of very different magnitudes (1e8 and 0.1), signed zeros (a column of -0
+sums to +0 in ORT's generic loop and to -0 on its RK path), NaN and infinities for Max/Min (which of +0/-0, and
+whether a NaN stays, follow the loop's order). Any other summation order (pairwise, reversed, lanes of 4 or 8,
+blocks of 128) fails these tables; `test_orders_are_distinguished` shows it. The reference device (numpy's
+pairwise sums and onnx.reference) does not reproduce ORT here and is left out. Shapes ORT reduces with Eigen or
+MLAS (KR, every axis, KRK with several outer blocks) stay on the host with that reason."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from support.agree import run_devices
+
+import vkinfer
+from vkinfer.cpu.float_reduce import fast_shape, ort_loop
+
+from ._build import NAME, model, node, ort_run
+
+F32 = np.float32
+OPS = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"]
+TIES = F32([0.1, 0.2, 0.3, 1e8, 1.0, 3.0, 0.7, 0.0, 1e-3, 0.75, 16777216.0, 1e-45])
+
+
+def _blob(op: str, shape, axes, keepdims: int = 1, opset: int = 18, **attrs) -> bytes:
+    """One reduction over a float32 input x, the axes an input (opset 18) or an attribute (opset 13), plus an
+    unrelated DequantizeLinear branch (vkinfer runs 8-bit models only)."""
+    consts = {"s": F32(0.5)}
+    ins = ["x"]
+    if opset >= 18 or op == "ReduceSum":
+        if axes is not None:
+            consts["ax"] = np.array(axes, np.int64)
+            ins.append("ax")
+    elif axes is not None:
+        attrs["axes"] = list(axes)
+    return model([node(op, ins, ["y"], keepdims=keepdims, **attrs),
+                  node("DequantizeLinear", ["q", "s"], ["qf"], name="dq")],
+                 {"x": (F32, tuple(shape)), "q": (np.uint8, (4,))}, consts, {"y": F32, "qf": F32}, opset=opset)
+
+
+def _data(rng, shape, op: str) -> np.ndarray:
+    """Tie-prone values: magnitudes 1e8 apart, signed zeros; NaN and infinities for Max/Min (and a few for sums)."""
+    n = int(np.prod(shape))
+    v = rng.choice(TIES, n) * rng.choice(F32([1, -1]), n) * rng.choice(F32([1, 1, 0.5, 2, 1.5]), n)
+    if op in ("ReduceMax", "ReduceMin"):
+        v = np.where(rng.random(n) < 0.05, rng.choice(F32([np.nan, np.inf, -np.inf]), n), v)
+    return v.astype(F32).reshape(shape)
+
+
+def _zeros(rng, shape) -> np.ndarray:
+    """Only +0 and -0, with whole columns of -0: the sign of each sum tells the loop's start."""
+    v = np.where(rng.random(shape) < 0.7, F32(-0.0), F32(0.0)).astype(F32)
+    v[..., ::3] = -0.0
+    return v
+
+
+def _check(blob: bytes, feeds: list[dict]) -> None:
+    for feed in feeds:
+        run_devices(blob, feed, want=ort_run(blob, feed), devices=("cpu", "vulkan"))
+    for dev in ("cpu", "vulkan"):
+        sess = vkinfer.InferenceSession(blob, device=dev)
+        assert sess.placement[NAME] == "cpu", (dev, sess.placement)
+
+
+# (shape, axes, ORT's loop): 1 = its RK path (first row copied), 0 = its generic loop.
+SHAPES = [((1, 7, 7, 1024), [1, 2], 0),  # open_nsfw's global pool (K R K with one outer block)
+          ((1, 7, 7, 33), [-3, -2], 0), ((49, 1024), [0], 1), ((17, 300), [0], 1), ((17, 256), [0], 0),
+          ((16, 300), [0], 0), ((10, 20), [0], 0), ((30, 4), [0], 0), ((1, 5), [0], 0), ((6, 5, 4), [0, 1], 0),
+          ((4, 7, 3, 5), [0, 2], 0), ((4, 7, 3, 5), [1, 3], 0), ((3, 1, 4), [0, 2], 0), ((2, 3, 4, 5, 3), [0, 2, 4], 0),
+          ((1, 1, 9), [1], 0), ((1, 300, 3), [1], 0), ((1, 3, 5, 7), [3, 1], 0)]
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("case", SHAPES, ids=[f"{s}{a}" for s, a, _ in SHAPES])
+def test_reduce_table(op, case):
+    shape, axes, loop = case
+    sizes, red = fast_shape(shape, [a % len(shape) for a in axes])
+    assert ort_loop(sizes, red) == loop
+    rng = np.random.default_rng(len(shape) * 100 + shape[-1])
+    blob = _blob(op, shape, axes, keepdims=len(shape) % 2)
+    _check(blob, [{"x": _data(rng, shape, op), "q": np.arange(4, dtype=np.uint8)},
+                  {"x": _zeros(rng, shape), "q": np.arange(4, dtype=np.uint8)}])
+
+
+@pytest.mark.parametrize("op", ["ReduceMean", "ReduceMax", "ReduceMin"])
+def test_axes_attribute_opset13(op):
+    blob = _blob(op, (2, 5, 3, 4), [1, -1], opset=13)
+    rng = np.random.default_rng(3)
+    _check(blob, [{"x": _data(rng, (2, 5, 3, 4), op), "q": np.arange(4, dtype=np.uint8)}])
+
+
+def test_noop_with_empty_axes_copies():
+    blob = _blob("ReduceSum", (3, 4), None, noop_with_empty_axes=1)
+    _check(blob, [{"x": _data(np.random.default_rng(4), (3, 4), "ReduceMax"), "q": np.arange(4, dtype=np.uint8)}])
+
+
+REFUSED = [((300, 17), [1]), ((5, 3), [-1]), ((2, 3, 4), [0, 1, 2]), ((37,), [0]), ((2, 49, 33), [1]),
+           ((3, 130, 5), [1]), ((3, 4, 5), [0, 2])]
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("case", REFUSED, ids=[f"{s}{a}" for s, a in REFUSED])
+def test_eigen_and_mlas_paths_stay_on_the_host(op, case):
+    """KR, R, KRK with several outer blocks, RKR with several kept elements: Eigen's or MLAS's order, refused."""
+    shape, axes = case
+    blob = _blob(op, shape, axes)
+    feed = {"x": _data(np.random.default_rng(5), shape, op), "q": np.arange(4, dtype=np.uint8)}
+    for dev in ("cpu", "vulkan"):
+        sess = vkinfer.InferenceSession(blob, device=dev)
+        assert sess.placement[NAME] == "host", sess.placement
+        assert "Eigen" in sess.plan(feed).why_host[NAME]
+
+
+def test_non_constant_axes_stay_on_the_host():
+    blob = model([node("ReduceSum", ["x", "ax"], ["y"]), node("DequantizeLinear", ["q", "s"], ["qf"], name="dq")],
+                 {"x": (F32, (3, 4)), "ax": (np.int64, (1,)), "q": (np.uint8, (4,))}, {"s": F32(0.5)},
+                 {"y": F32, "qf": F32}, opset=18)
+    sess = vkinfer.InferenceSession(blob, device="cpu")
+    feed = {"x": np.ones((3, 4), F32), "ax": np.array([1], np.int64), "q": np.arange(4, dtype=np.uint8)}
+    plan = sess.plan(feed)  # shapes known only with the feed: the plan of that signature
+    assert plan.placement[NAME] == "host"
+    assert "not constant" in plan.why_host[NAME]
+
+
+def test_orders_are_distinguished():
+    """The tables above tell the orders apart: on the real shape's data, ORT's sequential sum from 0.0f differs
+    from numpy's pairwise sum, from the reversed order and from 8 interleaved lanes."""
+    rng = np.random.default_rng(6)
+    x = _data(rng, (1, 7, 7, 1024), "ReduceSum")
+    want = ort_run(_blob("ReduceSum", x.shape, [1, 2], keepdims=0), {"x": x, "q": np.arange(4, dtype=np.uint8)})[0]
+    want = want.reshape(-1)
+    rows = x.reshape(49, 1024)
+    seq = np.zeros(1024, F32)
+    for r in rows:
+        seq = seq + r
+    assert np.array_equal(want, seq)
+    rev = np.zeros(1024, F32)
+    for r in rows[::-1]:
+        rev = rev + r
+    lanes = np.zeros((8, 1024), F32)
+    for i, r in enumerate(rows):
+        lanes[i % 8] = lanes[i % 8] + r
+    lane_sum = lanes[0]
+    for k in range(1, 8):
+        lane_sum = lane_sum + lanes[k]
+    pairwise = np.ascontiguousarray(rows.T).sum(1, dtype=F32)  # numpy: pairwise along a contiguous axis
+    for other in (pairwise, rev, lane_sum):
+        assert not np.array_equal(want, other)
