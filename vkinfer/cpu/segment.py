@@ -134,7 +134,9 @@ class CpuSegment:
             if t in form_io:
                 perm, dt = tuple(range(len(shape))), np.uint8
             i = producer.get(t)
-            if i is not None and layers[i].move is not None and i not in skip:
+            # The move is folded into the output conversion only where no layer reads its result: another
+            # reader would find the move's output never written (uninitialised arena bytes).
+            if i is not None and layers[i].move is not None and i not in skip and not readers.get(t):
                 s = layers[i].acts[0]
                 if readers.get(s) == [i] and s not in outs and s not in ext_of_in \
                         and tuple(layers[i].move[0]) == form_shape(info[s][0]):
