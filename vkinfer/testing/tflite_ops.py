@@ -18,7 +18,7 @@ from .tflite_builder import ACT, ModelBuilder
 def op_model(op: Literal["mul", "add", "logistic", "max_pool", "average_pool", "softmax", "concat", "pad", "quantize",
                          "requantize", "strided_slice", "split", "split_v", "pack", "unpack", "squeeze", "gather",
                          "depth_to_space", "resize_nearest", "tanh", "hard_swish", "leaky_relu", "sub", "maximum",
-                         "minimum", "prelu", "mean"],
+                         "minimum", "prelu", "mean", "resize_bilinear"],
              seed: int = 0, *,
              dtype: Literal["int8", "uint8"] = "int8", shape=(1, 8, 8, 16), activation: str | None = None,
              **kw) -> bytes:
@@ -35,7 +35,8 @@ def op_model(op: Literal["mul", "add", "logistic", "max_pool", "average_pool", "
     ``x`` to kw out_dtype (default `dtype`) with scale x_scale / kw ratio (default: seeded in [0.6, 1.6]).
     strided_slice (kw begin, end, strides, BeginMask, EndMask, ShrinkAxisMask, out_shape), split / split_v / unpack
     (kw axis, sizes; outputs out0, out1, ...), pack (kw inputs, axis; inputs x, x1, ...), squeeze (kw dims),
-    gather (kw axis, indices), depth_to_space (kw block), resize_nearest (kw size, align_corners, half_pixel), tanh,
+    gather (kw axis, indices), depth_to_space (kw block), resize_nearest and resize_bilinear (kw size, align_corners,
+    half_pixel; resize_bilinear: kw out_params (scale, zero point), default the input's), tanh,
     hard_swish, leaky_relu (kw alpha), sub (kw activation), maximum, minimum (kw same_params), prelu (constant
     alpha of shape kw y_shape), mean (kw axes, keep_dims (True), ratio x_scale / y_scale (seeded), zero_points
     (x, y) (seeded)): see `_more_op`.
@@ -131,7 +132,8 @@ def op_model(op: Literal["mul", "add", "logistic", "max_pool", "average_pool", "
 
 
 _MORE_OPS = ("strided_slice", "split", "split_v", "pack", "unpack", "squeeze", "gather", "depth_to_space",
-             "resize_nearest", "tanh", "hard_swish", "leaky_relu", "sub", "maximum", "minimum", "prelu", "mean")
+             "resize_nearest", "tanh", "hard_swish", "leaky_relu", "sub", "maximum", "minimum", "prelu", "mean",
+             "resize_bilinear")
 
 
 def _more_op(m: ModelBuilder, op: str, x: int, xp, qdt, shape, params, rng, kw) -> list[int]:
@@ -200,6 +202,12 @@ def _more_op(m: ModelBuilder, op: str, x: int, xp, qdt, shape, params, rng, kw) 
         oh, ow = kw.get("size", (2 * shape[1], 2 * shape[2]))
         y = like("out", (shape[0], oh, ow, shape[3]))
         m.op(B.RESIZE_NEAREST_NEIGHBOR, [x, ints("size", [oh, ow])], [y], A.ResizeNearestNeighborOptions,
+             AlignCorners=bool(kw.get("align_corners", False)), HalfPixelCenters=bool(kw.get("half_pixel", False)))
+        return [y]
+    if op == "resize_bilinear":
+        oh, ow = kw.get("size", (2 * shape[1], 2 * shape[2]))
+        y = m.tensor("out", (shape[0], oh, ow, shape[3]), qdt, None, *kw.get("out_params", xp))
+        m.op(B.RESIZE_BILINEAR, [x, ints("size", [oh, ow])], [y], A.ResizeBilinearOptions,
              AlignCorners=bool(kw.get("align_corners", False)), HalfPixelCenters=bool(kw.get("half_pixel", False)))
         return [y]
     if op == "mean":

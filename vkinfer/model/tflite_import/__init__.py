@@ -22,6 +22,7 @@ a graph output, ...) needs it, so a chain of convolutions, ADDs and MEANs runs w
     QUANTIZE           -> vkinfer:TFLiteQuantize (float input; 8-bit input of the same type where XNNPACK runs
                           it), else DequantizeLinear -> QuantizeLinear (int8 <-> uint8 requantization)
     DEQUANTIZE         -> DequantizeLinear
+    RESIZE_BILINEAR    -> vkinfer:TFLiteResizeBilinear (NCHW; XNNPACK's 11-bit fixed-point interpolation)
 Fused activations (RELU, RELU6, RELU_N1_TO_1) narrow the output clamp to TFLite's bounds (zero point +
 round-half-away(value / scale), CalculateActivationRangeQuantized), given as a ("clip", lo, hi) that quantizes to
 exactly those bounds: a convolution (or fully connected layer) becomes vkinfer:QLinearConvClamp (or
@@ -60,6 +61,9 @@ CONCATENATION, PAD, LOGISTIC: identical results on the test models (tests/import
   - SOFTMAX: XNNPACK takes float only; TFLite's builtin kernel looks up expf(-x_scale * beta * (max - x)) in a
     float32 table and normalises in float32. vkinfer:TFLiteSoftmax (vkinfer/reference/tflite_softmax.py) does the
     same, identical on the tested cases (the float path it replaced agreed there too; it differs at float ties).
+  - RESIZE_BILINEAR: XNNPACK interpolates raw values with 11-bit weights (float32 source coordinates rounded
+    to 1/2048) and rounds the 22-bit fraction half up: vkinfer:TFLiteResizeBilinear (vkinfer/reference/
+    tflite_resize_bilinear.py), identical to litert (align_corners, half_pixel_centers, up and down).
 Without the XNNPACK delegate (OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES, BUILTIN_REF) TFLite's builtin
 kernels requantize with fixed-point multipliers: one step on about 0.8% of MUL values and 0.05-0.1% of
 convolution outputs (measured on the test models); the tests compare with the default interpreter.
@@ -67,8 +71,8 @@ convolution outputs (measured on the test models); the tests compare with the de
 The package: reader.py (the flatbuffer: tensors, buffers, quantization, names, metadata, signatures), builder.py
 (the graph being built: layouts, constants, quantization parameters, fused activations, and `Op`, one op's
 entry), ops.py (the op table: builtin op -> options class, minimum inputs, vkinfer ops it may produce, check,
-build; the entries live beside their functions in ops_quantized.py and ops_moves.py), subgraphs.py (CALL_ONCE,
-resource variables, streaming state) and importer.py (`import_tflite`).
+build; the entries live beside their functions in ops_quantized.py, ops_moves.py and ops_xnnpack.py),
+subgraphs.py (CALL_ONCE, resource variables, streaming state) and importer.py (`import_tflite`).
 """
 
 from .importer import import_tflite

@@ -1,8 +1,8 @@
 """The TFLite importer's op table: builtin op name -> its one `Op` entry (options class, minimum inputs, the
 vkinfer ops it may produce, check and build), defined beside its functions in ops_quantized.py (8-bit compute),
-ops_moves.py (data movement and elementwise tables) and here (resource variables and CALL_ONCE, which the
-subgraph importer, subgraphs.py, carries out). Adding an op: its check, its build and one entry in one of those
-`OPS` dicts."""
+ops_moves.py (data movement and elementwise tables), ops_xnnpack.py (XNNPACK's integer kernels) and here
+(resource variables and CALL_ONCE, which the subgraph importer, subgraphs.py, carries out). Adding an op: its
+check, its build and one entry in one of those `OPS` dicts."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import numpy as np
 from .builder import Op
 from .ops_moves import OPS as _MOVES
 from .ops_quantized import OPS as _QUANTIZED
+from .ops_xnnpack import OPS as _XNNPACK
 from .reader import DTYPES, options
 
 # ---- resource variables and CALL_ONCE (checks here, carried out by subgraphs.import_subgraph) --------------------
@@ -48,7 +49,7 @@ _VARIABLES = {
     "ASSIGN_VARIABLE": Op(None, partial(_check_variable, assign=True), None, min_inputs=2, writes=False),
 }
 
-OPS: dict[str, Op] = {**_QUANTIZED, **_MOVES, **_VARIABLES}
+OPS: dict[str, Op] = {**_QUANTIZED, **_MOVES, **_XNNPACK, **_VARIABLES}
 
 
 @cache
