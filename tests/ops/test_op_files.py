@@ -10,7 +10,7 @@ from vkinfer.model.lowering import lowered_ops
 
 HERE = Path(__file__).parent
 # Ops tested in their family's file (the fused or two-input form of the op the file is named after).
-FAMILY = {"vkinfer:QGemmClamp": "qgemm", "vkinfer:Table2": "table"} | {
+FAMILY = {"vkinfer:QGemmClamp": "qgemm", "vkinfer:Table2": "table", "LSTM": "lstm"} | {
     op: "float_elementwise" for op in ("Add", "Sub", "Mul", "Div", "Max", "Min", "PRelu", "Relu", "LeakyRelu", "Clip",
                                        "Neg", "Abs", "Sqrt")} | {
     op: "float_reduce" for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin")}

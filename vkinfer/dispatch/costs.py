@@ -70,7 +70,7 @@ ELEMENTWISE_OPS = (
     "Where", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "Cast", "CastLike",
     "ConstantOfShape", "EyeLike", "Range", "OneHot", "BlackmanWindow", "HammingWindow", "HannWindow",
     "MelWeightMatrix", "AttributeHasValue", "CumSum", "CumProd",
-    "Einsum", "Attention", "LinearAttention", "RotaryEmbedding", "RNN", "GRU", "LSTM", "DFT", "STFT", "Det",
+    "Einsum", "Attention", "LinearAttention", "RotaryEmbedding", "RNN", "GRU", "DFT", "STFT", "Det",
     "TopK", "Unique", "NonZero", "NonMaxSuppression", "GridSample", "AffineGrid", "RoiAlign", "Col2Im",
     "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss",
 )

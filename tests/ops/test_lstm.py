@@ -1,0 +1,132 @@
+"""float32 ONNX LSTM (vkinfer/reference/lstm.py, vkinfer/cpu/lstm.py, cpu_fallback/src/ops/lstm.c) against ONNX
+Runtime's CPU EP (one thread, W and R initializers: ORT prepacks them for MLAS's packed SGEMM), bit for bit on every
+device: hidden sizes 1..512, input sizes about MLAS's K block of 256, sequence lengths 1..40, batch 1-3, every
+direction, with and without bias, initial state, sequence_lens, peepholes, clip and input_forget; the node runs on
+the cpu device (not the host) in cpu and Vulkan sessions. The model carries an unrelated DequantizeLinear branch so
+vkinfer takes it (8-bit models only)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ._build import NAME, check, model, node, ort_run, refused
+
+F32 = np.float32
+
+
+def _case(rng, s, b, i, h, direction="forward", bias=True, init=False, lens=None, peep=False, clip=None,
+          input_forget=0, scale=1.0, read_yh=False, opset=14):
+    nd = 2 if direction == "bidirectional" else 1
+    c = {"W": (rng.standard_normal((nd, 4 * h, i)) * (1.5 / np.sqrt(i))).astype(F32),
+         "R": (rng.standard_normal((nd, 4 * h, h)) * (1.5 / np.sqrt(h))).astype(F32)}
+    ins = ["x", "W", "R", "", "", "", "", ""]
+    if bias:
+        c["B"], ins[3] = rng.standard_normal((nd, 8 * h)).astype(F32), "B"
+    if lens is not None:
+        c["L"], ins[4] = np.array(lens, np.int32), "L"
+    if init:
+        c["H0"], ins[5] = rng.standard_normal((nd, b, h)).astype(F32), "H0"
+        c["C0"], ins[6] = (rng.standard_normal((nd, b, h)) * 2).astype(F32), "C0"
+    if peep:
+        c["P"], ins[7] = rng.standard_normal((nd, 3 * h)).astype(F32), "P"
+    while ins[-1] == "":
+        ins.pop()
+    attrs = {"hidden_size": h, "direction": direction, "input_forget": input_forget}
+    if clip is not None:
+        attrs["clip"] = clip
+    outs = {"y": F32}
+    if read_yh:
+        outs["yh"] = F32
+    blob = model([node("LSTM", ins, ["y", "yh", "yc"], **attrs), node("DequantizeLinear", ["q", "s"], ["qf"],
+                                                                     name="dq")],
+                 {"x": (F32, (s, b, i)), "q": (np.uint8, (4,))}, c | {"s": F32(0.5)}, outs | {"qf": F32},
+                 opset=opset)
+    x = (rng.standard_normal((s, b, i)) * scale).astype(F32)
+    return blob, {"x": x, "q": np.arange(4, dtype=np.uint8)}
+
+
+def _check(blob, feed, where="cpu"):
+    check(blob, feed, ort_run(blob, feed), where=where, nodes=[NAME])
+
+
+TABLE = [  # (seq, batch, input, hidden, direction, options)
+    (1, 1, 1, 1, "forward", {}),
+    (3, 1, 5, 2, "reverse", {}),
+    (7, 2, 3, 15, "bidirectional", {}),
+    (4, 3, 16, 16, "forward", {"init": True}),
+    (5, 1, 255, 17, "forward", {"bias": False}),
+    (5, 2, 256, 8, "reverse", {"init": True, "bias": False}),
+    (3, 1, 257, 33, "bidirectional", {}),
+    (2, 2, 300, 255, "forward", {"init": True}),
+    (2, 1, 40, 256, "bidirectional", {"init": True}),
+    (2, 1, 9, 257, "reverse", {}),
+    (40, 2, 8, 24, "bidirectional", {"lens": [40, 17]}),
+    (6, 3, 12, 10, "reverse", {"lens": [6, 2, 0], "init": True}),
+    (6, 3, 12, 10, "bidirectional", {"lens": [1, 6, 3], "init": True}),
+    (5, 2, 6, 5, "forward", {"peep": True, "init": True}),
+    (5, 2, 6, 5, "bidirectional", {"peep": True, "lens": [5, 3], "init": True}),
+    (8, 2, 7, 9, "forward", {"clip": 0.75}),
+    (8, 1, 7, 9, "reverse", {"clip": 2.0, "bias": False, "scale": 4.0}),
+    (6, 2, 5, 6, "bidirectional", {"input_forget": 1, "init": True}),
+    (10, 1, 11, 12, "forward", {"scale": 30.0}),  # saturated gates: clamps of the polynomials
+]
+
+
+@pytest.mark.parametrize("case", TABLE, ids=lambda c: f"s{c[0]}b{c[1]}i{c[2]}h{c[3]}-{c[4]}-{sorted(c[5])}")
+def test_table_against_ort(case):
+    s, b, i, h, direction, opts = case
+    rng = np.random.default_rng(s * 1000 + i * 10 + h)
+    blob, feed = _case(rng, s, b, i, h, direction, **opts)
+    _check(blob, feed)
+
+
+def test_crnn_shape_against_ort():
+    """ddddocr_ocr's LSTM: bidirectional, hidden 512 over 32 steps of 512 inputs (two K blocks each GEMM)."""
+    rng = np.random.default_rng(7)
+    blob, feed = _case(rng, 32, 1, 512, 512, "bidirectional", init=True, scale=2.0)
+    _check(blob, feed)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_shapes_against_ort(seed):
+    rng = np.random.default_rng(100 + seed)
+    s, b = int(rng.integers(1, 41)), int(rng.integers(1, 4))
+    i, h = int(rng.integers(1, 600)), int(rng.integers(1, 80))
+    direction = ("forward", "reverse", "bidirectional")[seed % 3]
+    lens = [int(v) for v in rng.integers(0, s + 1, b)] if seed % 2 else None
+    blob, feed = _case(rng, s, b, i, h, direction, init=bool(seed % 2), lens=lens, scale=float(rng.uniform(0.5, 5)))
+    _check(blob, feed)
+
+
+def test_ties_and_zero_products_against_ort():
+    """Weights and inputs on a coarse grid (multiples of 1/4): many exactly representable partial sums, signed
+    zeros from zero products, gates exactly 0."""
+    rng = np.random.default_rng(11)
+    blob, feed = _case(rng, 6, 2, 260, 7, "bidirectional", init=True)
+    import onnx
+    from onnx import numpy_helper
+    m = onnx.load_from_string(blob)
+    for t in m.graph.initializer:
+        if t.name in ("W", "R", "B"):
+            v = numpy_helper.to_array(t)
+            t.CopyFrom(numpy_helper.from_array((np.round(v * 4) / 4).astype(F32), t.name))
+    blob = m.SerializeToString()
+    feed["x"] = (np.round(feed["x"] * 2) / 2).astype(F32)
+    feed["x"][0] = -0.0
+    _check(blob, feed)
+
+
+def test_read_y_h_stays_on_the_host():
+    rng = np.random.default_rng(3)
+    blob, feed = _case(rng, 4, 1, 5, 3, read_yh=True)
+    _check(blob, feed, where="host")
+
+
+def test_other_activations_are_refused():
+    rng = np.random.default_rng(4)
+    blob, feed = _case(rng, 3, 1, 4, 2)
+    import onnx
+    m = onnx.load_from_string(blob)
+    m.graph.node[0].attribute.append(onnx.helper.make_attribute("activations", ["Relu", "Tanh", "Tanh"]))
+    refused(m.SerializeToString(), feed, "activations")

@@ -1,0 +1,65 @@
+"""float32 ONNX LSTM in the native CPU graph (cpu_fallback/src/ops/lstm.c), with ONNX Runtime 1.31's bits: MLAS's
+packed SGEMM order (FMA chains in K blocks of 256), ORT's gate order, bias and clip, MLAS's logistic and tanh
+(vkinfer/reference/lstm.py is the definition). X is the activation; Y (seq, dirs, batch, hidden) the output.
+
+The host keeps (with the reason): W, R, B, P, sequence_lens, initial_h or initial_c that are not constants (the
+operator copies them once, transposed where they are GEMM operands), Y_h or Y_c read by another node or the graph
+(a layer writes one tensor), Y absent, and what the definition refuses (other activations, layout 1)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..model.lowering import Layer, lower
+from ..reference.lstm import check_inputs, lstm_config
+
+_F32 = np.dtype(np.float32)
+REVERSE, INPUT_FORGET, BIAS, PEEP, H0, C0 = 1, 2, 4, 8, 16, 32
+
+
+def _read(ctx, name: str) -> bool:
+    """Whether another node or the graph's outputs read tensor `name`."""
+    return any(name in n.inputs for n in ctx.g.nodes) or any(o.name == name for o in ctx.g.outputs)
+
+
+@lower("cpu", "LSTM")
+def lower_lstm(ctx, node, backend):
+    """An LSTM node as one native `lstm` operator (module docstring)."""
+    ins = list(node.inputs) + [""] * (8 - len(node.inputs))
+    x = ins[0]
+    y = node.outputs[0] if node.outputs else ""
+    if not x or not y or np.dtype(ctx.dtype(x)) != _F32 or np.dtype(ctx.dtype(y)) != _F32:
+        return None
+    if any(o and _read(ctx, o) for o in node.outputs[1:]):
+        raise ValueError("LSTM whose Y_h or Y_c is read: the native layer writes Y only (the host runs it)")
+    if not all(ctx.const(t) for t in ins[1:]):
+        raise ValueError("LSTM with non-constant W, R, B, sequence_lens, initial_h, initial_c or P (the host runs it)")
+    cfg = lstm_config(node)
+    vals = [np.zeros(ctx.shape(x), _F32)] + [ctx.g.consts[t] if t else None for t in ins[1:]]
+    seq, batch, inp = check_inputs(node, vals, cfg)
+    nd, h = cfg["dirs"], cfg["hidden"]
+    if seq * batch * inp * h == 0:
+        return None
+    w, r, b, lens, h0, c0, p = vals[1:]
+    flags = (REVERSE if cfg["direction"] == "reverse" else 0) | (INPUT_FORGET if cfg["input_forget"] else 0)
+    parts = []
+    for d in range(nd):
+        parts += [np.asarray(w[d], _F32).T.ravel(), np.asarray(r[d], _F32).T.ravel()]
+        if b is not None:
+            parts.append(np.asarray(b[d][:4 * h], _F32) + np.asarray(b[d][4 * h:], _F32))  # ORT's LoadBias
+        if p is not None:
+            parts.append(np.asarray(p[d], _F32).ravel())
+        if h0 is not None:
+            parts.append(np.asarray(h0[d], _F32).ravel())
+        if c0 is not None:
+            parts.append(np.asarray(c0[d], _F32).ravel())
+    flags |= (BIAS if b is not None else 0) | (PEEP if p is not None else 0) | (H0 if h0 is not None else 0) | \
+        (C0 if c0 is not None else 0)
+    weights = np.ascontiguousarray(np.concatenate(parts).astype(_F32))
+    lens_u = np.ascontiguousarray(np.full(batch, seq, np.uint32) if lens is None else np.asarray(lens, np.uint32))
+    scratch = 4 * nd * (seq * batch * 4 * h + 3 * batch * h)
+    clip = float(cfg["clip"])
+
+    def emit(g, refs, out, scr):
+        g.add("lstm", seq, batch, inp, h, nd, flags, clip, weights, lens_u, refs[0], scr, out)
+    return Layer(node, [x], y, emit, scratch=scratch)
