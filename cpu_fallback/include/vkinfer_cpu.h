@@ -91,6 +91,10 @@ const char* vki_last_error(void);
 vki_status vki_qlinear_add(const uint8_t* a, const uint8_t* b, uint8_t* y, size_t n, int32_t is_signed, float ra,
                            float rb, float fixed, int32_t lo, int32_t hi);
 
+/* com.microsoft QLinearMul on equal shapes (logical values; ORT 1.31's arithmetic: see qadd.c). */
+vki_status vki_qlinear_mul(const uint8_t* a, const uint8_t* b, uint8_t* y, size_t n, int32_t is_signed, int32_t za,
+                           int32_t zb, float ratio, float zc, int32_t lo, int32_t hi);
+
 /* Elementwise 8-bit op by table lookup: y[i] = table[a[i] * 256 + b[i]] (table: 65536 bytes, built by the
  * caller from the numpy reference on every pair, so the result is the reference's by construction).
  * `b_period` > 0 reads b[i % b_period] (one row of channels broadcast over all rows). */

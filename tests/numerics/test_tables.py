@@ -198,6 +198,36 @@ def test_qdq_mul_of_two_8bit_tensors_is_ort_qlinear_mul_not_a_float_table(dtype)
     _check(m, feed, dtype, "com.microsoft:QLinearMul")
 
 
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("form", ["qop_silu", "qop_silu_swapped", "square", "qdq_silu"])
+def test_products_of_one_tensor_fold_to_one_table(form, dtype):
+    """x * Sigmoid(x) as ORT's quantizer writes SiLU (QOperator: QLinearSigmoid then QLinearMul; QDQ: a Table then
+    QLinearMul) and x * x are functions of x's byte: one vkinfer:Table (model/tables.py fold_self_products), the
+    lookup it read gone, equal to ORT on every byte on every device."""
+    rng = np.random.default_rng(31 + len(form))
+    (xs, xz), (ss, sz), (ys, yz) = _scales(rng, dtype)
+    inits = [_c("xs", xs), _c("xz", xz, dtype), _c("ss", ss), _c("sz", sz, dtype), _c("ys", ys), _c("yz", yz, dtype)]
+    ms = "com.microsoft"
+    if form == "qdq_silu":
+        nodes = [helper.make_node("DequantizeLinear", ["x_q", "xs", "xz"], ["x"]),
+                 helper.make_node("Sigmoid", ["x"], ["s"]),
+                 helper.make_node("QuantizeLinear", ["s", "ss", "sz"], ["s_q"]),
+                 helper.make_node("DequantizeLinear", ["s_q", "ss", "sz"], ["s2"]),
+                 helper.make_node("Mul", ["x", "s2"], ["f"]),
+                 helper.make_node("QuantizeLinear", ["f", "ys", "yz"], ["y"])]
+    else:
+        other = ["x_q", "xs", "xz"] if form == "square" else ["s_q", "ss", "sz"]
+        a, b = (other, ["x_q", "xs", "xz"]) if form == "qop_silu_swapped" else (["x_q", "xs", "xz"], other)
+        nodes = [] if form == "square" else [
+            helper.make_node("QLinearSigmoid", ["x_q", "xs", "xz", "ss", "sz"], ["s_q"], domain=ms)]
+        nodes.append(helper.make_node("QLinearMul", a + b + ["ys", "yz"], ["y"], domain=ms))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x_q", _T[dtype], [1, 4, 8, 8])],
+                              [helper.make_tensor_value_info("y", _T[dtype], None)], initializer=inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(ms, 1)])
+    m.ir_version = 8
+    _check(m, {"x_q": _every_byte(dtype, rng)}, dtype, TABLE)
+
+
 QAVG = "com.microsoft:QLinearAveragePool"
 UNITS = [("AveragePool", dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]), QAVG),
          ("AveragePool", dict(kernel_shape=[2, 2], strides=[2, 2]), QAVG),

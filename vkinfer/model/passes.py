@@ -535,7 +535,7 @@ def optimize(g: Graph) -> Graph:
     from .conv_transpose import expand_conv_transpose
     from .moves import split_to_slices
     from .quant_ops import split_transposed_a
-    from .tables import fold_constant_operands, fold_tables
+    from .tables import fold_constant_operands, fold_self_products, fold_tables
     from .weight_quant import quantize_float_weights
 
     check_graph(g)
@@ -549,7 +549,7 @@ def optimize(g: Graph) -> Graph:
     g = _reattach(g, taken)
     g = fuse_activations(g)
     g = split_transposed_a(g)  # QGemm transA=1 -> Transpose + QGemm (vkinfer/model/quant_ops.py)
-    g = fold_constant_operands(fold_tables(fold_constants(g)))
+    g = fold_self_products(fold_constant_operands(fold_tables(fold_constants(g))))
     return _explicit_pads(fold_constants(g))
 
 

@@ -16,6 +16,7 @@ typedef struct {
     uint64_t n, rows, len;   /* n = rows * len; len = the innermost axis */
     uint64_t per_item;       /* rows per work item (len < chunk) or chunks per row (len >= chunk): see run */
     int32_t is_signed, lo, hi;
+    int32_t mul, za, zb;     /* mul: QLinearMul's arithmetic (ra: its ratio, fixed: its zero point) */
     float ra, rb, fixed;
     uint8_t* table;          /* NULL: ORT's QLinearAdd arithmetic */
 } qadd_t;
@@ -73,7 +74,9 @@ static int qadd_piece(const qadd_t* t, uint8_t* const* ptr, uint64_t r, uint64_t
     const uint8_t flip = t->is_signed ? 0x80 : 0;
     const uint8_t* va = operand(a, la, m, flip, ba);
     const uint8_t* vb = operand(b, lb, m, flip, bb);
-    if (vki_qlinear_add(va, vb, y, m, t->is_signed, t->ra, t->rb, t->fixed, t->lo, t->hi) != VKI_OK) return 0;
+    if ((t->mul ? vki_qlinear_mul(va, vb, y, m, t->is_signed, t->za, t->zb, t->ra, t->fixed, t->lo, t->hi)
+                : vki_qlinear_add(va, vb, y, m, t->is_signed, t->ra, t->rb, t->fixed, t->lo, t->hi)) != VKI_OK)
+        return 0;
     if (flip)
         for (size_t k = 0; k < m; k++) y[k] ^= 0x80;
     return 1;
@@ -116,8 +119,9 @@ static void qadd_free(void* p)
 }
 
 vki_status vki_graph_add_qadd(vki_graph* g, uint32_t rank, const uint32_t* shape, const uint64_t* a_strides,
-                              const uint64_t* b_strides, int32_t is_signed, float ra, float rb, float fixed,
-                              int32_t lo, int32_t hi, const uint8_t* table, vki_ref a, vki_ref b, vki_ref y)
+                              const uint64_t* b_strides, int32_t is_signed, int32_t mul, int32_t za, int32_t zb,
+                              float ra, float rb, float fixed, int32_t lo, int32_t hi, const uint8_t* table,
+                              vki_ref a, vki_ref b, vki_ref y)
 {
     int32_t qlo = is_signed ? -128 : 0, qhi = is_signed ? 127 : 255;
     if (!table && (lo > hi || lo < qlo || hi > qhi)) FAIL(VKI_EINVAL, "qadd: bad clamp [%d, %d]", lo, hi);
@@ -125,8 +129,12 @@ vki_status vki_graph_add_qadd(vki_graph* g, uint32_t rank, const uint32_t* shape
         FAIL(VKI_EINVAL, "qadd: rank must be 1 to %d with shape and strides", QADD_MAX_RANK);
     qadd_t* t = calloc(1, sizeof *t);
     if (!t) FAIL(VKI_ENOMEM, "qadd: out of memory");
+    if (mul && (za < qlo || za > qhi || zb < qlo || zb > qhi)) {
+        free(t);
+        FAIL(VKI_EINVAL, "qadd: zero points %d, %d outside the type's range", za, zb);
+    }
     *t = (qadd_t){.rank = rank, .is_signed = is_signed != 0, .lo = lo, .hi = hi, .ra = ra, .rb = rb,
-                  .fixed = fixed};
+                  .fixed = fixed, .mul = mul != 0 && !table, .za = za, .zb = zb};
     uint64_t n = 1, ea = 0, eb = 0;  /* ea, eb: the last byte each operand reads */
     int zero = 0;
     for (uint32_t d = 0; d < rank; d++) zero |= shape[d] == 0;
