@@ -3,7 +3,7 @@ packed SGEMM order (FMA chains in K blocks of 256), ORT's gate order, bias and c
 (vkinfer/reference/lstm.py is the definition). X is the activation; Y (seq, dirs, batch, hidden) the output.
 
 The host keeps (with the reason): W, R, B, P, sequence_lens, initial_h or initial_c that are not constants (the
-operator copies them once, transposed where they are GEMM operands), Y_h or Y_c read by another node or the graph
+operator copies them once, W and R transposed and packed in its panels), Y_h or Y_c read by another node or the graph
 (a layer writes one tensor), Y absent, and what the definition refuses (other activations, layout 1)."""
 
 from __future__ import annotations
@@ -15,11 +15,30 @@ from ..reference.lstm import check_inputs, lstm_config
 
 _F32 = np.dtype(np.float32)
 REVERSE, INPUT_FORGET, BIAS, PEEP, H0, C0 = 1, 2, 4, 8, 16, 32
+_COLS, _UNITS = 64, 16  # ops/lstm.c's L_COLS and L_UNITS: the packed weights' panel widths
 
 
 def _read(ctx, name: str) -> bool:
     """Whether another node or the graph's outputs read tensor `name`."""
     return any(name in n.inputs for n in ctx.g.nodes) or any(o.name == name for o in ctx.g.outputs)
+
+
+def pack_w(w: np.ndarray) -> np.ndarray:
+    """W (4H, I) as ops/lstm.c reads it: W^T in panels of 64 output columns, (panel, k, 64), zero-padded."""
+    n, k = w.shape
+    panels = -(-n // _COLS)
+    wt = np.zeros((k, panels * _COLS), _F32)
+    wt[:, :n] = w.T
+    return np.ascontiguousarray(wt.reshape(k, panels, _COLS).transpose(1, 0, 2)).ravel()
+
+
+def pack_r(r: np.ndarray) -> np.ndarray:
+    """R (4H, H) as ops/lstm.c reads it: per block of 16 hidden units, (block, k, gate, 16), zero-padded."""
+    h = r.shape[1]
+    blocks = -(-h // _UNITS)
+    rt = np.zeros((h, 4, blocks * _UNITS), _F32)
+    rt[:, :, :h] = r.T.reshape(h, 4, h)
+    return np.ascontiguousarray(rt.reshape(h, 4, blocks, _UNITS).transpose(2, 0, 1, 3)).ravel()
 
 
 @lower("cpu", "LSTM")
@@ -44,7 +63,7 @@ def lower_lstm(ctx, node, backend):
     flags = (REVERSE if cfg["direction"] == "reverse" else 0) | (INPUT_FORGET if cfg["input_forget"] else 0)
     parts = []
     for d in range(nd):
-        parts += [np.asarray(w[d], _F32).T.ravel(), np.asarray(r[d], _F32).T.ravel()]
+        parts += [pack_w(np.asarray(w[d], _F32)), pack_r(np.asarray(r[d], _F32))]
         if b is not None:
             parts.append(np.asarray(b[d][:4 * h], _F32) + np.asarray(b[d][4 * h:], _F32))  # ORT's LoadBias
         if p is not None:

@@ -10,7 +10,8 @@
  *     MLAS's logistic and tanh polynomials (fused Horner steps); C = C_prev * f + i * c unfused; H = tanh(C) * o.
  *   - sequence_lens: a finished row keeps its state and its Y rows stay 0; reverse runs each row backwards.
  * Operands: x (seq, batch, input) float32; y (seq, dirs, batch, hidden); scratch (lstm_scratch floats).
- * `weights`, per direction: W^T (input x 4H), R^T (H x 4H), then by flags: bias Wb + Rb (4H), P (3H: i, o, f),
+ * `weights`, per direction: W^T packed in column panels of 64 (panel, k, 64; zero-padded), R^T packed per 16
+ * hidden units (unit block, k, gate, 16; zero-padded), then by flags: bias Wb + Rb (4H), P (3H: i, o, f),
  * h0 (batch x H), c0 (batch x H); copied. lens: batch lengths (<= seq), copied. */
 #include <math.h>
 #include <stdlib.h>
@@ -39,8 +40,10 @@ typedef struct {
 } lstm_t;
 
 /* Offsets inside one direction's block of `w`. */
-static uint64_t off_r(const lstm_t* t) { return (uint64_t)t->in * 4 * t->hid; }
-static uint64_t off_b(const lstm_t* t) { return off_r(t) + (uint64_t)t->hid * 4 * t->hid; }
+static uint64_t n_cols(const lstm_t* t) { return (4 * (uint64_t)t->hid + L_COLS - 1) / L_COLS; }
+static uint64_t n_units(const lstm_t* t) { return ((uint64_t)t->hid + L_UNITS - 1) / L_UNITS; }
+static uint64_t off_r(const lstm_t* t) { return n_cols(t) * t->in * L_COLS; }
+static uint64_t off_b(const lstm_t* t) { return off_r(t) + n_units(t) * t->hid * L_COLS; }
 static uint64_t off_p(const lstm_t* t) { return off_b(t) + (t->flags & L_BIAS ? 4 * (uint64_t)t->hid : 0); }
 static uint64_t off_h0(const lstm_t* t) { return off_p(t) + (t->flags & L_PEEP ? 3 * (uint64_t)t->hid : 0); }
 static uint64_t off_c0(const lstm_t* t)
@@ -54,48 +57,37 @@ static uint64_t scratch_dir(const lstm_t* t)
     return (uint64_t)t->seq * t->batch * 4 * t->hid + 3 * (uint64_t)t->batch * t->hid;
 }
 
-/* acc[n] = fma(a, b[n], acc[n]) over a row of columns: the FMA chain's one k step. */
+/* acc[r][0..64) = the FMA chain from +0 over k in [k0, k1) of a[r][k] * b[k][0..64) (b: 64 floats per k, the
+ * packed weights): MLAS's order for one K block. Fixed width so the accumulators can stay in registers. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__) && \
     !defined(__SANITIZE_ADDRESS__)  /* ifunc resolvers run before the sanitizer runtime is up */
 __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 #endif
-static void fma_rows(uint32_t m, const uf32* a, uint64_t lda, const uf32* b, uint64_t ldb, uint32_t k0, uint32_t k1,
-                     float (*acc)[L_COLS], uint32_t n)
+static void fma_tile(uint32_t m, const uf32* a, uint64_t lda, const float* b, uint32_t k0, uint32_t k1,
+                     float (*acc)[L_COLS])
 {
-    for (uint32_t r = 0; r < m; r++)
-        for (uint32_t j = 0; j < n; j++) acc[r][j] = 0.0f;
-    for (uint32_t k = k0; k < k1; k++) {
-        const uf32* bk = b + (uint64_t)k * ldb;
-        for (uint32_t r = 0; r < m; r++) {
-            float av = a[r * lda + k];
-            float* restrict ar = acc[r];
-            for (uint32_t j = 0; j < n; j++) ar[j] = fmaf(av, bk[j], ar[j]);
+    float s[L_ROWS][L_COLS];
+    for (uint32_t r = 0; r < L_ROWS; r++)
+        for (uint32_t j = 0; j < L_COLS; j++) s[r][j] = 0.0f;
+    if (m == L_ROWS) {
+        for (uint32_t k = k0; k < k1; k++) {
+            const float* bk = b + (uint64_t)k * L_COLS;
+            for (uint32_t r = 0; r < L_ROWS; r++) {
+                float av = a[r * lda + k];
+                for (uint32_t j = 0; j < L_COLS; j++) s[r][j] = fmaf(av, bk[j], s[r][j]);
+            }
         }
-    }
-}
-
-/* C[m x n] (+)= A[m x K] B[K x n] in MLAS's packed order (file comment); `add`: C holds a value to add to. */
-static void packed_gemm(uint32_t m, uint32_t kk, uint32_t n, const uf32* a, uint64_t lda, const uf32* b,
-                        uint64_t ldb, uf32* c, uint64_t ldc, int add)
-{
-    float acc[L_ROWS][L_COLS];
-    for (uint32_t r0 = 0; r0 < m; r0 += L_ROWS) {
-        uint32_t mr = m - r0 < L_ROWS ? m - r0 : L_ROWS;
-        for (uint32_t n0 = 0; n0 < n; n0 += L_COLS) {
-            uint32_t nw = n - n0 < L_COLS ? n - n0 : L_COLS;
-            for (uint32_t k0 = 0; k0 < kk; k0 += L_STRIDE_K) {
-                uint32_t k1 = kk - k0 < L_STRIDE_K ? kk : k0 + L_STRIDE_K;
-                fma_rows(mr, a + (uint64_t)r0 * lda, lda, b + n0, ldb, k0, k1, acc, nw);
-                for (uint32_t r = 0; r < mr; r++) {
-                    uf32* cr = c + (uint64_t)(r0 + r) * ldc + n0;
-                    if (add || k0)
-                        for (uint32_t j = 0; j < nw; j++) cr[j] = cr[j] + acc[r][j];
-                    else
-                        for (uint32_t j = 0; j < nw; j++) cr[j] = acc[r][j];
-                }
+    } else {
+        for (uint32_t k = k0; k < k1; k++) {
+            const float* bk = b + (uint64_t)k * L_COLS;
+            for (uint32_t r = 0; r < m; r++) {
+                float av = a[r * lda + k];
+                for (uint32_t j = 0; j < L_COLS; j++) s[r][j] = fmaf(av, bk[j], s[r][j]);
             }
         }
     }
+    for (uint32_t r = 0; r < m; r++)
+        for (uint32_t j = 0; j < L_COLS; j++) acc[r][j] = s[r][j];
 }
 
 /* MLAS's logistic and tanh (FMA3 kernels' constants and Horner order); NaN passes through. */
@@ -154,7 +146,7 @@ typedef struct {
     uint32_t step;
 } lstm_job;
 
-/* X W^T for direction item / n_col_items, its columns [64 c, 64 c + 64). */
+/* X W^T for direction item / n_col_items, its columns [64 c, 64 c + 64) (packed: k-major, 64 wide). */
 static void xw_item(void* ctx, size_t item)
 {
     const lstm_job* j = ctx;
@@ -163,9 +155,24 @@ static void xw_item(void* ctx, size_t item)
     uint32_t d = (uint32_t)(item / cols), n0 = (uint32_t)(item % cols) * L_COLS;
     uint32_t nw = n4 - n0 < L_COLS ? n4 - n0 : L_COLS;
     uint32_t rows = t->max_len * t->batch;
-    const float* wt = t->w + d * t->dir_floats;
+    const float* wp = t->w + d * t->dir_floats + (uint64_t)(n0 / L_COLS) * t->in * L_COLS;
     float* g = j->s + d * scratch_dir(t);
-    packed_gemm(rows, t->in, nw, (const uf32*)j->x, t->in, (const uf32*)wt + n0, n4, (uf32*)g + n0, n4, 0);
+    const uf32* x = (const uf32*)j->x;
+    float acc[L_ROWS][L_COLS];
+    for (uint32_t r0 = 0; r0 < rows; r0 += L_ROWS) {
+        uint32_t mr = rows - r0 < L_ROWS ? rows - r0 : L_ROWS;
+        for (uint32_t k0 = 0; k0 < t->in; k0 += L_STRIDE_K) {
+            uint32_t k1 = t->in - k0 < L_STRIDE_K ? t->in : k0 + L_STRIDE_K;
+            fma_tile(mr, x + (uint64_t)r0 * t->in, t->in, wp, k0, k1, acc);
+            for (uint32_t r = 0; r < mr; r++) {
+                float* cr = g + (uint64_t)(r0 + r) * n4 + n0;
+                if (k0)
+                    for (uint32_t c = 0; c < nw; c++) cr[c] = cr[c] + acc[r][c];
+                else
+                    for (uint32_t c = 0; c < nw; c++) cr[c] = acc[r][c];
+            }
+        }
+    }
 }
 
 /* One step for direction item / unit_items, hidden units [16 u, 16 u + 16): its 4 gate column ranges of
@@ -180,7 +187,8 @@ static void step_item(void* ctx, size_t item)
     uint32_t step = j->step;
     int reverse = (t->flags & L_REVERSE) || d == 1;
     const float* wd = t->w + d * t->dir_floats;
-    const float* rt = wd + off_r(t);
+    const float* rp = wd + off_r(t) + (uint64_t)(u0 / L_UNITS) * hid * L_COLS;
+    float acc[L_ROWS][L_COLS];
     const float* bias = t->flags & L_BIAS ? wd + off_b(t) : NULL;
     const float* peep = t->flags & L_PEEP ? wd + off_p(t) : NULL;
     float* g = j->s + d * scratch_dir(t);
@@ -194,9 +202,13 @@ static void step_item(void* ctx, size_t item)
         if (step >= len) continue;
         uint32_t tt = reverse ? len - 1 - step : step;
         float* gr = g + ((uint64_t)tt * t->batch + b) * n4;
-        for (uint32_t q = 0; q < 4; q++)
-            packed_gemm(1, hid, uw, (const uf32*)hp + (uint64_t)b * hid, hid, (const uf32*)rt + q * hid + u0, n4,
-                        (uf32*)gr + q * hid + u0, n4, 1);
+        for (uint32_t k0 = 0; k0 < hid; k0 += L_STRIDE_K) {
+            uint32_t k1 = hid - k0 < L_STRIDE_K ? hid : k0 + L_STRIDE_K;
+            fma_tile(1, (const uf32*)hp + (uint64_t)b * hid, hid, rp, k0, k1, acc);
+            for (uint32_t q = 0; q < 4; q++)
+                for (uint32_t u = 0; u < uw; u++)
+                    gr[q * hid + u0 + u] = gr[q * hid + u0 + u] + acc[0][q * L_UNITS + u];
+        }
         float* c = cs + (uint64_t)b * hid;
         uf32* yr = y + (((uint64_t)tt * t->dirs + d) * t->batch + b) * hid;
         for (uint32_t k = u0; k < u0 + uw; k++) {
