@@ -18,7 +18,7 @@ from .tflite_builder import ACT, ModelBuilder
 def op_model(op: Literal["mul", "add", "logistic", "max_pool", "average_pool", "softmax", "concat", "pad", "quantize",
                          "requantize", "strided_slice", "split", "split_v", "pack", "unpack", "squeeze", "gather",
                          "depth_to_space", "resize_nearest", "tanh", "hard_swish", "leaky_relu", "sub", "maximum",
-                         "minimum", "prelu", "mean", "resize_bilinear"],
+                         "minimum", "prelu", "mean", "resize_bilinear", "batch_matmul"],
              seed: int = 0, *,
              dtype: Literal["int8", "uint8"] = "int8", shape=(1, 8, 8, 16), activation: str | None = None,
              **kw) -> bytes:
@@ -133,7 +133,7 @@ def op_model(op: Literal["mul", "add", "logistic", "max_pool", "average_pool", "
 
 _MORE_OPS = ("strided_slice", "split", "split_v", "pack", "unpack", "squeeze", "gather", "depth_to_space",
              "resize_nearest", "tanh", "hard_swish", "leaky_relu", "sub", "maximum", "minimum", "prelu", "mean",
-             "resize_bilinear")
+             "resize_bilinear", "batch_matmul")
 
 
 def _more_op(m: ModelBuilder, op: str, x: int, xp, qdt, shape, params, rng, kw) -> list[int]:
@@ -209,6 +209,25 @@ def _more_op(m: ModelBuilder, op: str, x: int, xp, qdt, shape, params, rng, kw) 
         y = m.tensor("out", (shape[0], oh, ow, shape[3]), qdt, None, *kw.get("out_params", xp))
         m.op(B.RESIZE_BILINEAR, [x, ints("size", [oh, ow])], [y], A.ResizeBilinearOptions,
              AlignCorners=bool(kw.get("align_corners", False)), HalfPixelCenters=bool(kw.get("half_pixel", False)))
+        return [y]
+    if op == "batch_matmul":
+        adj_x, adj_y = bool(kw.get("adj_x", False)), bool(kw.get("adj_y", False))
+        b_shape = tuple(kw["y_shape"])
+        qp = kw.get("qparams", {})  # "x", "y", "out": (scale, zero point) chosen by the caller
+        if "x" in qp:
+            m.tensors[x].scale, m.tensors[x].zero_point = np.float32([qp["x"][0]]), np.array([qp["x"][1]])
+        yp = qp.get("y") or params()
+        if kw.get("const_y"):
+            info = np.iinfo(qdt)
+            b = m.tensor("weights", b_shape, qdt, rng.integers(info.min, info.max + 1, b_shape).astype(qdt), *yp)
+        else:
+            b = m.tensor("x1", b_shape, qdt, None, *yp)
+        rows = shape[-1] if adj_x else shape[-2]
+        cols = b_shape[-2] if adj_y else b_shape[-1]
+        batch = np.broadcast_shapes(shape[:-2], b_shape[:-2])
+        y = m.tensor("out", (*batch, rows, cols), qdt, None, *(qp.get("out") or params(0.05, 0.5)))
+        m.op(B.BATCH_MATMUL, [x, b], [y], A.BatchMatMulOptions, AdjX=adj_x, AdjY=adj_y,
+             AsymmetricQuantizeInputs=False)
         return [y]
     if op == "mean":
         r = len(shape)

@@ -1,8 +1,10 @@
-"""8-bit TFLite ops whose bits are XNNPACK's integer kernels (litert 2.3 delegates them): each op's check, build
-and entry in the op table (ops.py).
+"""8-bit TFLite ops with the bits of litert's integer kernels (XNNPACK's where litert 2.3 delegates them, else
+TFLite's builtin ones): each op's check, build and entry in the op table (ops.py).
 
     RESIZE_BILINEAR    -> vkinfer:TFLiteResizeBilinear (XNNPACK's 11-bit weights, vkinfer/reference/
                           tflite_resize_bilinear.py), on NCHW
+    BATCH_MATMUL       -> vkinfer:TFLiteBatchMatMul (int8; the builtin kernel's fixed-point multiplier,
+                          vkinfer/reference/tflite_batch_matmul.py), on TFLite's layout, either operand constant
 """
 
 from __future__ import annotations
@@ -54,7 +56,33 @@ def check_resize_bilinear(ins, outs, opts, tensors) -> str | None:
     return None
 
 
+# ---- BATCH_MATMUL ----------------------------------------------------------------------------------------------
+
+def batch_matmul(imp, ins, outs, opts) -> None:
+    """BATCH_MATMUL -> vkinfer:TFLiteBatchMatMul on TFLite's own layout (adj_x / adj_y as attributes)."""
+    from ...reference.tflite_batch_matmul import batch_matmul_shapes
+
+    adj_x = bool(opts.AdjX()) if opts is not None else False
+    adj_y = bool(opts.AdjY()) if opts is not None else False
+    a, b = ins[:2]
+    batch, m, _, n = batch_matmul_shapes(imp.t[a].shape, imp.t[b].shape, adj_x, adj_y)
+    expect_shape(imp, outs[0], [*batch, m, n], f"BATCH_MATMUL (adj_x={adj_x}, adj_y={adj_y})")
+    imp.node("vkinfer:TFLiteBatchMatMul", [imp.get(a), *imp.qparams(a), imp.get(b), *imp.qparams(b),
+                                           *imp.qparams(outs[0])], [imp.put(outs[0])], adj_x=int(adj_x),
+             adj_y=int(adj_y))
+
+
+def check_batch_matmul(ins, outs, opts, tensors) -> str | None:
+    if not all(_q8(tensors, i) and DTYPES[tensors[i].dtype] == np.int8 for i in [*ins[:2], outs[0]]):
+        return "only per-tensor int8 operands and output are supported (TFLite's 8-bit BATCH_MATMUL is int8)"
+    if opts is not None and opts.AsymmetricQuantizeInputs():
+        return "asymmetric_quantize_inputs (hybrid float) is not supported"
+    return None
+
+
 OPS = {
+    "BATCH_MATMUL": Op("BatchMatMulOptions", check_batch_matmul, batch_matmul, ("vkinfer:TFLiteBatchMatMul",),
+                       min_inputs=2),
     "RESIZE_BILINEAR": Op("ResizeBilinearOptions", check_resize_bilinear, resize_bilinear,
                           ("vkinfer:TFLiteResizeBilinear",), min_inputs=2),
 }
