@@ -18,7 +18,7 @@ from .tflite_builder import ACT, ModelBuilder
 def op_model(op: Literal["mul", "add", "logistic", "max_pool", "average_pool", "softmax", "concat", "pad", "quantize",
                          "requantize", "strided_slice", "split", "split_v", "pack", "unpack", "squeeze", "gather",
                          "depth_to_space", "resize_nearest", "tanh", "hard_swish", "leaky_relu", "sub", "maximum",
-                         "minimum", "prelu", "mean", "resize_bilinear", "batch_matmul"],
+                         "minimum", "prelu", "mean", "resize_bilinear", "batch_matmul", "transpose_conv"],
              seed: int = 0, *,
              dtype: Literal["int8", "uint8"] = "int8", shape=(1, 8, 8, 16), activation: str | None = None,
              **kw) -> bytes:
@@ -36,7 +36,9 @@ def op_model(op: Literal["mul", "add", "logistic", "max_pool", "average_pool", "
     strided_slice (kw begin, end, strides, BeginMask, EndMask, ShrinkAxisMask, out_shape), split / split_v / unpack
     (kw axis, sizes; outputs out0, out1, ...), pack (kw inputs, axis; inputs x, x1, ...), squeeze (kw dims),
     gather (kw axis, indices), depth_to_space (kw block), resize_nearest and resize_bilinear (kw size, align_corners,
-    half_pixel; resize_bilinear: kw out_params (scale, zero point), default the input's), tanh,
+    half_pixel; resize_bilinear: kw out_params (scale, zero point), default the input's), batch_matmul (kw
+    y_shape, adj_x, adj_y, const_y, qparams {"x", "y", "out": (scale, zero point)}), transpose_conv (kw filters,
+    kernel, stride, padding, out_hw, per_channel, bias, activation, out_params, x_params, w_scale), tanh,
     hard_swish, leaky_relu (kw alpha), sub (kw activation), maximum, minimum (kw same_params), prelu (constant
     alpha of shape kw y_shape), mean (kw axes, keep_dims (True), ratio x_scale / y_scale (seeded), zero_points
     (x, y) (seeded)): see `_more_op`.
@@ -133,7 +135,7 @@ def op_model(op: Literal["mul", "add", "logistic", "max_pool", "average_pool", "
 
 _MORE_OPS = ("strided_slice", "split", "split_v", "pack", "unpack", "squeeze", "gather", "depth_to_space",
              "resize_nearest", "tanh", "hard_swish", "leaky_relu", "sub", "maximum", "minimum", "prelu", "mean",
-             "resize_bilinear", "batch_matmul")
+             "resize_bilinear", "batch_matmul", "transpose_conv")
 
 
 def _more_op(m: ModelBuilder, op: str, x: int, xp, qdt, shape, params, rng, kw) -> list[int]:
@@ -228,6 +230,27 @@ def _more_op(m: ModelBuilder, op: str, x: int, xp, qdt, shape, params, rng, kw) 
         y = m.tensor("out", (*batch, rows, cols), qdt, None, *(qp.get("out") or params(0.05, 0.5)))
         m.op(B.BATCH_MATMUL, [x, b], [y], A.BatchMatMulOptions, AdjX=adj_x, AdjY=adj_y,
              AsymmetricQuantizeInputs=False)
+        return [y]
+    if op == "transpose_conv":
+        n, h, w, c = shape
+        o, (kh, kwd), (sh, sw) = kw.get("filters", 8), kw.get("kernel", (3, 3)), kw.get("stride", (2, 2))
+        same = kw.get("padding", "SAME") == "SAME"
+        out_hw = kw.get("out_hw") or ((h * sh, w * sw) if same else ((h - 1) * sh + kh, (w - 1) * sw + kwd))
+        wt = rng.integers(-127, 128, (o, kh, kwd, c)).astype(np.int8)
+        ws = np.float32(np.exp(rng.uniform(np.log(0.002), np.log(0.02), o if kw.get("per_channel", True) else 1)))
+        if "w_scale" in kw:  # ties: power-of-two scales make the multiplier a power of two
+            ws = np.full(ws.shape, kw["w_scale"], np.float32)
+        if "x_params" in kw:
+            xp = kw["x_params"]
+            m.tensors[x].scale, m.tensors[x].zero_point = np.float32([xp[0]]), np.array([xp[1]])
+        wq = m.tensor("weights", wt.shape, np.int8, wt, ws, np.zeros(ws.size, np.int64), quantized_dimension=0)
+        ins_ = [ints("output_shape", [n, *out_hw, o]), wq, x]
+        if kw.get("bias", True):
+            bias = rng.integers(-3000, 3000, o).astype(np.int32)
+            ins_.append(m.tensor("bias", (o,), np.int32, bias, np.float32(xp[0]) * ws, np.zeros(ws.size, np.int64)))
+        y = m.tensor("out", (n, *out_hw, o), qdt, None, *kw.get("out_params", params(0.05, 0.2)))
+        m.op(B.TRANSPOSE_CONV, ins_, [y], A.TransposeConvOptions, Padding=0 if same else 1, StrideH=sh, StrideW=sw,
+             FusedActivationFunction=ACT[kw.get("activation")])
         return [y]
     if op == "mean":
         r = len(shape)

@@ -23,7 +23,9 @@ a graph output, ...) needs it, so a chain of convolutions, ADDs and MEANs runs w
                           it), else DequantizeLinear -> QuantizeLinear (int8 <-> uint8 requantization)
     DEQUANTIZE         -> DequantizeLinear
     RESIZE_BILINEAR    -> vkinfer:TFLiteResizeBilinear (NCHW; XNNPACK's 11-bit fixed-point interpolation)
-    BATCH_MATMUL       -> vkinfer:TFLiteBatchMatMul (int8; TFLite's fixed-point requantization)
+    BATCH_MATMUL       -> vkinfer:TFLiteBatchMatMul (int8; XNNPACK's float32 or TFLite's fixed-point requantization)
+    TRANSPOSE_CONV     -> ZeroInsert + QLinearConv (int8, per-channel weights; vkinfer:QLinearConvTranspose expanded),
+                          vkinfer:TFLiteTransposeConv on the host where XNNPACK refuses the geometry
 Fused activations (RELU, RELU6, RELU_N1_TO_1) narrow the output clamp to TFLite's bounds (zero point +
 round-half-away(value / scale), CalculateActivationRangeQuantized), given as a ("clip", lo, hi) that quantizes to
 exactly those bounds: a convolution (or fully connected layer) becomes vkinfer:QLinearConvClamp (or
@@ -65,9 +67,12 @@ CONCATENATION, PAD, LOGISTIC: identical results on the test models (tests/import
   - RESIZE_BILINEAR: XNNPACK interpolates raw values with 11-bit weights (float32 source coordinates rounded
     to 1/2048) and rounds the 22-bit fraction half up: vkinfer:TFLiteResizeBilinear (vkinfer/reference/
     tflite_resize_bilinear.py), identical to litert (align_corners, half_pixel_centers, up and down).
-  - BATCH_MATMUL: XNNPACK takes no 8-bit one; TFLite's builtin kernel requantizes with QuantizeMultiplier's
-    fixed point, one rounding (ruy) when the second operand's zero point is 0, else gemmlowp's two roundings:
-    vkinfer:TFLiteBatchMatMul (vkinfer/reference/tflite_batch_matmul.py), identical to litert.
+  - BATCH_MATMUL: XNNPACK takes it when the second operand's zero point is 0 (float32 requantization, the
+    convolution contract), else TFLite's builtin kernel (QuantizeMultiplier, gemmlowp's two roundings):
+    vkinfer:TFLiteBatchMatMul (vkinfer/reference/tflite_batch_matmul.py) follows both, identical to litert.
+  - TRANSPOSE_CONV: XNNPACK's deconvolution requantizes as the convolution contract (identical); where it refuses
+    the geometry (a kernel below the stride) TFLite's builtin kernel runs: vkinfer:TFLiteTransposeConv
+    (vkinfer/reference/tflite_transpose_conv.py), gemmlowp's fixed point, one step off on rare near-halves.
 Without the XNNPACK delegate (OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES, BUILTIN_REF) TFLite's builtin
 kernels requantize with fixed-point multipliers: one step on about 0.8% of MUL values and 0.05-0.1% of
 convolution outputs (measured on the test models); the tests compare with the default interpreter.
