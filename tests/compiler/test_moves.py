@@ -300,8 +300,8 @@ def test_native_gather_checks_every_run():
 
     def add(rows, fill=0):
         arr = (_REF * 1)(Ref(1, 0, 8).c())
-        g.add("gather", 1, sizes, 4, 2, np.ascontiguousarray(rows, np.int64), fill, ctypes.addressof(arr),
-              Ref(2, 0, 8))
+        g.add("gather", 1, sizes, 4, 2, np.ascontiguousarray(rows, np.int64), fill, 1, ctypes.addressof(arr),
+              Ref(2, 0, 8))  # 1-byte elements
     add([[0, 0, 4, 7, -1], [0, 1, 3, 0, 3]])
     x, y = np.arange(8, dtype=np.uint8), np.zeros(8, np.uint8)
     g.run([x, y])

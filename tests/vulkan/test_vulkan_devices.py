@@ -165,9 +165,56 @@ def check_tflite_model(device: str) -> None:
         run_sessions(devices, {"input": x}, want=[want[n] for n in names], output_names=names, what=f"input {i}")
 
 
+def check_attention(device: str) -> None:
+    """Attention's 8-bit core as YOLO11's segmentation head has it: QLinearMatMul of two activations (batched
+    over heads) and com.microsoft QLinearSoftmax over the last axis, in one submit, against ONNX Runtime."""
+    from onnx import helper
+
+    from vkinfer.testing.onnx_builder import MS, make_model
+
+    consts = {"qs": np.float32(0.05), "qz": np.uint8(120), "ks": np.float32(0.04), "kz": np.uint8(130),
+              "ss": np.float32(0.3), "sz": np.uint8(110), "ps": np.float32(1 / 256), "pz": np.uint8(0)}
+    nodes = [helper.make_node("QLinearMatMul", ["q", "qs", "qz", "k", "ks", "kz", "ss", "sz"], ["s"]),
+             helper.make_node("QLinearSoftmax", ["s", "ss", "sz", "ps", "pz"], ["p"], domain="com.microsoft",
+                              axis=-1, opset=13)]
+    m = make_model(nodes, {"q": (np.uint8, (1, 2, 5, 8)), "k": (np.uint8, (1, 2, 8, 6))}, {"p": np.uint8}, consts,
+                   domains=MS)
+    rng = np.random.default_rng(9)
+    feed = {"q": rng.integers(0, 256, (1, 2, 5, 8), dtype=np.uint8),
+            "k": rng.integers(0, 256, (1, 2, 8, 6), dtype=np.uint8)}
+    sess = vkinfer.InferenceSession(m.SerializeToString(), device=device)
+    assert sess.plan(feed).submits == 1 and {p.split(":")[0] for p in sess.placement.values()} == {"vulkan"}
+    run_sessions({device: sess, **sessions(m)}, feed, want=zoo.ort_run(m, feed))
+
+
+def check_tflite_ops(device: str) -> None:
+    """TFLite MEAN over H and W and RESIZE_BILINEAR (both half-pixel forms) against ai-edge-litert, each node on
+    this device."""
+    from vkinfer.testing import tflite_ops
+
+    rng = np.random.default_rng(12)
+    cases = [tflite_ops.op_model("mean", 1, dtype="int8", shape=(1, 5, 7, 12), axes=(1, 2), keep_dims=False,
+                                 ratio=1.7),
+             tflite_ops.op_model("resize_bilinear", 2, dtype="uint8", shape=(1, 5, 6, 3), size=(11, 9),
+                                 align_corners=False, half_pixel=True),
+             tflite_ops.op_model("resize_bilinear", 3, dtype="int8", shape=(1, 4, 4, 5), size=(7, 8),
+                                 align_corners=True, half_pixel=False)]
+    for k, blob in enumerate(cases):
+        ref = vkinfer.InferenceSession(blob, device="reference")
+        x = ref.get_inputs()[0]
+        dt = np.dtype(np.int8 if "int8" in x.type and "uint8" not in x.type else np.uint8)
+        feed = {x.name: rng.integers(np.iinfo(dt).min, np.iinfo(dt).max + 1, x.shape).astype(dt)}
+        sess = vkinfer.InferenceSession(blob, device=device)
+        assert {p.split(":")[0] for p in sess.placement.values()} == {"vulkan"}, (k, sess.placement)
+        names = [o.name for o in ref.get_outputs()]
+        want = tflite_zoo.litert_run(blob, feed)
+        run_sessions({device: sess, "reference": ref}, feed, want=[want[n] for n in names], what=f"op model {k}")
+
+
 CHECKS = {f.__name__[len("check_"):]: f for f in (check_conv_table, check_gemm_tiles, check_matmul,
                                                   check_requantize, check_plan_layer_kinds, check_chain,
-                                                  check_onnx_model, check_tflite_model, check_moves)}
+                                                  check_onnx_model, check_tflite_model, check_moves,
+                                                  check_attention, check_tflite_ops)}
 _done: dict[str, set[str]] = {}
 
 

@@ -8,7 +8,7 @@ a prediction is for. These are the models of MLPerf Tiny and ARM's "Hello Edge":
 (`tiny_conv`). Each is built directly as a vkinfer graph in the form the TFLite importer gives the converted model:
 the 8-bit NHWC input ``input`` transposed to NCHW, a QLinearConv per CONV_2D / DEPTHWISE_CONV_2D (TensorFlow's
 SAME padding), vkinfer:TFLiteAdd, vkinfer:TFLiteAveragePool (then Transpose and Reshape) or
-QLinearGlobalAveragePool (then Reshape), QGemm ``logits`` and vkinfer:TFLiteSoftmax ``output``.
+vkinfer:TFLiteMean, QGemm ``logits`` and vkinfer:TFLiteSoftmax ``output``.
 
 Weights come from the generator calls of the test zoo's builder of the same model and seed
 (vkinfer.testing.field_zoo: He-initialised, drawn after its 16-image calibration batch) and are quantized as it
@@ -155,11 +155,11 @@ class _Net:
         return self._act(y, (c, 1, 1), self.q[src])
 
     def mean(self, src: str) -> str:
-        """MEAN over H, W (keep_dims false): QLinearGlobalAveragePool, RESHAPE to (1, C)."""
+        """MEAN over H, W (keep_dims false): vkinfer:TFLiteMean to (1, C) (XNNPACK's arithmetic, as litert)."""
         c = self.shape[src][0]
         q = self._qp(False)
-        y = self.b.node("com.microsoft:QLinearGlobalAveragePool", [src, *self.q[src], *q], channels_last=0)
-        return self._act(self.b.node("Reshape", [y, self.b.const(np.array([1, c], np.int64))]), (c, 1, 1), q)
+        y = self.b.node("vkinfer:TFLiteMean", [src, *self.q[src], *q], axes=[2, 3], keepdims=0)
+        return self._act(y, (c, 1, 1), q)
 
     def classifier(self, src: str, num_classes: int) -> Graph:
         """FULLY_CONNECTED ``logits`` (per-tensor weights), SOFTMAX ``output`` (scale 1/256, zero point the type's
