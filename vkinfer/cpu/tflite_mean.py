@@ -7,9 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..layout import form_perm
-from ..model.lowering import Layer, lower, static_params
-from ..reference import _qcheck as qc
-from ..reference.tflite_mean import mean_axes, mean_params
+from ..model.lowering import Layer, lower
+from ..reference.tflite_mean import mean_lowering
 
 
 def _strides(shape) -> list[int]:
@@ -24,27 +23,11 @@ def _strides(shape) -> list[int]:
 
 @lower("cpu", "vkinfer:TFLiteMean")
 def lower_tflite_mean(ctx, node, backend):
-    ins, x, y = node.inputs, node.inputs[0], node.outputs[0]
-    shape = tuple(int(d) for d in ctx.shape(x))
-    dt = ctx.dtype(x)
-    if (not ctx.quantized(x, y) or ctx.dtype(y) != dt or not static_params(ctx, node, (1, 2, 3, 4))
-            or not 1 <= len(shape) <= 6):
+    geo = mean_lowering(ctx, node, 6)
+    if geo is None:
         return None
-    c = ctx.g.consts
-    try:
-        axes = mean_axes(node.attrs.get("axes", ()), len(shape))
-        xs, ys = qc.scale("x_scale", c[ins[1]]), qc.scale("y_scale", c[ins[3]])
-        xz, yz = qc.zero_point("x_zero_point", c[ins[2]], dt), qc.zero_point("y_zero_point", c[ins[4]], dt)
-    except ValueError:
-        return None  # the interpreter's kernel reports it
-    n = int(np.prod([shape[a] for a in axes], dtype=np.int64))
-    if n < 1 or n * 255 >= 2 ** 31:
-        return None
-    keep = bool(node.attrs.get("keepdims", 1))
-    y_shape = tuple(1 if i in axes else d for i, d in enumerate(shape)) if keep else tuple(
-        d for i, d in enumerate(shape) if i not in axes)
-    if tuple(ctx.shape(y)) != y_shape:
-        return None
+    x, y, dt = node.inputs[0], node.outputs[0], ctx.dtype(node.inputs[0])
+    shape, y_shape, axes, keep, n, m, bias = geo
     y_st = _strides(y_shape) if y_shape else []
     out_axis, k = {}, 0
     for i in range(len(shape)):
@@ -54,7 +37,6 @@ def lower_tflite_mean(ctx, node, backend):
     perm = form_perm(shape)
     mem_shape = [shape[a] for a in perm]
     ostride = [0 if a in axes else y_st[out_axis[a]] for a in perm]
-    m, bias = mean_params(n, xs, xz, ys, yz)
     n_out = int(np.prod(y_shape, dtype=np.int64))
     shp = np.array(mem_shape, np.uint32)
     ost = np.array(ostride, np.uint64)

@@ -17,6 +17,8 @@ rounding) each disagree with litert on some values.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from . import _qcheck as qc
@@ -40,6 +42,51 @@ def mean_params(n: int, x_scale, x_zp: int, y_scale, y_zp: int) -> tuple[np.floa
     m = f32(f32(f32(1) / f32(n)) * f32(f32(x_scale) / f32(y_scale)))
     bias = f32(f32(y_zp) - f32(f32(n * x_zp) * m))
     return m, bias
+
+
+class MeanGeometry(NamedTuple):
+    """What a device lowering of vkinfer:TFLiteMean needs: input and output shapes, the reduced axes, keepdims,
+    the count reduced, and XNNPACK's multiplier and bias (`mean_params`)."""
+
+    shape: tuple[int, ...]
+    y_shape: tuple[int, ...]
+    axes: tuple[int, ...]
+    keep: bool
+    n: int
+    m: np.float32
+    bias: np.float32
+
+
+def mean_lowering(ctx, node, max_rank: int) -> MeanGeometry | None:
+    """The node's MeanGeometry for a device lowering (a model/lowering.py context), or None where no device form
+    applies (non-constant or bad parameters, which the interpreter's kernel reports; a rank outside 1..max_rank;
+    sums that could pass int32; an output shape other than the attributes give)."""
+    ins, x, y = node.inputs, node.inputs[0], node.outputs[0]
+    shape = tuple(int(d) for d in ctx.shape(x))
+    dt = ctx.dtype(x)
+    if (not ctx.quantized(x, y) or ctx.dtype(y) != dt or len(ins) < 5 or not all(ctx.const(i) for i in ins[1:5])
+            or not 1 <= len(shape) <= max_rank):
+        return None
+    c = ctx.g.consts
+    try:
+        axes = mean_axes(node.attrs.get("axes", ()), len(shape))
+        xs, ys = qc.scale("x_scale", c[ins[1]]), qc.scale("y_scale", c[ins[3]])
+        xz, yz = qc.zero_point("x_zero_point", c[ins[2]], dt), qc.zero_point("y_zero_point", c[ins[4]], dt)
+    except ValueError:
+        return None
+    n = int(np.prod([shape[a] for a in axes], dtype=np.int64))
+    if n < 1 or n * 255 >= 2 ** 31:
+        return None
+    keep = bool(node.attrs.get("keepdims", 1))
+    y_shape = tuple(1 if i in axes else d for i, d in enumerate(shape)) if keep else tuple(
+        d for i, d in enumerate(shape) if i not in axes)
+    if tuple(ctx.shape(y)) != y_shape:
+        return None
+    with np.errstate(all="ignore"):
+        m, bias = mean_params(n, xs, xz, ys, yz)
+    if not (np.isfinite(m) and np.isfinite(bias)):
+        return None
+    return MeanGeometry(shape, y_shape, axes, keep, n, m, bias)
 
 
 def tflite_mean(x, x_scale, x_zp, y_scale, y_zp, axes, keepdims: bool = True) -> np.ndarray:

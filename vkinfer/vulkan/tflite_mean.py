@@ -9,7 +9,7 @@ import numpy as np
 from .._vk import Buffer, Device, Program
 from ..layout import ceil4, form_perm, packed_words, rows_width
 from ..reference import _qcheck as qc
-from ..reference.tflite_mean import mean_axes, mean_params
+from ..reference.tflite_mean import mean_lowering
 
 _DIMS = 6  # the shader's K0..K5 and R0..R5
 
@@ -94,36 +94,16 @@ class TFLiteMean:
 
 
 # --- lowering (vkinfer/model/lowering.py) ---
-from ..model.lowering import Layer, lower, static_params  # noqa: E402
+from ..model.lowering import Layer, lower  # noqa: E402
 
 
 @lower("vulkan", "vkinfer:TFLiteMean")
 def lower_tflite_mean(ctx, node, backend):
-    ins, x, y = node.inputs, node.inputs[0], node.outputs[0]
-    shape = tuple(int(d) for d in ctx.shape(x))
-    dt = ctx.dtype(x)
-    if (not ctx.quantized(x, y) or ctx.dtype(y) != dt or not static_params(ctx, node, (1, 2, 3, 4))
-            or not 1 <= len(shape) <= _DIMS):
-        return None
-    c = ctx.g.consts
-    try:
-        axes = mean_axes(node.attrs.get("axes", ()), len(shape))
-        xs, ys = qc.scale("x_scale", c[ins[1]]), qc.scale("y_scale", c[ins[3]])
-        xz, yz = qc.zero_point("x_zero_point", c[ins[2]], dt), qc.zero_point("y_zero_point", c[ins[4]], dt)
-    except ValueError:
-        return None  # the interpreter's kernel reports it
-    n = int(np.prod([shape[a] for a in axes], dtype=np.int64))
-    if n < 1 or n * 255 >= 2 ** 31:
-        return None
-    keep = bool(node.attrs.get("keepdims", 1))
-    y_shape = tuple(1 if i in axes else d for i, d in enumerate(shape)) if keep else tuple(
-        d for i, d in enumerate(shape) if i not in axes)
-    if not y_shape or tuple(ctx.shape(y)) != y_shape:
+    geo = mean_lowering(ctx, node, _DIMS)
+    if geo is None or not geo.y_shape:
         return None  # a rank-0 output has no device form
-    with np.errstate(all="ignore"):
-        m, bias = mean_params(n, xs, xz, ys, yz)
-    if not (np.isfinite(m) and np.isfinite(bias)):
-        return None
+    x, y, dt = node.inputs[0], node.outputs[0], ctx.dtype(node.inputs[0])
+    shape, y_shape, axes, keep, n, m, bias = geo
     lo, hi = qc.QRANGE[dt]
     return Layer(node, [x], y, make=lambda: TFLiteMean(shape, y_shape, axes, keep, dt == np.int8, m, bias, lo, hi,
                                                        backend.dev))
