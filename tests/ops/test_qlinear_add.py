@@ -62,22 +62,8 @@ def test_qadd_operator_under_asan_and_ubsan():
 
 def asan_run(script: str, ok: str) -> None:
     """`script` in a subprocess (cwd tests/) over the ASan + UBSan build of the C library; it must print `ok`."""
-    import os
-    import subprocess
-    from pathlib import Path
+    import sys
 
-    from support.cpu_build import build_cpu
+    from support.cpu_build import ROOT, run_sanitized
 
-    root = Path(__file__).resolve().parents[2]
-    build_cpu("asan-lib")
-    cc = os.environ.get("CC", "cc")
-    libasan = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
-    assert os.path.isabs(libasan), f"no libasan.so from the C compiler: {libasan!r}"
-    env = {**os.environ, "LD_PRELOAD": libasan, "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1",
-           "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1",
-           "VKINFER_CPU_LIB": str(root / "build" / "cpu" / "libvkinfer_cpu-asan.so")}
-    r = subprocess.run([str(root / ".venv" / "bin" / "python"), "-W", "ignore", "-c", script], cwd=root / "tests",
-                       env=env, capture_output=True, text=True, timeout=600)
-    where = f"exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
-    assert "AddressSanitizer" not in r.stderr and "runtime error" not in r.stderr, where
-    assert r.returncode == 0 and ok in r.stdout, where
+    run_sanitized([sys.executable, "-W", "ignore", "-c", script], ok, cwd=ROOT / "tests")

@@ -104,22 +104,8 @@ print("tflite_batch_matmul asan: ok")
 
 def test_tflite_batch_matmul_c_operator_under_asan_and_ubsan():
     """The C operator (cpu_fallback/src/ops/tflite_batch_matmul.c) in the AddressSanitizer + UBSan build."""
-    import os
-    import subprocess
-    from pathlib import Path
+    import sys
 
-    from support.cpu_build import build_cpu
+    from support.cpu_build import ROOT, run_sanitized
 
-    root = Path(__file__).resolve().parents[2]
-    build_cpu("asan-lib")
-    cc = os.environ.get("CC", "cc")
-    libasan = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
-    assert os.path.isabs(libasan), f"no libasan.so from the C compiler: {libasan!r}"
-    env = {**os.environ, "LD_PRELOAD": libasan, "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1",
-           "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1",
-           "VKINFER_CPU_LIB": str(root / "build" / "cpu" / "libvkinfer_cpu-asan.so")}
-    r = subprocess.run([str(root / ".venv" / "bin" / "python"), "-c", _ASAN_SCRIPT], cwd=root, env=env,
-                       capture_output=True, text=True, timeout=600)
-    where = f"exit {r.returncode}\n{r.stdout[-4000:]}\n{r.stderr[-8000:]}"
-    assert "AddressSanitizer" not in r.stderr and "runtime error" not in r.stderr, where
-    assert r.returncode == 0 and "tflite_batch_matmul asan: ok" in r.stdout, where
+    run_sanitized([sys.executable, "-c", _ASAN_SCRIPT], "tflite_batch_matmul asan: ok", cwd=ROOT)

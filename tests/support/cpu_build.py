@@ -20,3 +20,31 @@ def build_cpu(target: str, timeout: float = 300) -> None:
         fcntl.flock(lock, fcntl.LOCK_EX)
         r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     assert r.returncode == 0, f"{' '.join(cmd)} failed:\n{r.stdout[-4000:]}\n{r.stderr[-8000:]}"
+
+
+ASAN_LIB = ROOT / "build" / "cpu" / "libvkinfer_cpu-asan.so"
+
+
+def asan_env(preload_extra: str = "") -> dict:
+    """The environment of a subprocess that loads the library's AddressSanitizer + UBSan build (built here first):
+    libasan preloaded (and `preload_extra`, e.g. libstdc++ for a C++ module), aborting on the first error."""
+    import os
+
+    build_cpu("asan-lib")
+    cc = os.environ.get("CC", "cc")
+    libasan = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+    assert Path(libasan).is_absolute(), f"no libasan.so from the C compiler: {libasan!r}"
+    return {**os.environ, "LD_PRELOAD": f"{libasan} {preload_extra}".strip(),
+            "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1", "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1",
+            "VKINFER_CPU_LIB": str(ASAN_LIB)}
+
+
+def run_sanitized(args: list[str], ok: str, timeout: float = 600, **kw) -> subprocess.CompletedProcess:
+    """Runs `args` under asan_env() (keywords as subprocess.run's: cwd, env additions via `env`); fails the test on
+    any sanitizer report, a nonzero exit, or stdout without `ok`. Returns the process."""
+    env = {**asan_env(), **kw.pop("env", {})}
+    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout, **kw)
+    where = f"exit {r.returncode}\n{r.stdout[-4000:]}\n{r.stderr[-8000:]}"
+    assert "AddressSanitizer" not in r.stderr and "runtime error" not in r.stderr, where
+    assert r.returncode == 0 and ok in r.stdout, where
+    return r
