@@ -7,17 +7,13 @@ tie-heavy inputs. The C operator under AddressSanitizer + UBSan; bad parameters 
 
 from __future__ import annotations
 
-import os
-import subprocess
-from pathlib import Path
+import sys
 
 import numpy as np
 import pytest
-from support.cpu_build import build_cpu
+from support.cpu_build import ASAN_LIB, ROOT, run_sanitized
 
 from ._build import check, model, node, ort_run, qrange, refused
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def softmax_model(shape, dt, xs=0.1, ys=1 / 256, yz=None, axis=-1, opset=13) -> bytes:
@@ -204,15 +200,5 @@ print("qlinear_softmax cases:", n)
 
 
 def test_c_operator_under_asan_and_ubsan():
-    build_cpu("asan-lib")
-    lib = ROOT / "build" / "cpu" / "libvkinfer_cpu-asan.so"
-    libasan = subprocess.run([os.environ.get("CC", "cc"), "-print-file-name=libasan.so"], capture_output=True,
-                             text=True).stdout.strip()
-    assert os.path.isabs(libasan), f"no libasan.so from the C compiler: {libasan!r}"
-    env = {**os.environ, "LD_PRELOAD": libasan, "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1",
-           "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1", "VKINFER_CPU_LIB": str(lib)}
-    r = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-c", _ASAN_DRIVER], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=600)
-    where = f"exit {r.returncode}\n{r.stdout[-4000:]}\n{r.stderr[-8000:]}"
-    assert "AddressSanitizer" not in r.stderr and "runtime error" not in r.stderr, where
-    assert r.returncode == 0 and f"library: {lib}" in r.stdout and "qlinear_softmax cases: 42" in r.stdout, where
+    r = run_sanitized([sys.executable, "-c", _ASAN_DRIVER], "qlinear_softmax cases: 42", cwd=ROOT)
+    assert f"library: {ASAN_LIB}" in r.stdout, r.stdout[-2000:]
