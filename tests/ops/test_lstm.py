@@ -130,3 +130,29 @@ def test_other_activations_are_refused():
     m = onnx.load_from_string(blob)
     m.graph.node[0].attribute.append(onnx.helper.make_attribute("activations", ["Relu", "Tanh", "Tanh"]))
     refused(m.SerializeToString(), feed, "activations")
+
+
+def test_session_creation_does_not_run_the_kernel(monkeypatch):
+    """The trace takes the OpDef's shape rule (ddddocr_ocr's session creation: 4.1 -> 0.5 s); the rule's shapes
+    are the kernel's for every output count and direction."""
+    import vkinfer
+    from vkinfer.reference import lstm as ref
+
+    rng = np.random.default_rng(5)
+    blob, feed = _case(rng, 5, 2, 3, 4, "bidirectional", read_yh=True)
+
+    def boom(*a):
+        raise AssertionError("the trace ran the LSTM kernel")
+    monkeypatch.setattr(ref, "lstm", boom)
+    for device in ("cpu", "vulkan"):
+        vkinfer.InferenceSession(blob, device=device)
+    monkeypatch.undo()
+    from types import SimpleNamespace
+    for direction, nd in (("forward", 1), ("bidirectional", 2)):
+        c = {"W": np.zeros((nd, 16, 3), F32), "R": np.zeros((nd, 16, 4), F32)}
+        x = [np.zeros((5, 2, 3), F32), c["W"], c["R"]]
+        for n_out in (1, 2, 3):
+            n = SimpleNamespace(name=NAME, op="LSTM", attrs={"hidden_size": 4, "direction": direction},
+                                outputs=["y", "yh", "yc"][:n_out])
+            want = [(v.shape, v.dtype) for v in ref._kernel(n, x, {})]
+            assert [(s, np.dtype(d)) for s, d in ref._shape(n, x)] == want
