@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from . import ops
 from ._version import __version__
 from ._vk import DeviceInfo
-from .errors import PlacementError, ShaderCompileError, VkInferError, VulkanUnavailableError
+from .errors import HostNodeWarning, PlacementError, ShaderCompileError, VkInferError, VulkanUnavailableError
 
 
 def devices() -> list[DeviceInfo]:
@@ -62,6 +62,6 @@ def __getattr__(name: str):
 
 
 __all__ = ["ops", "devices", "DeviceInfo", "VkInferError", "VulkanUnavailableError", "PlacementError",
-           "ShaderCompileError", "__version__", "InferenceSession", "SessionOptions", "RunOptions",
+           "HostNodeWarning", "ShaderCompileError", "__version__", "InferenceSession", "SessionOptions", "RunOptions",
            "GraphOptimizationLevel", "ExecutionMode", "ModelMetadata", "IOBinding", "OrtValue", "NodeArg",
            "get_available_providers", "get_all_providers", "get_device"]

@@ -15,3 +15,10 @@ class PlacementError(ValueError):
 
 class ShaderCompileError(VkInferError):
     """glslang is missing or rejected a shader."""
+
+
+class HostNodeWarning(RuntimeWarning):
+    """A compiled session runs some of its nodes on the host (numpy, not native code): each run then returns to
+    Python between native calls. Warned once per session, naming the count and the ops; `vkinfer info MODEL`
+    lists each node with why no device takes it. Silence it with
+    `warnings.simplefilter("ignore", vkinfer.HostNodeWarning)`."""

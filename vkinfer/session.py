@@ -35,7 +35,7 @@ from .compiler.native import NativePlan
 from .compiler.plan import HOST, CpuBackend, Plan, VulkanBackend
 from .cpu import threads_for_run
 from .dispatch.placement import OBJECTIVES
-from .errors import PlacementError, VulkanUnavailableError
+from .errors import HostNodeWarning, PlacementError, VulkanUnavailableError
 from .model.graph import Graph, TensorInfo
 from .model.onnx_import import import_onnx
 from .model.op_table import OPS
@@ -49,11 +49,6 @@ if TYPE_CHECKING:
 MAX_PLANS = 32  # compiled plans a session keeps (input signatures; the oldest goes first)
 
 
-class HostNodeWarning(RuntimeWarning):
-    """A compiled session runs some of its nodes on the host (numpy, not native code): each run then returns to
-    Python between native calls. Warned once per session, naming the count and the ops; `vkinfer info MODEL`
-    lists each node with why no device takes it. Silence it with
-    `warnings.simplefilter("ignore", vkinfer.session.HostNodeWarning)`."""
 
 
 class Compiled(NamedTuple):

@@ -1,4 +1,4 @@
-"""A compiled session warns once (vkinfer.session.HostNodeWarning, a category users can filter) when any node runs on
+"""A compiled session warns once (vkinfer.HostNodeWarning, a category users can filter) when any node runs on
 the host, naming the count and the ops; never for the reference device or for nodes placed on the host by hand.
 
 Which ops run on the host changes as kernels are added, so the host node here is made by refusing one node's

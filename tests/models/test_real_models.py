@@ -22,7 +22,7 @@ from support.ort_oracle import EXACT, u8s8_behaviour
 from vkinfer.testing import real_models as rm
 
 # Placement is asserted below: the session's warning about host nodes says nothing more here.
-pytestmark = pytest.mark.filterwarnings("ignore::vkinfer.session.HostNodeWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::vkinfer.HostNodeWarning")
 
 FAST = ("mtcnn_rnet", "mtcnn_onet", "oww_embedding", "oww_melspec")
 CASES = [(n, f) for n in FAST for f in rm.FORMATS]

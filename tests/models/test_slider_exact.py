@@ -30,7 +30,7 @@ from vkinfer.testing import real_models as rm
 from vkinfer.testing import zoo
 from vkinfer.testing.onnx_builder import make_model
 
-pytestmark = pytest.mark.filterwarnings("ignore::vkinfer.session.HostNodeWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::vkinfer.HostNodeWarning")
 
 TIE = 1e-4  # steps from a .5 tie inside which ORT's float ConvTranspose may miss the exact value (as
 # tests/numerics/test_conv_transpose.py); measured on slider_yoloseg: 4.3e-6
