@@ -1,14 +1,27 @@
 /* The native graph's QLinearMatMul of two activations (attention's Q x K^T and P x V), batched with numpy
  * broadcast batch axes: exact int32 accumulation (wrapping modulo 2^32, as the reference) of
  * (a - a_zp) * (b - b_zp), requantized by vki_requant_scalar (ORT's float32 multiplier, one product, ties to even).
- * Every operand is read and written at byte strides, so any device form (4-D NHWC) works without a copy. */
+ * Every operand is read and written at byte strides, so any device form (4-D NHWC) works without a copy.
+ *
+ * The blocked path (the variant vki_isa_default() picks: $VKINFER_CPU_ISA, else the best this CPU runs): each
+ * distinct B (k x n at its strides) is packed at run time into the convolution's igemm weight layout (internal.h:
+ * a 1x1 convolution whose weights are B^T with bias 0, zero point folded as conv.c's pack_igemm does) and A's rows
+ * are the igemm's indirection pointers, so every ISA runs its tuned tile. Canonical bytes make signedness moot:
+ * (a - a_zp) and (b - b_zp) are the same integers for int8 (stored ^ 0x80) and uint8 operands. A B goes to the
+ * u8s8 kernel (int8 weights, a_zp folded into the per-column bias modulo 2^32) when every (b - b_zp) of it lies
+ * in the variant's exact u8s8 range, checked on the data at each run; else to the int16 kernel, which takes any
+ * (b - b_zp) in [-255, 255]. Both wrap modulo 2^32 as the loop does. A's rows are copied to a contiguous chunk
+ * where a_k != 1 (NHWC attention: heads interleaved), output rows go through a row buffer where y_n != 1.
+ * The loop stays for k == 0, k past 2^24 and a forced variant this CPU lacks. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "graph_internal.h"
 
 #define QMM_MAX_BATCH 4
-#define QMM_ROWS 32 /* rows of A per work item: B's packed panel (K x N int16) is made once per item */
+#define QMM_ROWS 32  /* rows of A per work item of the loop: B's panel (K x N int16) is made once per item */
+#define QMM_CHUNK 56 /* rows per work item of the blocked path: a multiple of every tile's MR (2, 4, 7, 8, 14) */
+#define QMM_MAX_MR 16
 
 typedef struct {
     uint32_t nb, m, k, n, batch_rank;
@@ -17,8 +30,18 @@ typedef struct {
     uint64_t am, ak, bk, bn, ym, yn;
     int32_t a_zp, b_zp;             /* canonical domain */
     float scale;
-    vki_qparams q;
+    vki_qparams q;                  /* x_zp = a_zp: the int16 kernels subtract it */
     int32_t lo, hi;
+    /* The blocked path (isa NULL: the loop). */
+    const vki_isa* isa;
+    int u8s8;                       /* the variant has a u8s8 igemm and $VKINFER_CPU_U8S8 is not "0" */
+    int32_t wmin, wmax;             /* its exact weight range */
+    uint32_t nbb;                   /* distinct B matrices (batches over B's non-broadcast axes) */
+    size_t nr16, kr16, bytes16;     /* int16 layout: columns and k-grouping per block, bytes per block */
+    size_t nr8, bytes8;             /* u8s8 layout (KR = VKI_U8S8_KR) */
+    size_t slot;                    /* bytes per packed B: the larger layout, a multiple of 64 */
+    uint8_t* packed;                /* nbb slots, made at the first run (a graph runs one at a time) */
+    uint8_t* kind;                  /* per slot: 1 when packed for the u8s8 kernel */
 } qmm_t;
 
 typedef struct {
@@ -73,10 +96,195 @@ static void qmm_item(void* p, size_t item)
     free(acc);
 }
 
+static size_t qmm_round(size_t v, size_t m) { return (v + m - 1) / m * m; }
+
+/* Byte offsets of batch bi's a, b, y, and the index of its B among the distinct ones (B's broadcast axes skipped). */
+static void qmm_offsets(const qmm_t* t, uint64_t bi, uint64_t* oa, uint64_t* ob, uint64_t* oy, uint64_t* jb)
+{
+    uint64_t rest = bi, mult = 1;
+    *oa = *ob = *oy = *jb = 0;
+    for (int d = (int)t->batch_rank - 1; d >= 0; d--) {
+        uint64_t i = rest % t->batch[d];
+        rest /= t->batch[d];
+        *oa += i * t->bs[d][0];
+        *ob += i * t->bs[d][1];
+        *oy += i * t->bs[d][2];
+        if (t->bs[d][1]) {
+            *jb += i * mult;
+            mult *= t->batch[d];
+        }
+    }
+}
+
+/* B's offset for distinct index jb (the inverse of qmm_offsets' jb). */
+static uint64_t qmm_b_offset(const qmm_t* t, uint64_t jb)
+{
+    uint64_t ob = 0;
+    for (int d = (int)t->batch_rank - 1; d >= 0; d--)
+        if (t->bs[d][1]) {
+            ob += (jb % t->batch[d]) * t->bs[d][1];
+            jb /= t->batch[d];
+        }
+    return ob;
+}
+
+/* Pack distinct B number jb into its slot, NR columns per block as conv.c's pack_igemm (ks = 1, kc = k):
+ * int32 bias[NR]; float scale[NR]; w[ceil(k / KR)][NR][KR] = b - b_zp (int8 for u8s8, else int16), zero padded. */
+static void qmm_pack_item(void* p, size_t jb)
+{
+    qmm_job* j = p;
+    const qmm_t* t = j->t;
+    const uint8_t* b = j->ptr[1] + qmm_b_offset(t, jb);
+    uint8_t* slot = t->packed + jb * t->slot;
+    int lo = 255, hi = 0;
+    if (t->u8s8)
+        for (uint32_t kk = 0; kk < t->k; kk++) {
+            const uint8_t* br = b + kk * t->bk;
+            for (uint32_t c = 0; c < t->n; c++) {
+                const int v = br[c * t->bn];
+                lo = v < lo ? v : lo;
+                hi = v > hi ? v : hi;
+            }
+        }
+    const int u8s8 = t->u8s8 && lo - t->b_zp >= t->wmin && hi - t->b_zp <= t->wmax;
+    t->kind[jb] = (uint8_t)u8s8;
+    const size_t nr = u8s8 ? t->nr8 : t->nr16, kr = u8s8 ? VKI_U8S8_KR : t->kr16;
+    const size_t bytes = u8s8 ? t->bytes8 : t->bytes16, nblocks = (t->n + nr - 1) / nr;
+    memset(slot, 0, nblocks * bytes);
+    for (size_t blk = 0; blk < nblocks; blk++) {
+        float* scale = (float*)(slot + blk * bytes + nr * 4);
+        for (size_t c = 0; c < nr; c++) scale[c] = t->scale;
+    }
+    for (uint32_t kk = 0; kk < t->k; kk++) {  /* rows of B: its bytes in memory order */
+        const uint8_t* br = b + kk * t->bk;
+        const size_t base = (kk / kr) * nr * kr + kk % kr;
+        for (uint32_t c = 0; c < t->n; c++) {
+            const int32_t v = (int32_t)br[c * t->bn] - t->b_zp;
+            uint8_t* w = slot + (c / nr) * bytes + nr * 8;
+            const size_t at = base + (c % nr) * kr;
+            if (u8s8) ((int8_t*)w)[at] = (int8_t)v;
+            else ((int16_t*)w)[at] = (int16_t)v;
+        }
+    }
+    if (!u8s8) return;
+    /* bias' = 0 - (a_zp - xoff) * sum_k (b - b_zp), modulo 2^32: conv.c's u8s8_bias with bias 0 */
+    for (uint32_t c = 0; c < t->n; c++) {
+        const int8_t* w = (const int8_t*)(slot + (c / nr) * bytes + nr * 8);
+        int64_t sum = 0;
+        for (uint32_t kk = 0; kk < t->k; kk++) sum += w[((kk / kr) * nr + c % nr) * kr + kk % kr];
+        ((int32_t*)(slot + (c / nr) * bytes))[c % nr] =
+            (int32_t)(uint32_t)(0 - (uint64_t)((int64_t)(t->a_zp - t->isa->u8s8_xoff) * sum));
+    }
+}
+
+/* QMM_CHUNK rows of one batch through its packed B: MR-row tiles, each over every NR block. */
+static void qmm_block_item(void* p, size_t item)
+{
+    qmm_job* j = p;
+    const qmm_t* t = j->t;
+    const vki_isa* isa = t->isa;
+    const uint64_t chunks = (t->m + QMM_CHUNK - 1) / QMM_CHUNK;
+    const uint64_t bi = item / chunks, r0 = (item % chunks) * QMM_CHUNK;
+    const uint64_t r1 = r0 + QMM_CHUNK < t->m ? r0 + QMM_CHUNK : t->m;
+    uint64_t oa, ob, oy, jb;
+    qmm_offsets(t, bi, &oa, &ob, &oy, &jb);
+    const int u8s8 = t->kind[jb];
+    const int narrow = u8s8 && isa->igemm_u8s8_narrow && isa->u8s8_mr_narrow && t->n <= 16;
+    const size_t mr = narrow ? isa->u8s8_mr_narrow : u8s8 && isa->u8s8_mr ? isa->u8s8_mr : isa->mr;
+    const size_t nr = u8s8 ? t->nr8 : t->nr16, bytes = u8s8 ? t->bytes8 : t->bytes16;
+    const vki_igemm_fn fn = narrow ? isa->igemm_u8s8_narrow : u8s8 ? isa->igemm_u8s8 : isa->igemm;
+    const uint8_t* w = t->packed + jb * t->slot;
+    const uint8_t* a = j->ptr[0] + oa + r0 * t->am;
+    uint8_t* y = j->ptr[2] + oy;
+    size_t am = t->am;
+    uint8_t *rows = NULL, *tmp = NULL;
+    if (t->ak != 1) {  /* A's rows contiguous for the kernels */
+        rows = malloc((size_t)(r1 - r0) * t->k);
+        if (!rows) goto oom;
+        for (uint64_t r = r0; r < r1; r++)
+            for (uint32_t kk = 0; kk < t->k; kk++) rows[(r - r0) * t->k + kk] = a[(r - r0) * t->am + kk * t->ak];
+        a = rows, am = t->k;
+    }
+    if (t->yn != 1 && !(tmp = malloc(mr * t->n))) goto oom;
+    const uint8_t* ap[QMM_MAX_MR];
+    for (uint64_t r = r0; r < r1; r += mr) {
+        const size_t nrow = r1 - r < mr ? (size_t)(r1 - r) : mr;
+        for (size_t i = 0; i < mr; i++) ap[i] = a + (r - r0 + (i < nrow ? i : nrow - 1)) * am;
+        uint8_t* c = tmp ? tmp : y + r * t->ym;
+        const size_t cs = tmp ? t->n : t->ym;
+        for (size_t n0 = 0, blk = 0; n0 < t->n; n0 += nr, blk++)
+            fn(nrow, t->n - n0 < nr ? t->n - n0 : nr, t->k, 1, ap, w + blk * bytes, c + n0, cs, &t->q);
+        if (tmp)
+            for (size_t i = 0; i < nrow; i++) {
+                uint8_t* yr = y + (r + i) * t->ym;
+                for (uint32_t cc = 0; cc < t->n; cc++) yr[cc * t->yn] = tmp[i * t->n + cc];
+            }
+    }
+    free(rows);
+    free(tmp);
+    return;
+oom:
+    free(rows);
+    j->failed = 1;
+}
+
+static vki_status qmm_run_blocked(qmm_t* t, uint8_t* const* ptr, uint32_t threads)
+{
+    if (!t->packed) {  /* the graph runs one at a time, so the first run makes the slots */
+        t->packed = aligned_alloc(64, t->slot * t->nbb);
+        t->kind = malloc(t->nbb);
+        if (!t->packed || !t->kind) {
+            free(t->packed), free(t->kind);
+            t->packed = NULL, t->kind = NULL;
+            FAIL(VKI_ENOMEM, "qmatmul: out of memory for %u packed B of %zu bytes", t->nbb, t->slot);
+        }
+    }
+    qmm_job j = {t, ptr, 0};
+    vki_for_items(t->nbb, (uint64_t)t->nbb * t->k * t->n, threads, qmm_pack_item, &j);
+    const size_t chunks = (t->m + QMM_CHUNK - 1) / QMM_CHUNK;
+    vki_for_items((size_t)t->nb * chunks, (uint64_t)t->nb * t->m * t->n * (t->k + 1), threads, qmm_block_item, &j);
+    if (j.failed) FAIL(VKI_ENOMEM, "qmatmul: out of memory");
+    return VKI_OK;
+}
+
+static void qmm_free(void* p)
+{
+    qmm_t* t = p;
+    free(t->packed);
+    free(t->kind);
+    free(t);
+}
+
+/* Choose the blocked path's variant and layouts (t->isa stays NULL where the loop runs). */
+static void qmm_plan(qmm_t* t)
+{
+    const int32_t index = vki_isa_default();
+    const vki_isa* isa = index >= 0 ? vki_isa_get(index) : NULL;
+    if (!isa || !isa->igemm || !t->k || t->k > (UINT32_C(1) << 24) || isa->mr > QMM_MAX_MR ||
+        isa->u8s8_mr > QMM_MAX_MR || isa->u8s8_mr_narrow > QMM_MAX_MR)
+        return;
+    const char* env = getenv("VKINFER_CPU_U8S8");
+    t->u8s8 = isa->igemm_u8s8 && !(env && strcmp(env, "0") == 0);
+    t->wmin = isa->u8s8_wmin, t->wmax = isa->u8s8_wmax;
+    if (t->wmin == 0 && t->wmax == 0) t->wmin = -VKI_U8S8_WMAX, t->wmax = VKI_U8S8_WMAX;
+    t->nr16 = isa->nr, t->kr16 = isa->kr;
+    t->bytes16 = qmm_round(t->nr16 * 8 + qmm_round(t->k, t->kr16) * t->nr16 * 2, 64);
+    t->nr8 = isa->u8s8_nr ? isa->u8s8_nr : isa->nr;
+    t->bytes8 = qmm_round(t->nr8 * 8 + qmm_round(t->k, VKI_U8S8_KR) * t->nr8, 64);
+    const size_t s16 = (t->n + t->nr16 - 1) / t->nr16 * t->bytes16, s8 = (t->n + t->nr8 - 1) / t->nr8 * t->bytes8;
+    t->slot = t->u8s8 && s8 > s16 ? s8 : s16;
+    uint64_t nbb = 1;
+    for (uint32_t d = 0; d < t->batch_rank; d++)
+        if (t->bs[d][1]) nbb *= t->batch[d];
+    t->nbb = (uint32_t)nbb;
+    t->isa = isa;
+}
+
 static vki_status qmm_run(void* p, uint8_t* const* ptr, uint32_t threads)
 {
-    const qmm_t* t = p;
+    qmm_t* t = p;
     if (!t->nb || !t->m || !t->n) return VKI_OK;
+    if (t->isa) return qmm_run_blocked(t, ptr, threads);
     qmm_job j = {t, ptr, 0};
     size_t items = (size_t)t->nb * ((t->m + QMM_ROWS - 1) / QMM_ROWS);
     vki_for_items(items, (uint64_t)t->nb * t->m * t->n * (t->k + 1), threads, qmm_item, &j);
@@ -108,7 +316,7 @@ vki_status vki_graph_add_qmatmul(vki_graph* g, uint32_t batch_rank, const uint32
     if (!t) FAIL(VKI_ENOMEM, "qmatmul: out of memory");
     *t = (qmm_t){.m = m, .k = k, .n = n, .batch_rank = batch_rank, .a_zp = a_zp, .b_zp = b_zp, .scale = scale,
                  .lo = lo, .hi = hi};
-    t->q = (vki_qparams){0, y_zp, (float)(lo - y_zp), (float)(hi - y_zp)};
+    t->q = (vki_qparams){a_zp, y_zp, (float)(lo - y_zp), (float)(hi - y_zp)};
     t->am = strides[0];
     t->ak = strides[1];
     t->bk = strides[2];
@@ -134,5 +342,6 @@ vki_status vki_graph_add_qmatmul(vki_graph* g, uint32_t batch_rank, const uint32
     uint64_t need[3] = {k ? extent(t, 0, m, t->am, k, t->ak) : 0, k ? extent(t, 1, k, t->bk, n, t->bn) : 0,
                         extent(t, 2, m, t->ym, n, t->yn)};
     vki_ref refs[3] = {a, b, y};
-    return vki_graph_push(g, "qmatmul", qmm_run, free, t, 3, refs, need);
+    qmm_plan(t);
+    return vki_graph_push(g, "qmatmul", qmm_run, qmm_free, t, 3, refs, need);
 }
