@@ -24,12 +24,16 @@ Where bits can differ from ORT (pinned in tests/numerics/test_host_float.py):
 - Softmax / LogSoftmax: ORT runs MLAS's softmax (its exp polynomial, a lane-parallel sum whose width follows
   the CPU: 8 lanes on AVX2, 16 on AVX-512, then a multiply by 1/sum); vkinfer computes exp in numpy and sums
   by numpy's pairwise sum: a few ulps (bound pinned in the tests).
-- ReduceMean / ReduceSum / ReduceL2 / ReduceSumSquare over more than a few elements: Eigen's vectorised
-  summation order in ORT against numpy's pairwise sum: rounding differences of a few ulps of the sum.
+- ReduceL2 / ReduceSumSquare / ReduceLogSum... over more than a few elements: Eigen's vectorised summation order in
+  ORT against numpy's pairwise sum; ReduceSum / ReduceMean where ORT sums with Eigen (below): a few ulps of the sum.
 - MatMul / Gemm / Conv between float tensors: MLAS SGEMM (FMA, its own blocking) against numpy's BLAS: a
   few ulps of the largest partial sum.
-- BatchNormalization (inference): ORT folds it into x * (scale / sqrt(var + eps)) + (B - mean * that);
-  vkinfer does the same in float32 (exact where both round the same way, pinned in the tests).
+
+Float32 ops with kernels of their own (vkinfer/reference/float_*.py, registered at the end of this module;
+onnx.reference is only an oracle for them): MaxPool (ORT's four loops), Max/Min (+0/-0 by ORT's broadcast spans),
+PRelu, LeakyRelu, Clip (ORT's select order), BatchNormalization (ORT's float32 fold), ReduceSum/Mean/Max/Min (ORT's
+loop orders and Eigen's reduce-all Max/Min; sums ORT hands to Eigen keep the generic loop's order, a few ulps of
+the sum apart).
 
 ORT's graph optimizer at ORT_ENABLE_ALL fuses float patterns of a *float* model (the Erf GELU chain into
 com.microsoft Gelu, ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add into LayerNormalization, x * Sigmoid(x)
@@ -47,7 +51,9 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from ..reference import float_activations, float_batch_norm, float_max_pool, float_minmax, float_reduce
 from ..reference._float32 import fma32, horner32
+from ..reference.float_batch_norm import batch_norm_fold  # noqa: F401  (vkinfer/cpu/batch_normalization.py's)
 from ..reference.qlinear_sigmoid import mlas_logistic
 from .graph import Node
 from .op_table import OPS, REQUIRED_INPUTS, _op
@@ -312,41 +318,6 @@ def _pow(node, x, memo):
         return [np.power(base, np.float32(v)).astype(np.float32)]
 
 
-def batch_norm_fold(scale: np.ndarray, bias: np.ndarray, mean: np.ndarray, var: np.ndarray,
-                    eps: np.float32) -> tuple[np.ndarray, np.ndarray]:
-    """ORT's per-channel fold of inference BatchNormalization in float32 (batch_norm.h's Eigen expression):
-    s = (1 / sqrt(var + eps)) * scale, b = bias - mean * s; y = x * s + b, each step rounded to float32. The
-    native CPU graph's batch_norm operator takes (s, b) from here (vkinfer/cpu/batch_normalization.py)."""
-    with np.errstate(all="ignore"):
-        s = (np.float32(1) / np.sqrt(var + np.float32(eps))) * scale
-        b = bias - mean * s
-    return s.astype(np.float32), b.astype(np.float32)
-
-
-@_op("BatchNormalization")
-def _batch_norm(node, x, memo):
-    """Inference-mode BatchNormalization (inputs X, scale, B, mean, var) as ORT computes it in float32:
-    inv = 1 / sqrt(var + epsilon); s = inv * scale; y = X * s + (B - mean * s), per channel (axis 1).
-    training_mode=1 is not supported (a trained model's inference graph has it 0)."""
-    if int(node.attrs.get("training_mode", 0)):
-        raise ValueError("training_mode=1 is not supported (inference only)")
-    if len(node.outputs) > 1 and any(node.outputs[1:]):
-        raise ValueError("only the output Y is supported (running mean/var outputs are for training)")
-    v = _float32(node, x[0])
-    if v.ndim < 2:
-        raise ValueError(f"X must be (N, C, ...), got shape {list(v.shape)}")
-    c = v.shape[1]
-    params = []
-    for i, what in zip(range(1, 5), ("scale", "B", "input_mean", "input_var"), strict=True):
-        p = _float32(node, x[i], what)
-        if p.shape != (c,):
-            raise ValueError(f"{what} must have shape [{c}] (X's channels), got {list(p.shape)}")
-        params.append(p)
-    s, b = batch_norm_fold(*params, _attr_float(node, "epsilon", 1e-5))
-    shape = (1, c) + (1,) * (v.ndim - 2)
-    return [(v * s.reshape(shape) + b.reshape(shape)).astype(np.float32)]
-
-
 REQUIRED_INPUTS.setdefault("Pow", (2, (0, 1)))
 REQUIRED_INPUTS.setdefault("BatchNormalization", (5, (0, 1, 2, 3, 4)))
 
@@ -356,3 +327,25 @@ def _relu(node, x, memo):
     """max(x, 0) as ORT computes it: -0 and NaN pass through unchanged (x < 0 ? 0 : x), any numeric type."""
     v = np.asarray(x[0])
     return [np.where(v < 0, v.dtype.type(0), v)]
+
+
+def _float_first(fallback, float_kernel):
+    """A kernel running `float_kernel` (ORT's float32 bits, vkinfer/reference/float_*.py) on float32 data and
+    `fallback` (8-bit MaxPool, integer Clip, other types through onnx.reference) otherwise."""
+    def kernel(node, x, memo):
+        v = x[0] if x else None
+        if v is not None and np.asarray(v).dtype == _F32:
+            return float_kernel(node, x, memo)
+        return fallback(node, x, memo)
+    kernel.__doc__ = float_kernel.__doc__
+    return kernel
+
+
+# ORT-exact float32 kernels of their own (onnx.reference is an oracle only for these, issue 25): MaxPool, Max/Min,
+# PRelu/LeakyRelu/Clip, BatchNormalization, ReduceSum/Mean/Max/Min. Other dtypes keep the kernel registered before.
+for _name, _kernel in (("MaxPool", float_max_pool.kernel), ("Max", float_minmax.kernel), ("Min", float_minmax.kernel),
+                       ("PRelu", float_activations.prelu_kernel), ("LeakyRelu", float_activations.leaky_relu_kernel),
+                       ("Clip", float_activations.clip_kernel),
+                       *((op, float_reduce.kernel) for op in float_reduce.OPS)):
+    OPS[_name] = _float_first(OPS.get(_name, reference_kernel), _kernel)
+OPS["BatchNormalization"] = float_batch_norm.kernel  # float32 only (a TypeError naming the input otherwise)

@@ -1,0 +1,88 @@
+"""float32 Max and Min with ONNX Runtime 1.31's CPU bits, in numpy: the reference device's kernels and the
+specification cpu_fallback/src/ops/float_binary.c follows for them.
+
+ORT runs Eigen's max/min<PropagateNaN> over "spans", its broadcaster's innermost merged dimension
+(`merged_broadcast`). Eigen's 4-lane packet path and its scalar path part on equal operands: a packet returns the
+second operand (max(+0, -0) = -0), the scalar path the first; any NaN gives NaN on both. Which elements a packet
+takes follows the output's 16-byte alignment (ORT's outputs are 64-byte aligned): in a span starting at output
+element o, the elements before the first multiple of 4 and the tail after the last whole packet are scalar. When
+input 0 is the scalar of a span, ORT computes input1.max(input0) (operands swapped). Three or more inputs fold
+left, each step a two-input Max/Min of the running output (ORT's variadic broadcast); one input is copied.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+F32 = np.float32
+
+
+def merged_broadcast(out: tuple[int, ...], a: tuple[int, ...], b: tuple[int, ...]
+                     ) -> tuple[list[int], list[int], list[int]]:
+    """(out, a, b) shapes as ONNX Runtime's broadcaster iterates them: output dimensions of size 1 dropped and
+    neighbours where each input is broadcast alike merged, so the last dimension is ORT's span; a 1-element output
+    is one dimension of 1."""
+    r = len(out)
+    a = (1,) * (r - len(a)) + tuple(a)
+    b = (1,) * (r - len(b)) + tuple(b)
+    dims: list[list] = []
+    for o, x, y in zip(out, a, b, strict=True):
+        if o == 1:
+            continue
+        pat = (x == 1, y == 1)
+        if dims and dims[-1][1] == pat:
+            dims[-1][0] *= o
+        else:
+            dims.append([o, pat])
+    if not dims:
+        return [1], [1], [1]
+    return ([d[0] for d in dims], [1 if d[1][0] else d[0] for d in dims], [1 if d[1][1] else d[0] for d in dims])
+
+
+def max_min2(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """ORT's two-input float32 Max or Min (module docstring)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype != F32 or b.dtype != F32:
+        raise TypeError(f"{op}: the float kernel takes float32 inputs, got {a.dtype} and {b.dtype}")
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    out, sa, sb = merged_broadcast(shape, a.shape, b.shape)
+    n = int(np.prod(shape, dtype=np.int64))
+    y = np.empty(n, F32)
+    if n == 0:
+        return y.reshape(shape)
+    x = np.broadcast_to(a, shape).reshape(-1)
+    w = np.broadcast_to(b, shape).reshape(-1)
+    span = out[-1]
+    if sa[-1] == 1 and sb[-1] != 1:  # input 0 is the span's scalar: input1.max(input0)
+        x, w = w, x
+    pos = np.arange(n, dtype=np.int64)
+    start = pos - pos % span  # output offset of the element's span
+    head = np.minimum((4 - start % 4) % 4, span)
+    body = (span - head) // 4 * 4
+    j = pos - start
+    packet = (j >= head) & (j < head + body)
+    with np.errstate(invalid="ignore"):
+        if op == "Max":
+            scalar = np.where(np.isnan(w), w, np.where(x < w, w, x))
+            vec = np.where(np.isnan(x), x, np.where(x > w, x, w))
+        else:
+            scalar = np.where(np.isnan(w), w, np.where(w < x, w, x))
+            vec = np.where(np.isnan(x), x, np.where(x < w, x, w))
+    y[:] = np.where(packet, vec, scalar)
+    return y.reshape(shape)
+
+
+def kernel(node, x: list, memo: dict) -> list:
+    """A float32 Max/Min node of one or more inputs (the interpreter's kernel)."""
+    ins = [v for v in x if v is not None]
+    if not ins:
+        raise ValueError(f"{node.op} needs at least one input")
+    if len(ins) == 1:
+        v = np.asarray(ins[0])
+        if v.dtype != F32:
+            raise TypeError(f"{node.op}: the float kernel takes float32, got {v.dtype}")
+        return [v.copy()]
+    y = ins[0]
+    for v in ins[1:]:
+        y = max_min2(node.op, y, v)
+    return [y]
