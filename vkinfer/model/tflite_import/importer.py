@@ -10,6 +10,7 @@ import numpy as np
 from ..graph import Graph, TensorInfo
 from ..onnx_import import UnsupportedModelError
 from ..passes import check_graph
+from ..transpose_fold import fold_stream_transposes
 from .builder import Builder
 from .ops import validate
 from .reader import DTYPES, builtin_names, file_meta, parse_all
@@ -95,6 +96,8 @@ def import_tflite(model: str | os.PathLike | bytes, supported: dict[str, str | N
             outputs.append(TensorInfo(v.output, v.initial.shape, v.initial.dtype))
 
     graph = Graph(imp.nodes, inputs, outputs, imp.consts)
+    if variables:  # ring buffers: their Transposes moved to the edges (model/transpose_fold.py)
+        graph = fold_stream_transposes(graph)
     consts = [t.name for t in graph.outputs if t.name in graph.consts]
     if consts:
         raise UnsupportedModelError(f"graph outputs {consts} are constants (they depend on no graph input), which "
