@@ -41,6 +41,22 @@ def pack_r(r: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(rt.reshape(h, 4, blocks, _UNITS).transpose(2, 0, 1, 3)).ravel()
 
 
+def native_weights(cfg: dict, w, r, b, h0, c0, p) -> tuple[int, np.ndarray]:
+    """(flags, weights) of the native operator for lstm_config `cfg` and the constant inputs (None where absent):
+    per direction W^T and R^T packed, then Wb + Rb (ORT's LoadBias sums them in float32), P, h0, c0."""
+    h = cfg["hidden"]
+    parts = []
+    for d in range(cfg["dirs"]):
+        parts += [pack_w(np.asarray(w[d], _F32)), pack_r(np.asarray(r[d], _F32))]
+        if b is not None:
+            parts.append(np.asarray(b[d][:4 * h], _F32) + np.asarray(b[d][4 * h:], _F32))
+        parts += [np.asarray(v[d], _F32).ravel() for v in (p, h0, c0) if v is not None]
+    flags = (REVERSE if cfg["direction"] == "reverse" else 0) | (INPUT_FORGET if cfg["input_forget"] else 0) | \
+        (BIAS if b is not None else 0) | (PEEP if p is not None else 0) | (H0 if h0 is not None else 0) | \
+        (C0 if c0 is not None else 0)
+    return flags, np.ascontiguousarray(np.concatenate(parts).astype(_F32))
+
+
 @lower("cpu", "LSTM")
 def lower_lstm(ctx, node, backend):
     """An LSTM node as one native `lstm` operator (module docstring)."""
@@ -59,22 +75,8 @@ def lower_lstm(ctx, node, backend):
     nd, h = cfg["dirs"], cfg["hidden"]
     if seq * batch * inp * h == 0:
         return None
-    w, r, b, lens, h0, c0, p = vals[1:]
-    flags = (REVERSE if cfg["direction"] == "reverse" else 0) | (INPUT_FORGET if cfg["input_forget"] else 0)
-    parts = []
-    for d in range(nd):
-        parts += [pack_w(np.asarray(w[d], _F32)), pack_r(np.asarray(r[d], _F32))]
-        if b is not None:
-            parts.append(np.asarray(b[d][:4 * h], _F32) + np.asarray(b[d][4 * h:], _F32))  # ORT's LoadBias
-        if p is not None:
-            parts.append(np.asarray(p[d], _F32).ravel())
-        if h0 is not None:
-            parts.append(np.asarray(h0[d], _F32).ravel())
-        if c0 is not None:
-            parts.append(np.asarray(c0[d], _F32).ravel())
-    flags |= (BIAS if b is not None else 0) | (PEEP if p is not None else 0) | (H0 if h0 is not None else 0) | \
-        (C0 if c0 is not None else 0)
-    weights = np.ascontiguousarray(np.concatenate(parts).astype(_F32))
+    flags, weights = native_weights(cfg, *vals[1:4], *vals[5:8])
+    lens = vals[4]
     lens_u = np.ascontiguousarray(np.full(batch, seq, np.uint32) if lens is None else np.asarray(lens, np.uint32))
     scratch = 4 * nd * (seq * batch * 4 * h + 3 * batch * h)
     clip = float(cfg["clip"])

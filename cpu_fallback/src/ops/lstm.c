@@ -142,7 +142,7 @@ typedef struct {
     const lstm_t* t;
     const uint8_t* x;
     uint8_t* y;
-    float* s;
+    uf32* s;  /* scratch: any address (an external buffer may be misaligned; UBSan saw it) */
     uint32_t step;
 } lstm_job;
 
@@ -156,7 +156,7 @@ static void xw_item(void* ctx, size_t item)
     uint32_t nw = n4 - n0 < L_COLS ? n4 - n0 : L_COLS;
     uint32_t rows = t->max_len * t->batch;
     const float* wp = t->w + d * t->dir_floats + (uint64_t)(n0 / L_COLS) * t->in * L_COLS;
-    float* g = j->s + d * scratch_dir(t);
+    uf32* g = j->s + d * scratch_dir(t);
     const uf32* x = (const uf32*)j->x;
     float acc[L_ROWS][L_COLS];
     for (uint32_t r0 = 0; r0 < rows; r0 += L_ROWS) {
@@ -165,7 +165,7 @@ static void xw_item(void* ctx, size_t item)
             uint32_t k1 = t->in - k0 < L_STRIDE_K ? t->in : k0 + L_STRIDE_K;
             fma_tile(mr, x + (uint64_t)r0 * t->in, t->in, wp, k0, k1, acc);
             for (uint32_t r = 0; r < mr; r++) {
-                float* cr = g + (uint64_t)(r0 + r) * n4 + n0;
+                uf32* cr = g + (uint64_t)(r0 + r) * n4 + n0;
                 if (k0)
                     for (uint32_t c = 0; c < nw; c++) cr[c] = cr[c] + acc[r][c];
                 else
@@ -191,17 +191,17 @@ static void step_item(void* ctx, size_t item)
     float acc[L_ROWS][L_COLS];
     const float* bias = t->flags & L_BIAS ? wd + off_b(t) : NULL;
     const float* peep = t->flags & L_PEEP ? wd + off_p(t) : NULL;
-    float* g = j->s + d * scratch_dir(t);
-    float* hb = g + (uint64_t)t->seq * t->batch * n4;
-    float* hp = hb + (uint64_t)(step & 1) * t->batch * hid;
-    float* hn = hb + (uint64_t)((step + 1) & 1) * t->batch * hid;
-    float* cs = hb + 2 * (uint64_t)t->batch * hid;
+    uf32* g = j->s + d * scratch_dir(t);
+    uf32* hb = g + (uint64_t)t->seq * t->batch * n4;
+    uf32* hp = hb + (uint64_t)(step & 1) * t->batch * hid;
+    uf32* hn = hb + (uint64_t)((step + 1) & 1) * t->batch * hid;
+    uf32* cs = hb + 2 * (uint64_t)t->batch * hid;
     uf32* y = (uf32*)j->y;
     for (uint32_t b = 0; b < t->batch; b++) {
         uint32_t len = t->lens[b];
         if (step >= len) continue;
         uint32_t tt = reverse ? len - 1 - step : step;
-        float* gr = g + ((uint64_t)tt * t->batch + b) * n4;
+        uf32* gr = g + ((uint64_t)tt * t->batch + b) * n4;
         for (uint32_t k0 = 0; k0 < hid; k0 += L_STRIDE_K) {
             uint32_t k1 = hid - k0 < L_STRIDE_K ? hid : k0 + L_STRIDE_K;
             fma_tile(1, (const uf32*)hp + (uint64_t)b * hid, hid, rp, k0, k1, acc);
@@ -209,7 +209,7 @@ static void step_item(void* ctx, size_t item)
                 for (uint32_t u = 0; u < uw; u++)
                     gr[q * hid + u0 + u] = gr[q * hid + u0 + u] + acc[0][q * L_UNITS + u];
         }
-        float* c = cs + (uint64_t)b * hid;
+        uf32* c = cs + (uint64_t)b * hid;
         uf32* yr = y + (((uint64_t)tt * t->dirs + d) * t->batch + b) * hid;
         for (uint32_t k = u0; k < u0 + uw; k++) {
             float gi = gr[k], go = gr[hid + k], gf = gr[2 * hid + k], gc = gr[3 * hid + k], cp = c[k];
@@ -237,11 +237,11 @@ static vki_status lstm_run(void* p, uint8_t* const* ptr, uint32_t threads)
 {
     const lstm_t* t = p;
     uint32_t hid = t->hid;
-    lstm_job j = {t, ptr[0], ptr[2], (float*)ptr[1], 0};
+    lstm_job j = {t, ptr[0], ptr[2], (uf32*)ptr[1], 0};
     memset(ptr[2], 0, (size_t)t->seq * t->dirs * t->batch * hid * 4);
     for (uint32_t d = 0; d < t->dirs; d++) {
         const float* wd = t->w + d * t->dir_floats;
-        float* hb = j.s + d * scratch_dir(t) + (uint64_t)t->seq * t->batch * 4 * hid;
+        uf32* hb = j.s + d * scratch_dir(t) + (uint64_t)t->seq * t->batch * 4 * hid;
         uint64_t bh = (uint64_t)t->batch * hid;
         if (t->flags & L_H0) memcpy(hb, wd + off_h0(t), bh * 4); else memset(hb, 0, bh * 4);
         if (t->flags & L_C0) memcpy(hb + 2 * bh, wd + off_c0(t), bh * 4); else memset(hb + 2 * bh, 0, bh * 4);
