@@ -22,6 +22,7 @@
 #define QMM_ROWS 32  /* rows of A per work item of the loop: B's panel (K x N int16) is made once per item */
 #define QMM_CHUNK 56 /* rows per work item of the blocked path: a multiple of every tile's MR (2, 4, 7, 8, 14) */
 #define QMM_MAX_MR 16
+#define QMM_MAX_NR 64
 
 typedef struct {
     uint32_t nb, m, k, n, batch_rank;
@@ -128,53 +129,103 @@ static uint64_t qmm_b_offset(const qmm_t* t, uint64_t jb)
     return ob;
 }
 
-/* Pack distinct B number jb into its slot, NR columns per block as conv.c's pack_igemm (ks = 1, kc = k):
- * int32 bias[NR]; float scale[NR]; w[ceil(k / KR)][NR][KR] = b - b_zp (int8 for u8s8, else int16), zero padded. */
+/* One KR group of B's rows (k0 .. k0 + KR - 1, all below k) for one block of nc columns: w[(cn * KR) + km] =
+ * b - b_zp, the byte range in *lo / *hi and the column sums (modulo 2^32) in sum[cn]. Inlined with constant KR
+ * and BN so the compiler vectorizes it: the packing loop with divisions per element took half the node's time
+ * (yoloseg's P x V, 1 thread). */
+static inline __attribute__((always_inline)) void qmm_pack_group(void* dst, int wide, const uint8_t* b, size_t bk,
+                                                                 const size_t kr, const size_t bn, size_t nc,
+                                                                 int32_t zp, uint8_t* lo, uint8_t* hi,
+                                                                 uint32_t* sum)
+{
+    uint8_t mn = *lo, mx = *hi;
+    for (size_t km = 0; km < kr; km++) {
+        const uint8_t* r = b + km * bk;
+        if (wide) {
+            int16_t* w = (int16_t*)dst + km;
+            for (size_t cn = 0; cn < nc; cn++) w[cn * kr] = (int16_t)((int32_t)r[cn * bn] - zp);
+        } else {
+            int8_t* w = (int8_t*)dst + km;
+            for (size_t cn = 0; cn < nc; cn++) {
+                const uint8_t x = r[cn * bn];
+                mn = x < mn ? x : mn;
+                mx = x > mx ? x : mx;
+                w[cn * kr] = (int8_t)((int32_t)x - zp);
+                sum[cn] += (uint32_t)((int32_t)x - zp);
+            }
+        }
+    }
+    *lo = mn, *hi = mx;
+}
+
+#define QMM_PACK_FN(NAME, WIDE, KR)                                                                                \
+    static void NAME(void* dst, const uint8_t* b, size_t bk, size_t bn, size_t nc, int32_t zp, uint8_t* lo,        \
+                     uint8_t* hi, uint32_t* sum)                                                                   \
+    {                                                                                                              \
+        if (bn == 1) qmm_pack_group(dst, WIDE, b, bk, KR, 1, nc, zp, lo, hi, sum);                                 \
+        else if (bn == 4) qmm_pack_group(dst, WIDE, b, bk, KR, 4, nc, zp, lo, hi, sum);                            \
+        else qmm_pack_group(dst, WIDE, b, bk, KR, bn, nc, zp, lo, hi, sum);                                        \
+    }
+QMM_PACK_FN(qmm_pack16_k1, 1, 1)
+QMM_PACK_FN(qmm_pack16_k2, 1, 2)
+QMM_PACK_FN(qmm_pack8_k4, 0, 4)
+typedef void (*qmm_pack_fn)(void*, const uint8_t*, size_t, size_t, size_t, int32_t, uint8_t*, uint8_t*, uint32_t*);
+
+/* Pack B into a slot for one layout: u8s8 (int8, KR = VKI_U8S8_KR, per-column bias folding a_zp) or int16 (the
+ * variant's KR, bias 0). The u8s8 form returns 0 as soon as a block's bytes leave the exact range. Layout as
+ * conv.c's pack_igemm with ks = 1, kc = k: per NR columns int32 bias[NR]; float scale[NR]; w[ceil(k / KR)][NR][KR]
+ * (b - b_zp, zero padded). */
+static int qmm_pack(const qmm_t* t, const uint8_t* b, uint8_t* slot, int u8s8)
+{
+    const size_t nr = u8s8 ? t->nr8 : t->nr16, kr = u8s8 ? VKI_U8S8_KR : t->kr16, esz = u8s8 ? 1 : 2;
+    const size_t bytes = u8s8 ? t->bytes8 : t->bytes16, nblocks = (t->n + nr - 1) / nr, kfull = t->k / kr * kr;
+    const qmm_pack_fn fn = u8s8 ? qmm_pack8_k4 : kr == 2 ? qmm_pack16_k2 : kr == 1 ? qmm_pack16_k1 : NULL;
+    const int32_t zp = t->b_zp;
+    uint32_t sum[QMM_MAX_NR];
+    for (size_t blk = 0; blk < nblocks; blk++) {
+        uint8_t* out = slot + blk * bytes;
+        const size_t n0 = blk * nr, nc = t->n - n0 < nr ? t->n - n0 : nr;
+        uint8_t lo = 255, hi = 0;
+        memset(out, 0, bytes);
+        memset(sum, 0, sizeof sum);
+        float* scale = (float*)(out + nr * 4);
+        for (size_t c = 0; c < nr; c++) scale[c] = t->scale;
+        uint8_t* w = out + nr * 8;
+        const uint8_t* bb = b + n0 * t->bn;
+        size_t kk = 0;
+        if (fn)
+            for (; kk < kfull; kk += kr) fn(w + kk * nr * esz, bb + kk * t->bk, t->bk, t->bn, nc, zp, &lo, &hi, sum);
+        for (; kk < t->k; kk++)  /* the last partial group (and any other KR) */
+            for (size_t cn = 0; cn < nc; cn++) {
+                const uint8_t x = bb[kk * t->bk + cn * t->bn];
+                const int32_t v = (int32_t)x - zp;
+                const size_t at = ((kk / kr) * nr + cn) * kr + kk % kr;
+                lo = x < lo ? x : lo;
+                hi = x > hi ? x : hi;
+                if (u8s8) ((int8_t*)w)[at] = (int8_t)v, sum[cn] += (uint32_t)v;
+                else ((int16_t*)w)[at] = (int16_t)v;
+            }
+        if (!u8s8) continue;
+        if ((int32_t)lo - zp < t->wmin || (int32_t)hi - zp > t->wmax) return 0;
+        /* bias' = 0 - (a_zp - xoff) * sum_k (b - b_zp), modulo 2^32: conv.c's u8s8_bias with bias 0 */
+        int32_t* bias = (int32_t*)out;
+        const uint32_t xz = (uint32_t)(t->a_zp - t->isa->u8s8_xoff);
+        for (size_t cn = 0; cn < nc; cn++) bias[cn] = (int32_t)(0u - xz * sum[cn]);
+    }
+    return 1;
+}
+
+/* Pack distinct B number jb into its slot: for the u8s8 kernel where every (b - b_zp) fits its range (tried
+ * first; most attention operands fit, e.g. softmax probabilities), else for the int16 kernel. */
 static void qmm_pack_item(void* p, size_t jb)
 {
     qmm_job* j = p;
     const qmm_t* t = j->t;
     const uint8_t* b = j->ptr[1] + qmm_b_offset(t, jb);
     uint8_t* slot = t->packed + jb * t->slot;
-    int lo = 255, hi = 0;
-    if (t->u8s8)
-        for (uint32_t kk = 0; kk < t->k; kk++) {
-            const uint8_t* br = b + kk * t->bk;
-            for (uint32_t c = 0; c < t->n; c++) {
-                const int v = br[c * t->bn];
-                lo = v < lo ? v : lo;
-                hi = v > hi ? v : hi;
-            }
-        }
-    const int u8s8 = t->u8s8 && lo - t->b_zp >= t->wmin && hi - t->b_zp <= t->wmax;
+    const int u8s8 = t->u8s8 && qmm_pack(t, b, slot, 1);
+    if (!u8s8) qmm_pack(t, b, slot, 0);
     t->kind[jb] = (uint8_t)u8s8;
-    const size_t nr = u8s8 ? t->nr8 : t->nr16, kr = u8s8 ? VKI_U8S8_KR : t->kr16;
-    const size_t bytes = u8s8 ? t->bytes8 : t->bytes16, nblocks = (t->n + nr - 1) / nr;
-    memset(slot, 0, nblocks * bytes);
-    for (size_t blk = 0; blk < nblocks; blk++) {
-        float* scale = (float*)(slot + blk * bytes + nr * 4);
-        for (size_t c = 0; c < nr; c++) scale[c] = t->scale;
-    }
-    for (uint32_t kk = 0; kk < t->k; kk++) {  /* rows of B: its bytes in memory order */
-        const uint8_t* br = b + kk * t->bk;
-        const size_t base = (kk / kr) * nr * kr + kk % kr;
-        for (uint32_t c = 0; c < t->n; c++) {
-            const int32_t v = (int32_t)br[c * t->bn] - t->b_zp;
-            uint8_t* w = slot + (c / nr) * bytes + nr * 8;
-            const size_t at = base + (c % nr) * kr;
-            if (u8s8) ((int8_t*)w)[at] = (int8_t)v;
-            else ((int16_t*)w)[at] = (int16_t)v;
-        }
-    }
-    if (!u8s8) return;
-    /* bias' = 0 - (a_zp - xoff) * sum_k (b - b_zp), modulo 2^32: conv.c's u8s8_bias with bias 0 */
-    for (uint32_t c = 0; c < t->n; c++) {
-        const int8_t* w = (const int8_t*)(slot + (c / nr) * bytes + nr * 8);
-        int64_t sum = 0;
-        for (uint32_t kk = 0; kk < t->k; kk++) sum += w[((kk / kr) * nr + c % nr) * kr + kk % kr];
-        ((int32_t*)(slot + (c / nr) * bytes))[c % nr] =
-            (int32_t)(uint32_t)(0 - (uint64_t)((int64_t)(t->a_zp - t->isa->u8s8_xoff) * sum));
-    }
 }
 
 /* QMM_CHUNK rows of one batch through its packed B: MR-row tiles, each over every NR block. */
@@ -260,7 +311,7 @@ static void qmm_plan(qmm_t* t)
 {
     const int32_t index = vki_isa_default();
     const vki_isa* isa = index >= 0 ? vki_isa_get(index) : NULL;
-    if (!isa || !isa->igemm || !t->k || t->k > (UINT32_C(1) << 24) || isa->mr > QMM_MAX_MR ||
+    if (!isa || !isa->igemm || !t->k || t->k > (UINT32_C(1) << 24) || isa->mr > QMM_MAX_MR || isa->nr > QMM_MAX_NR || isa->u8s8_nr > QMM_MAX_NR ||
         isa->u8s8_mr > QMM_MAX_MR || isa->u8s8_mr_narrow > QMM_MAX_MR)
         return;
     const char* env = getenv("VKINFER_CPU_U8S8");
