@@ -156,3 +156,54 @@ def test_session_creation_does_not_run_the_kernel(monkeypatch):
                                 outputs=["y", "yh", "yc"][:n_out])
             want = [(v.shape, v.dtype) for v in ref._kernel(n, x, {})]
             assert [(s, np.dtype(d)) for s, d in ref._shape(n, x)] == want
+
+
+def _set_const(blob: bytes, name: str, edit) -> bytes:
+    import onnx
+    from onnx import numpy_helper
+    m = onnx.load_from_string(blob)
+    for t in m.graph.initializer:
+        if t.name == name:
+            v = numpy_helper.to_array(t).copy()
+            edit(v)
+            t.CopyFrom(numpy_helper.from_array(v, name))
+    return m.SerializeToString()
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("clip", [None, 2.0])
+@pytest.mark.parametrize("direction", ["forward", "bidirectional"])
+def test_nan_and_inf_inputs_against_ort(bias, clip, direction):
+    """x with NaN, +-inf and 3e38 (overflowing X W^T) in one element and in a whole row: ORT's bits, NaN payloads
+    included. With B, clip_add_bias turns a NaN or infinite gate into +-clip (+-FLT_MAX without clip) and nothing
+    is NaN; without B, clip_ignore_bias keeps NaN, which spreads through the recurrence (ORT: 6-30 NaN outputs)."""
+    rng = np.random.default_rng(21)
+    blob, feed = _case(rng, 4, 2, 5, 3, direction, bias=bias, clip=clip, init=True)
+    feeds = []
+    for v in (np.nan, np.inf, -np.inf, F32(3e38)):
+        f = {k: a.copy() for k, a in feed.items()}
+        f["x"][1, 0, 2] = v
+        f["x"][2, 1, :] = v
+        feeds.append(f)
+    want = [ort_run(blob, f) for f in feeds]
+    per_device = check(blob, feeds, want, where="cpu", nodes=[NAME])
+    for f, w in zip(feeds, want, strict=True):  # agree.py takes any NaN for any NaN: the payloads too
+        for sess in per_device.values():
+            assert np.array_equal(sess.run(None, f)[0].view(np.uint32), w[0].view(np.uint32))
+
+
+@pytest.mark.parametrize("what", ["peep", "input_forget", "C0", "H0", "B", "R", "P"])
+def test_nan_and_inf_in_constants_against_ort(what):
+    """NaN or +-inf in x through the peephole and input_forget paths, or in a constant (initial state, bias,
+    recurrent weights, peepholes): ORT's bits."""
+    rng = np.random.default_rng(22)
+    blob, feed = _case(rng, 4, 2, 5, 3, "bidirectional", init=True, peep=what in ("peep", "P"),
+                       input_forget=int(what == "input_forget"), clip=1.5 if what == "B" else None)
+    if what in ("peep", "input_forget"):
+        feed["x"][1, 0, 2], feed["x"][2, 1, :] = np.nan, np.inf
+    else:
+        def edit(v):
+            v.flat[[1, 4]] = np.nan if what in ("H0", "B") else np.inf
+            v.flat[7] = -np.inf
+        blob = _set_const(blob, what, edit)
+    _check(blob, feed)
