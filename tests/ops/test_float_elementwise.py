@@ -146,3 +146,59 @@ def test_refused_forms_stay_on_the_host(why):
         feed = {"a": np.arange(10, dtype=np.int32).reshape(2, 5), "b": np.ones((2, 5), np.int32),
                 "q": np.arange(4, dtype=np.uint8)}
     check(blob, feed, ort_run(blob, feed), where={NAME: "host"}, nodes=[NAME])
+
+
+RUNTIME_BOUNDS = [(-1.0, 2.0), (0.0, 0.0), (-0.0, -0.0), (-0.0, 0.0), (0.0, -0.0), (2.0, -1.0), (np.nan, 1.0),
+                  (-1.0, np.nan), (np.nan, np.nan), (-np.inf, np.inf), (np.inf, -np.inf), (1e-45, 3e-39)]
+
+
+@pytest.mark.parametrize("which", ["lo", "hi", "both", "lo_const_hi"])
+@pytest.mark.parametrize("bounds", RUNTIME_BOUNDS, ids=str)
+def test_clip_bounds_read_at_run_time(which, bounds):
+    """Clip-13 whose bounds are graph inputs (one float_clip reading them when the graph runs): NaN bounds, signed
+    zero ties, lo > hi, infinities; every device gives ORT's bits, the node on the cpu device."""
+    lo, hi = (F32(v) for v in bounds)
+    inputs, consts, names, feed_b = {"x": (3, 17)}, {}, ["x", "", ""], {}
+    if which in ("lo", "both", "lo_const_hi"):
+        inputs["lo"] = ()
+        names[1] = "lo"
+        feed_b["lo"] = np.array(lo, F32)
+    if which in ("hi", "both"):
+        inputs["hi"] = ()
+        names[2] = "hi"
+        feed_b["hi"] = np.array(hi, F32)
+    if which == "lo_const_hi":
+        consts["hc"] = np.array(hi, F32)
+        names[2] = "hc"
+    blob = _blob([node("Clip", names, ["y"])], inputs, consts)
+    feed = _feed(np.random.default_rng(11), {"x": (3, 17)}, edge=True) | feed_b
+    _check_edge(blob, feed)
+
+
+def test_log_mel_clip_to_peak_minus_80_is_one_native_call():
+    """oww_melspec's tail: y = Clip(x, ReduceMax(x) - 80) over a [1, 1, 8, 32] log-mel, between a DequantizeLinear
+    and a QuantizeLinear: every device gives ORT's bits and the cpu device runs it all in one native call."""
+    shape = (1, 1, 8, 32)
+    blob = model([node("DequantizeLinear", ["q", "s", "z"], ["x"], name="dq"),
+                  node("ReduceMax", ["x"], ["m"], name="peak", keepdims=0),
+                  node("Sub", ["m", "k"], ["lo"], name="sub"), node("Clip", ["x", "lo"], ["c"]),
+                  node("QuantizeLinear", ["c", "s2", "z"], ["y"], name="qy")],
+                 {"q": (np.uint8, shape)}, {"s": F32(0.9), "z": np.uint8(128), "k": F32(80.0), "s2": F32(0.5)})
+    rng = np.random.default_rng(4)
+    for _ in range(3):
+        feed = {"q": rng.integers(0, 256, shape).astype(np.uint8)}
+        sessions = check(blob, feed, ort_run(blob, feed), where="cpu", on_vulkan="any")
+    plan = sessions["cpu"].plan(feed)
+    assert plan.native_calls == 1 and len(plan.segments) == 1
+    assert {"float_reduce", "float_clip"} <= set(plan.segments[0].runner.ops())
+
+
+def test_clip_with_a_non_scalar_bound_is_refused_naming_it():
+    """ORT refuses a bound of two elements; so does every device, naming the node and the bound."""
+    blob = _blob([node("Clip", ["x", "lo"], ["y"])], {"x": (2, 5), "lo": (2,)})
+    feed = _feed(np.random.default_rng(0), {"x": (2, 5), "lo": (2,)}, edge=False)
+    with pytest.raises(Exception, match="scalar"):
+        ort_run(blob, feed)
+    for d in ("reference", "cpu", "vulkan"):
+        with pytest.raises(ValueError, match=rf"{NAME} \(Clip\): Clip: min must be a scalar"):
+            vkinfer.InferenceSession(blob, device=d).run(None, feed)

@@ -12,6 +12,7 @@ MLAS (KR, every axis, KRK with several outer blocks) stay on the host with that 
 from __future__ import annotations
 
 import numpy as np
+import onnxruntime as ort
 import pytest
 from support.agree import run_devices
 
@@ -104,8 +105,14 @@ REFUSED = [((300, 17), [1]), ((5, 3), [-1]), ((2, 3, 4), [0, 1, 2]), ((37,), [0]
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("case", REFUSED, ids=[f"{s}{a}" for s, a in REFUSED])
 def test_eigen_and_mlas_paths_stay_on_the_host(op, case):
-    """KR, R, KRK with several outer blocks, RKR with several kept elements: Eigen's or MLAS's order, refused."""
+    """KR, R (sums), KRK with several outer blocks, RKR with several kept elements: Eigen's or MLAS's order, refused.
+    ReduceMax/ReduceMin over every axis (R) are native (test_reduce_all_max_min_*) and asserted there."""
     shape, axes = case
+    if op in ("ReduceMax", "ReduceMin") and len(axes) == len(shape):
+        blob = _blob(op, shape, axes)
+        x = _data(np.random.default_rng(5), shape, op)
+        _check(blob, [{"x": x, "q": np.arange(4, dtype=np.uint8)}])
+        return
     blob = _blob(op, shape, axes)
     feed = {"x": _data(np.random.default_rng(5), shape, op), "q": np.arange(4, dtype=np.uint8)}
     for dev in ("cpu", "vulkan"):
@@ -149,3 +156,75 @@ def test_orders_are_distinguished():
     pairwise = np.ascontiguousarray(rows.T).sum(1, dtype=F32)  # numpy: pairwise along a contiguous axis
     for other in (pairwise, rev, lane_sum):
         assert not np.array_equal(want, other)
+
+
+# Reduce-all Max/Min: Eigen's 4-lane maxCoeff/minCoeff (ORT's aggall). Sizes around the packet (4) and the two
+# accumulators' step (8), and oww_melspec's [1, 1, 8, 32].
+ALL_SIZES = [1, 2, 3, 4, 5, 7, 8, 9, 11, 12, 13, 15, 16, 17, 20, 23, 24, 31, 32, 33, 63, 64, 65, 255, 256, 257]
+
+
+def _aligned(x: np.ndarray) -> np.ndarray:
+    """A 64-byte aligned copy: ORT reads a graph input in place, and Eigen's packets start at its first 16-byte
+    aligned element, so a misaligned feed moves ORT's order (its own tensors, as in a real model, are aligned)."""
+    raw = np.empty(x.nbytes + 64, np.uint8)
+    off = -raw.ctypes.data % 64
+    v = raw[off:off + x.nbytes].view(x.dtype).reshape(x.shape)
+    v[...] = x
+    return v
+
+
+def _all_blob(op: str, shape) -> bytes:
+    return _blob(op, shape, None, keepdims=len(shape) % 2, opset=13)
+
+
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin"])
+@pytest.mark.parametrize("n", ALL_SIZES)
+def test_reduce_all_max_min_signed_zero_and_nan_at_every_position(op, n):
+    """+0 among -0 (and -0 among +0), a NaN, and a NaN among zeros at every position; random tables of +-0, NaN,
+    +-inf and 1: every device gives ORT's bits, the node on the cpu device."""
+    shape = (n,)
+    blob = _all_blob(op, shape)
+    feeds = []
+    for i in range(n):
+        for base, odd in ((F32(-0.0), F32(0.0)), (F32(0.0), F32(-0.0)), (F32(0.0), F32(np.nan)),
+                          (F32(-np.inf), F32(np.nan))):
+            x = np.full(shape, base, F32)
+            x[i] = odd
+            feeds.append(x)
+    rng = np.random.default_rng(n)
+    feeds += [rng.choice(F32([0.0, -0.0, np.nan, 1.0, -1.0, np.inf, -np.inf]), shape).astype(F32) for _ in range(8)]
+    big = [_aligned(x) for x in feeds]
+    o = ort.SessionOptions()
+    o.intra_op_num_threads = o.inter_op_num_threads = 1
+    o.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # as ort_run: nodes as written
+    oracle = ort.InferenceSession(blob, o, providers=["CPUExecutionProvider"])
+    want = np.concatenate([oracle.run(None, {"x": x, "q": np.arange(4, dtype=np.uint8)})[0].reshape(1) for x in big])
+    sessions = {d: vkinfer.InferenceSession(blob, device=d) for d in ("reference", "cpu", "vulkan")}
+    for d, sess in sessions.items():
+        got = np.concatenate([sess.run(None, {"x": x, "q": np.arange(4, dtype=np.uint8)})[0].reshape(1) for x in big])
+        same = (got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(got) & np.isnan(want))
+        assert same.all(), (d, np.argwhere(~same)[:4].tolist())
+        if d != "reference":
+            assert sess.placement[NAME] == "cpu", (d, sess.placement)
+
+
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin"])
+@pytest.mark.parametrize("shape", [(1, 1, 8, 32), (2, 3, 4), (3, 1, 7)])
+def test_reduce_all_max_min_tables(op, shape):
+    """Every axis of a rank-3/4 tensor (oww_melspec's log-mel peak): tie-prone tables, every device."""
+    rng = np.random.default_rng(len(shape))
+    blob = _all_blob(op, shape)
+    _check(blob, [{"x": _aligned(_data(rng, shape, op)), "q": np.arange(4, dtype=np.uint8)},
+                  {"x": _aligned(_zeros(rng, shape)), "q": np.arange(4, dtype=np.uint8)}])
+
+
+def test_reduce_all_order_is_eigen_not_sequential():
+    """The table tells Eigen's order from the sequential loop: +0 at element 4 of eight -0 is ORT's answer only
+    with the two packet accumulators (sequential keeps the first -0)."""
+    from vkinfer.reference.float_reduce import eigen_redux, fold_first
+
+    x = np.full(8, -0.0, F32)
+    x[4] = 0.0
+    want = ort_run(_all_blob("ReduceMax", (8,)), {"x": _aligned(x), "q": np.arange(4, dtype=np.uint8)})[0]
+    assert np.signbit(fold_first(x[:, None], "ReduceMax")[0])
+    assert np.signbit(want) == np.signbit(eigen_redux(x, "ReduceMax"))

@@ -6,9 +6,10 @@ them, so these operators run between the two in the same native call.
 
 ORT's Max and Min give the first or the second operand on ties of +0/-0 depending on whether Eigen's packet or
 scalar path took the element (ops/float_binary.c); the C operator follows ORT's broadcaster, whose spans it is
-given here by merging the shapes as ORT does (`merged_broadcast`). What no C operator reproduces stays on the host,
-with the reason: other dtypes, Max/Min of 1 or 3+ inputs, Clip with non-constant bounds, ranks past 6 after
-merging."""
+given here by merging the shapes as ORT does (`merged_broadcast`). Clip whose bounds are tensors computed at run
+time (log-mel's Clip(x, ReduceMax(x) - 80)) reads them in the graph (ops/float_clip.c). What no C operator
+reproduces stays on the host, with the reason: other dtypes, Max/Min of 1 or 3+ inputs, non-scalar or non-float32
+bounds, ranks past 6 after merging."""
 
 from __future__ import annotations
 
@@ -16,33 +17,14 @@ import numpy as np
 
 from ..layout import u32
 from ..model.lowering import Layer, lower
+from ..reference.float_minmax import merged_broadcast
+
+__all__ = ["BINARY", "UNARY", "lower_float_binary", "lower_float_unary", "merged_broadcast"]
 
 _F32 = np.dtype(np.float32)
 BINARY = {"Add": 0, "Sub": 1, "Mul": 2, "Div": 3, "Max": 4, "Min": 5, "PRelu": 6}
 UNARY = {"Relu": 0, "LeakyRelu": 1, "Clip": 2, "Neg": 3, "Abs": 4, "Sqrt": 5}
 _MAX_RANK = 6  # float_binary.c's FB_RANK
-
-
-def merged_broadcast(out: tuple[int, ...], a: tuple[int, ...], b: tuple[int, ...]
-                     ) -> tuple[list[int], list[int], list[int]]:
-    """(out, a, b) shapes as ONNX Runtime's broadcaster iterates them: output dimensions of size 1 dropped and
-    neighbours where each input is broadcast alike merged, so the last dimension is ORT's span; a 1-element output
-    is one dimension of 1."""
-    r = len(out)
-    a = (1,) * (r - len(a)) + tuple(a)
-    b = (1,) * (r - len(b)) + tuple(b)
-    dims: list[list] = []
-    for o, x, y in zip(out, a, b, strict=True):
-        if o == 1:
-            continue
-        pat = (x == 1, y == 1)
-        if dims and dims[-1][1] == pat:
-            dims[-1][0] *= o
-        else:
-            dims.append([o, pat])
-    if not dims:
-        return [1], [1], [1]
-    return ([d[0] for d in dims], [1 if d[1][0] else d[0] for d in dims], [1 if d[1][1] else d[0] for d in dims])
 
 
 def _floats(ctx, names) -> bool:
@@ -82,6 +64,33 @@ def _const_scalar(ctx, node, i: int, default: float) -> np.float32 | None:
     return v.reshape(())[()]
 
 
+def _clip_tensor_bounds(ctx, node, lo, hi):
+    """Clip with a bound computed at run time: one float_clip reading each such bound (a one-element float32
+    tensor) when the graph runs; a constant bound is passed as a value."""
+    x, y = node.inputs[0], node.outputs[0]
+    flags, refs = 0, []
+    for bit, (i, v) in enumerate(((1, lo), (2, hi))):
+        if v is not None:
+            continue
+        t = node.inputs[i]
+        if not _floats(ctx, [t]) or int(np.prod(ctx.shape(t), dtype=np.int64)) != 1:
+            raise ValueError(f"Clip bound {t!r} is not a float32 scalar (the host runs it)")
+        flags |= 1 << bit
+        refs.append(t)
+    n = int(np.prod(ctx.shape(x), dtype=np.int64))
+    if n == 0:
+        return None
+    lo_c = float(lo) if lo is not None else 0.0
+    hi_c = float(hi) if hi is not None else 0.0
+    ins = [x, *refs]
+
+    def emit(g, r, out_ref, scratch):
+        lo_ref = r[1]
+        hi_ref = r[2] if len(r) > 2 else r[1]
+        g.add("float_clip", n, flags, lo_c, hi_c, r[0], lo_ref, hi_ref, out_ref)
+    return Layer(node, ins, y, emit)
+
+
 @lower("cpu", *UNARY)
 def lower_float_unary(ctx, node, backend):
     """A float32 unary op as one float_unary over the tensor's values (any rank)."""
@@ -99,7 +108,7 @@ def lower_float_unary(ctx, node, backend):
         else:
             alpha, beta = _const_scalar(ctx, node, 1, lowest), _const_scalar(ctx, node, 2, highest)
             if alpha is None or beta is None:
-                raise ValueError("Clip with bounds that are not float32 scalar constants (the host runs it)")
+                return _clip_tensor_bounds(ctx, node, alpha, beta)
         if np.isnan(alpha) or np.isnan(beta):
             raise ValueError("Clip with a NaN bound (the host runs it)")
     n = int(np.prod(ctx.shape(x), dtype=np.int64))

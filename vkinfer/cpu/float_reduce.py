@@ -11,7 +11,10 @@ thread, which is what vkinfer reproduces; tests/ops/test_float_reduce.py):
 - RK otherwise, KRK with one outer block (fewer than max(2, P)), RKR with one kept element, and none (4 or more
   merged axes): the generic loop, one output at a time from 0.0f, its reduced elements in row-major order
   (ReduceMean: one division by (float)count) -> reproduced, `init_first` = 0 (so a column of -0 sums to +0);
-- KR, R (every axis), KRK with several outer blocks, RKR with several kept elements: Eigen's vectorised
+- R (every axis) for ReduceMax/ReduceMin: Eigen's 4-lane maxCoeff/minCoeff (ORT's aggall), whose +-0 and NaN
+  choices follow its packet order over ORT's 64-byte aligned buffer -> reproduced, `init_first` = 2
+  (vkinfer/reference/float_reduce.py, probed against ORT at every position of +-0/NaN tables);
+- KR, R for sums, KRK with several outer blocks, RKR with several kept elements: Eigen's vectorised
   reductions (sum(), colwise/rowwise maxCoeff) or MLAS's SGEMM against a vector of ones, whose summation order
   and NaN/+-0 choices follow the build's SIMD width and the data's alignment -> refused with that reason (the host
   runs them; measured against ORT: KR (300, 17), KRK (2, 49, 33) and (3, 130, 5) differ from both loops above).
@@ -26,6 +29,9 @@ import numpy as np
 
 from ..layout import u32
 from ..model.lowering import Layer, lower
+from ..reference.float_reduce import fast_shape, ort_loop, ort_order
+
+__all__ = ["OPS", "fast_shape", "lower_float_reduce", "ort_loop", "reduce_axes"]
 
 OPS = {"ReduceSum": 0, "ReduceMean": 1, "ReduceMax": 2, "ReduceMin": 3}
 _F32 = np.dtype(np.float32)
@@ -49,40 +55,9 @@ def reduce_axes(ctx, node) -> list[int] | None:
     return sorted(out)
 
 
-def fast_shape(shape: tuple[int, ...], axes: list[int]) -> tuple[list[int], list[bool]]:
-    """ORT's OptimizeShapeForFastReduce: neighbouring axes of one kind (reduced or kept) merged, size-1 axes kept;
-    (merged sizes, reduced flag per merged axis)."""
-    sizes: list[int] = []
-    red: list[bool] = []
-    for i, n in enumerate(shape):
-        r = i in axes
-        if red and red[-1] == r:
-            sizes[-1] *= n
-        else:
-            sizes.append(n)
-            red.append(r)
-    return sizes, red
-
-
-def ort_loop(sizes: list[int], red: list[bool], threads: int = 1) -> int | None:
-    """Which loop ORT 1.31 runs for a merged shape with `threads` intra-op threads: 1 for the RK path (first row
-    copied), 0 for the generic loop, None for an Eigen/MLAS path vkinfer does not reproduce."""
-    p = max(1, threads)
-    kind = "".join("R" if r else "K" for r in red)
-    if kind in ("R", "KR"):
-        return None
-    if kind == "RK":
-        return 1 if sizes[0] > 16 * p and max(sizes) > 256 * p else 0
-    if kind == "KRK":
-        return None if sizes[0] >= max(2, p) else 0
-    if kind == "RKR":
-        return None if sizes[1] >= max(2, p) else 0
-    return 0  # four or more merged axes: the generic loop
-
-
 @lower("cpu", *OPS)
 def lower_float_reduce(ctx, node, backend):
-    """A float32 reduction ORT runs as a plain loop: one float_reduce (module docstring); others refused."""
+    """A float32 reduction in an order vkinfer reproduces: one float_reduce (module docstring); others refused."""
     x, y = node.inputs[0], node.outputs[0]
     if not (x in ctx.info and y in ctx.info and ctx.dtype(x) == _F32 and ctx.dtype(y) == _F32):
         return None
@@ -103,7 +78,7 @@ def lower_float_reduce(ctx, node, backend):
             return Layer(node, [x], y, copy)
         axes = list(range(len(shape)))
     sizes, red = fast_shape(shape, axes)
-    loop = ort_loop(sizes, red)
+    loop = ort_order(node.op, sizes, red)
     if loop is None:
         kind = "".join("R" if r else "K" for r in red)
         raise ValueError(f"{node.op} of {list(shape)} over axes {axes}: ONNX Runtime reduces this {kind} shape "

@@ -7,6 +7,12 @@
  * - its RK fast path (reduced rows, then kept columns): the first row copied, then each row added in turn
  *   (`init_first`: the same order without the leading 0.0f + ...).
  *
+ * - Eigen's reduce-all maxCoeff()/minCoeff() (ORT's aggall, every axis reduced: `init_first` = 2, Max/Min only),
+ *   4-lane SSE over a 16-byte aligned buffer: packets 0, 2, 4, ... and 1, 3, 5, ... in two accumulators, merged,
+ *   one more packet if one is left, the lanes folded as f(f(l0, l2), f(l1, l3)), then the size % 4 tail one by
+ *   one; f = std::max(a, b) = a < b ? b : a (Min: b < a ? b : a), the first operand kept on ties and on a NaN
+ *   second operand (probed against ORT: vkinfer/reference/float_reduce.py eigen_redux).
+ *
  * Max keeps acc unless v > acc (Min: v < acc), so a NaN first element stays and a later NaN is skipped, and of
  * +0/-0 the first one wins, as in ORT's update `v > acc ? v : acc`. The shape given is ORT's merged fast shape
  * (rank <= 6, alternating kept/reduced axes, `reduce_mask` bit i set for a reduced axis); the output is the kept
@@ -42,6 +48,40 @@ typedef struct {
     uint8_t* y;
 } fr_job;
 
+static inline float fr_f(uint32_t op, float a, float b)
+{
+    return op == FR_MAX ? (a < b ? b : a) : (b < a ? b : a);
+}
+
+/* Eigen's 4-lane redux of n floats (the module comment's third order). */
+static float fr_eigen(uint32_t op, const uf32* x, uint64_t n)
+{
+    uint64_t full = n / 4 * 4, packets = full / 4, i;
+    float res;
+    if (!full) {
+        res = x[0];
+        for (i = 1; i < n; i++) res = fr_f(op, res, x[i]);
+        return res;
+    }
+    float r0[4], r1[4];
+    for (int l = 0; l < 4; l++) r0[l] = x[l];
+    if (packets > 1) {
+        uint64_t pairs = packets / 2 * 2;
+        for (int l = 0; l < 4; l++) r1[l] = x[4 + l];
+        for (i = 2; i < pairs; i += 2)
+            for (int l = 0; l < 4; l++) {
+                r0[l] = fr_f(op, r0[l], x[4 * i + l]);
+                r1[l] = fr_f(op, r1[l], x[4 * i + 4 + l]);
+            }
+        for (int l = 0; l < 4; l++) r0[l] = fr_f(op, r0[l], r1[l]);
+        if (packets > pairs)
+            for (int l = 0; l < 4; l++) r0[l] = fr_f(op, r0[l], x[4 * pairs + l]);
+    }
+    res = fr_f(op, fr_f(op, r0[0], r0[2]), fr_f(op, r0[1], r0[3]));
+    for (i = full; i < n; i++) res = fr_f(op, res, x[i]);
+    return res;
+}
+
 static void fr_item(void* ctx, size_t item)
 {
     const fr_job* jb = ctx;
@@ -51,6 +91,10 @@ static void fr_item(void* ctx, size_t item)
     const uf32* x = (const uf32*)jb->x + t->outer_off[o] + c0;
     uf32* y = (uf32*)jb->y + o * t->inner + c0;
     const uf32* x0 = x + t->red_off[0];
+    if (t->init_first == 2) {  /* every element, contiguous: red_off[r] = r */
+        y[0] = fr_eigen(t->op, x, t->n_red);
+        return;
+    }
     if ((t->op == FR_SUM || t->op == FR_MEAN) && !t->init_first) {
         for (uint64_t j = 0; j < m; j++) y[j] = 0.0f + x0[j];
     } else {
@@ -123,7 +167,9 @@ vki_status vki_graph_add_float_reduce(vki_graph* g, uint32_t op, uint32_t rank, 
     if (rank < 1 || rank > VKI_GRAPH_MAX_RANK || !shape) FAIL(VKI_EINVAL, "float_reduce: rank must be 1..%d",
                                                               VKI_GRAPH_MAX_RANK);
     if (!reduce_mask || reduce_mask >> rank) FAIL(VKI_EINVAL, "float_reduce: reduce_mask must name 1..rank axes");
-    if (init_first > 1) FAIL(VKI_EINVAL, "float_reduce: init_first must be 0 or 1");
+    if (init_first > 2) FAIL(VKI_EINVAL, "float_reduce: init_first must be 0, 1 or 2");
+    if (init_first == 2 && (op < FR_MAX || reduce_mask != (UINT32_C(1) << rank) - 1))
+        FAIL(VKI_EINVAL, "float_reduce: init_first 2 (Eigen's reduce-all) is for Max/Min over every axis");
     if (vki_refs_overlap(x, y)) FAIL(VKI_EINVAL, "float_reduce: the input overlaps the output");
     uint64_t stride[VKI_GRAPH_MAX_RANK], count = 1;
     uint32_t kept[VKI_GRAPH_MAX_RANK], red[VKI_GRAPH_MAX_RANK], nk = 0, nr = 0;
