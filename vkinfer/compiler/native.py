@@ -29,7 +29,12 @@ class NativePlan:
         self.state = state or {}
         self.outputs = frozenset(t for t, _, _ in out_specs)
         info = plan.info
-        self.in_specs = [(t, np.dtype(info[t][1]), tuple(info[t][0])) for t in in_names]
+        sf = plan.state_forms
+        # The state forms by graph input name (the session converts reset_state's values and the checked path's).
+        self.forms = {t: sf[t] for t in self.state if t in sf}
+        keyed = {f.key: (f.shape, np.uint8) for f in sf.values()}
+        self.in_specs = [(t, np.dtype(keyed[t][1] if t in keyed else info[t][1]),
+                          tuple(keyed[t][0] if t in keyed else info[t][0])) for t in in_names]
         raw.set_feed(in_names, [memoryview(np.empty(0, dt)).format for _, dt, _ in self.in_specs],
                      [list(shape) for _, _, shape in self.in_specs], [(shape, dt) for _, shape, dt in out_specs],
                      np.ndarray, np.empty, vk_segments)
@@ -49,13 +54,21 @@ class NativePlan:
             from .. import _planrun
         except ImportError:  # pragma: no cover - a package built without the plan runner: the Python path
             return None
-        g, info = plan.g, plan.info
+        g, sf = plan.g, plan.state_forms
+        # A state kept in the CPU graph's form (Plan.state_forms) is a slot of its stored bytes under its key.
+        info = {**plan.info, **{f.key: (f.shape, np.dtype(np.uint8)) for f in sf.values()}}
+
+        def key(t: str) -> str:
+            return sf[t].key if t in sf else t
+
+        def value(t: str, host: np.ndarray) -> np.ndarray:
+            return sf[t].to_form(host) if t in sf else np.ascontiguousarray(host, info[t][1])
         if not plan.segments or any(s.runner.kind not in ("cpu", "vulkan") for s in plan.segments):
             return None
         state = state or []
         stated = {v.input for v in state}
-        in_names = [t.name for t in g.inputs if t.name not in stated]
-        out_names = [t.name for t in g.outputs] if outputs is None else list(outputs)
+        in_names = [key(t.name) for t in g.inputs if t.name not in stated]
+        out_names = [key(t) for t in ([t.name for t in g.outputs] if outputs is None else list(outputs))]
         slots: dict[str, int] = {}
         sizes: list[int] = []
         for t in in_names + out_names:
@@ -67,10 +80,10 @@ class NativePlan:
         state_bytes: dict[str, np.ndarray] = {}
         for v in state:
             n = _nbytes(*info[v.input])
-            k = slots[v.input] = len(sizes)
+            k = slots[key(v.input)] = len(sizes)
             sizes.append(n)
             persistent[k] = state_bytes[v.input] = np.empty(n, np.uint8)
-            state_bytes[v.input][:] = np.ascontiguousarray(v.initial, info[v.input][1]).view(np.uint8).reshape(-1)
+            state_bytes[v.input][:] = value(v.input, v.initial).view(np.uint8).reshape(-1)
 
         def slot(key: str, n: int) -> int:
             if key not in slots:
@@ -105,15 +118,15 @@ class NativePlan:
         carries = []
         for v in state:  # as the session's own path: the carried value, then an assigned constant over it
             if v.output is not None:
-                if v.output not in slots:
+                if key(v.output) not in slots or (v.input in sf) != (v.output in sf):
                     return None  # a carried value no segment makes (a graph input passed through): general path
-                carries.append((slots[v.output], slots[v.input]))
+                carries.append((slots[key(v.output)], slots[key(v.input)]))
         for v in state:
             if v.assigned is not None:
                 k = len(sizes)
                 sizes.append(_nbytes(*info[v.input]))
-                persistent[k] = np.ascontiguousarray(v.assigned, info[v.input][1]).view(np.uint8).reshape(-1).copy()
-                carries.append((k, slots[v.input]))
+                persistent[k] = value(v.input, v.assigned).view(np.uint8).reshape(-1).copy()
+                carries.append((k, slots[key(v.input)]))
         raw = _planrun.Runner(len(in_names), len(out_names), sizes, persistent, steps, locks, carries)
         out_specs = [(t, tuple(info[t][0]), np.dtype(info[t][1])) for t in out_names]
         return NativePlan(plan, raw, in_names, out_specs, list(dict.fromkeys(nan_checked)), vk_segs, state_bytes)

@@ -160,8 +160,13 @@ class Plan:
     """
 
     def __init__(self, g: Graph, feed: dict[str, np.ndarray], backend, placement: dict[str, str] | None = None,
-                 resolve: Callable[[str], object] | None = None, auto_place: Callable | None = None):
+                 resolve: Callable[[str], object] | None = None, auto_place: Callable | None = None,
+                 state: list[tuple[str, str]] | None = None):
+        """`state`: a streaming model's (state input, output carrying its next value) pairs: where one CPU segment
+        reads the input and makes the output (and no other segment touches them), the graph keeps that state in
+        its own form (`state_forms`; `run` converts host arrays at its edges, the stateful runner never does)."""
         self.g, self.backend = g, backend
+        self._state_pairs = list(state or [])
         self.info = trace(g, feed)
         ctx = Ctx(g, self.info)
         backends = {} if backend is None else {backend.name: backend}
@@ -229,8 +234,10 @@ class Plan:
         self.segments = self._segments(layers)
         form_io = self._form_handoffs()
         packed_io = self._packed_handoffs(layers, form_io)
+        self.state_forms: dict[str, object] = {}  # graph tensor -> vkinfer.cpu.segment.StateForm
         for seg in self.segments:
             seg.runner = self._runner(seg, layers, form_io, packed_io)
+            self.state_forms.update(getattr(seg.runner, "state_forms", {}))
         self._host = any(seg.device == HOST for seg in self.segments)
         self._natives: dict[int, object] = {}  # threads -> its NativePlan or None
         # False: every run goes segment by segment through the runners' `run` (a profiler wraps them).
@@ -330,7 +337,10 @@ class Plan:
         if be.kind == "cpu":
             from ..cpu.segment import CpuSegment
 
-            return CpuSegment(lays, seg.inputs, seg.outputs, self.info, self.g.consts, form_io, packed_io)
+            touched = [t for s in self.segments if s is not seg for t in (*s.inputs, *s.outputs)]
+            state_io = {i: o for i, o in self._state_pairs
+                        if i in seg.inputs and o in seg.outputs and i not in touched and o not in touched}
+            return CpuSegment(lays, seg.inputs, seg.outputs, self.info, self.g.consts, form_io, packed_io, state_io)
         from ..vulkan.segment import VulkanSegment
 
         return VulkanSegment(be.dev, lays, seg.inputs, seg.outputs, self.info, self.g.consts, form_io, packed_io)
@@ -389,6 +399,14 @@ class Plan:
     def run(self, feed: dict[str, np.ndarray], names: list[str], threads: int = 0) -> list[np.ndarray]:
         """The graph outputs `names` for `feed` (every graph input, checked by the caller): in one native call
         where the plan has one, else segment by segment."""
+        sf = self.state_forms
+        if sf:  # state kept in the CPU graph's form: host arrays converted at the edges
+            feed = {(sf[k].key if k in sf else k): (sf[k].to_form(v) if k in sf else v) for k, v in feed.items()}
+            outs = self._run(feed, [sf[n].key if n in sf else n for n in names], threads)
+            return [sf[n].to_host(o) if n in sf else o for n, o in zip(names, outs, strict=True)]
+        return self._run(feed, names, threads)
+
+    def _run(self, feed: dict[str, np.ndarray], names: list[str], threads: int) -> list[np.ndarray]:
         native = self.native(threads)
         if native is not None:
             return native.run(feed, names)

@@ -13,6 +13,8 @@ allocated, and the graph runs.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from ..layout import canonical, flip, form_key, form_perm, form_shape, is_8bit, packed_key, u32, unform_perm
@@ -62,6 +64,34 @@ def _identity(shape, perm) -> bool:
     return moved == sorted(moved)
 
 
+class StateForm(NamedTuple):
+    """How a CPU graph keeps a streaming model's state between runs: under `key`, the host array of `host_shape`
+    and `dtype` as canonical bytes (XOR `xor`) transposed by `perm` (`shape`: the stored array's shape)."""
+
+    key: str
+    host_shape: tuple[int, ...]
+    perm: tuple[int, ...]
+    xor: int
+    dtype: np.dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.host_shape[p] for p in self.perm)
+
+    def to_form(self, host: np.ndarray) -> np.ndarray:
+        """The stored bytes (uint8 of `shape`) of a host array."""
+        a = np.ascontiguousarray(host, self.dtype).reshape(self.host_shape).view(np.uint8) ^ np.uint8(self.xor)
+        return np.ascontiguousarray(a.transpose(self.perm))
+
+    def to_host(self, stored: np.ndarray) -> np.ndarray:
+        """The host array of stored bytes (any uint8 array of the stored size)."""
+        inv = [0] * len(self.perm)
+        for i, a in enumerate(self.perm):
+            inv[a] = i
+        a = np.asarray(stored, np.uint8).reshape(self.shape).transpose(inv) ^ np.uint8(self.xor)
+        return np.ascontiguousarray(a).view(self.dtype)
+
+
 class CpuSegment:
     """Layers (vkinfer.model.lowering.Layer with CPU emitters) in order; `inputs` come from the host, `outputs`
     go to it; `info` maps every tensor to its traced (shape, dtype); `consts` are the model's constants."""
@@ -69,7 +99,8 @@ class CpuSegment:
     kind = "cpu"
 
     def __init__(self, layers, inputs: list[str], outputs: list[str], info: dict, consts: dict,
-                 form_io: frozenset[str] = frozenset(), packed_io: frozenset[str] = frozenset()):
+                 form_io: frozenset[str] = frozenset(), packed_io: frozenset[str] = frozenset(),
+                 state_io: dict[str, str] | None = None):
         """`form_io`: 8-bit inputs and outputs exchanged with another device's segment in this graph's own form
         (canonical bytes, 4-D as NHWC; see `form_key`): no transpose or XOR at the edge, and the Vulkan side
         packs rows, its own layout, from them. `packed_io`: outputs only Vulkan segments read, written by their
@@ -144,6 +175,22 @@ class CpuSegment:
                     src, src_shape = s, form_shape(info[s][0])
                     perm = _compose(layers[i].move[1], perm)
             out_conv.append((src, ext_of_out[t], src_shape, perm, flip(dt)))
+        # A streaming model's state: kept in the form its input's conversion writes (usually the bytes the first
+        # reader wants: micro_wakeword's ring buffers need only the XOR then), so the input is read in place and
+        # the output converts straight into that form (in place too where it is the same order).
+        self.state_forms: dict[str, StateForm] = {}
+        for t_in, t_out in (state_io or {}).items():
+            ci = [c for c in in_conv if c[1] == ext_of_in.get(t_in)]
+            co = [c for c in out_conv if c[1] == ext_of_out.get(t_out)]
+            if len(ci) != 1 or len(co) != 1 or t_in in form_io or t_out in form_io or ci[0][4] != co[0][4] \
+                    or tuple(info[t_in][0]) != tuple(info[t_out][0]) or info[t_in][1] != info[t_out][1]:
+                continue
+            (dst, k, shape, perm, xor), (src, ko, sshape, operm, _) = ci[0], co[0]
+            form = StateForm(t_in + "\x00state", tuple(shape), tuple(perm), xor, np.dtype(info[t_in][1]))
+            self.state_forms[t_in] = form
+            self.state_forms[t_out] = form._replace(key=t_out + "\x00state")
+            in_conv[in_conv.index(ci[0])] = (dst, k, form.shape, tuple(range(len(form.shape))), 0)
+            out_conv[out_conv.index(co[0])] = (src, ko, sshape, _compose(operm, perm), 0)
         # Storage: ext buffers for what the edges can take in place, the arena for the rest.
         where: dict[str, Ref] = {}
         for t in self.inputs:
@@ -218,6 +265,8 @@ class CpuSegment:
         self.packed_io = packed_io
 
         def spec(t: str) -> tuple[str, tuple[int, ...], np.dtype]:
+            if t in self.state_forms:
+                return self.state_forms[t].key, self.state_forms[t].shape, np.dtype(np.uint8)
             if t in packed_io:
                 return packed_key(t), (nbytes(t),), np.dtype(np.uint8)
             if t in self.form_io:
