@@ -1,8 +1,10 @@
 """The native graph's float32 operators (cpu_fallback/src/ops/float_binary.c, float_unary.c, float_maxpool.c,
-batch_norm.c) under AddressSanitizer + UBSan: a subprocess over the sanitizer build of the library runs each
-operator on random shapes (every broadcast pattern and MaxPool loop kind, edge values), with external buffers that
-are not 4-byte aligned too, and writes the outputs; this process compares them with the normal build's, which
-tests/ops/test_float_*.py and test_batch_normalization.py hold to ONNX Runtime's bits."""
+batch_norm.c, float_clip.c with every bound-tensor flag, float_reduce.c's Eigen reduce-all order) under
+AddressSanitizer + UBSan: a subprocess over the sanitizer build of the library runs each operator on random shapes
+(every broadcast pattern and MaxPool loop kind, edge values), with external buffers that are not 4-byte aligned
+too, and writes the outputs; this process compares them with the normal build's, which tests/ops/test_float_*.py
+and test_batch_normalization.py hold to ONNX Runtime's bits (the reduce-all results also to the reference's
+eigen_redux here)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 from support.cpu_build import build_cpu
+
+from vkinfer.reference.float_reduce import eigen_redux
 
 ROOT = Path(__file__).resolve().parents[2]
 ASAN_LIB = ROOT / "build" / "cpu" / "libvkinfer_cpu-asan.so"
@@ -80,6 +84,17 @@ for k, ((nc, h, w), (oh, ow), (kh, kw), (sh, sw), (dh, dw), p) in enumerate(pool
 xb = vals(rng, 2 * 5 * 11).reshape(2, 5, 11)
 s, b = rng.uniform(-2, 2, 5).astype(F), rng.uniform(-1, 1, 5).astype(F)
 outs["bn"] = run(lambda g, r: g.add("batch_norm", 2, 5, 11, s, b, r[0], r[1]), [xb], xb.shape, True)
+xc = vals(rng, 1001).reshape(7, 143)
+for flags in (1, 2, 3):
+    for k, (lo, hi) in enumerate(((-0.5, 1.5), (np.nan, 0.0), (0.0, -0.0), (2.0, -1.0))):
+        add = lambda g, r, f=flags: g.add("float_clip", xc.size, f, -1.0, 1.0, r[0], r[1], r[2], r[3])
+        outs[f"clip{flags}_{k}"] = run(add, [xc, F([lo]), F([hi])], xc.shape, (flags + k) % 2 == 1)
+for n in (1, 3, 4, 5, 8, 13, 256, 257):
+    xr = vals(rng, n)
+    outs[f"rin{n}"] = xr
+    for op in (2, 3):
+        add = lambda g, r, op=op, n=n: g.add("float_reduce", op, 1, u32([n]), 1, 2, r[0], r[1])
+        outs[f"rall{n}_{op}"] = run(add, [xr], (1,), n % 2 == 1)
 np.savez(sys.argv[1], **outs)
 print("float ops asan: ok", "library:", G.lib()._name)
 '''
@@ -107,7 +122,12 @@ def test_float_operators_under_asan_and_ubsan(tmp_path):
            "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1", "VKINFER_CPU_LIB": str(ASAN_LIB)}
     sanitized = _run(tmp_path, env, "asan", str(ASAN_LIB))
     normal = _run(tmp_path, base, "plain", str(ROOT / "vkinfer" / "libvkinfer_cpu.so"))
-    assert sorted(sanitized) == sorted(normal) and len(normal) == 7 * 7 + 6 + 6 + 1
+    assert sorted(sanitized) == sorted(normal) and len(normal) == 7 * 7 + 6 + 6 + 1 + 3 * 4 + 8 * 3
+    for n in (1, 3, 4, 5, 8, 13, 256, 257):  # the reduce-all order is the reference's (ORT's, probed)
+        for op in (2, 3):
+            want = eigen_redux(normal[f"rin{n}"], ("ReduceMax", "ReduceMin")[op - 2])
+            got = normal[f"rall{n}_{op}"][0]
+            assert got.view(np.uint32) == want.view(np.uint32) or (np.isnan(got) and np.isnan(want)), (n, op)
     for k, v in normal.items():
         w = sanitized[k]
         same = (v.view(np.uint32) == w.view(np.uint32)) | (np.isnan(v) & np.isnan(w))
