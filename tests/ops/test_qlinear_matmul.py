@@ -100,7 +100,23 @@ ACT_TABLE = [  # (id, A shape, B shape, (a type, b type), where on vulkan)
 ]
 
 
-def _act_case(cid, sa, sb, types):
+# Tile edges of the C operator's blocked path (m, n, k around 1, 7, 16, 32, 64 against MR 2-14, NR 4-32, KR 1-4),
+# broadcast batches, and B's values: "full" bytes (the int16 kernel), "fit" (every b - b_zp in [-128, 127], both ends:
+# the u8s8 kernel on AVX-512 VNNI / SDOT), "small" (softmax-like probabilities, zero point 0).
+EDGE_TABLE = [  # (id, A shape, B shape, (a type, b type), B values)
+    ("e_m1k1n1", (1, 1), (1, 1), ("u8", "u8"), "fit"),
+    ("e_m7k16n31", (7, 16), (16, 31), ("s8", "s8"), "full"),
+    ("e_m16k31n32", (2, 16, 31), (2, 31, 32), ("u8", "s8"), "fit"),
+    ("e_m31k32n33", (3, 31, 32), (1, 32, 33), ("u8", "u8"), "fit"),
+    ("e_m32k33n64", (1, 32, 33), (2, 33, 64), ("u8", "u8"), "small"),
+    ("e_m33k64n65", (2, 2, 33, 64), (2, 1, 64, 65), ("u8", "u8"), "full"),
+    ("e_m64k65n7", (2, 64, 65), (2, 65, 7), ("s8", "s8"), "fit"),
+    ("e_m65k7n16", (65, 7), (7, 16), ("u8", "s8"), "full"),
+    ("e_heads_pv", (1, 4, 65, 33), (1, 4, 33, 64), ("u8", "u8"), "small"),
+]
+
+
+def _act_case(cid, sa, sb, types, dist="full"):
     rng = np.random.default_rng(sum(map(ord, cid)))
     at, bt = T[types[0]], T[types[1]]
     seven = oo.u8s8_behaviour() != oo.EXACT and types == ("u8", "s8")
@@ -109,6 +125,13 @@ def _act_case(cid, sa, sb, types):
     if cid.startswith("bigacc"):
         a[...], b[...] = qrange(at)[1], qrange(bt)[1]
     bz = np.asarray(qrand(rng, (), bt) if not seven else rng.integers(-64, 64), bt)
+    if dist == "small":
+        bz = np.asarray(qrange(bt)[0] if bt == np.uint8 else 0, bt)
+        b = (rng.integers(0, 24, sb) + int(bz)).astype(bt)
+    elif dist == "fit" and not seven:
+        lo, hi = max(qrange(bt)[0], int(bz) - 128), min(qrange(bt)[1], int(bz) + 127)
+        b = rng.integers(lo, hi + 1, sb).astype(bt)
+        b.flat[0], b.flat[-1] = lo, hi
     consts = {"as": np.float32(0.02), "az": np.asarray(qrand(rng, (), at)), "bs": np.float32(0.015), "bz": bz,
               "ys": np.float32(np.sqrt(sa[-1]) * 60 * 0.02 * 0.015), "yz": np.asarray(qrand(rng, (), at))}
     blob = model([node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"])],
@@ -122,20 +145,28 @@ def test_two_activation_matmul_equals_ort_on_every_device(cid, sa, sb, types, on
     check(blob, feed, ort_run(blob, feed), where="cpu", on_vulkan=on_vulkan)
 
 
+@pytest.mark.parametrize("cid,sa,sb,types,dist", EDGE_TABLE, ids=[c[0] for c in EDGE_TABLE])
+def test_two_activation_tile_edges_equal_ort_on_every_device(cid, sa, sb, types, dist):
+    blob, feed = _act_case(cid, sa, sb, types, dist)
+    check(blob, feed, ort_run(blob, feed), where="cpu", on_vulkan="vulkan")
+
+
 ASAN_SCRIPT = """
 import numpy as np, vkinfer
-from ops.test_qlinear_matmul import ACT_TABLE, _act_case
-for cid, sa, sb, types, _ in ACT_TABLE:
-    blob, feed = _act_case(cid, sa, sb, types)
+from ops.test_qlinear_matmul import ACT_TABLE, EDGE_TABLE, _act_case
+cases = [(cid, sa, sb, types, "full") for cid, sa, sb, types, _ in ACT_TABLE] + EDGE_TABLE
+for cid, sa, sb, types, dist in cases:
+    blob, feed = _act_case(cid, sa, sb, types, dist)
     want = vkinfer.InferenceSession(blob, device="reference").run(None, feed)[0]
     got = vkinfer.InferenceSession(blob, device="cpu").run(None, feed)[0]
     assert np.array_equal(want, got), cid
-print("asan qmatmul:", len(ACT_TABLE))
+print("asan qmatmul:", len(cases))
 """
 
 
 def test_qmatmul_operator_under_asan_and_ubsan():
-    """The C qmatmul operator under AddressSanitizer + UBSan on every two-activation case, against the reference."""
+    """The C qmatmul operator under AddressSanitizer + UBSan on every two-activation case (tile edges included),
+    against the reference."""
     from .test_qlinear_add import asan_run
 
     asan_run(ASAN_SCRIPT, "asan qmatmul: ")

@@ -13,6 +13,7 @@
  * (b - b_zp) in [-255, 255]. Both wrap modulo 2^32 as the loop does. A's rows are copied to a contiguous chunk
  * where a_k != 1 (NHWC attention: heads interleaved), output rows go through a row buffer where y_n != 1.
  * The loop stays for k == 0, k past 2^24 and a forced variant this CPU lacks. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -394,5 +395,7 @@ vki_status vki_graph_add_qmatmul(vki_graph* g, uint32_t batch_rank, const uint32
                         extent(t, 2, m, t->ym, n, t->yn)};
     vki_ref refs[3] = {a, b, y};
     qmm_plan(t);
-    return vki_graph_push(g, "qmatmul", qmm_run, qmm_free, t, 3, refs, need);
+    char name[VKI_GRAPH_NAME_LEN];  /* "qmatmul:avx512vnni": the blocked path's variant ("qmatmul": the loop) */
+    snprintf(name, sizeof name, t->isa ? "qmatmul:%s" : "qmatmul", t->isa ? t->isa->name : "");
+    return vki_graph_push(g, name, qmm_run, qmm_free, t, 3, refs, need);
 }

@@ -1,0 +1,134 @@
+"""The `qmatmul` operator (two-activation QLinearMatMul, cpu_fallback/src/ops/qmatmul.c) on every code path this
+CPU runs, against numpy's exact definition: the blocked path's u8s8 kernel (B's every b - b_zp inside the variant's
+int8 range, checked per run on the data), its int16 kernel (any other B, and the fall back after a block out of
+range). Shapes cross the tiles' edges (m, n, k around 1, 7, 16, 32, 64), operands sit at any
+byte strides (heads interleaved as the NHWC form lays out attention, transposed B, broadcast batch axes). Each check
+runs here (the best variant) and in subprocesses with VKINFER_CPU_ISA=avx2, =scalar and VKINFER_CPU_U8S8=0.
+ORT's bits for these cases are tests/ops/test_qlinear_matmul.py's (the same arithmetic on every device)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import vkinfer.cpu as vcpu
+from vkinfer.cpu.graph import NativeGraph, Ref
+
+TESTS = Path(__file__).resolve().parents[1]
+
+# (m, k, n, batch, a_bcast, b_bcast, B distribution): distributions "full" (every byte: int16 kernel on AVX-512),
+# "fit" (b - b_zp spans exactly [-128, 127]: u8s8), "small" (softmax-like, zero point 0), "over_last" (fits but
+# one byte 128 above b_zp in the last column block: u8s8 abandoned after packing the others), "mixed" (batch 0
+# fits, the others not).
+CASES = [
+    (1, 1, 1, (), False, False, "fit"),
+    (7, 16, 31, (), False, False, "full"),
+    (16, 31, 32, (), False, False, "fit"),
+    (31, 32, 33, (2,), False, False, "small"),
+    (32, 33, 64, (3,), False, True, "fit"),
+    (33, 64, 65, (2,), True, False, "full"),
+    (64, 65, 7, (2, 2), False, False, "fit"),
+    (65, 7, 16, (), False, False, "over_last"),
+    (57, 5, 100, (3,), False, False, "over_last"),
+    (14, 64, 16, (2,), False, False, "small"),
+    (15, 3, 17, (), False, False, "fit"),
+    (60, 40, 70, (4,), False, False, "mixed"),
+    (400, 32, 40, (2,), False, False, "mixed"),
+]
+
+
+def _store(x: np.ndarray, perm: tuple[int, ...]) -> tuple[np.ndarray, tuple[int, ...]]:
+    """x laid out in memory in axis order `perm`: (the contiguous storage, x's byte strides in it)."""
+    store = np.ascontiguousarray(np.transpose(x, perm))
+    return store, np.transpose(store, np.argsort(perm)).strides
+
+
+def _b_values(rng, shape, bz: int, dist: str) -> np.ndarray:
+    if dist == "full":
+        return rng.integers(0, 256, shape).astype(np.uint8)
+    if dist == "small":
+        return rng.integers(0, 24, shape).astype(np.uint8)
+    lo, hi = max(0, bz - 128), min(255, bz + 127)
+    b = rng.integers(lo, hi + 1, shape).astype(np.uint8)
+    b.reshape(-1, *shape[-2:])[:, 0, 0], b.reshape(-1, *shape[-2:])[:, -1, 0] = lo, hi
+    if dist == "over_last" and bz + 128 <= 255:
+        b[..., -1, -1] = bz + 128
+    if dist == "mixed" and bz + 128 <= 255 and b.ndim > 2:
+        b.reshape(-1, *shape[-2:])[1:, 0, -1] = bz + 128
+    return b
+
+
+def _want(a, b, az, bz, scale, yz, lo, hi):
+    acc = np.einsum("...mk,...kn->...mn", a.astype(np.int64) - az, b.astype(np.int64) - bz)
+    acc = ((acc + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32)
+    f = np.clip(acc.astype(np.float32) * np.float32(scale), np.float32(lo - yz), np.float32(hi - yz))
+    return (np.rint(f).astype(np.int32) + yz).astype(np.uint8)
+
+
+def _run(case, seed: int, threads: int, interleave: bool) -> tuple[np.ndarray, np.ndarray, str]:
+    m, k, n, batch, a_bc, b_bc, dist = case
+    rng = np.random.default_rng(seed)
+    nb = len(batch)
+    az, yz = int(rng.integers(0, 256)), int(rng.integers(0, 256))
+    bz = 0 if dist == "small" else int(rng.integers(60, 128)) if dist in ("over_last", "mixed") else \
+        int(rng.integers(0, 256))
+    ab = tuple(1 if a_bc and i == 0 else d for i, d in enumerate(batch))
+    bb = tuple(1 if b_bc and i == nb - 1 else d for i, d in enumerate(batch))
+    a = rng.integers(0, 256, (*ab, m, k)).astype(np.uint8)
+    b = _b_values(rng, (*bb, k, n), bz, dist)
+    lo, hi = int(rng.integers(0, 30)), int(rng.integers(220, 256))
+    scale = np.float32(1.0 / (16.0 * max(k, 1) * 4)) if dist != "small" else np.float32(0.37)
+    want = _want(a, b, az, bz, scale, yz, lo, hi)
+    r = lambda x: tuple(range(x.ndim))  # noqa: E731
+    # interleave: batch axes innermost in memory (NHWC attention: heads interleaved), B transposed
+    pa = (*r(a)[nb:], *r(a)[:nb]) if interleave else r(a)
+    pb = (*r(b)[:nb], nb + 1, nb) if interleave else r(b)
+    py = (*r(want)[nb:], *r(want)[:nb]) if interleave else r(want)
+    sa_, sa = _store(a, pa)
+    sb_, sb = _store(b, pb)
+    ys = np.full(want.size, 0xA5, np.uint8)
+    _, sy = _store(np.zeros_like(want), py)
+    strides = [sa[-2], sa[-1], sb[-2], sb[-1], sy[-2], sy[-1]]
+    for i in range(nb):
+        strides += [0 if a.shape[i] == 1 else sa[i], 0 if b.shape[i] == 1 else sb[i], sy[i]]
+    g = NativeGraph(0, [max(sa_.size, 1), max(sb_.size, 1), ys.size])
+    g.add("qmatmul", nb, np.asarray(batch or (1,), np.uint32), np.asarray(strides, np.uint64), m, k, n, az, bz,
+          float(scale), yz, lo, hi, Ref(1, 0, sa_.size), Ref(2, 0, sb_.size), Ref(3, 0, ys.size))
+    g.run([sa_.reshape(-1) if sa_.size else np.zeros(1, np.uint8),
+           sb_.reshape(-1) if sb_.size else np.zeros(1, np.uint8), ys], threads)
+    got = np.transpose(ys.reshape(np.transpose(want, py).shape), np.argsort(py))
+    return got, want, g.ops()[0]
+
+
+def check_paths(expect: str) -> None:
+    """Every case, contiguous and interleaved, 1 and 2 threads; the blocked path runs `expect`'s variant."""
+    for i, case in enumerate(CASES):
+        for interleave in (False, True):
+            for threads in (1, 2):
+                got, want, name = _run(case, 100 + i, threads, interleave)
+                bad = np.argwhere(got != want)
+                assert bad.size == 0, (case, interleave, threads, bad[:5], got[tuple(bad[0])], want[tuple(bad[0])])
+                assert name == f"qmatmul:{expect}", (case, name)
+
+
+def test_best_variant_equals_numpy():
+    check_paths(vcpu.default_variant())
+
+
+@pytest.mark.parametrize("isa,u8s8", [("avx2", "1"), ("scalar", "1"), ("avx512vnni", "0"), ("neon_dot", "0")])
+def test_other_code_paths(isa, u8s8):
+    """The same checks on another variant (VKINFER_CPU_ISA is read when the operator is added), or with the u8s8
+    kernel switched off (VKINFER_CPU_U8S8=0: the int16 kernel for every B)."""
+    if isa not in vcpu.available_variants():
+        pytest.skip(f"this CPU cannot run {isa}")
+    code = ("import sys; sys.path.insert(0, sys.argv[1])\n"
+            f"from cpu.test_qmatmul_paths import check_paths\ncheck_paths({isa!r}); print('ok')")
+    r = subprocess.run([sys.executable, "-c", code, str(TESTS)],
+                       env=dict(os.environ, VKINFER_CPU_ISA=isa, VKINFER_CPU_U8S8=u8s8), capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-3000:]
