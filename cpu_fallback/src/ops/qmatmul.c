@@ -140,21 +140,22 @@ static inline __attribute__((always_inline)) void qmm_pack_group(void* dst, int 
                                                                  uint32_t* sum)
 {
     uint8_t mn = *lo, mx = *hi;
-    for (size_t km = 0; km < kr; km++) {
-        const uint8_t* r = b + km * bk;
-        if (wide) {
-            int16_t* w = (int16_t*)dst + km;
-            for (size_t cn = 0; cn < nc; cn++) w[cn * kr] = (int16_t)((int32_t)r[cn * bn] - zp);
-        } else {
-            int8_t* w = (int8_t*)dst + km;
-            for (size_t cn = 0; cn < nc; cn++) {
-                const uint8_t x = r[cn * bn];
+    /* Columns outer, the KR rows inner: each column's KR weights are one contiguous store. */
+    for (size_t cn = 0; cn < nc; cn++) {
+        uint32_t s = 0;
+        for (size_t km = 0; km < kr; km++) {
+            const uint8_t x = b[km * bk + cn * bn];
+            const int32_t v = (int32_t)x - zp;
+            if (wide) {
+                ((int16_t*)dst)[cn * kr + km] = (int16_t)v;
+            } else {
                 mn = x < mn ? x : mn;
                 mx = x > mx ? x : mx;
-                w[cn * kr] = (int8_t)((int32_t)x - zp);
-                sum[cn] += (uint32_t)((int32_t)x - zp);
+                ((int8_t*)dst)[cn * kr + km] = (int8_t)v;
+                s += (uint32_t)v;
             }
         }
+        if (!wide) sum[cn] += s;
     }
     *lo = mn, *hi = mx;
 }
