@@ -15,6 +15,7 @@ from ..reference.lstm import check_inputs, lstm_config
 
 _F32 = np.dtype(np.float32)
 REVERSE, INPUT_FORGET, BIAS, PEEP, H0, C0 = 1, 2, 4, 8, 16, 32
+STATE = 64  # y is followed by Y_h and Y_c (no lowering sets it yet: a layer writes one tensor)
 _COLS, _UNITS = 64, 16  # ops/lstm.c's L_COLS and L_UNITS: the packed weights' panel widths
 
 

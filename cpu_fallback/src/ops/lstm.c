@@ -9,7 +9,8 @@
  *     std::min/std::max order them (NaN -> clip), or without B: > clip -> clip, < -clip -> -clip;
  *     MLAS's logistic and tanh polynomials (fused Horner steps); C = C_prev * f + i * c unfused; H = tanh(C) * o.
  *   - sequence_lens: a finished row keeps its state and its Y rows stay 0; reverse runs each row backwards.
- * Operands: x (seq, batch, input) float32; y (seq, dirs, batch, hidden); scratch (lstm_scratch floats).
+ * Operands: x (seq, batch, input) float32; y (seq, dirs, batch, hidden), followed with flag L_STATE (64) by Y_h
+ * and Y_c (dirs, batch, hidden each); scratch (lstm_scratch floats).
  * `weights`, per direction: W^T packed in column panels of 64 (panel, k, 64; zero-padded), R^T packed per 16
  * hidden units (unit block, k, gate, 16; zero-padded), then by flags: bias Wb + Rb (4H), P (3H: i, o, f),
  * h0 (batch x H), c0 (batch x H); copied. lens: batch lengths (<= seq), copied. */
@@ -25,7 +26,7 @@
 
 typedef float uf32 __attribute__((aligned(1), may_alias));
 
-enum { L_REVERSE = 1, L_INPUT_FORGET = 2, L_BIAS = 4, L_PEEP = 8, L_H0 = 16, L_C0 = 32, L_FLAGS = 63 };
+enum { L_REVERSE = 1, L_INPUT_FORGET = 2, L_BIAS = 4, L_PEEP = 8, L_H0 = 16, L_C0 = 32, L_STATE = 64, L_FLAGS = 127 };
 #define L_STRIDE_K 256  /* MLAS_SGEMM_PACKED_STRIDEK */
 #define L_ROWS 4        /* rows of X sharing one pass over W^T */
 #define L_COLS 64       /* output columns per work item of X W^T */
@@ -238,7 +239,8 @@ static vki_status lstm_run(void* p, uint8_t* const* ptr, uint32_t threads)
     const lstm_t* t = p;
     uint32_t hid = t->hid;
     lstm_job j = {t, ptr[0], ptr[2], (uf32*)ptr[1], 0};
-    memset(ptr[2], 0, (size_t)t->seq * t->dirs * t->batch * hid * 4);
+    uint64_t y_floats = (uint64_t)t->seq * t->dirs * t->batch * hid;
+    memset(ptr[2], 0, (size_t)(y_floats + (t->flags & L_STATE ? 2 * (uint64_t)t->dirs * t->batch * hid : 0)) * 4);
     for (uint32_t d = 0; d < t->dirs; d++) {
         const float* wd = t->w + d * t->dir_floats;
         uf32* hb = j.s + d * scratch_dir(t) + (uint64_t)t->seq * t->batch * 4 * hid;
@@ -254,6 +256,24 @@ static vki_status lstm_run(void* p, uint8_t* const* ptr, uint32_t threads)
     for (uint32_t s = 0; s < t->max_len; s++) {
         j.step = s;
         vki_for_items((size_t)t->dirs * units, step_work, threads, step_item, &j);
+    }
+    if (t->flags & L_STATE) {
+        /* Y_h, Y_c after Y: a row's last step (len - 1) wrote H into parity buffer len & 1 and C in place; a
+         * finished row is never touched again; length 0 stays 0 (ORT's Y_h, Y_c). */
+        uint64_t bh = (uint64_t)t->batch * hid;
+        uf32* yh = (uf32*)ptr[2] + y_floats;
+        uf32* yc = yh + t->dirs * bh;
+        for (uint32_t d = 0; d < t->dirs; d++) {
+            const uf32* hb = j.s + d * scratch_dir(t) + (uint64_t)t->seq * t->batch * 4 * hid;
+            for (uint32_t b = 0; b < t->batch; b++) {
+                uint32_t len = t->lens[b];
+                if (!len) continue;
+                for (uint32_t k = 0; k < hid; k++) {
+                    yh[(d * bh) + (uint64_t)b * hid + k] = hb[(len & 1) * bh + (uint64_t)b * hid + k];
+                    yc[(d * bh) + (uint64_t)b * hid + k] = hb[2 * bh + (uint64_t)b * hid + k];
+                }
+            }
+        }
     }
     return VKI_OK;
 }
@@ -282,7 +302,7 @@ vki_status vki_graph_add_lstm(vki_graph* g, uint32_t seq, uint32_t batch, uint32
     lstm_t tmp = {seq, batch, input, hidden, dirs, flags, 0, clip, 0, NULL, NULL};
     uint64_t dir_floats = off_c0(&tmp) + (flags & L_C0 ? (uint64_t)batch * hidden : 0);
     uint64_t need[3] = {vki_mul4(seq, batch, input, 4), vki_mul2(vki_mul2(scratch_dir(&tmp), dirs), 4),
-                        vki_mul4(seq, dirs, batch, vki_mul2(hidden, 4))};
+                        vki_mul4((uint64_t)seq + (flags & L_STATE ? 2 : 0), dirs, batch, vki_mul2(hidden, 4))};
     uint64_t w_bytes = vki_mul2(vki_mul2(dir_floats, dirs), 4);
     if (!need[0] || !need[1] || !need[2] || !w_bytes || (uint64_t)seq * batch * 4 * hidden > UINT32_MAX)
         FAIL(VKI_EINVAL, "lstm: sizes too large");
