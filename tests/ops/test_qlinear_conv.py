@@ -50,6 +50,11 @@ def _table() -> list[tuple[str, dict]]:
         ("yolo_3x3_s2", dict(c=16, h=52, w=52, m=32, kh=3, strides=(2, 2), pads=(1, 1, 1, 1), xt="s8", wt="s8")),
         ("stem_7x7_s2", dict(c=3, h=33, w=33, m=8, kh=7, strides=(2, 2), pads=(3, 3, 3, 3))),
         ("bigacc", dict(c=520, h=3, w=3, m=8, kh=1, xt="u8", wt="u8", mode="bigacc")),
+        # Wide kernels over few channels: the CPU's merged-row mode up to 4096 bytes per row (c <= 4)
+        ("wide_kw_c2", dict(c=2, h=5, w=70, m=9, kh=3, kw=41, strides=(1, 3), pads=(1, 5, 1, 2), xt="u8", wt="s8")),
+        ("wide_kw_c4_s8", dict(c=4, h=3, w=300, m=17, kh=1, kw=257, strides=(1, 16), xt="s8", wt="s8",
+                               mode="saturate")),
+        ("wide_kw_c5_not_merged", dict(c=5, h=4, w=40, m=6, kh=2, kw=17, pads=(0, 3, 1, 3))),
     ]
     return cases
 

@@ -86,6 +86,10 @@ def extra_cases(seed: int = 1) -> list[tuple[str, dict]]:
     cases.append(("dw-pads-beyond-kernel", conv_case(rng, c=9, h=3, w=3, m=9, kh=3, pads=(3, 4, 3, 2), group=9)))
     cases.append(("pw-padded-s2", conv_case(rng, c=10, h=6, w=7, m=11, kh=1, strides=(2, 2), pads=(1, 1, 2, 0))))
     cases.append(("kernel-covers-input", conv_case(rng, c=7, h=5, w=6, m=3, kh=5, kw=6)))
+    # Merged rows past 64 bytes for few channels (1-D STFT-like: 1 channel, kernel 512, stride 160; padded).
+    cases.append(("merged-c1-k512-s160", conv_case(rng, c=1, h=1, w=1760, m=20, kh=1, kw=512, strides=(1, 160))))
+    cases.append(("merged-c3-k3x90-padded", conv_case(rng, c=3, h=4, w=100, m=5, kh=3, kw=90, strides=(1, 7),
+                                                      pads=(1, 30, 1, 11), xt="s8", wt="s8")))
     cases.append(("grouped-g4-c32-m64", conv_case(rng, c=32, h=8, w=9, m=64, kh=3, pads=(1, 1, 1, 1), group=4,
                                                   xt="s8", wt="s8")))
     cases.append(("grouped-g3-c9-m6-s2", conv_case(rng, c=9, h=7, w=8, m=6, kh=3, strides=(2, 2), group=3,
