@@ -47,6 +47,9 @@ static inline uint64_t vki_mul4(uint64_t a, uint64_t b, uint64_t c, uint64_t d)
  * microseconds, about what 100k simple byte operations take. */
 #define VKI_PAR_MIN_WORK (UINT64_C(1) << 17)
 
+/* y[i] = table[x[i]] for n bytes (ops/lut1.c: AVX-512 VBMI where the CPU has it; x == y allowed). */
+void vki_lut_bytes(const uint8_t* table, const uint8_t* x, uint8_t* y, size_t n);
+
 /* fn(ctx, i) for i < n_items: on the thread pool when the work is worth waking it, else inline. */
 void vki_for_items(size_t n_items, uint64_t work, uint32_t threads, void (*fn)(void*, size_t), void* ctx);
 

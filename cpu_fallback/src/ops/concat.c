@@ -23,26 +23,46 @@ static void concat_free(void* p)
     free(t);
 }
 
-static vki_status concat_run(void* p, uint8_t* const* ptr, uint32_t threads)
+/* Rows in work items of about CONCAT_ITEM_BYTES of output over the graph's threads, tables through the shared
+ * byte lookup: YOLOX-tiny's 18 requantizing concats (ddddocr_det) took 1.37 ms per run on one thread either way
+ * before (a byte loop, one thread). */
+#define CONCAT_ITEM_BYTES 65536
+
+typedef struct {
+    const concat_t* t;
+    uint8_t* const* ptr;
+    uint64_t rows_per_item;
+} concat_job;
+
+static void concat_item(void* p, size_t item)
 {
-    const concat_t* t = p;
-    uint8_t* y = ptr[t->n_in];
+    const concat_job* j = p;
+    const concat_t* t = j->t;
+    const uint64_t r0 = (uint64_t)item * j->rows_per_item;
+    const uint64_t r1 = r0 + j->rows_per_item < t->rows ? r0 + j->rows_per_item : t->rows;
+    uint8_t* y = j->ptr[t->n_in];
     uint64_t col = 0;
     for (uint32_t i = 0; i < t->n_in; i++) {
-        const uint8_t* x = ptr[i];
-        uint32_t w = t->widths[i];
+        const uint8_t* x = j->ptr[i];
+        const uint32_t w = t->widths[i];
         const uint8_t* tb = t->has_table[i] ? t->tables + 256 * (size_t)i : NULL;
-        for (uint64_t r = 0; r < t->rows; r++) {
+        for (uint64_t r = r0; r < r1; r++) {
             uint8_t* d = y + r * t->out_w + col;
             const uint8_t* s = x + r * w;
-            if (tb) {
-                for (uint32_t j = 0; j < w; j++) d[j] = tb[s[j]];
-            } else {
-                memcpy(d, s, w);
-            }
+            if (tb) vki_lut_bytes(tb, s, d, w);
+            else memcpy(d, s, w);
         }
         col += w;
     }
+}
+
+static vki_status concat_run(void* p, uint8_t* const* ptr, uint32_t threads)
+{
+    const concat_t* t = p;
+    if (!t->rows || !t->out_w) return VKI_OK;
+    concat_job j = {t, ptr, t->out_w >= CONCAT_ITEM_BYTES ? 1 : CONCAT_ITEM_BYTES / t->out_w};
+    vki_for_items((size_t)((t->rows + j.rows_per_item - 1) / j.rows_per_item), t->rows * t->out_w, threads,
+                  concat_item, &j);
     return VKI_OK;
 }
 

@@ -53,7 +53,7 @@ static int have_vbmi(void)
 }
 #endif
 
-static void lut1_span(const uint8_t* tb, const uint8_t* x, uint8_t* y, size_t n)
+void vki_lut_bytes(const uint8_t* tb, const uint8_t* x, uint8_t* y, size_t n)
 {
     size_t i = 0;
 #if defined(__x86_64__) || defined(_M_X64)
@@ -66,7 +66,7 @@ static void lut1_item(void* p, size_t item)
 {
     const lut1_job* j = p;
     const uint64_t i0 = (uint64_t)item * LUT1_CHUNK, m = j->t->n - i0 < LUT1_CHUNK ? j->t->n - i0 : LUT1_CHUNK;
-    lut1_span(j->t->table, j->x + i0, j->y + i0, (size_t)m);
+    vki_lut_bytes(j->t->table, j->x + i0, j->y + i0, (size_t)m);
 }
 
 static vki_status lut1_run(void* p, uint8_t* const* ptr, uint32_t threads)
