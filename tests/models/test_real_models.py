@@ -88,6 +88,25 @@ def test_runs_natively_in_one_call(name, fmt):
     assert plan.native_calls == 1, f"{plan.native_calls} native calls per run"
 
 
+@pytest.mark.parametrize("name,fmt", CASES, ids=[f"{n}-{f}" for n, f in CASES])
+def test_no_python_kernel_runs(name, fmt, monkeypatch):
+    """Once the cpu session exists, a run calls no Python kernel at all: not onnx.reference (issue 25: it is an
+    oracle only), not the interpreter's numpy kernels (every op of the model is native)."""
+    from vkinfer.model import host_float
+    from vkinfer.model.op_table import OPS
+
+    path = _path(name, fmt)
+    sess = sessions(str(path), devices=("cpu",))["cpu"]
+    feed = rm.inputs(name, seed=SEEDS[0])
+
+    def refuse(node, x, memo):
+        raise AssertionError(f"a Python kernel ran {node.op} ({node.name}) during a run")
+    for op in list(OPS):
+        monkeypatch.setitem(OPS, op, refuse)
+    monkeypatch.setattr(host_float, "reference_kernel", refuse)
+    sess.run(None, feed)
+
+
 # ------------------------------------------------------------------------------------------- the tool module
 
 def test_table_and_paths():
