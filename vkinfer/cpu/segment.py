@@ -17,8 +17,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..layout import canonical, flip, form_key, form_perm, form_shape, is_8bit, packed_key, u32, unform_perm
-from ..model.lowering import alias_roots
+from ..layout import canonical, flip, form_key, form_perm, form_shape, is_8bit, packed_key, same_bytes, u32, unform_perm
+from ..model.lowering import Layer, alias_roots
 from ..model.memory import lifetimes, plan_offsets
 from .graph import NativeGraph, Ref
 
@@ -62,6 +62,93 @@ def _identity(shape, perm) -> bool:
     """Whether transposing `shape` by `perm` leaves the bytes in place (only size-1 axes move)."""
     moved = [a for a in perm if shape[a] != 1]
     return moved == sorted(moved)
+
+
+# Index maps are built to compose two moves across a reshape only up to this many bytes (build-time memory).
+_MAP_LIMIT = 1 << 22
+
+
+def _move_of(lay, info: dict) -> tuple | None:
+    """The layer's effect on its input's form bytes as a move (shape, perm), or None where it is not one. An
+    alias moves nothing; cpu/reshape.py's one-transpose reshape (one side's form is its host order) is the move
+    of that transpose, read off its shapes the way its emitter does."""
+    if lay.alias:
+        n = int(np.prod(info[lay.out][0], dtype=np.int64))
+        return (n,), (0,)
+    if lay.move is not None:
+        return tuple(lay.move[0]), tuple(lay.move[1])
+    if lay.scratch or getattr(lay.impl, "__qualname__", "") != "lower_reshape.<locals>.emit" \
+            or len(lay.acts) != 1:
+        return None
+    xs, ys = tuple(info[lay.acts[0]][0]), tuple(info[lay.out][0])
+    if same_bytes(xs):
+        return ys, form_perm(ys)
+    if same_bytes(ys):
+        return form_shape(xs), unform_perm(xs)
+    return None
+
+
+def _chain(m1: tuple, m2: tuple) -> tuple | None:
+    """The one move doing move m1 then m2 ((), () where the bytes stay in place), or None where the pair is not
+    one transpose this can name."""
+    (s1, p1), (s2, p2) = m1, m2
+    mid = tuple(s1[p] for p in p1)
+    if mid == tuple(s2):
+        p = _compose(p1, p2)
+        return ((), ()) if _identity(s1, p) else (tuple(s1), p)
+    n = int(np.prod(s1, dtype=np.int64))
+    if n > _MAP_LIMIT:
+        return None
+    idx = np.arange(n).reshape(s1).transpose(p1).reshape(s2).transpose(p2).reshape(-1)
+    if (idx == np.arange(n)).all():
+        return (), ()
+    if _identity(s1, p1):  # the first only reinterprets: the second's transpose of the same bytes
+        return tuple(s2), tuple(p2)
+    if _identity(s2, p2):
+        return tuple(s1), tuple(p1)
+    return None
+
+
+def _transpose_emitter(shape: tuple, perm: tuple):
+    """A layer emitter of one transpose of `shape` by `perm`."""
+    rank, shape, perm = len(shape), u32(shape), u32(perm)
+
+    def emit(g, refs, out, scratch):
+        g.add("transpose", rank, shape, perm, 1, 0, refs[0], out)
+    return emit
+
+
+def _fold_moves(layers: list, info: dict, keep: set[str]) -> list:
+    """Layers where each pair of byte moves (Transposes, one-transpose reshapes, aliases in between) along a
+    tensor with one reader becomes one move, or an alias where the bytes end where they started: micro_wakeword's
+    input Reshape + Transpose and its last ring buffer's Transpose + Reshape (flatten) before the dense layer
+    cost four transposes, ~0.45 us of its ~3 us run. `keep`: tensors others read (outputs), never folded away."""
+    layers = list(layers)
+    while True:
+        readers: dict[str, list[int]] = {}
+        for i, lay in enumerate(layers):
+            for a in dict.fromkeys(lay.acts):
+                readers.setdefault(a, []).append(i)
+        for i, lay in enumerate(layers):
+            rd = readers.get(lay.out, [])
+            if lay.out in keep or len(rd) != 1 or len(lay.acts) != 1:
+                continue
+            nxt = layers[rd[0]]
+            if lay.alias and nxt.alias or len(nxt.acts) != 1:
+                continue
+            m1, m2 = _move_of(lay, info), _move_of(nxt, info)
+            m = _chain(m1, m2) if m1 is not None and m2 is not None else None
+            if m is None:
+                continue
+            if m == ((), ()):
+                new = Layer(nxt.node, list(lay.acts), nxt.out, alias=True)
+            else:
+                new = Layer(nxt.node, list(lay.acts), nxt.out, _transpose_emitter(*m), move=m)
+            layers[rd[0]] = new
+            del layers[i]
+            break
+        else:
+            return layers
 
 
 class StateForm(NamedTuple):
@@ -109,6 +196,7 @@ class CpuSegment:
         self.inputs = [t for t in inputs if t not in consts]
         self.outputs = list(outputs)
         packed_io = frozenset(t for t in packed_io if t in self.outputs)  # Plan._packed_handoffs chose them
+        layers = _fold_moves(layers, info, set(self.outputs) | set(self.inputs))
 
         def nbytes(t: str) -> int:
             shape, dt = info[t]

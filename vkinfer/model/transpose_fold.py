@@ -92,7 +92,10 @@ class _Rewriter:
                 continue
             t = made.get(s.inputs[0])
             p = _perm(t) if t is not None and t.op == "Transpose" else None
-            if p is None or (s.outputs[0] not in self.outs and len(read.get(t.outputs[0], [])) != 1):
+            # Only Slices read the Transpose (each swaps in turn, then it dies) or the Slice is the next state.
+            if p is None or (s.outputs[0] not in self.outs and not all(
+                    r.op == "Slice" and len(r.outputs) == 1 and self.slice_axes(r, len(p)) is not None
+                    for r in read.get(t.outputs[0], []))):
                 continue
             axes = self.slice_axes(s, len(p))
             if axes is None:
@@ -147,6 +150,23 @@ class _Rewriter:
             return True
         return False
 
+    def cancel(self) -> bool:
+        """Transpose(Transpose(x, q), p) with q then p the identity: its readers read x (okay_nabu's split ring
+        buffer, Slices swapped out from between a Transpose and its inverse)."""
+        made, _ = self.maps()
+        for n in self.nodes:
+            p = _perm(n) if n.op == "Transpose" and n.inputs else None
+            m = made.get(n.inputs[0]) if p is not None else None
+            q = _perm(m) if m is not None and m.op == "Transpose" and m.inputs else None
+            y = n.outputs[0] if n.outputs else ""
+            if q is None or len(q) != len(p) or any(q[p[k]] != k for k in range(len(p))) or not y or y in self.outs:
+                continue
+            x = m.inputs[0]
+            self.nodes = [Node(r.op, r.name, [x if a == y else a for a in r.inputs], r.outputs, r.attrs)
+                          if y in r.inputs else r for r in self.nodes if r is not n]
+            return True
+        return False
+
     def drop_dead(self) -> None:
         while True:
             _, read = self.maps()
@@ -163,7 +183,7 @@ def fold_stream_transposes(g: Graph) -> Graph:
     `g` is not changed). Graphs without the pattern come back with the same nodes."""
     rw = _Rewriter(g)
     for _ in range(4 * len(rw.nodes) + 4):  # each rewrite removes a Transpose's reader: a bounded number of steps
-        if not (rw.swap_slice() or rw.push_concat()):
+        if not (rw.swap_slice() or rw.push_concat() or rw.cancel()):
             break
         rw.drop_dead()
     if rw.nodes == list(g.nodes):
