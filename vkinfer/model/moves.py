@@ -263,7 +263,7 @@ REQUIRED_INPUTS.update({
 # Ops that only move values: a node of one of these on 8-bit tensors with constant parameters is a byte gather.
 GATHER_OPS = ("Slice", "Concat", "com.microsoft:QLinearConcat", "Transpose", "Pad", "Gather", "DepthToSpace",
               "SpaceToDepth", "Tile", "Expand", "Resize", "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze",
-              "vkinfer:ZeroInsert")
+              "vkinfer:ZeroInsert", "GatherElements")
 
 
 def raw_value(v, dtype) -> int:

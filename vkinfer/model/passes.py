@@ -22,8 +22,9 @@ from .graph import Graph, Node
 
 MOVE_OPS = {"Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "MaxPool",
             # ORT 1.31 drops DQ/Q around these too (tests/compiler/test_moves.py), Split's outputs each through their Q
-            "Slice", "Gather", "DepthToSpace", "Tile", "Expand", "Resize"}  # Resize: mode nearest only (linear
-# computes; ORT keeps it in float between DQ and Q)
+            "Slice", "Gather", "DepthToSpace", "Tile", "Expand", "Resize",  # Resize: mode nearest only (linear
+            # computes; ORT keeps it in float between DQ and Q); MaxPool: positive scale only (qdq_rules.py)
+            "GatherElements"}
 # Moves ORT keeps in float between DQ and Q: folded where Q(DQ(v)) == v makes it exact.
 ROUNDTRIP_MOVE_OPS = {"SpaceToDepth"}
 
@@ -77,6 +78,8 @@ def _maps(g: Graph) -> tuple[dict[str, Node], dict[str, list[Node]]]:
 
 
 def fold_qdq(g: Graph) -> Graph:
+    from .qdq_rules import REDUCE_RULE, fold_rule, positive_scale
+
     outputs = {t.name for t in g.outputs}
     producer, consumers = _maps(g)
 
@@ -153,7 +156,8 @@ def fold_qdq(g: Graph) -> Graph:
                 args += [x.inputs[0], x.inputs[1], zp(x)]
             new = Node("com.microsoft:QLinearConcat", n.name, args, [q.outputs[0]], {"axis": n.attrs["axis"]})
         elif n.op in MOVE_OPS and ins[0] and _same_qparams(g, ins[0], q) and (
-                n.op != "Resize" or n.attrs.get("mode", "nearest") in ("nearest", b"nearest")):
+                n.op != "Resize" or n.attrs.get("mode", "nearest") in ("nearest", b"nearest")) and (
+                n.op != "MaxPool" or positive_scale(g, q)):
             new = Node(n.op, n.name, [ins[0].inputs[0]] + n.inputs[1:], [q.outputs[0]], dict(n.attrs))
         elif n.op in ROUNDTRIP_MOVE_OPS and ins[0] and _same_qparams(g, ins[0], q) and _exact_roundtrip(g, q):
             new = Node(n.op, n.name, [ins[0].inputs[0]] + n.inputs[1:], [q.outputs[0]], dict(n.attrs))
@@ -167,6 +171,8 @@ def fold_qdq(g: Graph) -> Graph:
             from .conv_transpose import fold_conv_transpose
 
             new = fold_conv_transpose(g, n, ins, q)
+        elif n.op in REDUCE_RULE and ins:  # ORT's rules this module has no branch for: vkinfer/model/qdq_rules.py
+            new = fold_rule(g, n, ins[0], q, _same_qparams)
         if new is not None:
             replaced[id(n)] = new
             dropped.add(id(q))
@@ -534,6 +540,7 @@ def optimize(g: Graph) -> Graph:
     graph raises ValueError (check_graph) before any pass."""
     from .conv_transpose import expand_conv_transpose
     from .moves import split_to_slices
+    from .qdq_rules import drop_argmax_dq, propagate_qdq
     from .quant_ops import split_transposed_a
     from .tables import fold_constant_operands, fold_self_products, fold_tables
     from .weight_quant import quantize_float_weights
@@ -542,6 +549,7 @@ def optimize(g: Graph) -> Graph:
     g = fold_constants(g, keep=frozenset({"DequantizeLinear"}))
     g = quantize_float_weights(g)  # ORT's WeightBiasQuantization: float weights before a Q become int8
     g = split_to_slices(g)
+    g = drop_argmax_dq(propagate_qdq(g))  # ORT's QDQ propagation and dropDQ (vkinfer/model/qdq_rules.py)
     g = drop_redundant_activations(g)
     g, taken = _detach_float_activations(g)
     g = fold_qdq(g)

@@ -1,0 +1,176 @@
+"""ONNX Runtime 1.31's QDQ rewrites that vkinfer/model/passes.fold_qdq does not do itself (docs/numerics.md,
+"ORT's QDQ fusions and vkinfer's folds", has the whole table; tests/importers/test_qdq_rules.py checks each rule
+against ORT at ORT_ENABLE_ALL):
+
+- `propagate_qdq` (ORT's QDQPropagationTransformer, before its QDQ fusions): a DequantizeLinear whose only reader
+  is a MaxPool, Reshape, Transpose, Squeeze, Unsqueeze or Slice (input 0) gets a Q -> DQ pair with its own scalar
+  parameters after that node (on every edge that does not already end in a Q, then on through the next such node);
+  a QuantizeLinear whose input comes through such nodes gets one before each of them, back to a DQ or a graph input.
+  Each pair is exact where it stands (those ops only move or compare values, so quantizing after them is
+  quantizing before them), and it lets the move fold onto the 8-bit tensor and the float op behind it (a Conv, a
+  MatMul) become its integer kernel, as in ORT: DQ -> Transpose -> MatMul(DQ w) -> Q is an 8-bit Transpose and a
+  QLinearMatMul there, not a float MatMul.
+- `fold_rule` (called by fold_qdq for ops it has no branch of its own for): ORT's
+  "drop_no_int16_support_and_positive_scale"
+  group, ReduceMax and ReduceMin between a DQ and a Q of the same (positive, scalar) parameters run on the 8-bit
+  tensor (ORT runs its uint8/int8 reduce kernels there; Q(max(DQ(v))) = max(v) as Q and DQ are monotone and Q(DQ(v))
+  = v). MaxPool's own fold (passes.MOVE_OPS) carries the same positive-scale condition (`positive_scale`): with a
+  negative scale ORT keeps it in float, where max becomes min.
+- `drop_argmax_dq` (ORT's "dropDQ" rule): ArgMax reading a DQ with constant scalar parameters that nothing else
+  reads runs on the 8-bit tensor (ORT's uint8/int8 ArgMax), whatever the scale's sign.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from .graph import Graph, Node
+
+# ORT's CanNodePropagate: op -> the ONNX since-versions it propagates through (a newer version of the op, as
+# opset 21's Reshape, is not propagated: measured against ORT 1.31.1, tests/importers/test_qdq_rules.py).
+PROPAGATE = {"MaxPool": (12,), "Reshape": (5, 13, 14, 19), "Transpose": (1, 13), "Squeeze": (1, 11, 13),
+             "Unsqueeze": (1, 11, 13), "Slice": (1, 10, 11, 13)}
+REDUCE_RULE = ("ReduceMax", "ReduceMin")
+
+
+def _since(op: str, opset: int) -> int:
+    try:
+        return int(onnx.defs.get_schema(op, opset).since_version)
+    except onnx.defs.SchemaError:
+        return -1
+
+
+def _scalar_params(g: Graph, n: Node) -> bool:
+    """A Q or DQ with a constant scalar scale and (absent or) constant scalar zero point of 8 bits."""
+    if len(n.inputs) < 2 or n.inputs[1] not in g.consts or np.asarray(g.consts[n.inputs[1]]).size != 1:
+        return False
+    if len(n.inputs) > 2 and n.inputs[2]:
+        z = g.consts.get(n.inputs[2])
+        return z is not None and np.asarray(z).size == 1 and np.asarray(z).dtype in (np.uint8, np.int8)
+    return n.op == "DequantizeLinear" or "output_dtype" not in n.attrs
+
+
+def positive_scale(g: Graph, n: Node) -> bool:
+    """`n` (a Q or DQ) has one constant scale, a finite float32 > 0 (ORT's IsQOrDQScalePositiveConstantScalar)."""
+    s = g.consts.get(n.inputs[1]) if len(n.inputs) > 1 else None
+    if s is None or np.asarray(s).size != 1 or np.asarray(s).dtype != np.float32:
+        return False
+    v = np.float32(np.asarray(s).reshape(()))
+    return bool(np.isfinite(v) and v > 0)
+
+
+def _propagates(n: Node) -> bool:
+    opset = n.attrs.get("_opset")
+    return n.op in PROPAGATE and opset is not None and _since(n.op, int(opset)) in PROPAGATE[n.op]
+
+
+def propagate_qdq(g: Graph) -> Graph:
+    """ORT's QDQ propagation (module docstring) on `g` (each node's opset is its "_opset" attribute)."""
+    if not any(_propagates(n) for n in g.nodes):
+        return g
+    nodes = list(g.nodes)
+    outputs = {t.name for t in g.outputs}
+    fresh = iter(range(1 << 30))
+
+    def readers(name: str) -> list[tuple[Node, int]]:
+        return [(n, k) for n in nodes for k, i in enumerate(n.inputs) if i == name]
+
+    def producer(name: str) -> Node | None:
+        return next((n for n in nodes if name in n.outputs), None)
+
+    def insert_pair(name: str, edges: list[tuple[Node, int]], like: Node, src: Node | None) -> list[Node]:
+        """Q(name) -> one DQ per reader edge (`like`'s parameters and opset); a graph output `name` keeps its
+        name (a DQ writes it, the producer a fresh one). Returns the readers, rewired."""
+        k = next(fresh)
+        base = f"{name}__qdqp{k}"
+        params = list(like.inputs[1:3])
+        attrs = {a: v for a, v in like.attrs.items() if a == "_opset"}
+        pre = name
+        new: list[Node] = []
+        if name in outputs and src is not None:
+            pre = base + "_pre"
+            nodes[nodes.index(src)] = src = Node(src.op, src.name, src.inputs,
+                                                 [pre if o == name else o for o in src.outputs], src.attrs)
+            new.append(Node("DequantizeLinear", base + "_dqout", [base + "_q", *params], [name], dict(attrs)))
+        new.insert(0, Node("QuantizeLinear", base + "_q", [pre, *params], [base + "_q"], dict(attrs)))
+        rewired = []
+        for e, (dst, arg) in enumerate(edges):
+            out = f"{base}_dq{e}"
+            new.append(Node("DequantizeLinear", out, [base + "_q", *params], [out], dict(attrs)))
+            i = nodes.index(dst)
+            nodes[i] = Node(dst.op, dst.name, [out if j == arg else v for j, v in enumerate(dst.inputs)],
+                            dst.outputs, dst.attrs)
+            rewired.append(nodes[i])
+        at = nodes.index(src) + 1 if src is not None else 0
+        nodes[at:at] = new
+        return rewired
+
+    # DQ forward (PropagateDQForward): only a DQ read by exactly one node, through node input 0.
+    for dq in [n for n in g.nodes if n.op == "DequantizeLinear" and _scalar_params(g, n)]:
+        users = readers(dq.outputs[0])
+        if len(users) != 1 or dq.outputs[0] in outputs:
+            continue
+        todo = list(users)
+        while todo:
+            node, arg = todo.pop()
+            if not _propagates(node) or arg != 0:
+                continue
+            y = node.outputs[0]
+            rs = readers(y)
+            if y in outputs:
+                if rs:
+                    continue  # ORT: an output that is also read propagates nowhere
+                edges = []
+            else:
+                edges = [(n, k) for n, k in rs if n.op != "QuantizeLinear"]
+                if not edges:
+                    continue
+            for dst in insert_pair(y, edges, dq, node):
+                todo.extend((dst, k) for k, i in enumerate(dst.inputs) if i.startswith(y + "__qdqp"))
+    # Q backward (PropagateQBackward): through single-reader edges into input 0, up to a DQ, a graph input or an
+    # initializer.
+    for q in [n for n in g.nodes if n.op == "QuantizeLinear" and _scalar_params(g, n)]:
+        x = q.inputs[0]
+        p = producer(x)
+        if p is None or x in outputs or len(readers(x)) != 1:
+            continue
+        while p is not None and _propagates(p):
+            name = p.inputs[0]
+            src = producer(name)
+            if name in g.consts or (src is not None and src.op == "DequantizeLinear"):
+                break
+            if src is not None and (len(readers(name)) != 1 or name in outputs):
+                break
+            insert_pair(name, [(p, 0)], q, src)
+            p = src
+    if len(nodes) == len(g.nodes):
+        return g
+    return Graph(nodes, g.inputs, g.outputs, g.consts, dict(g.meta))
+
+
+def fold_rule(g: Graph, n: Node, x: Node | None, q: Node, same_qparams) -> Node | None:
+    """The 8-bit node fold_qdq puts in place of DQ(x) -> n -> Q, for the rules of this module, or None."""
+    if n.op in REDUCE_RULE and x is not None and same_qparams(g, x, q) and positive_scale(g, q):
+        return Node(n.op, n.name, [x.inputs[0], *n.inputs[1:]], [q.outputs[0]], dict(n.attrs))
+    return None
+
+
+def drop_argmax_dq(g: Graph) -> Graph:
+    """ArgMax straight on the 8-bit tensor of a DQ (scalar constant parameters) it alone reads (ORT's dropDQ)."""
+    outputs = {t.name for t in g.outputs}
+    prod = {o: n for n in g.nodes for o in n.outputs}
+    count: dict[str, int] = {}
+    for n in g.nodes:
+        for i in n.inputs:
+            count[i] = count.get(i, 0) + 1
+    nodes = []
+    changed = False
+    for n in g.nodes:
+        d = prod.get(n.inputs[0]) if n.op == "ArgMax" and n.inputs else None
+        if (d is not None and d.op == "DequantizeLinear" and _scalar_params(g, d) and count[d.outputs[0]] == 1
+                and d.outputs[0] not in outputs):
+            n = Node(n.op, n.name, [d.inputs[0], *n.inputs[1:]], n.outputs, n.attrs)
+            changed = True
+        nodes.append(n)
+    return Graph(nodes, g.inputs, g.outputs, g.consts) if changed else g
