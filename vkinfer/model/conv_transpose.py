@@ -5,7 +5,9 @@ QuantizeLinear in float: its optimized graph keeps the float ConvTranspose (meas
 SessionOptions.optimized_model_filepath, per-tensor and per-channel weights, uint8 and int8 activations, with and
 without session.qdqisint8allowed), and the QOperator format leaves ConvTranspose unquantized (float weights).
 
-- `fold_conv_transpose` (called by passes.fold_qdq) makes the QDQ pattern `vkinfer:QLinearConvTranspose`: the exact
+- `fold_conv_transpose` (called by passes.fold_qdq) makes the QDQ pattern `vkinfer:QDQConvTranspose` where ORT's
+  float order is reproduced (non-overlapping taps, <= 128 channels per group: reference/float_conv_transpose.py,
+  ORT's bits; slider_yoloseg's proto upsample), else `vkinfer:QLinearConvTranspose`: the exact
   integer value of the float expression (vkinfer/reference/qlinear_conv_transpose.py), int32 accumulation and
   QLinearConv's requantization. ORT's float result differs from it by at most one step, only where the real value
   lies within float32 rounding of a .5 tie (tests/numerics/test_conv_transpose.py measures the bound).
@@ -24,6 +26,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..reference.dequantize_linear import dequantize_linear
+from ..reference.float_conv_transpose import MAX_CHAIN, overlapping
+from ..reference.float_conv_transpose import OP as FOP
 from ..reference.qlinear_conv_transpose import (
     check_shapes,
     conv_transpose_float,
@@ -100,12 +105,60 @@ def _weight_params_ok(g: Graph, wdq: Node, mg: int) -> bool:
     return s.ndim == 1 and s.size == mg and axis in (1, -3)
 
 
+def _dequantized(g: Graph, dq: Node) -> np.ndarray | None:
+    """The float32 value of a DequantizeLinear of constants (ORT's arithmetic), or None."""
+    if not all(not t or t in g.consts for t in dq.inputs):
+        return None
+    vals = [g.consts[t] if t else None for t in dq.inputs] + [None] * (3 - len(dq.inputs))
+    try:
+        return dequantize_linear(*vals[:3], axis=int(dq.attrs.get("axis", 1)))
+    except (ValueError, TypeError):
+        return None
+
+
+def _fold_float(g: Graph, n: Node, ins: list, q: Node) -> Node | None:
+    """The group as one vkinfer:QDQConvTranspose (ORT's float arithmetic, reference/float_conv_transpose.py), or
+    None where that op's order is not known to be ORT's: overlapping taps or more than MAX_CHAIN channels per
+    group (the exact integer QLinearConvTranspose runs those)."""
+    x, wdq = ins[0], ins[1]
+    if len(x.inputs) < 3 or not x.inputs[2] or len(q.inputs) < 3 or not q.inputs[2]:
+        return None
+    if not all(t in g.consts for t in (x.inputs[2], q.inputs[2])):
+        return None
+    w = _dequantized(g, wdq)
+    a = _attrs(n)
+    group = a.get("group", 1)
+    if w is None or w.ndim != 4 or w.dtype != np.float32 or group < 1 or w.shape[0] % group:
+        return None
+    if w.shape[0] // group > MAX_CHAIN or ("kernel_shape" in a and tuple(a["kernel_shape"]) != w.shape[2:]):
+        return None
+    if overlapping(w.shape[2:], a.get("strides", [1, 1]), a.get("dilations", [1, 1])):
+        return None
+    bias = ""
+    if len(ins) > 2 and n.inputs[2]:
+        b = _dequantized(g, ins[2])
+        if b is None or b.dtype != np.float32 or b.shape != (w.shape[1] * group,):
+            return None
+        bias = f"{n.name}__float_bias"
+        g.consts[bias] = b
+    wname = f"{n.name}__float_weights"
+    g.consts[wname] = np.ascontiguousarray(w)
+    return Node(FOP, n.name, [x.inputs[0], x.inputs[1], x.inputs[2], wname, bias, q.inputs[1], q.inputs[2]],
+                [q.outputs[0]], {k: v for k, v in n.attrs.items() if k in ATTRS})
+
+
 def fold_conv_transpose(g: Graph, n: Node, ins: list, q: Node) -> Node | None:
-    """DQ(x), DQ(w) [, DQ(int32 bias)] -> ConvTranspose -> Q as one vkinfer:QLinearConvTranspose node, or None when
-    the pattern does not hold (the float ops then run as they are). `ins` are the DequantizeLinear nodes producing
-    n's inputs (None where another node does); `q` the QuantizeLinear reading its output."""
+    """DQ(x), DQ(w) [, DQ(bias)] -> ConvTranspose -> Q as one vkinfer:QDQConvTranspose node where its float order
+    is ORT's (_fold_float), else one vkinfer:QLinearConvTranspose node, or None when the pattern does not hold
+    (the float ops then run as they are). `ins` are the DequantizeLinear nodes producing n's inputs (None where
+    another node does); `q` the QuantizeLinear reading its output."""
     if len(ins) < 2 or ins[0] is None or ins[1] is None or (len(ins) > 2 and n.inputs[2] and ins[2] is None):
         return None
+    if ins[1].inputs[0] in g.consts and np.asarray(g.consts[ins[0].inputs[1]]).size == 1 and \
+            np.asarray(g.consts[q.inputs[1]]).size == 1:
+        node = _fold_float(g, n, ins, q)
+        if node is not None:
+            return node
     x, w = ins[0], ins[1]
     if w.inputs[0] not in g.consts or np.asarray(g.consts[x.inputs[1]]).size != 1:
         return None

@@ -1,0 +1,190 @@
+/* vkinfer:QDQConvTranspose (vkinfer/reference/float_conv_transpose.py is the definition): DequantizeLinear(x) ->
+ * float32 ConvTranspose -> QuantizeLinear with ONNX Runtime 1.31's CPU bits, for non-overlapping kernels
+ * ((k - 1) * d < s on both axes, so each output gets at most one tap) and at most 128 channels per group:
+ *   xf = (float)(x - x_zp) * x_scale; per tap, v = FMA chain from +0 over the group's channels in order (MLAS
+ *   SGEMM's order for one K block); y = (0 + v) + bias[m] (Col2im into a zeroed Y, then the bias);
+ *   q = nearbyint(clamp(y / y_scale, lo - zp, hi - zp)) + zp (MLAS's QuantizeLinear: one division).
+ * dims (16): n, h, w, c, m, group, kh, kw, sh, sw, dh, dw, pad_top, pad_left, oh, ow.
+ * weights: per group, per chunk of FC_COLS of the group's (kh, kw, m') columns, per channel FC_COLS floats
+ * (zero-padded; vkinfer/cpu/float_conv_transpose.py packs them). bias: m floats. Both copied.
+ * x: NHWC canonical bytes (n, h, w, c); y: NHWC canonical bytes (n, oh, ow, m). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph_internal.h"
+
+#define FC_COLS 64  /* output columns per tile: 4 rows x 64 floats stay in 16 AVX-512 registers */
+#define FC_ROWS 4   /* input pixels sharing one pass over the weights */
+#define FC_MAX_C 128
+
+typedef struct {
+    uint32_t n, h, wd, c, m, group, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow;
+    uint32_t cg, mg, cols, chunks;
+    float xf[256];  /* dequantized value of each canonical byte */
+    float y_scale, qlo, qhi;
+    int32_t y_zp, y_flip;
+    float* w;
+    float* bias;
+    const uint8_t* x;
+    uint8_t* y;
+} fct_t;
+
+/* acc[r][0..64) = the FMA chain from +0 over k < kn of a[r][k] * b[k][0..64). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__) && \
+    !defined(__SANITIZE_ADDRESS__)  /* ifunc resolvers run before the sanitizer runtime is up */
+__attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#endif
+static void fct_tile(uint32_t rows, const float (*a)[FC_MAX_C], const float* b, uint32_t kn,
+                     float (*acc)[FC_COLS])
+{
+    float s[FC_ROWS][FC_COLS];
+    for (uint32_t r = 0; r < FC_ROWS; r++)
+        for (uint32_t j = 0; j < FC_COLS; j++) s[r][j] = 0.0f;
+    for (uint32_t k = 0; k < kn; k++) {
+        const float* bk = b + (uint64_t)k * FC_COLS;
+        for (uint32_t r = 0; r < FC_ROWS; r++) {
+            float av = a[r][k];
+            for (uint32_t j = 0; j < FC_COLS; j++) s[r][j] = fmaf(av, bk[j], s[r][j]);
+        }
+    }
+    for (uint32_t r = 0; r < rows; r++)
+        for (uint32_t j = 0; j < FC_COLS; j++) acc[r][j] = s[r][j];
+}
+
+static uint8_t fct_quant(const fct_t* t, float v, uint32_t ch)
+{
+    float y = (0.0f + v) + t->bias[ch];
+    float q = y / t->y_scale;
+    q = fminf(fmaxf(q, t->qlo), t->qhi);
+    return (uint8_t)((int32_t)nearbyintf(q) + t->y_zp + t->y_flip);
+}
+
+/* Output rows [r0, r1) reached from input row ih (the band of rows its taps can write, the first band grown to
+ * row 0 and the last to oh): items write disjoint rows. */
+static void fct_band(const fct_t* t, uint32_t ih, int64_t* r0, int64_t* r1)
+{
+    int64_t a = ih == 0 ? 0 : (int64_t)ih * t->sh - t->pt;
+    int64_t b = ih + 1 == t->h ? (int64_t)t->oh : ((int64_t)ih + 1) * t->sh - t->pt;
+    *r0 = a < 0 ? 0 : a > t->oh ? t->oh : a;
+    *r1 = b < *r0 ? *r0 : b > t->oh ? t->oh : b;
+}
+
+static void fct_item(void* ctx, size_t item)
+{
+    const fct_t* t = ctx;
+    uint32_t nb = (uint32_t)(item / t->h), ih = (uint32_t)(item % t->h);
+    int64_t r0, r1;
+    fct_band(t, ih, &r0, &r1);
+    /* Positions no tap reaches hold quantize(0 + bias). */
+    for (int64_t r = r0; r < r1; r++)
+        for (uint32_t ow = 0; ow < t->ow; ow++) {
+            uint8_t* yp = t->y + (((uint64_t)nb * t->oh + (uint64_t)r) * t->ow + ow) * t->m;
+            for (uint32_t ch = 0; ch < t->m; ch++) yp[ch] = fct_quant(t, 0.0f, ch);
+        }
+    float a[FC_ROWS][FC_MAX_C];
+    float acc[FC_ROWS][FC_COLS];
+    for (uint32_t iw0 = 0; iw0 < t->wd; iw0 += FC_ROWS) {
+        uint32_t rows = t->wd - iw0 < FC_ROWS ? t->wd - iw0 : FC_ROWS;
+        for (uint32_t g = 0; g < t->group; g++) {
+            for (uint32_t r = 0; r < FC_ROWS; r++) {
+                const uint8_t* xp = t->x + (((uint64_t)nb * t->h + ih) * t->wd + iw0 + (r < rows ? r : 0)) * t->c +
+                                    (uint64_t)g * t->cg;
+                for (uint32_t k = 0; k < t->cg; k++) a[r][k] = t->xf[xp[k]];
+            }
+            for (uint32_t ck = 0; ck < t->chunks; ck++) {
+                const float* wp = t->w + ((uint64_t)g * t->chunks + ck) * t->cg * FC_COLS;
+                fct_tile(rows, (const float (*)[FC_MAX_C])a, wp, t->cg, acc);
+                for (uint32_t j = 0; j < FC_COLS && ck * FC_COLS + j < t->cols; j++) {
+                    uint32_t col = ck * FC_COLS + j, tap = col / t->mg, mm = col % t->mg;
+                    int64_t oh = (int64_t)ih * t->sh + (int64_t)(tap / t->kw) * t->dh - t->pt;
+                    if (oh < r0 || oh >= r1) continue;
+                    uint32_t ch = g * t->mg + mm;
+                    for (uint32_t r = 0; r < rows; r++) {
+                        int64_t ow = (int64_t)(iw0 + r) * t->sw + (int64_t)(tap % t->kw) * t->dw - t->pl;
+                        if (ow < 0 || ow >= t->ow) continue;
+                        t->y[(((uint64_t)nb * t->oh + (uint64_t)oh) * t->ow + (uint64_t)ow) * t->m + ch] =
+                            fct_quant(t, acc[r][j], ch);
+                    }
+                }
+            }
+        }
+    }
+}
+
+static vki_status fct_run(void* p, uint8_t* const* ptr, uint32_t threads)
+{
+    fct_t* t = p;
+    t->x = ptr[0];
+    t->y = ptr[1];
+    uint64_t work = (uint64_t)t->n * t->h * t->wd * t->c * t->cols;
+    vki_for_items((size_t)t->n * t->h, work, threads, fct_item, t);
+    return VKI_OK;
+}
+
+static void fct_free(void* p)
+{
+    fct_t* t = p;
+    if (!t) return;
+    free(t->w);
+    free(t->bias);
+    free(t);
+}
+
+vki_status vki_graph_add_float_conv_transpose(vki_graph* g, const uint32_t* dims, const float* weights,
+                                              const float* bias, float x_scale, int32_t x_zp, int32_t x_signed,
+                                              float y_scale, int32_t y_zp, int32_t y_signed, vki_ref x, vki_ref y)
+{
+    if (!dims || !weights || !bias) FAIL(VKI_EINVAL, "float_conv_transpose: dims, weights and bias are required");
+    fct_t tmp;
+    memset(&tmp, 0, sizeof tmp);
+    for (int i = 0; i < 16; i++)
+        if (i != 12 && i != 13 && !dims[i]) FAIL(VKI_EINVAL, "float_conv_transpose: dims[%d] must be positive", i);
+    tmp.n = dims[0], tmp.h = dims[1], tmp.wd = dims[2], tmp.c = dims[3], tmp.m = dims[4], tmp.group = dims[5];
+    tmp.kh = dims[6], tmp.kw = dims[7], tmp.sh = dims[8], tmp.sw = dims[9], tmp.dh = dims[10], tmp.dw = dims[11];
+    tmp.pt = dims[12], tmp.pl = dims[13], tmp.oh = dims[14], tmp.ow = dims[15];
+    if (tmp.c % tmp.group || tmp.m % tmp.group)
+        FAIL(VKI_EINVAL, "float_conv_transpose: group %u must divide c %u and m %u", tmp.group, tmp.c, tmp.m);
+    tmp.cg = tmp.c / tmp.group;
+    tmp.mg = tmp.m / tmp.group;
+    if (tmp.cg > FC_MAX_C) FAIL(VKI_EINVAL, "float_conv_transpose: %u channels per group (at most %d)", tmp.cg, FC_MAX_C);
+    if ((uint64_t)(tmp.kh - 1) * tmp.dh >= tmp.sh || (uint64_t)(tmp.kw - 1) * tmp.dw >= tmp.sw)
+        FAIL(VKI_EINVAL, "float_conv_transpose: the kernel overlaps itself ((k - 1) * d must be < s)");
+    if (tmp.kh > 65536 || tmp.kw > 65536 || tmp.sh > 65536 || tmp.sw > 65536 || tmp.pt > 65536 || tmp.pl > 65536)
+        FAIL(VKI_EINVAL, "float_conv_transpose: kernel, stride or pad too large");
+    if (vki_bad_scale(x_scale) || vki_bad_scale(y_scale)) FAIL(VKI_EINVAL, "float_conv_transpose: bad scale");
+    if (vki_zp_bad(x_zp, x_signed) || vki_zp_bad(y_zp, y_signed))
+        FAIL(VKI_EINVAL, "float_conv_transpose: zero point out of range");
+    uint64_t cols = vki_mul2(vki_mul2(tmp.kh, tmp.kw), tmp.mg);
+    if (!cols || cols > UINT32_MAX / 2) FAIL(VKI_EINVAL, "float_conv_transpose: sizes too large");
+    tmp.cols = (uint32_t)cols;
+    tmp.chunks = (tmp.cols + FC_COLS - 1) / FC_COLS;
+    uint64_t w_floats = vki_mul4(tmp.group, tmp.chunks, tmp.cg, FC_COLS);
+    uint64_t need[2] = {vki_mul4(tmp.n, tmp.h, tmp.wd, tmp.c), vki_mul4(tmp.n, tmp.oh, tmp.ow, tmp.m)};
+    if (!need[0] || !need[1] || !w_floats || w_floats > (UINT64_C(1) << 40))
+        FAIL(VKI_EINVAL, "float_conv_transpose: sizes too large");
+    if (vki_refs_overlap(x, y)) FAIL(VKI_EINVAL, "float_conv_transpose: x and y must not overlap");
+    for (int b = 0; b < 256; b++) {
+        int32_t v = x_signed ? b - 128 : b;  /* canonical byte -> logical value */
+        tmp.xf[b] = (float)(v - x_zp) * x_scale;
+    }
+    int32_t lo = y_signed ? -128 : 0, hi = y_signed ? 127 : 255;
+    tmp.qlo = (float)(lo - y_zp);
+    tmp.qhi = (float)(hi - y_zp);
+    tmp.y_scale = y_scale;
+    tmp.y_zp = y_zp;
+    tmp.y_flip = y_signed ? 128 : 0;
+    fct_t* t = malloc(sizeof *t);
+    if (!t) FAIL(VKI_ENOMEM, "float_conv_transpose: out of memory");
+    *t = tmp;
+    t->w = malloc(w_floats * 4);
+    t->bias = malloc((size_t)tmp.m * 4);
+    if (!t->w || !t->bias) {
+        fct_free(t);
+        FAIL(VKI_ENOMEM, "float_conv_transpose: out of memory");
+    }
+    memcpy(t->w, weights, w_floats * 4);
+    memcpy(t->bias, bias, (size_t)tmp.m * 4);
+    vki_ref refs[2] = {x, y};
+    return vki_graph_push(g, "float_conv_transpose", fct_run, fct_free, t, 2, refs, need);
+}
