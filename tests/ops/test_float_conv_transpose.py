@@ -27,6 +27,10 @@ CASES = [
     ("k1s2_nobias", 5, 70, (1, 1), (2, 2), (0, 0, 0, 0), (1, 1), (1, 0), 1, (3, 9), "int8", True, False, True),
     ("k2s3_dil2", 8, 6, (2, 2), (3, 3), (0, 0, 1, 1), (2, 2), (0, 0), 2, (4, 4), "uint8", False, True, True),
     ("k3s3_c100", 100, 4, (3, 3), (3, 3), (0, 0, 0, 0), (1, 1), (0, 0), 1, (3, 3), "uint8", True, True, False),
+    # 64 and 128 output channels per tap: the C operator's vector path (a 64-column chunk in one tap), with ties,
+    # a ragged last row of pixels (W = 7) and pads that drop border outputs
+    ("k2s2_m128_ties", 96, 128, (2, 2), (2, 2), (1, 0, 0, 1), (1, 1), (0, 0), 1, (5, 7), "uint8", True, True, True),
+    ("k2s2_m64_s8", 128, 64, (2, 2), (2, 2), (0, 0, 0, 0), (1, 1), (1, 1), 1, (3, 6), "int8", False, True, True),
 ]
 
 

@@ -41,7 +41,7 @@ GEMV_ROWS = 8  # below this many output rows a GEMM tile is mostly waste (vkinfe
 # Convolutions, with the input holding their weights; transposed ones' weights are (C, M/group, kH, kW).
 CONV_WEIGHTS = {"ConvInteger": 1, "Conv": 1, "DeformConv": 1,
                 "CausalConvWithState": 1, "ConvTranspose": 1, "vkinfer:QLinearConvTranspose": 3}
-TRANSPOSED_CONV = ("ConvTranspose", "vkinfer:QLinearConvTranspose")
+TRANSPOSED_CONV = ("ConvTranspose", "vkinfer:QLinearConvTranspose", "vkinfer:QDQConvTranspose")
 CONV_OPS = tuple(CONV_WEIGHTS)
 GEMM_OPS = ("MatMulInteger", "Gemm", "MatMul")
 POOL_OPS = ("MaxPool", "GlobalAveragePool", "AveragePool", "LpPool", "GlobalMaxPool")

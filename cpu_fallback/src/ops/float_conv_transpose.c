@@ -57,6 +57,69 @@ static void fct_tile(uint32_t rows, const float (*a)[FC_MAX_C], const float* b, 
         for (uint32_t j = 0; j < FC_COLS; j++) acc[r][j] = s[r][j];
 }
 
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>
+
+/* The tile and the quantization of a chunk in one tap, with AVX-512F intrinsics: 16 accumulators in registers, the
+ * same FMA chain per output as fct_tile (VFMADD231PS rounds once, as fmaf), 16 outputs quantized per step as
+ * fct_quant (VADDPS twice, VDIVPS, VMAXPS/VMINPS with the NaN going to the bound, VCVTPS2DQ rounding to even).
+ * The 128 -> 128 channel 2x2 stride-2 layer of YOLO11-seg's mask head (80x80, 1 Zen 4 core): 60 -> 8.3 ms. */
+__attribute__((target("avx512f"))) static void fct_tile512(uint32_t rows, const float (*a)[FC_MAX_C],
+                                                           const float* b, uint32_t kn, float (*acc)[FC_COLS])
+{
+    __m512 s00 = _mm512_setzero_ps(), s01 = s00, s02 = s00, s03 = s00, s10 = s00, s11 = s00, s12 = s00, s13 = s00;
+    __m512 s20 = s00, s21 = s00, s22 = s00, s23 = s00, s30 = s00, s31 = s00, s32 = s00, s33 = s00;
+    for (uint32_t k = 0; k < kn; k++) {
+        const float* bk = b + (uint64_t)k * FC_COLS;
+        const __m512 b0 = _mm512_loadu_ps(bk), b1 = _mm512_loadu_ps(bk + 16), b2 = _mm512_loadu_ps(bk + 32),
+                     b3 = _mm512_loadu_ps(bk + 48);
+        __m512 v = _mm512_set1_ps(a[0][k]);
+        s00 = _mm512_fmadd_ps(v, b0, s00), s01 = _mm512_fmadd_ps(v, b1, s01);
+        s02 = _mm512_fmadd_ps(v, b2, s02), s03 = _mm512_fmadd_ps(v, b3, s03);
+        v = _mm512_set1_ps(a[1][k]);
+        s10 = _mm512_fmadd_ps(v, b0, s10), s11 = _mm512_fmadd_ps(v, b1, s11);
+        s12 = _mm512_fmadd_ps(v, b2, s12), s13 = _mm512_fmadd_ps(v, b3, s13);
+        v = _mm512_set1_ps(a[2][k]);
+        s20 = _mm512_fmadd_ps(v, b0, s20), s21 = _mm512_fmadd_ps(v, b1, s21);
+        s22 = _mm512_fmadd_ps(v, b2, s22), s23 = _mm512_fmadd_ps(v, b3, s23);
+        v = _mm512_set1_ps(a[3][k]);
+        s30 = _mm512_fmadd_ps(v, b0, s30), s31 = _mm512_fmadd_ps(v, b1, s31);
+        s32 = _mm512_fmadd_ps(v, b2, s32), s33 = _mm512_fmadd_ps(v, b3, s33);
+    }
+    const __m512 all[FC_ROWS][4] = {{s00, s01, s02, s03}, {s10, s11, s12, s13}, {s20, s21, s22, s23},
+                                    {s30, s31, s32, s33}};
+    for (uint32_t r = 0; r < rows; r++)
+        for (int v = 0; v < 4; v++) _mm512_storeu_ps(acc[r] + 16 * v, all[r][v]);
+}
+
+/* 64 outputs of channels ch0.. (one tap, consecutive channels) quantized into y. */
+__attribute__((target("avx512f,avx512bw"))) static void fct_quant64(const float* v, const float* bias,
+                                                                    uint8_t* y, float y_scale, float qlo, float qhi,
+                                                                    int32_t add)
+{
+    const __m512 zero = _mm512_setzero_ps(), ys = _mm512_set1_ps(y_scale), lo = _mm512_set1_ps(qlo),
+                 hi = _mm512_set1_ps(qhi);
+    const __m512i off = _mm512_set1_epi32(add);
+    for (int i = 0; i < FC_COLS; i += 16) {
+        __m512 q = _mm512_add_ps(_mm512_add_ps(zero, _mm512_loadu_ps(v + i)), _mm512_loadu_ps(bias + i));
+        q = _mm512_min_ps(_mm512_max_ps(_mm512_div_ps(q, ys), lo), hi);
+        _mm_storeu_si128((__m128i*)(void*)(y + i), _mm512_cvtepi32_epi8(_mm512_add_epi32(_mm512_cvtps_epi32(q), off)));
+    }
+}
+
+static int fct_avx512(void)
+{
+    static int have = -1;
+    if (have < 0) {
+        const char* forced = getenv("VKINFER_CPU_ISA"); /* "scalar" or "avx2": the portable loops (tests run both) */
+        __builtin_cpu_init();
+        have = !(forced && (strcmp(forced, "scalar") == 0 || strcmp(forced, "avx2") == 0)) &&
+               __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+    }
+    return have;
+}
+#endif
+
 static uint8_t fct_quant(const fct_t* t, float v, uint32_t ch)
 {
     float y = (0.0f + v) + t->bias[ch];
@@ -99,7 +162,28 @@ static void fct_item(void* ctx, size_t item)
             }
             for (uint32_t ck = 0; ck < t->chunks; ck++) {
                 const float* wp = t->w + ((uint64_t)g * t->chunks + ck) * t->cg * FC_COLS;
+#if defined(__x86_64__) || defined(_M_X64)
+                const int wide = fct_avx512();
+                if (wide) fct_tile512(rows, (const float (*)[FC_MAX_C])a, wp, t->cg, acc);
+                else fct_tile(rows, (const float (*)[FC_MAX_C])a, wp, t->cg, acc);
+                /* A chunk inside one tap writes 64 consecutive channels of each of its pixels. */
+                const uint32_t c0 = ck * FC_COLS, tap0 = c0 / t->mg;
+                if (wide && c0 + FC_COLS <= t->cols && (c0 + FC_COLS - 1) / t->mg == tap0) {
+                    int64_t oh = (int64_t)ih * t->sh + (int64_t)(tap0 / t->kw) * t->dh - t->pt;
+                    if (oh < r0 || oh >= r1) continue;
+                    const uint32_t ch0 = g * t->mg + c0 % t->mg;
+                    for (uint32_t r = 0; r < rows; r++) {
+                        int64_t ow = (int64_t)(iw0 + r) * t->sw + (int64_t)(tap0 % t->kw) * t->dw - t->pl;
+                        if (ow < 0 || ow >= t->ow) continue;
+                        fct_quant64(acc[r], t->bias + ch0,
+                                    t->y + (((uint64_t)nb * t->oh + (uint64_t)oh) * t->ow + (uint64_t)ow) * t->m + ch0,
+                                    t->y_scale, t->qlo, t->qhi, t->y_zp + t->y_flip);
+                    }
+                    continue;
+                }
+#else
                 fct_tile(rows, (const float (*)[FC_MAX_C])a, wp, t->cg, acc);
+#endif
                 for (uint32_t j = 0; j < FC_COLS && ck * FC_COLS + j < t->cols; j++) {
                     uint32_t col = ck * FC_COLS + j, tap = col / t->mg, mm = col % t->mg;
                     int64_t oh = (int64_t)ih * t->sh + (int64_t)(tap / t->kw) * t->dh - t->pt;
