@@ -134,8 +134,8 @@ def _fold_moves(layers: list, info: dict, keep: set[str]) -> list:
             if lay.out in keep or len(rd) != 1 or len(lay.acts) != 1:
                 continue
             nxt = layers[rd[0]]
-            if lay.alias and nxt.alias or len(nxt.acts) != 1:
-                continue
+            if lay.alias and nxt.alias or len(nxt.acts) != 1 or nxt.alias and nxt.out in keep:
+                continue  # an alias writes nothing: a segment output it made would stay unwritten
             m1, m2 = _move_of(lay, info), _move_of(nxt, info)
             m = _chain(m1, m2) if m1 is not None and m2 is not None else None
             if m is None:
