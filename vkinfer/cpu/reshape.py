@@ -43,10 +43,7 @@ def lower_reshape(ctx, node, backend):
             g.add("transpose", len(xs), u32(fx), unform, 1, 0, refs[0], mid)
         if not same_bytes(ys):
             g.add("transpose", len(ys), u32(ys), to_y, 1, 0, mid if both else refs[0], out)
-    # One transpose (one side's form is its host order) is a move of the form's bytes: segments fold it with the
-    # moves and edge conversions around it (cpu/segment.py).
-    move = None if both else (tuple(ys), tuple(form_perm(ys))) if same_bytes(xs) else (tuple(fx), tuple(unform))
-    return Layer(node, [x], y, emit, scratch=nbytes if both else 0, move=move)
+    return Layer(node, [x], y, emit, scratch=nbytes if both else 0)
 
 
 def _compose(p1, p2) -> tuple[int, ...]:

@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..layout import canonical, flip, form_key, form_perm, form_shape, is_8bit, packed_key, u32, unform_perm
+from ..layout import canonical, flip, form_key, form_perm, form_shape, is_8bit, packed_key, same_bytes, u32, unform_perm
 from ..model.lowering import Layer, alias_roots
 from ..model.memory import lifetimes, plan_offsets
 from .graph import NativeGraph, Ref
@@ -70,12 +70,21 @@ _MAP_LIMIT = 1 << 22
 
 def _move_of(lay, info: dict) -> tuple | None:
     """The layer's effect on its input's form bytes as a move (shape, perm), or None where it is not one. An
-    alias moves nothing; a layer with `move` (a transpose, cpu/reshape.py's one-transpose reshape) is that move."""
+    alias moves nothing; cpu/reshape.py's one-transpose reshape (one side's form is its host order) is the move
+    of that transpose, read off its shapes the way its emitter does."""
     if lay.alias:
         n = int(np.prod(info[lay.out][0], dtype=np.int64))
         return (n,), (0,)
     if lay.move is not None:
         return tuple(lay.move[0]), tuple(lay.move[1])
+    if lay.scratch or getattr(lay.impl, "__qualname__", "") != "lower_reshape.<locals>.emit" \
+            or len(lay.acts) != 1:
+        return None
+    xs, ys = tuple(info[lay.acts[0]][0]), tuple(info[lay.out][0])
+    if same_bytes(xs):
+        return ys, form_perm(ys)
+    if same_bytes(ys):
+        return form_shape(xs), unform_perm(xs)
     return None
 
 
