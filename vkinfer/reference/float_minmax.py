@@ -53,7 +53,8 @@ def max_min2(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     x = np.broadcast_to(a, shape).reshape(-1)
     w = np.broadcast_to(b, shape).reshape(-1)
     span = out[-1]
-    if sa[-1] == 1 and sb[-1] != 1:  # input 0 is the span's scalar: input1.max(input0)
+    if sa[-1] == 1:  # input 0 is the span's scalar: input1.max(input0) (a 1-element output too: ORT tests
+        # input 0 first, so Min([+0], [-0]) is -0)
         x, w = w, x
     pos = np.arange(n, dtype=np.int64)
     start = pos - pos % span  # output offset of the element's span

@@ -105,7 +105,7 @@ static void fb_row(void* ctx, size_t row)
         fb_run_part(t->op, 0, px, ix, pw, iw, py, len);
         return;
     }
-    if (!ia && ib) {
+    if ((!ia && ib) || len == 1) { /* a 1-element output: ORT's input-0-scalar path too */
         px = pb, pw = pa, ix = ib, iw = ia;
     }
     /* Eigen's linear traversal of the span: scalar up to the first 16-byte aligned output element, whole packets
