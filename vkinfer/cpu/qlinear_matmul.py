@@ -61,8 +61,15 @@ def matmul_strides(ctx, node, packed: bool = False) -> tuple[list[int], list[int
     if len(sa) < 2 or len(sb) < 2 or len(so) != max(len(sa), len(sb)):
         return None
     fa, fb, fy = form_strides(sa, packed), form_strides(sb, packed), form_strides(so, packed)
-    strides = [fa[-2], fa[-1], fb[-2], fb[-1], fy[-2], fy[-1]]
-    batch = []
+    walk = batch_strides(sa, sb, so, fa, fb, fy, [fa[-2], fa[-1], fb[-2], fb[-1], fy[-2], fy[-1]])
+    return None if walk is None else (*walk, sa[-2], sa[-1], sb[-1])
+
+
+def batch_strides(sa, sb, so, fa, fb, fy, strides: list[int]) -> tuple[list[int], list[int]] | None:
+    """(batch sizes, `strides` followed by a, b, y byte strides per batch axis) over the output's batch axes
+    (numpy broadcast: an operand's missing or size-1 axis has stride 0), size-1 axes dropped; None past 4 axes
+    (the qmatmul operator's limit). Also TFLite BATCH_MATMUL's (cpu/tflite_batch_matmul.py)."""
+    batch, strides = [], list(strides)
     for j in range(len(so) - 2):
         if so[j] == 1:
             continue
@@ -72,9 +79,7 @@ def matmul_strides(ctx, node, packed: bool = False) -> tuple[list[int], list[int
             per.append(0 if i < 0 or shape[i] == 1 else st[i])
         batch.append(so[j])
         strides += per + [fy[j]]
-    if len(batch) > 4:
-        return None
-    return batch, strides, sa[-2], sa[-1], sb[-1]
+    return None if len(batch) > 4 else (batch, strides)
 
 
 def lower_two_activations(ctx, node):

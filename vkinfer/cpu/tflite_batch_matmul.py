@@ -17,6 +17,7 @@ def batch_matmul_geometry(ctx, node, packed: bool = False):
     """(batch axes, strides: a_m, a_k, b_k, b_n, y_m, y_n then a, b, y per batch axis, m, k, n) in the CPU form
     (`packed`: Vulkan's), size-1 batch axes dropped; None past 4 batch axes or on a shape mismatch."""
     from .qlinear_add import form_strides
+    from .qlinear_matmul import batch_strides
 
     a, b, y = node.inputs[0], node.inputs[3], node.outputs[0]
     sa, sb, so = (tuple(int(d) for d in ctx.shape(t)) for t in (a, b, y))
@@ -30,20 +31,8 @@ def batch_matmul_geometry(ctx, node, packed: bool = False):
     fa, fb, fy = form_strides(sa, packed), form_strides(sb, packed), form_strides(so, packed)
     am, ak = (fa[-1], fa[-2]) if adj_x else (fa[-2], fa[-1])
     bk, bn = (fb[-1], fb[-2]) if adj_y else (fb[-2], fb[-1])
-    strides = [am, ak, bk, bn, fy[-2], fy[-1]]
-    batch = []
-    for j in range(len(so) - 2):
-        if so[j] == 1:
-            continue
-        per = []
-        for shape, st in ((sa, fa), (sb, fb)):
-            i = j - (len(so) - len(shape))
-            per.append(0 if i < 0 or shape[i] == 1 else st[i])
-        batch.append(so[j])
-        strides += per + [fy[j]]
-    if len(batch) > 4:
-        return None
-    return batch, strides, m, k, n
+    walk = batch_strides(sa, sb, so, fa, fb, fy, [am, ak, bk, bn, fy[-2], fy[-1]])
+    return None if walk is None else (*walk, m, k, n)
 
 
 def batch_matmul_params(ctx, node) -> tuple[int, int, int, np.float32, int, int] | None:
