@@ -6,16 +6,8 @@ tests/ops/test_float_moves.py and test_float_reduce.py hold the operators to ONN
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
-from support.cpu_build import build_cpu
-
-ROOT = Path(__file__).resolve().parents[2]
-ASAN_LIB = ROOT / "build" / "cpu" / "libvkinfer_cpu-asan.so"
+from support.cpu_build import run_both_builds
 
 DRIVER = r'''
 import ctypes
@@ -101,28 +93,8 @@ print("float moves asan: ok", "library:", G.lib()._name)
 '''
 
 
-def _run(tmp_path: Path, env: dict, tag: str, lib: str) -> dict:
-    out = tmp_path / f"{tag}.npz"
-    r = subprocess.run([sys.executable, str(tmp_path / "drive.py"), str(out), "3"], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=600)
-    where = f"exit {r.returncode}\n{r.stdout[-4000:]}\n{r.stderr[-8000:]}"
-    assert "AddressSanitizer" not in r.stderr and "runtime error" not in r.stderr, where
-    assert r.returncode == 0 and "float moves asan: ok" in r.stdout and f"library: {lib}" in r.stdout, where
-    with np.load(out) as z:
-        return {k: z[k] for k in z.files}
-
-
 def test_wide_gather_and_float_reduce_under_asan_and_ubsan(tmp_path):
-    build_cpu("asan-lib")
-    (tmp_path / "drive.py").write_text(DRIVER)
-    libasan = subprocess.run([os.environ.get("CC", "cc"), "-print-file-name=libasan.so"], capture_output=True,
-                             text=True).stdout.strip()
-    assert os.path.isabs(libasan), f"no libasan.so from the C compiler: {libasan!r}"
-    base = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env = {**base, "LD_PRELOAD": libasan, "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1",
-           "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1", "VKINFER_CPU_LIB": str(ASAN_LIB)}
-    sanitized = _run(tmp_path, env, "asan", str(ASAN_LIB))
-    normal = _run(tmp_path, base, "plain", str(ROOT / "vkinfer" / "libvkinfer_cpu.so"))
+    sanitized, normal = run_both_builds(DRIVER, tmp_path, "float moves asan: ok", ("3",))
     assert sorted(sanitized) == sorted(normal) and len(normal) == 4 + 8 * 4 * 2
     for k, v in normal.items():
         assert np.array_equal(v.view(np.uint8), sanitized[k].view(np.uint8)), f"{k}: the sanitizer build differs"

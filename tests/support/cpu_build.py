@@ -48,3 +48,30 @@ def run_sanitized(args: list[str], ok: str, timeout: float = 600, **kw) -> subpr
     assert "AddressSanitizer" not in r.stderr and "runtime error" not in r.stderr, where
     assert r.returncode == 0 and ok in r.stdout, where
     return r
+
+
+def run_both_builds(driver: str, tmp_path: Path, ok: str, args: tuple[str, ...] = ()) -> tuple[dict, dict]:
+    """`driver`, a script that writes its results to the .npz named by argv[1] (then `args`) and prints `ok` and
+    "library: <path>", under the AddressSanitizer + UBSan build and under the normal one: (sanitized, normal)
+    arrays by name. Fails the test on a sanitizer report, a nonzero exit or the wrong library."""
+    import os
+    import sys
+
+    import numpy as np
+
+    (tmp_path / "drive.py").write_text(driver)
+    out = {}
+    for tag, env, lib in (("asan", {"PYTHONPATH": str(ROOT)}, ASAN_LIB), ("plain", None, None)):
+        dest = tmp_path / f"{tag}.npz"
+        cmd = [sys.executable, str(tmp_path / "drive.py"), str(dest), *args]
+        if env is not None:
+            r = run_sanitized(cmd, ok, cwd=ROOT, env=env)
+        else:
+            r = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                               text=True, timeout=600)
+            assert r.returncode == 0 and ok in r.stdout, f"exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
+            lib = ROOT / "vkinfer" / "libvkinfer_cpu.so"
+        assert f"library: {lib}" in r.stdout, r.stdout[-2000:]
+        with np.load(dest) as z:
+            out[tag] = {k: z[k] for k in z.files}
+    return out["asan"], out["plain"]
