@@ -1,5 +1,5 @@
-"""The native graph's float32 operators (cpu_fallback/src/ops/float_binary.c, float_unary.c, float_maxpool.c,
-batch_norm.c, float_clip.c with every bound-tensor flag, float_reduce.c's Eigen reduce-all order) under
+"""The native graph's float32 operators (cpu_fallback/src/ops/float_binary.c, float_unary.c with every op code,
+float_maxpool.c, batch_norm.c, float_clip.c with every bound-tensor flag, float_reduce.c's Eigen reduce-all order) under
 AddressSanitizer + UBSan: a subprocess over the sanitizer build of the library runs each operator on random shapes
 (every broadcast pattern and MaxPool loop kind, edge values), with external buffers that are not 4-byte aligned
 too, and writes the outputs; this process compares them with the normal build's, which tests/ops/test_float_*.py
@@ -68,7 +68,7 @@ for k, (sa, sb) in enumerate(shapes):
         add = lambda g, r, op=op: g.add("float_binary", op, len(out), u32(out), u32(ma), u32(mb), r[0], r[1], r[2])
         outs[f"bin{k}_{op}"] = run(add, [a, b], so, k % 2 == 1)
 x = vals(rng, 999).reshape(27, 37)
-for op in range(6):
+for op in range(11):  # Relu .. Sqrt, HardSigmoid, HardSwish, Sigmoid, Tanh, Erf
     add = lambda g, r, op=op: g.add("float_unary", op, x.size, -0.5 if op == 2 else 0.1, 1.5, r[0], r[1])
     outs[f"un{op}"] = run(add, [x], x.shape, op % 2 == 1)
 pools = [((2, 8, 8), (4, 4), (2, 2), (2, 2), (1, 1), (0, 0, 0, 0)),
@@ -122,7 +122,7 @@ def test_float_operators_under_asan_and_ubsan(tmp_path):
            "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1", "VKINFER_CPU_LIB": str(ASAN_LIB)}
     sanitized = _run(tmp_path, env, "asan", str(ASAN_LIB))
     normal = _run(tmp_path, base, "plain", str(ROOT / "vkinfer" / "libvkinfer_cpu.so"))
-    assert sorted(sanitized) == sorted(normal) and len(normal) == 7 * 7 + 6 + 6 + 1 + 3 * 4 + 8 * 3
+    assert sorted(sanitized) == sorted(normal) and len(normal) == 7 * 7 + 11 + 6 + 1 + 3 * 4 + 8 * 3
     for n in (1, 3, 4, 5, 8, 13, 256, 257):  # the reduce-all order is the reference's (ORT's, probed)
         for op in (2, 3):
             want = eigen_redux(normal[f"rin{n}"], ("ReduceMax", "ReduceMin")[op - 2])

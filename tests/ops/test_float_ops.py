@@ -1,9 +1,9 @@
 """Generic float ops between the quantized ones (vkinfer/model/host_float.py: onnx.reference's kernels, or ORT's
 reproduced), as they sit in real 8-bit models: x (8-bit) -> DequantizeLinear -> the op -> a float output, against
-ONNX Runtime on every device. The op runs on the host (no device lowering takes float tensors) and the
-DequantizeLinear on the cpu, in a Vulkan session too (its float edge); the values are every dequantized byte of a
-seeded (scale, zero point). Exact where host_float claims ORT's numerics, bounded in ulps where it documents a
-different evaluation (Softmax, Exp, reductions, float MatMul).
+ONNX Runtime on every device. The op runs on the host, or in the native CPU graph where it has the op
+(NATIVE_FLOAT), and the DequantizeLinear on the cpu, in a Vulkan session too (its float edge); the values are
+every dequantized byte of a seeded (scale, zero point). Exact where host_float claims ORT's numerics, bounded in
+ulps where it documents a different evaluation (Softmax, Exp, reductions, float MatMul).
 
 Deliberately a sample, one row per kind of op: tests/numerics/test_host_float.py checks the elementwise kernels on every
 dequantized byte and on edge values, BatchNormalization, the data movement and comparison ops, the transcendental
@@ -21,7 +21,7 @@ SHAPE = (1, 4, 6, 6)
 RNG = np.random.default_rng(11)
 PER_CHANNEL = RNG.uniform(-2, 2, (1, 4, 1, 1)).astype(F32)
 W = RNG.uniform(-1, 1, (6, 5)).astype(F32)
-NATIVE_FLOAT = {"Mul", "Add", "MaxPool"}
+NATIVE_FLOAT = {"Mul", "Add", "MaxPool", "Sigmoid", "Tanh", "HardSwish"}
 
 # (id, nodes reading "xf" and writing "f", constants, opset, output type, ulps bound: 0 = exact). The bounds are
 # host_float's documented ones (Softmax 8, Exp 2); measured over 5 seeds: Softmax 4, Exp 2, ReduceMean 3, MatMul 0.
@@ -64,7 +64,8 @@ def test_float_op_on_the_host_equals_ort(k):
                  consts | params, {"f": out}, opset=opset)
     x = np.resize(rng.permutation(np.arange(256, dtype=np.uint8)), SHAPE).view(dt)
     want = ort_run(blob, {"x": x})
-    # Float MaxPool and the elementwise ops run in the native CPU graph (vkinfer/cpu/float_*.py), the rest on the host.
+    # Float MaxPool and the elementwise ops (Sigmoid, Tanh, HardSwish too) run in the native CPU graph
+    # (vkinfer/cpu/float_*.py), the rest on the host.
     where = {"dq": "cpu"} | {n.name: "cpu" if n.op_type in NATIVE_FLOAT else "host" for n in nodes}
     # A MaxPool right after the DequantizeLinear is 8-bit once ORT's QDQ propagation (model/qdq_rules.py) puts a
     # Q -> DQ pair after it, as ORT does: Vulkan takes it then.

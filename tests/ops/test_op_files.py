@@ -14,7 +14,8 @@ FAMILY = {"vkinfer:QGemmClamp": "qgemm", "vkinfer:Table2": "table", "LSTM": "lst
           "vkinfer:QDQConvTranspose": "float_conv_transpose"} | {
     op: "float_elementwise" for op in ("Add", "Sub", "Mul", "Div", "Max", "Min", "PRelu", "Relu", "LeakyRelu", "Clip",
                                        "Neg", "Abs", "Sqrt")} | {
-    op: "float_reduce" for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin")}
+    op: "float_reduce" for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin")} | {
+    op: "float_unary" for op in ("HardSigmoid", "HardSwish", "Sigmoid", "Tanh", "Erf")}
 
 
 def op_file(op: str) -> str:

@@ -1,6 +1,7 @@
 """Elementwise float32 ops between quantized ones in the native CPU graph, with ONNX Runtime 1.31's CPU bits:
 binary Add, Sub, Mul, Div, Max, Min (two inputs) and PRelu with numpy broadcasting (cpu_fallback/src/ops/
-float_binary.c), unary Relu, LeakyRelu, Clip, Neg, Abs, Sqrt (ops/float_unary.c). float32 tensors live in the CPU
+float_binary.c), unary Relu, LeakyRelu, Clip, Neg, Abs, Sqrt, HardSigmoid, HardSwish and MLAS's Sigmoid, Tanh,
+Erf (ops/float_unary.c, step by step as vkinfer/model/host_float.py reproduces them). float32 tensors live in the CPU
 graph in the host's layout (NCHW, plain: vkinfer/layout.py), as DequantizeLinear writes and QuantizeLinear reads
 them, so these operators run between the two in the same native call.
 
@@ -23,7 +24,8 @@ __all__ = ["BINARY", "UNARY", "lower_float_binary", "lower_float_unary", "merged
 
 _F32 = np.dtype(np.float32)
 BINARY = {"Add": 0, "Sub": 1, "Mul": 2, "Div": 3, "Max": 4, "Min": 5, "PRelu": 6}
-UNARY = {"Relu": 0, "LeakyRelu": 1, "Clip": 2, "Neg": 3, "Abs": 4, "Sqrt": 5}
+UNARY = {"Relu": 0, "LeakyRelu": 1, "Clip": 2, "Neg": 3, "Abs": 4, "Sqrt": 5, "HardSigmoid": 6, "HardSwish": 7,
+         "Sigmoid": 8, "Tanh": 9, "Erf": 10}
 _MAX_RANK = 6  # float_binary.c's FB_RANK
 
 
@@ -100,6 +102,9 @@ def lower_float_unary(ctx, node, backend):
     alpha = beta = np.float32(0)
     if node.op == "LeakyRelu":
         alpha = np.float32(float(node.attrs.get("alpha", 0.01)))
+    elif node.op == "HardSigmoid":
+        alpha = np.float32(float(node.attrs.get("alpha", 0.2)))
+        beta = np.float32(float(node.attrs.get("beta", 0.5)))
     elif node.op == "Clip":
         lowest, highest = float(np.finfo(np.float32).min), float(np.finfo(np.float32).max)
         if "min" in node.attrs or "max" in node.attrs or len(node.inputs) == 1:  # Clip-1/6: attributes
