@@ -16,7 +16,7 @@ F32 = np.float32
 
 
 def _case(rng, s, b, i, h, direction="forward", bias=True, init=False, lens=None, peep=False, clip=None,
-          input_forget=0, scale=1.0, read_yh=False, opset=14):
+          input_forget=0, scale=1.0, read_yh=False, read_yc=False, read_y=True, opset=14):
     nd = 2 if direction == "bidirectional" else 1
     c = {"W": (rng.standard_normal((nd, 4 * h, i)) * (1.5 / np.sqrt(i))).astype(F32),
          "R": (rng.standard_normal((nd, 4 * h, h)) * (1.5 / np.sqrt(h))).astype(F32)}
@@ -35,9 +35,11 @@ def _case(rng, s, b, i, h, direction="forward", bias=True, init=False, lens=None
     attrs = {"hidden_size": h, "direction": direction, "input_forget": input_forget}
     if clip is not None:
         attrs["clip"] = clip
-    outs = {"y": F32}
+    outs = {"y": F32} if read_y else {}
     if read_yh:
         outs["yh"] = F32
+    if read_yc:
+        outs["yc"] = F32
     blob = model([node("LSTM", ins, ["y", "yh", "yc"], **attrs), node("DequantizeLinear", ["q", "s"], ["qf"],
                                                                      name="dq")],
                  {"x": (F32, (s, b, i)), "q": (np.uint8, (4,))}, c | {"s": F32(0.5)}, outs | {"qf": F32},
@@ -117,10 +119,51 @@ def test_ties_and_zero_products_against_ort():
     _check(blob, feed)
 
 
-def test_read_y_h_stays_on_the_host():
+STATE_TABLE = [  # (seq, batch, input, hidden, direction, options): Y_h and/or Y_c read (vkinfer/model/lstm_outputs.py)
+    (4, 1, 5, 3, "forward", {"read_yh": True}),
+    (4, 2, 5, 3, "reverse", {"read_yc": True}),
+    (5, 2, 6, 4, "forward", {"read_yh": True, "read_yc": True, "read_y": False}),
+    (3, 1, 4, 2, "forward", {"read_yc": True, "read_y": False}),
+    (7, 2, 3, 15, "bidirectional", {"read_yh": True, "read_yc": True, "init": True}),
+    (6, 3, 12, 10, "bidirectional", {"read_yh": True, "read_yc": True, "lens": [1, 6, 0], "init": True}),
+    (6, 3, 12, 10, "reverse", {"read_yh": True, "lens": [6, 2, 0], "read_y": False}),
+    (5, 2, 6, 5, "bidirectional", {"read_yc": True, "peep": True, "lens": [5, 3], "input_forget": 1}),
+    (2, 1, 300, 70, "forward", {"read_yh": True, "read_yc": True, "scale": 4.0}),
+]
+_SLICES = {"read_y": f"{NAME}#Y", "read_yh": f"{NAME}#Y_h", "read_yc": f"{NAME}#Y_c"}
+
+
+@pytest.mark.parametrize("case", STATE_TABLE, ids=lambda c: f"s{c[0]}b{c[1]}i{c[2]}h{c[3]}-{c[4]}-{sorted(c[5])}")
+def test_read_y_h_and_y_c_against_ort(case):
+    """A node whose Y_h or Y_c is read: vkinfer:LSTMState (the operator's STATE flag) and one Slice per read output
+    run on the cpu device (no host node), ORT's bits for every output, zeros for a length-0 row."""
+    s, b, i, h, direction, opts = case
+    rng = np.random.default_rng(s * 1000 + i * 10 + h + 7)
+    blob, feed = _case(rng, s, b, i, h, direction, **opts)
+    read = {"read_y": True} | {k: v for k, v in opts.items() if k in _SLICES}
+    names = [NAME] + [_SLICES[k] for k, v in read.items() if v]
+    per_device = check(blob, feed, ort_run(blob, feed), where="cpu", nodes=names)
+    for device in ("cpu", "vulkan"):
+        sess = per_device[device]
+        assert not any(p.startswith("host") for p in sess.placement.values()), (device, sess.placement)
+        unread = [_SLICES[k] for k, v in read.items() if not v]
+        assert not any(n in sess.placement for n in unread), sess.placement
+
+
+def test_read_y_h_of_an_unlowered_lstm_stays_on_the_host():
+    """The rewritten node keeps the LSTM's name and its host fallback: with a non-constant R (the operator packs R
+    once) the packed node runs on the host, still with ORT's bits."""
     rng = np.random.default_rng(3)
     blob, feed = _case(rng, 4, 1, 5, 3, read_yh=True)
-    _check(blob, feed, where="host")
+    import onnx
+    from onnx import numpy_helper
+    m = onnx.load_from_string(blob)
+    r = next(t for t in m.graph.initializer if t.name == "R")
+    feed["R"] = numpy_helper.to_array(r).copy()
+    m.graph.initializer.remove(r)
+    m.graph.input.append(onnx.helper.make_tensor_value_info("R", onnx.TensorProto.FLOAT, list(feed["R"].shape)))
+    blob = m.SerializeToString()
+    check(blob, feed, ort_run(blob, feed), where={NAME: "host"}, nodes=[NAME])
 
 
 def test_other_activations_are_refused():

@@ -10,7 +10,8 @@ from vkinfer.model.lowering import lowered_ops
 
 HERE = Path(__file__).parent
 # Ops tested in their family's file (the fused or two-input form of the op the file is named after).
-FAMILY = {"vkinfer:QGemmClamp": "qgemm", "vkinfer:Table2": "table", "LSTM": "lstm", "GatherElements": "gather",
+FAMILY = {"vkinfer:QGemmClamp": "qgemm", "vkinfer:Table2": "table", "LSTM": "lstm", "vkinfer:LSTMState": "lstm",
+          "GatherElements": "gather",
           "vkinfer:QDQConvTranspose": "float_conv_transpose"} | {
     op: "float_elementwise" for op in ("Add", "Sub", "Mul", "Div", "Max", "Min", "PRelu", "Relu", "LeakyRelu", "Clip",
                                        "Neg", "Abs", "Sqrt")} | {

@@ -2,20 +2,24 @@
 packed SGEMM order (FMA chains in K blocks of 256), ORT's gate order, bias and clip, MLAS's logistic and tanh
 (vkinfer/reference/lstm.py is the definition). X is the activation; Y (seq, dirs, batch, hidden) the output.
 
+An LSTM whose Y_h or Y_c is read is rewritten before lowering (vkinfer/model/lstm_outputs.py) into vkinfer:LSTMState,
+whose one output is Y, Y_h, Y_c one after the other: the same operator with its STATE flag, then Slices.
+
 The host keeps (with the reason): W, R, B, P, sequence_lens, initial_h or initial_c that are not constants (the
 operator copies them once, W and R transposed and packed in its panels), Y_h or Y_c read by another node or the graph
-(a layer writes one tensor), Y absent, and what the definition refuses (other activations, layout 1)."""
+where the rewrite did not run (a layer writes one tensor), Y absent, and what the definition refuses (other
+activations, layout 1)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ..model.lowering import Layer, lower
-from ..reference.lstm import check_inputs, lstm_config
+from ..reference.lstm import PACKED, check_inputs, lstm_config
 
 _F32 = np.dtype(np.float32)
 REVERSE, INPUT_FORGET, BIAS, PEEP, H0, C0 = 1, 2, 4, 8, 16, 32
-STATE = 64  # y is followed by Y_h and Y_c (no lowering sets it yet: a layer writes one tensor)
+STATE = 64  # y is followed by Y_h and Y_c (vkinfer:LSTMState)
 _COLS, _UNITS = 64, 16  # ops/lstm.c's L_COLS and L_UNITS: the packed weights' panel widths
 
 
@@ -58,15 +62,16 @@ def native_weights(cfg: dict, w, r, b, h0, c0, p) -> tuple[int, np.ndarray]:
     return flags, np.ascontiguousarray(np.concatenate(parts).astype(_F32))
 
 
-@lower("cpu", "LSTM")
+@lower("cpu", "LSTM", PACKED)
 def lower_lstm(ctx, node, backend):
-    """An LSTM node as one native `lstm` operator (module docstring)."""
+    """An LSTM node as one native `lstm` operator, vkinfer:LSTMState with the STATE flag (module docstring)."""
+    state = node.op == PACKED
     ins = list(node.inputs) + [""] * (8 - len(node.inputs))
     x = ins[0]
     y = node.outputs[0] if node.outputs else ""
     if not x or not y or np.dtype(ctx.dtype(x)) != _F32 or np.dtype(ctx.dtype(y)) != _F32:
         return None
-    if any(o and _read(ctx, o) for o in node.outputs[1:]):
+    if not state and any(o and _read(ctx, o) for o in node.outputs[1:]):
         raise ValueError("LSTM whose Y_h or Y_c is read: the native layer writes Y only (the host runs it)")
     if not all(ctx.const(t) for t in ins[1:]):
         raise ValueError("LSTM with non-constant W, R, B, sequence_lens, initial_h, initial_c or P (the host runs it)")
@@ -77,6 +82,7 @@ def lower_lstm(ctx, node, backend):
     if seq * batch * inp * h == 0:
         return None
     flags, weights = native_weights(cfg, *vals[1:4], *vals[5:8])
+    flags |= STATE if state else 0
     lens = vals[4]
     lens_u = np.ascontiguousarray(np.full(batch, seq, np.uint32) if lens is None else np.asarray(lens, np.uint32))
     scratch = 4 * nd * (seq * batch * 4 * h + 3 * batch * h)

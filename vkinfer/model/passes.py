@@ -539,6 +539,7 @@ def optimize(g: Graph) -> Graph:
     between 8-bit tensors into tables (vkinfer/model/tables.py), constant folding of what is left. A malformed
     graph raises ValueError (check_graph) before any pass."""
     from .conv_transpose import expand_conv_transpose
+    from .lstm_outputs import pack_lstm_state
     from .moves import split_to_slices
     from .qdq_rules import drop_argmax_dq, propagate_qdq
     from .quant_ops import split_transposed_a
@@ -549,6 +550,7 @@ def optimize(g: Graph) -> Graph:
     g = fold_constants(g, keep=frozenset({"DequantizeLinear"}))
     g = quantize_float_weights(g)  # ORT's WeightBiasQuantization: float weights before a Q become int8
     g = split_to_slices(g)
+    g = pack_lstm_state(g)  # an LSTM whose Y_h or Y_c is read: one output, then Slices (vkinfer/model/lstm_outputs.py)
     g = drop_argmax_dq(propagate_qdq(g))  # ORT's QDQ propagation and dropDQ (vkinfer/model/qdq_rules.py)
     g = drop_redundant_activations(g)
     g, taken = _detach_float_activations(g)

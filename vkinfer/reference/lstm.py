@@ -15,6 +15,10 @@ What ORT computes for one direction, with W and R constant (ORT prepacks them fo
   each row's own sequence backwards (ReverseSequence). Y_h and Y_c are the last step's H and C (0 for length 0).
 Only the default activations (Sigmoid, Tanh, Tanh) and layout 0 are defined here: anything else is a ValueError
 naming the node. cpu_fallback/src/ops/lstm.c computes the same operations in the same order.
+
+vkinfer:LSTMState (`PACKED`) is an LSTM whose Y_h or Y_c is read, as vkinfer/model/lstm_outputs.py rewrites it for
+the devices (whose layers write one tensor): the LSTM's inputs and attributes, one output (seq + 2, dirs, batch,
+hidden) = Y, Y_h, Y_c one after the other, the layout ops/lstm.c writes with its STATE flag.
 """
 
 from __future__ import annotations
@@ -226,4 +230,20 @@ def _shape(node, x):
     return [(shape, F32) for shape in shapes[:max(1, len(node.outputs))]]
 
 
-DEFINITIONS = (OpDef("LSTM", _kernel, "elementwise", (3, (0, 1, 2)), shape=_shape),)
+PACKED = "vkinfer:LSTMState"
+
+
+def _packed_kernel(node, x, memo):
+    y, y_h, y_c = lstm(node, x)
+    return [np.concatenate([y, y_h[None], y_c[None]])]
+
+
+def _packed_shape(node, x):
+    """(seq + 2, dirs, batch, hidden), without running the kernel (see `_shape`)."""
+    cfg = lstm_config(node)
+    s, b, _ = check_inputs(node, x, cfg)
+    return [((s + 2, cfg["dirs"], b, cfg["hidden"]), F32)]
+
+
+DEFINITIONS = (OpDef("LSTM", _kernel, "elementwise", (3, (0, 1, 2)), shape=_shape),
+               OpDef(PACKED, _packed_kernel, "elementwise", (3, (0, 1, 2)), shape=_packed_shape))
