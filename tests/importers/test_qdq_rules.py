@@ -229,3 +229,96 @@ def test_maxpool_negative_scale_is_not_folded():
     for device in DEVICES:
         with pytest.raises(ValueError, match="dq0"):
             vkinfer.InferenceSession(blob, device=device).run(None, feeds(blob, 0))
+
+
+# ------------------------------------------------------------------------------ MatMul with a float output
+
+
+def mm_float(dt, wdt, per_column: bool, bias: bool, a_shape=(3, 6)) -> tuple[bytes, dict]:
+    """DQ(x) and DQ(constant w) -> MatMul (-> Add bias) with a float graph output, no Q."""
+    rng = np.random.default_rng(1 + 2 * per_column + bias)
+    k, n = a_shape[-1], 5
+    c = {"s": np.array(0.05, np.float32), "z": np.array(128 if dt == np.uint8 else -3, dt),
+         "w": rng.integers(0, 256, (k, n)).astype(np.uint8).view(wdt),
+         "ws": rng.uniform(0.01, 0.03, n).astype(np.float32) if per_column else np.array(0.02, np.float32),
+         "wz": rng.integers(0, 256, n if per_column else ()).astype(np.uint8).view(wdt)}
+    nodes = [h.make_node("DequantizeLinear", ["x", "s", "z"], ["d"], name="dq"),
+             h.make_node("DequantizeLinear", ["w", "ws", "wz"], ["dw"], name="dqw", axis=1),
+             h.make_node("MatMul", ["d", "dw"], ["m" if bias else "y"], name="mm")]
+    if bias:
+        c["b"] = rng.standard_normal(n).astype(np.float32)
+        nodes.append(h.make_node("Add", ["m", "b"], ["y"], name="add"))
+    blob = make_model(nodes, {"x": (dt, list(a_shape))}, {"y": np.float32}, c, opset=19, ir=9).SerializeToString()
+    return blob, c
+
+
+MM_FLOAT = [(dt, wdt, pc) for dt, wdt in ((np.uint8, np.uint8), (np.uint8, np.int8), (np.int8, np.int8))
+            for pc in (False, True)]
+
+
+@pytest.mark.parametrize("dt,wdt,per_column", MM_FLOAT,
+                         ids=[f"{d.__name__}-{w.__name__}-{'pc' if p else 'pt'}" for d, w, p in MM_FLOAT])
+def test_matmul_float_output_reference_equals_ort(dt, wdt, per_column, monkeypatch):
+    """ORT makes DQ -> MatMul (no Q) com.microsoft MatMulIntegerToFloat; vkinfer's fold and reference give its bits
+    (uint8/int8 activations and weights, per-tensor and per-column, batched A; edge bytes 0/255 included)."""
+    from vkinfer.model import onnx_import
+    from vkinfer.model.interpreter import interpret
+    from vkinfer.model.op_table import OPS
+    from vkinfer.model.qdq_rules import fold_matmul_to_float
+
+    monkeypatch.setattr(onnx_import, "optimize", lambda g: g)  # the imported graph before the passes
+
+    for a_shape in ((3, 6), (2, 4, 33)):
+        blob, _ = mm_float(dt, wdt, per_column, False, a_shape)
+        s, ops = ort_session(blob, dt)
+        assert ops == "MatMulIntegerToFloat", ops
+        g = fold_matmul_to_float(onnx_import.import_onnx(blob, dict.fromkeys(OPS)))
+        assert [n.op for n in g.nodes] == ["com.microsoft:MatMulIntegerToFloat"]
+        for seed in range(3):
+            f = feeds(blob, seed)
+            if seed == 2:
+                f["x"] = np.where(f["x"].view(np.uint8) & 1, 255, 0).astype(np.uint8).view(dt)
+            values = {**g.consts, **f}
+            interpret(g, values)
+            want = s.run(None, f)[0]
+            assert values["y"].dtype == np.float32 and np.array_equal(values["y"].view(np.int32), want.view(np.int32))
+
+
+def test_matmul_float_output_not_folded(monkeypatch):
+    """Where ORT keeps the float MatMul, the fold leaves it: DQ -> MatMul -> Add(bias) with no Q (ORT's
+    MatMulAddFusion makes a float Gemm first), and int8 activations with uint8 weights (no such ORT kernel)."""
+    from vkinfer.model import onnx_import
+    from vkinfer.model.op_table import OPS
+    from vkinfer.model.qdq_rules import fold_matmul_to_float
+
+    monkeypatch.setattr(onnx_import, "optimize", lambda g: g)  # the imported graph before the passes
+
+    for dt in (np.uint8, np.int8):
+        blob, _ = mm_float(dt, np.int8, True, True)
+        _, ops = ort_session(blob, dt)
+        assert ops == "DequantizeLinear,DequantizeLinear,Gemm", ops
+        g = onnx_import.import_onnx(blob, dict.fromkeys(OPS))
+        assert fold_matmul_to_float(g) is g
+    # int8 activations with uint8 weights: ORT has no such kernel and keeps DQ, DQ, MatMul in float.
+    blob, _ = mm_float(np.int8, np.uint8, False, False)
+    _, ops = ort_session(blob, np.int8)
+    assert ops == "DequantizeLinear,DequantizeLinear,MatMul", ops
+    g = onnx_import.import_onnx(blob, dict.fromkeys(OPS))
+    assert fold_matmul_to_float(g) is g
+
+
+def test_matmul_integer_to_float_bad_input():
+    """The reference names the culprit: a b_scale that is neither a scalar nor one per column, a float64 scale, a
+    per-row a_zero_point."""
+    from vkinfer.reference.matmul_integer_to_float import matmul_integer_to_float
+
+    a, b = np.zeros((2, 3), np.uint8), np.zeros((3, 4), np.int8)
+    s = np.float32(0.1)
+    with pytest.raises(ValueError, match="b_scale"):
+        matmul_integer_to_float(a, b, s, np.ones(3, np.float32))
+    with pytest.raises(TypeError, match="a_scale"):
+        matmul_integer_to_float(a, b, np.float64(0.1), s)
+    with pytest.raises(ValueError, match="a_zero_point"):
+        matmul_integer_to_float(a, b, s, s, np.zeros(2, np.uint8))
+    with pytest.raises(ValueError, match="bias"):
+        matmul_integer_to_float(a, b, s, s, None, None, np.zeros(3, np.float32))

@@ -18,6 +18,9 @@ against ORT at ORT_ENABLE_ALL):
   negative scale ORT keeps it in float, where max becomes min.
 - `drop_argmax_dq` (ORT's "dropDQ" rule): ArgMax reading a DQ with constant scalar parameters that nothing else
   reads runs on the 8-bit tensor (ORT's uint8/int8 ArgMax), whatever the scale's sign.
+- `fold_matmul_to_float` (ORT's MatMul rule with no Q after it): DQ(a) and DQ(constant b) -> MatMul with a float
+  output becomes com.microsoft MatMulIntegerToFloat (ORT's int32-sum-then-one-multiply bits). Not yet called by
+  passes.optimize: it waits for a native CPU lowering (the host would put Python on the hot path).
 """
 
 from __future__ import annotations
@@ -174,3 +177,56 @@ def drop_argmax_dq(g: Graph) -> Graph:
             changed = True
         nodes.append(n)
     return Graph(nodes, g.inputs, g.outputs, g.consts) if changed else g
+
+
+def fold_matmul_to_float(g: Graph) -> Graph:
+    """ORT's MatMul QDQ rule without a Q (MatMulReplaceWithQLinear's float branch): DequantizeLinear(a 8-bit
+    activation, scalar parameters) and DequantizeLinear(b, constant, scalar or per-column parameters) -> MatMul whose
+    output no QuantizeLinear reads becomes com.microsoft MatMulIntegerToFloat (int32 sums, one float32 multiply:
+    vkinfer/reference/matmul_integer_to_float.py). A MatMul read by an Add is left alone: ORT's MatMulAddFusion
+    makes it a float Gemm first (measured against ORT 1.31.1, tests/importers/test_qdq_rules.py). int8 activations
+    follow session.qdqisint8allowed=1, as fold_qdq's other int8 folds do (without it ORT on x86 keeps them float)."""
+    prod = {o: n for n in g.nodes for o in n.outputs}
+    readers: dict[str, list[Node]] = {}
+    for n in g.nodes:
+        for i in n.inputs:
+            readers.setdefault(i, []).append(n)
+    nodes, changed = [], False
+    for n in g.nodes:
+        a, b = (prod.get(i) for i in (n.inputs + ["", ""])[:2]) if n.op == "MatMul" else (None, None)
+        if (a is not None and b is not None and a.op == b.op == "DequantizeLinear" and _scalar_params(g, a)
+                and b.inputs[0] in g.consts and _column_params(g, b) and _kernel_types(g, a, b)
+                and not any(r.op in ("QuantizeLinear", "Add") for r in readers.get(n.outputs[0], []))):
+            zb = b.inputs[2] if len(b.inputs) > 2 else ""
+            za = a.inputs[2] if len(a.inputs) > 2 else ""
+            n = Node("com.microsoft:MatMulIntegerToFloat", n.name,
+                     [a.inputs[0], b.inputs[0], a.inputs[1], b.inputs[1], za, zb], n.outputs, {})
+            changed = True
+        nodes.append(n)
+    if not changed:
+        return g
+    used = {i for n in nodes for i in n.inputs} | {t.name for t in g.outputs}
+    nodes = [n for n in nodes if n.op != "DequantizeLinear" or any(o in used for o in n.outputs)]
+    return Graph(nodes, g.inputs, g.outputs, g.consts, dict(g.meta))
+
+
+def _kernel_types(g: Graph, a: Node, b: Node) -> bool:
+    """ORT's MatMulIntegerToFloat kernels: uint8 A with uint8 or int8 B, int8 A with int8 B only (measured: int8 A
+    with uint8 B stays DQ, DQ, float MatMul in ORT 1.31.1)."""
+    ta = np.asarray(g.consts[a.inputs[2]]).dtype if len(a.inputs) > 2 and a.inputs[2] else np.dtype(np.uint8)
+    return ta == np.uint8 or np.asarray(g.consts[b.inputs[0]]).dtype == np.int8
+
+
+def _column_params(g: Graph, dq: Node) -> bool:
+    """A constant 2-D 8-bit weight's DQ with a float32 scale (and zero point) scalar or one per column (axis 1)."""
+    w = np.asarray(g.consts[dq.inputs[0]])
+    if w.ndim != 2 or w.dtype not in (np.uint8, np.int8) or len(dq.inputs) < 2 or dq.inputs[1] not in g.consts:
+        return False
+    s = np.asarray(g.consts[dq.inputs[1]])
+    z = g.consts.get(dq.inputs[2]) if len(dq.inputs) > 2 and dq.inputs[2] else None
+    if len(dq.inputs) > 2 and dq.inputs[2] and z is None:
+        return False
+    per_col = s.size != 1
+    if s.dtype != np.float32 or (per_col and (s.shape != (w.shape[1],) or int(dq.attrs.get("axis", 1)) % 2 != 1)):
+        return False
+    return z is None or (np.asarray(z).dtype == w.dtype and np.asarray(z).size == s.size)
