@@ -20,6 +20,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import helper as h
+from support import ort_oracle as oo
 from support.agree import DEVICES, run_sessions
 
 import vkinfer
@@ -281,6 +282,8 @@ def test_matmul_float_output_reference_equals_ort(dt, wdt, per_column, monkeypat
             values = {**g.consts, **f}
             interpret(g, values)
             want = s.run(None, f)[0]
+            if dt == np.uint8 and wdt == np.int8 and oo.u8s8_behaviour() == oo.SATURATING:
+                continue  # ORT's x86 AVX2 u8 x s8 GEMM saturates int16 pair sums (tests/importers/test_onnx_extras.py)
             assert values["y"].dtype == np.float32 and np.array_equal(values["y"].view(np.int32), want.view(np.int32))
 
 
@@ -322,3 +325,4 @@ def test_matmul_integer_to_float_bad_input():
         matmul_integer_to_float(a, b, s, s, np.zeros(2, np.uint8))
     with pytest.raises(ValueError, match="bias"):
         matmul_integer_to_float(a, b, s, s, None, None, np.zeros(3, np.float32))
+
