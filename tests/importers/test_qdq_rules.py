@@ -18,6 +18,7 @@ import tempfile
 
 import numpy as np
 import onnx
+import onnx.numpy_helper
 import pytest
 from onnx import helper as h
 from support import ort_oracle as oo
@@ -235,8 +236,9 @@ def test_maxpool_negative_scale_is_not_folded():
 # ------------------------------------------------------------------------------ MatMul with a float output
 
 
-def mm_float(dt, wdt, per_column: bool, bias: bool, a_shape=(3, 6)) -> tuple[bytes, dict]:
-    """DQ(x) and DQ(constant w) -> MatMul (-> Add bias) with a float graph output, no Q."""
+def mm_float(dt, wdt, per_column: bool, bias: bool, a_shape=(3, 6), trans_b=None) -> tuple[bytes, dict]:
+    """DQ(x) and DQ(constant w) -> MatMul (-> Add bias) with a float graph output, no Q; with `trans_b` (0 or 1) a
+    Gemm (no C) instead, its B transposed when 1."""
     rng = np.random.default_rng(1 + 2 * per_column + bias)
     k, n = a_shape[-1], 5
     c = {"s": np.array(0.05, np.float32), "z": np.array(128 if dt == np.uint8 else -3, dt),
@@ -244,8 +246,11 @@ def mm_float(dt, wdt, per_column: bool, bias: bool, a_shape=(3, 6)) -> tuple[byt
          "ws": rng.uniform(0.01, 0.03, n).astype(np.float32) if per_column else np.array(0.02, np.float32),
          "wz": rng.integers(0, 256, n if per_column else ()).astype(np.uint8).view(wdt)}
     nodes = [h.make_node("DequantizeLinear", ["x", "s", "z"], ["d"], name="dq"),
-             h.make_node("DequantizeLinear", ["w", "ws", "wz"], ["dw"], name="dqw", axis=1),
+             h.make_node("DequantizeLinear", ["w", "ws", "wz"], ["dw"], name="dqw", axis=1 - (trans_b or 0)),
              h.make_node("MatMul", ["d", "dw"], ["m" if bias else "y"], name="mm")]
+    if trans_b is not None:
+        c["w"] = np.ascontiguousarray(c["w"].T) if trans_b else c["w"]
+        nodes[2] = h.make_node("Gemm", ["d", "dw"], ["y"], name="mm", transB=trans_b)
     if bias:
         c["b"] = rng.standard_normal(n).astype(np.float32)
         nodes.append(h.make_node("Add", ["m", "b"], ["y"], name="add"))
@@ -260,8 +265,9 @@ MM_FLOAT = [(dt, wdt, pc) for dt, wdt in ((np.uint8, np.uint8), (np.uint8, np.in
 @pytest.mark.parametrize("dt,wdt,per_column", MM_FLOAT,
                          ids=[f"{d.__name__}-{w.__name__}-{'pc' if p else 'pt'}" for d, w, p in MM_FLOAT])
 def test_matmul_float_output_reference_equals_ort(dt, wdt, per_column, monkeypatch):
-    """ORT makes DQ -> MatMul (no Q) com.microsoft MatMulIntegerToFloat; vkinfer's fold and reference give its bits
-    (uint8/int8 activations and weights, per-tensor and per-column, batched A; edge bytes 0/255 included)."""
+    """ORT makes DQ -> MatMul (no Q) com.microsoft MatMulIntegerToFloat and DQ -> Gemm (no C, no Q) a QGemm with a
+    float output; vkinfer's fold makes both MatMulIntegerToFloat and gives ORT's bits (uint8/int8 activations and
+    weights, per-tensor and per-column, batched A, Gemm's transB; edge bytes 0/255 included)."""
     from vkinfer.model import onnx_import
     from vkinfer.model.interpreter import interpret
     from vkinfer.model.op_table import OPS
@@ -269,10 +275,10 @@ def test_matmul_float_output_reference_equals_ort(dt, wdt, per_column, monkeypat
 
     monkeypatch.setattr(onnx_import, "optimize", lambda g: g)  # the imported graph before the passes
 
-    for a_shape in ((3, 6), (2, 4, 33)):
-        blob, _ = mm_float(dt, wdt, per_column, False, a_shape)
+    for a_shape, trans_b in (((3, 6), None), ((2, 4, 33), None), ((3, 6), 0), ((4, 9), 1)):
+        blob, _ = mm_float(dt, wdt, per_column, False, a_shape, trans_b)
         s, ops = ort_session(blob, dt)
-        assert ops == "MatMulIntegerToFloat", ops
+        assert ops == ("MatMulIntegerToFloat" if trans_b is None else "QGemm"), ops
         g = fold_matmul_to_float(onnx_import.import_onnx(blob, dict.fromkeys(OPS)))
         assert [n.op for n in g.nodes] == ["com.microsoft:MatMulIntegerToFloat"]
         for seed in range(3):
@@ -289,7 +295,8 @@ def test_matmul_float_output_reference_equals_ort(dt, wdt, per_column, monkeypat
 
 def test_matmul_float_output_not_folded(monkeypatch):
     """Where ORT keeps the float MatMul, the fold leaves it: DQ -> MatMul -> Add(bias) with no Q (ORT's
-    MatMulAddFusion makes a float Gemm first), and int8 activations with uint8 weights (no such ORT kernel)."""
+    MatMulAddFusion makes a float Gemm first), a Gemm with a float C (float in ORT), and int8 activations with uint8
+    weights (no such ORT kernel)."""
     from vkinfer.model import onnx_import
     from vkinfer.model.op_table import OPS
     from vkinfer.model.qdq_rules import fold_matmul_to_float
@@ -302,6 +309,16 @@ def test_matmul_float_output_not_folded(monkeypatch):
         assert ops == "DequantizeLinear,DequantizeLinear,Gemm", ops
         g = onnx_import.import_onnx(blob, dict.fromkeys(OPS))
         assert fold_matmul_to_float(g) is g
+    # Gemm with a float C: ORT keeps a float Gemm too.
+    blob, c = mm_float(np.uint8, np.int8, True, False, trans_b=0)
+    m = onnx.load_model_from_string(blob)
+    m.graph.initializer.append(onnx.numpy_helper.from_array(np.linspace(-1, 1, 5).astype(np.float32), "cf"))
+    m.graph.node[2].input.append("cf")
+    blob = m.SerializeToString()
+    _, ops = ort_session(blob, np.uint8)
+    assert ops == "DequantizeLinear,DequantizeLinear,Gemm", ops
+    g = onnx_import.import_onnx(blob, dict.fromkeys(OPS))
+    assert fold_matmul_to_float(g) is g
     # int8 activations with uint8 weights: ORT has no such kernel and keeps DQ, DQ, MatMul in float.
     blob, _ = mm_float(np.int8, np.uint8, False, False)
     _, ops = ort_session(blob, np.int8)

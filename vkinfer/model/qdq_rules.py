@@ -184,7 +184,9 @@ def fold_matmul_to_float(g: Graph) -> Graph:
     activation, scalar parameters) and DequantizeLinear(b, constant, scalar or per-column parameters) -> MatMul whose
     output no QuantizeLinear reads becomes com.microsoft MatMulIntegerToFloat (int32 sums, one float32 multiply:
     vkinfer/reference/matmul_integer_to_float.py). A MatMul read by an Add is left alone: ORT's MatMulAddFusion
-    makes it a float Gemm first (measured against ORT 1.31.1, tests/importers/test_qdq_rules.py). int8 activations
+    makes it a float Gemm first (measured against ORT 1.31.1, tests/importers/test_qdq_rules.py). A Gemm (alpha 1,
+    transA 0) without C is the same (ORT's QGemm with a float output: the same bits); with C ORT adds an int32 bias
+    before the multiply (QGemm) or keeps a float C in a float Gemm, neither folded here. int8 activations
     follow session.qdqisint8allowed=1, as fold_qdq's other int8 folds do (without it ORT on x86 keeps them float)."""
     prod = {o: n for n in g.nodes for o in n.outputs}
     readers: dict[str, list[Node]] = {}
@@ -192,22 +194,31 @@ def fold_matmul_to_float(g: Graph) -> Graph:
         for i in n.inputs:
             readers.setdefault(i, []).append(n)
     nodes, changed = [], False
+    consts = dict(g.consts)
     for n in g.nodes:
-        a, b = (prod.get(i) for i in (n.inputs + ["", ""])[:2]) if n.op == "MatMul" else (None, None)
-        if (a is not None and b is not None and a.op == b.op == "DequantizeLinear" and _scalar_params(g, a)
-                and b.inputs[0] in g.consts and _column_params(g, b) and _kernel_types(g, a, b)
+        a, b = (prod.get(i) for i in (n.inputs + ["", ""])[:2]) if n.op in ("MatMul", "Gemm") else (None, None)
+        trans_b = int(n.attrs.get("transB", 0)) if n.op == "Gemm" else 0
+        gemm_ok = n.op == "MatMul" or ((len(n.inputs) < 3 or not n.inputs[2]) and not int(n.attrs.get("transA", 0))
+                                        and float(n.attrs.get("alpha", 1.0)) == 1.0)
+        if (gemm_ok and a is not None and b is not None and a.op == b.op == "DequantizeLinear"
+                and _scalar_params(g, a) and b.inputs[0] in g.consts and _column_params(g, b, 1 - trans_b)
+                and _kernel_types(g, a, b)
                 and not any(r.op in ("QuantizeLinear", "Add") for r in readers.get(n.outputs[0], []))):
             zb = b.inputs[2] if len(b.inputs) > 2 else ""
             za = a.inputs[2] if len(a.inputs) > 2 else ""
-            n = Node("com.microsoft:MatMulIntegerToFloat", n.name,
-                     [a.inputs[0], b.inputs[0], a.inputs[1], b.inputs[1], za, zb], n.outputs, {})
+            w = b.inputs[0]
+            if trans_b:  # Gemm's B (N, K): the op takes (K, N)
+                w = f"{w}__T{len(consts)}"
+                consts[w] = np.ascontiguousarray(np.asarray(g.consts[b.inputs[0]]).T)
+            n = Node("com.microsoft:MatMulIntegerToFloat", n.name, [a.inputs[0], w, a.inputs[1], b.inputs[1], za, zb],
+                     n.outputs, {})
             changed = True
         nodes.append(n)
     if not changed:
         return g
     used = {i for n in nodes for i in n.inputs} | {t.name for t in g.outputs}
     nodes = [n for n in nodes if n.op != "DequantizeLinear" or any(o in used for o in n.outputs)]
-    return Graph(nodes, g.inputs, g.outputs, g.consts, dict(g.meta))
+    return Graph(nodes, g.inputs, g.outputs, consts, dict(g.meta))
 
 
 def _kernel_types(g: Graph, a: Node, b: Node) -> bool:
@@ -217,8 +228,9 @@ def _kernel_types(g: Graph, a: Node, b: Node) -> bool:
     return ta == np.uint8 or np.asarray(g.consts[b.inputs[0]]).dtype == np.int8
 
 
-def _column_params(g: Graph, dq: Node) -> bool:
-    """A constant 2-D 8-bit weight's DQ with a float32 scale (and zero point) scalar or one per column (axis 1)."""
+def _column_params(g: Graph, dq: Node, axis: int) -> bool:
+    """A constant 2-D 8-bit weight's DQ with a float32 scale (and zero point) scalar or one per output column (on
+    the weight's `axis`: 1 for MatMul's (K, N), 0 for Gemm's transposed (N, K))."""
     w = np.asarray(g.consts[dq.inputs[0]])
     if w.ndim != 2 or w.dtype not in (np.uint8, np.int8) or len(dq.inputs) < 2 or dq.inputs[1] not in g.consts:
         return False
@@ -227,6 +239,6 @@ def _column_params(g: Graph, dq: Node) -> bool:
     if len(dq.inputs) > 2 and dq.inputs[2] and z is None:
         return False
     per_col = s.size != 1
-    if s.dtype != np.float32 or (per_col and (s.shape != (w.shape[1],) or int(dq.attrs.get("axis", 1)) % 2 != 1)):
+    if s.dtype != np.float32 or (per_col and (s.shape != (w.shape[axis],) or int(dq.attrs.get("axis", 1)) % 2 != axis)):
         return False
     return z is None or (np.asarray(z).dtype == w.dtype and np.asarray(z).size == s.size)
