@@ -295,7 +295,8 @@ def test_matmul_float_output_reference_equals_ort(dt, wdt, per_column, monkeypat
 
 def test_matmul_float_output_not_folded(monkeypatch):
     """Where ORT keeps the float MatMul, the fold leaves it: DQ -> MatMul -> Add(bias) with no Q (ORT's
-    MatMulAddFusion makes a float Gemm first), a Gemm with a float C (float in ORT), and int8 activations with uint8
+    MatMulAddFusion makes a float Gemm first), a Gemm with a float C (float in ORT) or an int32 DQ C (ORT's QGemm
+    adds it before the multiply: not folded yet), and int8 activations with uint8
     weights (no such ORT kernel)."""
     from vkinfer.model import onnx_import
     from vkinfer.model.op_table import OPS
@@ -317,6 +318,17 @@ def test_matmul_float_output_not_folded(monkeypatch):
     blob = m.SerializeToString()
     _, ops = ort_session(blob, np.uint8)
     assert ops == "DequantizeLinear,DequantizeLinear,Gemm", ops
+    g = onnx_import.import_onnx(blob, dict.fromkeys(OPS))
+    assert fold_matmul_to_float(g) is g
+    # Gemm with C a DQ of int32: ORT's QGemm adds the int32 bias before the multiply; not folded (float Gemm here).
+    m = onnx.load_model_from_string(mm_float(np.uint8, np.int8, False, False, trans_b=0)[0])
+    m.graph.initializer.extend([onnx.numpy_helper.from_array(np.arange(-2, 3, dtype=np.int32) * 999, "cq"),
+                                onnx.numpy_helper.from_array(np.array(0.001, np.float32), "cs")])
+    m.graph.node.insert(2, h.make_node("DequantizeLinear", ["cq", "cs"], ["cd"], name="dqc"))
+    m.graph.node[3].input.append("cd")
+    blob = m.SerializeToString()
+    _, ops = ort_session(blob, np.uint8)
+    assert ops == "QGemm", ops
     g = onnx_import.import_onnx(blob, dict.fromkeys(OPS))
     assert fold_matmul_to_float(g) is g
     # int8 activations with uint8 weights: ORT has no such kernel and keeps DQ, DQ, MatMul in float.
