@@ -355,3 +355,22 @@ def test_matmul_integer_to_float_bad_input():
     with pytest.raises(ValueError, match="bias"):
         matmul_integer_to_float(a, b, s, s, None, None, np.zeros(3, np.float32))
 
+
+
+@pytest.mark.parametrize("dt,wdt,per_column", MM_FLOAT,
+                         ids=[f"{d.__name__}-{w.__name__}-{'pc' if p else 'pt'}" for d, w, p in MM_FLOAT])
+def test_matmul_float_output_sessions_equal_ort(dt, wdt, per_column):
+    """The fold in the sessions' passes (model/passes.py optimize): DQ -> MatMul / Gemm with a float output runs as
+    MatMulIntegerToFloat on the CPU of every device (a vulkan session too), ORT's bits on every device."""
+    for a_shape, trans_b in (((3, 6), None), ((2, 4, 33), None), ((4, 9), 1)):
+        blob, _ = mm_float(dt, wdt, per_column, False, a_shape, trans_b)
+        s, _ = ort_session(blob, dt)
+        sess = {d: vkinfer.InferenceSession(blob, device=d) for d in DEVICES}
+        for d, se in sess.items():
+            assert [n.op for n in se.graph.nodes] == ["com.microsoft:MatMulIntegerToFloat"], d
+            if d != "reference":
+                assert set(se.placement.values()) == {"cpu"}, (d, se.placement)
+        saturating = dt == np.uint8 and wdt == np.int8 and oo.u8s8_behaviour() == oo.SATURATING
+        for seed in range(2):
+            f = feeds(blob, seed)
+            run_sessions(sess, f, want=None if saturating else s.run(None, f))

@@ -541,7 +541,7 @@ def optimize(g: Graph) -> Graph:
     from .conv_transpose import expand_conv_transpose
     from .lstm_outputs import pack_lstm_state
     from .moves import split_to_slices
-    from .qdq_rules import drop_argmax_dq, propagate_qdq
+    from .qdq_rules import drop_argmax_dq, fold_matmul_to_float, propagate_qdq
     from .quant_ops import split_transposed_a
     from .tables import fold_constant_operands, fold_self_products, fold_tables
     from .weight_quant import quantize_float_weights
@@ -558,6 +558,8 @@ def optimize(g: Graph) -> Graph:
     g = expand_conv_transpose(g)
     g = _reattach(g, taken)
     g = fuse_activations(g)
+    # What QDQ folding left of DQ -> MatMul/Gemm with a float output: ORT's MatMulIntegerToFloat (qdq_rules.py)
+    g = fold_matmul_to_float(g)
     g = split_transposed_a(g)  # QGemm transA=1 -> Transpose + QGemm (vkinfer/model/quant_ops.py)
     g = fold_self_products(fold_constant_operands(fold_tables(fold_constants(g))))
     return _explicit_pads(fold_constants(g))
