@@ -8,18 +8,10 @@ eigen_redux here)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
-from support.cpu_build import build_cpu
+from support.cpu_build import run_both_builds
 
 from vkinfer.reference.float_reduce import eigen_redux
-
-ROOT = Path(__file__).resolve().parents[2]
-ASAN_LIB = ROOT / "build" / "cpu" / "libvkinfer_cpu-asan.so"
 
 DRIVER = r'''
 import sys
@@ -100,28 +92,8 @@ print("float ops asan: ok", "library:", G.lib()._name)
 '''
 
 
-def _run(tmp_path: Path, env: dict, tag: str, lib: str) -> dict:
-    out = tmp_path / f"{tag}.npz"
-    r = subprocess.run([sys.executable, str(tmp_path / "drive.py"), str(out), "7"], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=600)
-    where = f"exit {r.returncode}\n{r.stdout[-4000:]}\n{r.stderr[-8000:]}"
-    assert "AddressSanitizer" not in r.stderr and "runtime error" not in r.stderr, where
-    assert r.returncode == 0 and "float ops asan: ok" in r.stdout and f"library: {lib}" in r.stdout, where
-    with np.load(out) as z:
-        return {k: z[k] for k in z.files}
-
-
 def test_float_operators_under_asan_and_ubsan(tmp_path):
-    build_cpu("asan-lib")
-    (tmp_path / "drive.py").write_text(DRIVER)
-    libasan = subprocess.run([os.environ.get("CC", "cc"), "-print-file-name=libasan.so"], capture_output=True,
-                             text=True).stdout.strip()
-    assert os.path.isabs(libasan), f"no libasan.so from the C compiler: {libasan!r}"
-    base = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env = {**base, "LD_PRELOAD": libasan, "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1",
-           "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1", "VKINFER_CPU_LIB": str(ASAN_LIB)}
-    sanitized = _run(tmp_path, env, "asan", str(ASAN_LIB))
-    normal = _run(tmp_path, base, "plain", str(ROOT / "vkinfer" / "libvkinfer_cpu.so"))
+    sanitized, normal = run_both_builds(DRIVER, tmp_path, "float ops asan: ok", ("7",))
     assert sorted(sanitized) == sorted(normal) and len(normal) == 7 * 7 + 11 + 6 + 1 + 3 * 4 + 8 * 3
     for n in (1, 3, 4, 5, 8, 13, 256, 257):  # the reduce-all order is the reference's (ORT's, probed)
         for op in (2, 3):
