@@ -127,29 +127,6 @@ def test_state_in_cpu_form_kws_matches_litert_and_reference():
     assert sess._fast.plan.segments[0].runner.ops().count("transpose") <= 3  # the unchanged output edges only
 
 
-MWW = "/tmp/pw/pymicro_wakeword/models"
-
-
-@pytest.mark.parametrize("name", ["alexa", "hey_jarvis", "hey_mycroft", "okay_nabu"])
-def test_micro_wakeword_models_state_in_cpu_form(name):
-    """pymicro-wakeword 2.5.0's micro_wakeword models (int8 (1, 3, 40) frames, 6 to 11 ring buffers): 150 frames
-    against litert and the reference device. Needs the wheel's models unpacked (`pip download
-    pymicro-wakeword==2.5.0 --no-deps -d /tmp/pw && cd /tmp/pw && unzip -o -q *.whl 'pymicro_wakeword/models/*'`)."""
-    import os
-
-    path = f"{MWW}/{name}.tflite"
-    if not os.path.exists(path):
-        pytest.skip(f"{path} is absent (pymicro-wakeword 2.5.0's wheel is not unpacked under /tmp/pw)")
-    with open(path, "rb") as fh:
-        blob = fh.read()
-    rng = np.random.default_rng(7)
-    # Feature-like frames (a slow drift plus noise) so the outputs vary, then full-range frames.
-    base = rng.integers(-100, 60, (1, 3, 40))
-    frames = [np.clip(base + rng.integers(-30, 30, (1, 3, 40)) + 3 * (k % 20), -128, 127).astype(np.int8)
-              for k in range(100)] + [rng.integers(-128, 128, (1, 3, 40), dtype=np.int8) for _ in range(50)]
-    _stream(blob, frames, name)
-
-
 def test_state_is_per_session_and_runs_on_devices():
     frames, want = _litert_stream("int8")
     a, b = sessions(_kws("int8")), sessions(_kws("int8"))  # two sessions per device
