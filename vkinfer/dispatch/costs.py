@@ -64,7 +64,7 @@ ELEMENTWISE_OPS = (
     "Shrink", "Clip", "vkinfer:Table", "vkinfer:Table2",
     "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear",
     "Softmax", "LogSoftmax", "Hardmax", "com.microsoft:QLinearSoftmax",
-    "BatchNormalization", "InstanceNormalization", "LayerNormalization", "GroupNormalization", "RMSNormalization",
+    "BatchNormalization", "InstanceNormalization", "GroupNormalization", "RMSNormalization",
     "LpNormalization", "MeanVarianceNormalization", "LRN",
     "Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "And", "Or", "Xor", "Not", "IsInf", "IsNaN",
     "Where", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "Cast", "CastLike",
