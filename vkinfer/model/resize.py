@@ -1,12 +1,15 @@
 """ONNX Resize as ORT 1.31 computes it (the interpreter's kernel, and the index maps the byte gathers of the
-devices use): nearest on any tensor in every mode, linear on float32 2-D / NCHW tensors."""
+devices use): nearest on any tensor in every mode; linear on float32 2-D/3-D tensors and 4-D/5-D ones whose
+outer scales are 1 (bilinear, trilinear; vkinfer/cpu/float_resize.py runs them natively), and bilinear on 8-bit."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 
+from ..reference import float_average_pool
 from .attrs import _axis, _ints1, _opt, _text  # noqa: F401
 from .graph import Node
 from .op_table import _op
@@ -33,7 +36,7 @@ def _original(ctm: str, xr: np.ndarray, scale: np.float32, lr: int, lo: int, r0:
         if ctm == "tf_crop_and_resize":
             if lrf > 1:
                 return r0 * (lof - f32(1)) + (xr * (r1 - r0) * (lof - f32(1))) / (lrf - f32(1))
-            return np.full_like(xr, f32(0.5 * (float(r0) + float(r1)) * float(lof - f32(1))))
+            return np.full_like(xr, f32(0.5 * float(f32(r0 + r1)) * float(lof - f32(1))))  # float sum, double rest
         if ctm == "half_pixel_symmetric":
             out_w = scale * lof
             adjustment = lrf / out_w
@@ -169,7 +172,10 @@ def _resize_maps(p: dict, in_shape: tuple[int, ...]) -> list[np.ndarray]:
 
 
 def resize_nearest(v: np.ndarray, p: dict, fill) -> np.ndarray:
-    """Nearest Resize of any array with parameters `p` (resize_params); `fill` where ORT extrapolates."""
+    """Nearest Resize of any array with parameters `p` (resize_params); `fill` where ORT extrapolates. An output
+    shape equal to the input's is a copy of it, whatever the scales (ORT's Upsample BaseCompute, measured)."""
+    if tuple(p["out"]) == tuple(v.shape):
+        return np.array(v, copy=True)
     maps = _resize_maps(p, v.shape)
     out = v[np.ix_(*[np.maximum(m, 0) for m in maps])] if v.size else np.zeros(p["out"], v.dtype)
     out = np.array(out, v.dtype, copy=True).reshape(p["out"])
@@ -195,57 +201,97 @@ def _extrapolation(value: float, dtype) -> object:
     return dt.type(t)
 
 
-def resize_linear(v: np.ndarray, p: dict) -> np.ndarray:
-    """Linear Resize of a 2-D or NCHW 4-D (scales 1, 1, h, w) tensor as ORT's UpsampleBilinear computes it:
-    per-axis float32 weights d1 = |x - x1|, d2 = |x - x2| (0.5 each where x1 == x2), the output
-    d2x*d2y*X11 + d1x*d2y*X21 + d2x*d1y*X12 + d1x*d1y*X22 summed in float32 in that order, cast to the input's
-    type (uint8/int8: truncated, ORT's static_cast). ORT's NHWC (scales 1, h, w, 1) integer kernel, trilinear
-    (3-D/5-D) and the other cases are not reproduced: ValueError."""
-    if v.dtype not in (np.float32, np.uint8, np.int8):
-        raise ValueError(f"Resize linear on {v.dtype} tensors is not supported")
-    dtype, v = v.dtype, v.astype(np.float32)
-    r = v.ndim
-    if r == 2:
-        hw = (0, 1)
-    elif r == 4 and p["scales"][0] == 1 and p["scales"][1] == 1:
-        hw = (2, 3)
+def linear_axes(p: dict, rank: int) -> tuple[int, ...] | None:
+    """The axes ORT's float linear kernels interpolate for a Resize of `rank` with parameters `p`: bilinear on
+    2-D and NCHW 4-D (scales 1, 1, h, w), trilinear on 3-D and NCDHW 5-D (scales 1, 1, d, h, w); None for the
+    others (ORT's NHWC 4-D kernel is not reproduced)."""
+    sc = p["scales"]
+    if rank in (2, 3):
+        return tuple(range(rank))
+    if rank in (4, 5) and sc[0] == 1 and sc[1] == 1:
+        return tuple(range(2, rank))
+    return None
+
+
+def linear_taps(p: dict, shape: tuple[int, ...], axis: int) -> tuple[np.ndarray, ...]:
+    """ORT's per-axis linear parameters (SetupUpsampleBilinear / Trilinear): the original coordinate (the output
+    index itself where the scale is 1), clamped to [0, n - 1]; i1 = min(int(x), n - 1), i2 = min(i1 + 1, n - 1);
+    float32 weights d1 = |x - i1|, d2 = |x - i2| (0.5 each where i1 == i2). Returns (original, i1, i2, d1, d2)."""
+    r = len(shape)
+    lo, lr, s = shape[axis], p["out"][axis], p["scales"][axis]
+    if s == f32(1):
+        xo = np.arange(lr, dtype=f32)
     else:
-        raise ValueError(f"Resize linear is supported on 2-D and NCHW 4-D (scales 1, 1, h, w) tensors, got rank "
-                         f"{r} with scales {p['scales'].tolist()}")
-    ax = []
-    for i in hw:
-        lo, lr, s = v.shape[i], p["out"][i], p["scales"][i]
-        if s == f32(1):
-            xo = np.arange(lr, dtype=f32)
-        else:
-            xo = _original(p["ctm"], np.arange(lr, dtype=f32), s, lr, lo, p["roi"][i], p["roi"][r + i])
+        xo = _original(p["ctm"], np.arange(lr, dtype=f32), s, lr, lo, p["roi"][axis], p["roi"][r + axis])
+    with np.errstate(invalid="ignore"):
         xc = np.maximum(f32(0), np.minimum(xo, f32(lo - 1)))
         i1 = np.minimum(xc.astype(np.int64), lo - 1)
-        i2 = np.minimum(i1 + 1, lo - 1)
-        d1, d2 = np.abs(xc - i1.astype(f32)), np.abs(xc - i2.astype(f32))
-        same = i1 == i2
-        d1, d2 = np.where(same, f32(0.5), d1).astype(f32), np.where(same, f32(0.5), d2).astype(f32)
-        ax.append((xo, i1, i2, d1, d2))
-    (yo, y1, y2, dy1, dy2), (xo, x1, x2, dx1, dx2) = ax
-    lead = v.shape[:-2]
-    sel = v.reshape(-1, v.shape[-2], v.shape[-1])
-    x11, x21 = sel[:, y1][:, :, x1], sel[:, y1][:, :, x2]
-    x12, x22 = sel[:, y2][:, :, x1], sel[:, y2][:, :, x2]
-    dy1, dy2, dx1, dx2 = dy1[:, None], dy2[:, None], dx1[None, :], dx2[None, :]
-    out = dx2 * dy2 * x11 + dx1 * dy2 * x21 + dx2 * dy1 * x12 + dx1 * dy1 * x22
-    if p["ctm"] == "tf_crop_and_resize":
-        bad = ((yo < 0) | (yo > f32(v.shape[-2] - 1)))[:, None] | ((xo < 0) | (xo > f32(v.shape[-1] - 1)))[None, :]
-        out = np.where(bad, f32(p["extrapolation"]), out)
+    i2 = np.minimum(i1 + 1, lo - 1)
+    d1, d2 = np.abs(xc - i1.astype(f32)), np.abs(xc - i2.astype(f32))
+    same = i1 == i2
+    return xo, i1, i2, np.where(same, f32(0.5), d1).astype(f32), np.where(same, f32(0.5), d2).astype(f32)
+
+
+def resize_linear(v: np.ndarray, p: dict) -> np.ndarray:
+    """Linear Resize as ORT's UpsampleBilinear / UpsampleTrilinear compute it (`linear_axes`; per-axis weights
+    `linear_taps`): over the 2**n corners, outer axis first and the i1 side before i2, the weight product taken
+    from the innermost axis outwards (dx * dy * dz) times the corner's value, the terms added left to right in
+    float32 (d2x*d2y*X11 + d1x*d2y*X21 + d2x*d1y*X12 + d1x*d1y*X22 in 2-D); tf_crop_and_resize: the
+    extrapolation value where an original coordinate lies outside [0, n - 1]. Cast to the input's type
+    (uint8/int8: truncated, ORT's static_cast). ORT's NHWC 4-D kernel and the other cases: ValueError."""
+    if v.dtype not in (np.float32, np.uint8, np.int8):
+        raise ValueError(f"Resize linear on {v.dtype} tensors is not supported")
+    if tuple(p["out"]) == tuple(v.shape):  # ORT copies the input (as resize_nearest)
+        return np.array(v, copy=True)
+    dtype, v = v.dtype, v.astype(np.float32)
+    r = v.ndim
+    axes = linear_axes(p, r)
+    if axes is None or (dtype != np.float32 and len(axes) != 2):
+        raise ValueError(f"Resize linear is supported on 2-D/3-D tensors and 4-D/5-D ones whose outer scales are 1 "
+                         f"(float32; 8-bit: bilinear only), got rank {r} with scales {p['scales'].tolist()}")
+    n = len(axes)
+    taps = [linear_taps(p, v.shape, i) for i in axes]
+    lead = v.shape[:r - n]
+    sel = v.reshape(-1, *v.shape[r - n:])
+    out = None
+    with np.errstate(invalid="ignore", over="ignore"):
+        for corner in itertools.product((0, 1), repeat=n):  # outer axis first, i1 before i2
+            idx = [slice(None)]
+            w = None
+            for j in range(n):
+                t, sh = taps[j], [1] * n
+                sh[j] = -1
+                idx.append((t[1] if corner[j] == 0 else t[2]).reshape(sh))
+            for j in reversed(range(n)):  # weights from the innermost axis outwards; corner i1 takes d2
+                t, sh = taps[j], [1] * n
+                sh[j] = -1
+                wj = (t[4] if corner[j] == 0 else t[3]).reshape(sh)
+                w = wj if w is None else w * wj
+            term = w * sel[tuple(idx)]
+            out = term if out is None else out + term
+        if p["ctm"] == "tf_crop_and_resize":
+            bad = np.zeros(out.shape[1:], bool)
+            for j in range(n):
+                sh = [1] * n
+                sh[j] = -1
+                xo = taps[j][0]
+                bad = bad | ((xo < 0) | (xo > f32(v.shape[r - n + j] - 1))).reshape(sh)
+            out = np.where(bad, f32(p["extrapolation"]), out)
     # 8-bit: ORT's static_cast<T> of the float32 sum (truncation toward zero; the sum lies in T's range)
-    return np.ascontiguousarray(out.astype(f32).astype(dtype)).reshape(*lead, *out.shape[-2:])
+    return np.ascontiguousarray(out.astype(f32).astype(dtype)).reshape(*lead, *out.shape[1:])
 
 
 @_op("Resize")
 def _resize(node: Node, x: list, memo: dict) -> list:
     """ONNX Resize as ORT 1.31 computes it: mode nearest on any tensor (every coordinate_transformation_mode and
-    nearest_mode, axes, keep_aspect_ratio_policy); mode linear on float32 2-D / NCHW tensors."""
+    nearest_mode, axes, keep_aspect_ratio_policy); mode linear as `resize_linear`."""
     v = x[0]
     p = resize_params(node, v.shape, x)
     if p["mode"] == "linear":
         return [resize_linear(v, p)]
     return [resize_nearest(v, p, _extrapolation(p["extrapolation"], v.dtype))]
+
+
+# float32 AveragePool, ORT's loops (vkinfer/reference/float_average_pool.py), registered here with the other
+# spatial resampling op: an OpDef would file it twice in vkinfer/dispatch/costs.py, which lists it as a pool.
+_op("AveragePool")(float_average_pool.kernel)
