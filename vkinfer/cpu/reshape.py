@@ -43,6 +43,10 @@ def lower_reshape(ctx, node, backend):
             g.add("transpose", len(xs), u32(fx), unform, 1, 0, refs[0], mid)
         if not same_bytes(ys):
             g.add("transpose", len(ys), u32(ys), to_y, 1, 0, mid if both else refs[0], out)
+    # cpu/segment.py's _move_of reads a one-transpose reshape as that transpose's move, to compose it with the
+    # moves around it; a marker, not Layer.move, which edges would fold into their conversions (that broke
+    # 1-D convolutions, b5c7b7a)
+    emit.one_transpose_reshape = not both
     return Layer(node, [x], y, emit, scratch=nbytes if both else 0)
 
 

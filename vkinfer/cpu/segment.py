@@ -77,8 +77,7 @@ def _move_of(lay, info: dict) -> tuple | None:
         return (n,), (0,)
     if lay.move is not None:
         return tuple(lay.move[0]), tuple(lay.move[1])
-    if lay.scratch or getattr(lay.impl, "__qualname__", "") != "lower_reshape.<locals>.emit" \
-            or len(lay.acts) != 1:
+    if lay.scratch or not getattr(lay.impl, "one_transpose_reshape", False) or len(lay.acts) != 1:
         return None
     xs, ys = tuple(info[lay.acts[0]][0]), tuple(info[lay.out][0])
     if same_bytes(xs):
