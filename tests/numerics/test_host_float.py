@@ -18,7 +18,6 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from support.agree import outcome_devices, run_devices
 
-from vkinfer.model import host_float
 from vkinfer.model.graph import Node
 from vkinfer.model.onnx_import import UnsupportedModelError
 from vkinfer.model.op_table import OPS
@@ -184,7 +183,7 @@ def test_batch_normalization_exact(opset):
 
 
 def test_data_movement_and_comparisons_exact():
-    """Exact moves and selections through onnx.reference's generic kernels: Split, Slice, Concat, Transpose,
+    """Exact moves and selections through vkinfer's own host kernels: Split, Slice, Concat, Transpose,
     Gather, Resize nearest, DepthToSpace, Tile, Expand; Where/Equal/Greater; Cast to int (in range)."""
     rng = np.random.default_rng(5)
     x = (rng.standard_normal((1, 4, 6, 6)) * 5).astype(F32)
@@ -421,25 +420,3 @@ def test_int32_dequantize_of_a_quantized_bias_exact():
         _host(zp_node, zp_inputs, 13)
     e = outcome_devices(_float_model(zp_node, zp_inputs, 13), dict(zip("xsz", zp_inputs, strict=True)))
     assert isinstance(e, ValueError) and "zero point" in str(e), e  # every device alike
-
-
-def test_reference_op_list_is_cached_per_onnx_version(tmp_path, monkeypatch):
-    """The op list onnx.reference runs is kept in the cache directory (importing onnx.reference cost 90 ms of
-    each process's first session); a corrupt or foreign file is recomputed and rewritten, never trusted."""
-    import json
-
-    monkeypatch.setenv("VKINFER_CACHE", str(tmp_path))
-    want = host_float._reference_op_names()
-    assert len(want) > 150 and "Relu" in want and "If" not in want
-    assert host_float._cached_reference_op_names() == want
-    [path] = list((tmp_path / "onnx_reference_ops").iterdir())
-    assert path.name == f"onnx-{onnx.__version__}.json" and json.loads(path.read_text()) == want
-    for bad in ("", "not json", "{}", "[]", "[1, 2]", '["relu"]'):
-        path.write_text(bad)
-        assert host_float._cached_reference_op_names() == want
-        assert json.loads(path.read_text()) == want
-    path.write_text(json.dumps(["Relu", "Abs"]))  # a well-formed file is read as is (it is keyed by version)
-    assert host_float._cached_reference_op_names() == ["Relu", "Abs"]
-    monkeypatch.setenv("VKINFER_CACHE", str(tmp_path / "file"))
-    (tmp_path / "file").write_text("")  # the directory cannot be made: computed, not cached
-    assert host_float._cached_reference_op_names() == want

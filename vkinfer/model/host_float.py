@@ -1,16 +1,18 @@
 """Float (and other non-8-bit) ops on the host: every default-domain ONNX op ORT's quantizer may leave between
 the quantized ones, with ONNX Runtime 1.31's CPU numerics where they can be reproduced.
 
-Two layers:
+Every op here has a numpy kernel of vkinfer's own (issue 25): onnx.reference never runs a model (it is an oracle
+in the tests only), neither at run time nor when a session is created (shape trace, constant folding, the
+256-entry tables of vkinfer/model/tables.py all call these kernels). Ops that are one correctly rounded operation
+per element (Add, Sub, Mul, Div, Sqrt, Neg, Abs, Floor, Ceil, Round, Reciprocal, Max, Min, Where, Equal, Greater,
+LeakyRelu, Relu, Clip, ...) and pure data movement (Concat, Split, Slice, Transpose, Gather, Resize nearest,
+DepthToSpace, ...) give ORT's bits. The kernels live in small modules by family: vkinfer/model/host_elementwise.py
+(unary math, activations, binary/variadic arithmetic, comparison, logic, bitwise), host_index.py (shape subgraph,
+index and selection ops), host_norm.py (reductions and normalizations), host_detect.py (NonMaxSuppression,
+Upsample, CenterCropPad), and this module (ORT's MLAS kernels below). An op none of them implements (Attention,
+DFT/STFT, windows, losses, GridSample, RNN/GRU, Einsum, ...: REFUSED lists the ones ONNX defines) is not in OPS,
+so the importer refuses the model naming the node and the op ("<node> (<op>): op not supported").
 
-- **Generic**: any default-domain op that vkinfer has no kernel of its own for, but that `onnx.reference`
-  implements (its op classes, or the op's ONNX function body for function ops such as HardSwish, Gelu,
-  Mish), runs through onnx.reference at the node's opset (`_opset`, recorded by the importer). The op
-  instance is made once per node (and input types) and cached on the node. onnx.reference's numpy is
-  IEEE float32 arithmetic, so ops that are one correctly rounded operation per element (Add, Sub, Mul, Div,
-  Sqrt, Neg, Abs, Floor, Ceil, Round, Reciprocal, Max, Min, Where, Equal, Greater, LeakyRelu, Relu, Clip)
-  and pure data movement (Concat, Split, Slice, Transpose, Gather, Resize nearest, DepthToSpace, ...) give
-  ORT's bits. Ops needing an evaluation ORT does differently are below or bounded.
 - **ORT's kernels reproduced** (exact, tests/numerics/test_host_float.py): Sigmoid (MLAS logistic, FMA3 kernel:
   vkinfer/reference/qlinear_sigmoid.py), Tanh (MLAS's rational tanh: clamp to [-9, 9], odd degree-13 over
   even degree-6 polynomial, every multiply-add fused as MlasTanhKernelFma3 does), Erf (MLAS's erf: a fused
@@ -19,11 +21,13 @@ Two layers:
   (x * HardSigmoid(x; 1/6, 1/2), unfused, ORT's kernel).
 
 Where bits can differ from ORT (pinned in tests/numerics/test_host_float.py):
-- Exp, Log, Sin, Cos, Pow with a non-integer exponent, Softplus: numpy's libm (correctly rounded or within
-  1 ulp) against ORT's Eigen packet approximations: at most 2 ulps (Exp), 4 ulps (Log) on float32.
-- Softmax / LogSoftmax: ORT runs MLAS's softmax (its exp polynomial, a lane-parallel sum whose width follows
-  the CPU: 8 lanes on AVX2, 16 on AVX-512, then a multiply by 1/sum); vkinfer computes exp in numpy and sums
-  by numpy's pairwise sum: a few ulps (bound pinned in the tests).
+- Exp, Log, Sin, Cos, Pow with a non-integer exponent, Softplus, Elu/Selu/Celu, Mish, the other trigonometric and
+  hyperbolic ops, LRN's pow: numpy's libm (correctly rounded or within 1 ulp) against ORT's Eigen packet
+  approximations: at most 2 ulps (Exp), 4 ulps (Log) on float32; the others' bounds in
+  tests/numerics/test_host_ops_elementwise.py and test_host_ops_norm.py.
+- Softmax / LogSoftmax: ORT's MLAS kernels follow the CPU (16 lanes on AVX-512F, 8 on FMA3-only CPUs); vkinfer
+  gives the AVX-512F bits everywhere (reference/float_softmax.py: exact there, bound pinned in
+  tests/ops/test_float_softmax.py).
 - ReduceL2 / ReduceSumSquare / ReduceLogSum... over more than a few elements: Eigen's vectorised summation order in
   ORT against numpy's pairwise sum; ReduceSum / ReduceMean where ORT sums with Eigen (below): a few ulps of the sum.
 - MatMul / Gemm / Conv between float tensors: MLAS SGEMM (FMA, its own blocking) against numpy's BLAS: a
@@ -45,8 +49,6 @@ they are exact here wherever the single ops are. A float model fed to vkinfer is
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import onnx
 from onnx import helper
@@ -60,52 +62,22 @@ from .op_table import OPS, REQUIRED_INPUTS, _op
 
 _F32 = np.dtype(np.float32)
 
-# onnx.reference ops vkinfer does not take: control flow and sequences/optionals (values the session's plan
-# does not carry), strings, and random ops (ORT's generator differs, so no output could match).
-_EXCLUDED = {
+# The default-domain ONNX ops vkinfer refuses by name (no kernel of its own: none is in OPS, so the importer
+# lists each such node as "<node> (<op>): op not supported"). Kept to document the choice and checked by
+# tests/numerics/test_host_ops_coverage.py against the ops onnx.reference implements: attention and sequence
+# models' ops, signal processing, training losses, sampling, control flow, sequences and optionals, strings, and
+# random ops (ORT's generator differs, so no output could match).
+REFUSED = frozenset({
+    "Attention", "AffineGrid", "AttributeHasValue", "BitCast", "BlackmanWindow", "CausalConvWithState", "Col2Im",
+    "CumProd", "DFT", "DeformConv", "Det", "Einsum", "GRU", "GridSample", "HammingWindow", "HannWindow",
+    "LinearAttention", "LpPool", "MaxUnpool", "MelWeightMatrix", "NegativeLogLikelihoodLoss", "RMSNormalization",
+    "RNN", "RoiAlign", "RotaryEmbedding", "STFT", "SoftmaxCrossEntropyLoss", "SwiGLU", "TensorScatter", "Unique",
     "If", "Loop", "Scan", "SequenceMap", "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase",
     "SequenceInsert", "SequenceLength", "SplitToSequence", "ConcatFromSequence", "Optional", "OptionalGetElement",
     "OptionalHasElement", "StringConcat", "StringNormalizer", "StringSplit", "RegexFullMatch", "TfIdfVectorizer",
     "ImageDecoder", "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli",
-    "Multinomial", "Constant", "OpRun", "OpFunction",
-}
-
-
-def _reference_op_names() -> list[str]:
-    """Default-domain ops onnx.reference runs: its op classes and the ops defined by an ONNX function."""
-    from onnx.reference.ops import _op_list, load_op
-
-    load_op("", "Abs")  # builds onnx.reference's registry
-    names = set(_op_list._registered_operators or ())
-    names |= {s.name for s in onnx.defs.get_all_schemas() if s.domain == "" and
-              (s.has_function or s.has_context_dependent_function)}
-    return sorted(n for n in names - _EXCLUDED if n[:1].isupper())
-
-
-def _cached_reference_op_names() -> list[str]:
-    """`_reference_op_names()`, kept per onnx version in the cache directory: importing onnx.reference's op
-    list took 90 ms of every process's first session (335 ms to import vkinfer.session). A missing,
-    unreadable or malformed file is recomputed; an unwritable directory only costs the recomputation."""
-    import json
-
-    from .._glsl import cache_dir
-
-    path = cache_dir().parent / "onnx_reference_ops" / f"onnx-{onnx.__version__}.json"
-    try:
-        names = json.loads(path.read_text())
-        if isinstance(names, list) and names and all(isinstance(n, str) and n[:1].isupper() for n in names):
-            return names
-    except (OSError, ValueError):
-        pass
-    names = _reference_op_names()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(names))
-        os.replace(tmp, path)
-    except OSError:
-        pass
-    return names
+    "Multinomial", "GlobalLpPool",
+})
 
 
 def _node_proto(node: Node) -> onnx.NodeProto:
@@ -160,7 +132,8 @@ def _instance(node: Node, x: list, memo: dict):
 
 
 def reference_kernel(node: Node, x: list, memo: dict) -> list:
-    """Run `node` with onnx.reference's implementation of its op at its opset (module docstring)."""
+    """Run `node` with onnx.reference's implementation of its op at its opset: only for _PENDING_OWN_KERNELS
+    (below), removed when the own kernels land (session 33)."""
     inst = _instance(node, x, memo)
     args = list(x)
     while args and args[-1] is None:
@@ -179,10 +152,12 @@ def reference_kernel(node: Node, x: list, memo: dict) -> list:
     return [o if o is None or isinstance(o, np.ndarray) else np.asarray(o) for o in outs]
 
 
-# Every op onnx.reference runs and no other module registered (kernels.py's own kernels take precedence).
-for _name in _cached_reference_op_names():
-    if _name not in OPS:
-        OPS[_name] = reference_kernel
+# Ops whose own kernels other helpers of session 33 are writing (Pow's non-float32 cases, LogSoftmax,
+# LayerNormalization, float AveragePool, float MatMul/Gemm/Conv): removed when the own kernels land (session 33).
+# Until then they, and only they, run through onnx.reference (reference_kernel above).
+_PENDING_OWN_KERNELS = {"Pow", "LogSoftmax", "LayerNormalization", "AveragePool", "MatMul", "Gemm", "Conv"}
+for _name in _PENDING_OWN_KERNELS:
+    OPS.setdefault(_name, reference_kernel)
 
 
 def _float32(node: Node, v, what: str = "input") -> np.ndarray:
@@ -302,22 +277,15 @@ for _name in ("Sigmoid", "Tanh", "Erf", "HardSigmoid", "HardSwish"):
     REQUIRED_INPUTS.setdefault(_name, (1, (0,)))
 
 
-@_op("Pow")
-def _pow(node, x, memo):
-    """float32 base: ORT squares or cubes for a scalar exponent 2 or 3 (x * x, x * x * x: exact here) and calls
-    powf otherwise (numpy's powf: within 1 ulp of ORT's). Other types: onnx.reference."""
-    base, e = np.asarray(x[0]), np.asarray(x[1])
-    if base.dtype != _F32 or e.size != 1 or e.dtype.kind != "f":
-        return reference_kernel(node, x, memo)
-    v = float(e.reshape(()))
-    if v == 2.0:
-        return [base * base]
-    if v == 3.0:
-        return [base * base * base]
-    with np.errstate(all="ignore"):
-        return [np.power(base, np.float32(v)).astype(np.float32)]
+# Pow (every type pair ORT takes) and float32 Softmax/LogSoftmax: kernels of their own with ORT's bits
+# (vkinfer/reference/float_pow.py, float_softmax.py; the native graph runs the float32 ones, ops/float_binary.c and
+# ops/float_softmax.c). They replace op_table's numpy Softmax and onnx.reference's LogSoftmax.
+from ..reference import float_pow, float_softmax  # noqa: E402
 
-
+OPS["Pow"] = float_pow.kernel
+for _name in float_softmax.OPS:
+    OPS[_name] = float_softmax.kernel
+    REQUIRED_INPUTS.setdefault(_name, (1, (0,)))
 REQUIRED_INPUTS.setdefault("Pow", (2, (0, 1)))
 REQUIRED_INPUTS.setdefault("BatchNormalization", (5, (0, 1, 2, 3, 4)))
 
@@ -331,7 +299,7 @@ def _relu(node, x, memo):
 
 def _float_first(fallback, float_kernel):
     """A kernel running `float_kernel` (ORT's float32 bits, vkinfer/reference/float_*.py) on float32 data and
-    `fallback` (8-bit MaxPool, integer Clip, other types through onnx.reference) otherwise."""
+    `fallback` (8-bit MaxPool, integer Clip, Max/Min and reductions) otherwise."""
     def kernel(node, x, memo):
         v = x[0] if x else None
         if v is not None and np.asarray(v).dtype == _F32:
@@ -341,11 +309,32 @@ def _float_first(fallback, float_kernel):
     return kernel
 
 
+def _float32_only(node, x, memo):
+    """PRelu / LeakyRelu on other than float32: ORT has float kernels only."""
+    raise TypeError(f"{node.op} input must be float32 (vkinfer runs ORT's float32 kernels), got "
+                    f"{np.asarray(x[0]).dtype}")
+
+
+# Kernels of vkinfer's own for the ops below (module docstring); imported here because they use `_op` and `OPS`
+# and host_float's MLAS functions.
+from . import host_detect, host_elementwise, host_index, host_norm  # noqa: E402,F401
+
 # ORT-exact float32 kernels of their own (onnx.reference is an oracle only for these, issue 25): MaxPool, Max/Min,
-# PRelu/LeakyRelu/Clip, BatchNormalization, ReduceSum/Mean/Max/Min. Other dtypes keep the kernel registered before.
+# PRelu/LeakyRelu/Clip, BatchNormalization, ReduceSum/Mean/Max/Min; other dtypes take the integer kernels.
+# (A kernel registered before, e.g. an op's own vkinfer/reference/<op>.py, stays the other types' kernel.)
+_OTHER_TYPES = {"Max": host_elementwise.int_minmax, "Min": host_elementwise.int_minmax, "PRelu": _float32_only,
+                "LeakyRelu": _float32_only, **dict.fromkeys(float_reduce.OPS, host_norm.int_reduce)}
 for _name, _kernel in (("MaxPool", float_max_pool.kernel), ("Max", float_minmax.kernel), ("Min", float_minmax.kernel),
                        ("PRelu", float_activations.prelu_kernel), ("LeakyRelu", float_activations.leaky_relu_kernel),
                        ("Clip", float_activations.clip_kernel),
                        *((op, float_reduce.kernel) for op in float_reduce.OPS)):
-    OPS[_name] = _float_first(OPS.get(_name, reference_kernel), _kernel)
+    OPS[_name] = _float_first(OPS.get(_name) or _OTHER_TYPES[_name], _kernel)
 OPS["BatchNormalization"] = float_batch_norm.kernel  # float32 only (a TypeError naming the input otherwise)
+
+# float32 MatMul / Gemm / Conv in MLAS SGEMM's order (vkinfer/reference/float_matmul.py, float_conv.py), with shape
+# rules for the trace (a float convolution in numpy is slow).
+from ..reference import float_conv, float_matmul  # noqa: E402
+from .op_table import SHAPES  # noqa: E402
+
+OPS["MatMul"], OPS["Gemm"], OPS["Conv"] = float_matmul.matmul_kernel, float_matmul.gemm_kernel, float_conv.kernel
+SHAPES["MatMul"], SHAPES["Gemm"], SHAPES["Conv"] = float_matmul.matmul_shape, float_matmul.gemm_shape, float_conv.shape

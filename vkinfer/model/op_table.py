@@ -2,7 +2,7 @@
 
 A kernel takes (node, input values, memo) and returns the output values, in numpy with ONNX Runtime's exact
 CPU numerics (vkinfer/reference/); it never calls a device. `memo` is the node's dict in one executor (what a
-kernel prepares once: a convolution's spec, onnx.reference's op), so the graph holds no runtime state.
+kernel prepares once: a convolution's spec), so the graph holds no runtime state.
 Importers may only emit ops named here.
 """
 
@@ -82,10 +82,8 @@ def _dequantize(node, x, memo):
 def _maxpool(node, x, memo):
     _check_auto_pad(node)
     a = node.attrs
-    if x[0].dtype not in (np.uint8, np.int8):  # float: between a DQ and a Q of other parameters, on the host
-        from .host_float import reference_kernel
-
-        return reference_kernel(node, x, memo)
+    if x[0].dtype not in (np.uint8, np.int8):  # float32 takes host_float's float_max_pool kernel before this one
+        raise TypeError(f"MaxPool input must be uint8, int8 or float32, got {x[0].dtype}")
     if a.get("storage_order", 0):
         raise ValueError("MaxPool with storage_order=1 is not supported")
     return [max_pool(x[0], list(_attr(node, "kernel_shape")), a.get("strides"), a.get("pads"), a.get("dilations"),
@@ -287,7 +285,6 @@ def _global_average_pool_float(node, x, memo):
 
 # Op families that register their kernels (and REQUIRED_INPUTS) from their own modules, imported last because
 # they use `_op` and `OPS` from here.
-# Explicit kernels (`_op`) replace host_float's generic onnx.reference ones whatever the order.
 from . import (  # noqa: E402,F401
     conv_transpose,
     host_float,

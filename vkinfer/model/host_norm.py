@@ -1,0 +1,358 @@
+"""Reduction and normalization host kernels of vkinfer's own (issue 25: onnx.reference is an oracle in tests only):
+ReduceL1/L2/LogSum/LogSumExp/Prod/SumSquare, the integer reductions of shape subgraphs, GlobalMaxPool, Hardmax,
+LpNormalization, InstanceNormalization, GroupNormalization, LRN and MeanVarianceNormalization.
+
+Numerics: float32 sums run in ORT's reduction loop order (vkinfer/reference/float_reduce.py: sequential over the
+reduced index); where ORT hands a sum to Eigen (its vectorised, CPU-dependent order) the bits can differ by a few
+ulps of the sum, and exp / log / sqrt / pow are numpy's; the bounds are pinned in tests/numerics/
+test_host_ops_norm.py. GlobalMaxPool is MLAS's global max kernel (float_max_pool: exact, NaN and -0 included);
+Hardmax selects the first maximum as ORT does. Integer reductions wrap as C++'s do.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..reference import float_reduce
+from ..reference.float_max_pool import max_pool_float
+from .attrs import _axis
+from .graph import Node
+from .host_elementwise import own_op as _op
+from .op_table import OPS, REQUIRED_INPUTS
+
+F32 = np.float32
+
+
+def _reduce_args(node: Node, x: list) -> tuple[list[int] | None, bool, bool]:
+    return (float_reduce.node_axes(node, x), bool(int(node.attrs.get("keepdims", 1))),
+            bool(int(node.attrs.get("noop_with_empty_axes", 0))))
+
+
+def _norm_axes(axes: list[int] | None, rank: int, noop: bool, op: str) -> tuple[int, ...] | None:
+    """Normalised reduced axes; None: nothing reduced (noop_with_empty_axes with no axes)."""
+    if not axes:
+        return None if noop else tuple(range(rank))
+    return tuple(sorted({_axis(int(a), max(rank, 1), f"{op} axis") for a in axes}))
+
+
+def _sum32(v: np.ndarray, axes, keepdims: bool, noop: bool) -> np.ndarray:
+    return float_reduce.reduce_float("ReduceSum", v, axes, keepdims, noop)
+
+
+def _seq_reduce(v: np.ndarray, axes: tuple[int, ...], keepdims: bool, fn) -> np.ndarray:
+    """fn folded over the reduced axes in index order (acc = fn(acc, next)), any dtype."""
+    kept = [i for i in range(v.ndim) if i not in axes]
+    n_red = math.prod(v.shape[i] for i in axes)
+    cols = np.ascontiguousarray(np.transpose(v, list(axes) + kept)).reshape(n_red, -1)
+    out_shape = tuple(1 if i in axes else v.shape[i] for i in range(v.ndim)) if keepdims else \
+        tuple(v.shape[i] for i in kept)
+    if n_red == 0:
+        raise ValueError("reduction over an empty axis is not supported for this op")
+    acc = cols[0].copy()
+    with np.errstate(all="ignore"):
+        for r in range(1, n_red):
+            acc = np.asarray(fn(acc, cols[r]), v.dtype)
+    return acc.reshape(out_shape)
+
+
+def int_reduce(node: Node, x: list, memo: dict) -> list:
+    """ReduceSum/Mean/Max/Min/Prod of integer tensors (shape subgraphs): exact, wrapping; Mean truncates."""
+    v = np.asarray(x[0])
+    if v.dtype.kind not in "iu":
+        raise TypeError(f"{node.op} does not take {v.dtype} inputs")
+    axes, keep, noop = _reduce_args(node, x)
+    ax = _norm_axes(axes, v.ndim, noop, node.op)
+    if ax is None:
+        return [v.copy()]
+    fn = {"ReduceSum": np.add, "ReduceMean": np.add, "ReduceMax": np.maximum, "ReduceMin": np.minimum,
+          "ReduceProd": np.multiply}[node.op]
+    out = _seq_reduce(v, ax, keep, fn)
+    if node.op == "ReduceMean":
+        from .host_elementwise import trunc_div
+
+        out = trunc_div(out, np.asarray(math.prod(v.shape[i] for i in ax), v.dtype))
+    return [out]
+
+
+def _float_reduce(name: str):
+    def register(fn):
+        def kernel(node, x, memo):
+            v = np.asarray(x[0])
+            if v.dtype.kind in "iu" and name in ("ReduceProd", "ReduceSumSquare", "ReduceL1"):
+                return _int_extra(node, x, name)
+            if v.dtype != F32:
+                ints = " (or integer)" if name in ("ReduceProd", "ReduceSumSquare", "ReduceL1") else ""
+                raise TypeError(f"{node.op} takes float32{ints} tensors, got {v.dtype}")
+            axes, keep, noop = _reduce_args(node, x)
+            if _norm_axes(axes, v.ndim, noop, node.op) is None:
+                return [fn(v, None, keep, True, identity=True)]
+            with np.errstate(all="ignore"):
+                return [np.asarray(fn(v, axes, keep, noop, identity=False), F32)]
+        kernel.__name__ = f"_{name.lower()}"
+        kernel.__doc__ = fn.__doc__
+        OPS.setdefault(name, kernel)
+        REQUIRED_INPUTS.setdefault(name, (1, (0,)))
+        return fn
+    return register
+
+
+def _int_extra(node: Node, x: list, name: str) -> list:
+    v = np.asarray(x[0])
+    axes, keep, noop = _reduce_args(node, x)
+    ax = _norm_axes(axes, v.ndim, noop, node.op)
+    w = v if name == "ReduceProd" else (v * v if name == "ReduceSumSquare" else np.abs(v))
+    if ax is None:
+        return [np.asarray(w, v.dtype)]
+    return [_seq_reduce(np.asarray(w, v.dtype), ax, keep, np.multiply if name == "ReduceProd" else np.add)]
+
+
+@_float_reduce("ReduceSumSquare")
+def _rss(v, axes, keep, noop, identity):
+    """sum(x * x) in ORT's loop order; with no axes and noop_with_empty_axes: x * x (ORT's identity case)."""
+    return v * v if identity else _sum32(v * v, axes, keep, noop)
+
+
+@_float_reduce("ReduceL1")
+def _rl1(v, axes, keep, noop, identity):
+    """sum(|x|) in ORT's loop order."""
+    return np.abs(v) if identity else _sum32(np.abs(v), axes, keep, noop)
+
+
+@_float_reduce("ReduceL2")
+def _rl2(v, axes, keep, noop, identity):
+    """sqrt(sum(x * x)) in ORT's loop order."""
+    return np.abs(v) if identity else np.sqrt(_sum32(v * v, axes, keep, noop))
+
+
+@_float_reduce("ReduceLogSum")
+def _rls(v, axes, keep, noop, identity):
+    """log(sum(x)) in ORT's loop order."""
+    return np.log(v) if identity else np.log(_sum32(v, axes, keep, noop))
+
+
+@_float_reduce("ReduceLogSumExp")
+def _rlse(v, axes, keep, noop, identity):
+    """log(sum(exp(x - m))) + m, m the maximum (ORT's aggregator; an infinite m is used as 0)."""
+    if identity:
+        return v.copy()
+    m = float_reduce.reduce_float("ReduceMax", v, axes, True, noop)
+    m = np.where(np.isfinite(m), m, F32(0))
+    s = _sum32(np.exp(v - m), axes, True, noop)
+    out = np.log(s) + m
+    return out if keep else np.squeeze(out, tuple(_norm_axes(axes, v.ndim, noop, "ReduceLogSumExp")))
+
+
+@_float_reduce("ReduceProd")
+def _rprod(v, axes, keep, noop, identity):
+    """The product in index order (ORT's loop)."""
+    if identity:
+        return v.copy()
+    return _seq_reduce(v, _norm_axes(axes, v.ndim, noop, "ReduceProd"), keep, np.multiply)
+
+
+@_op("GlobalMaxPool")
+def _global_max_pool(node, x, memo):
+    """MLAS's global max over the spatial axes (float_max_pool's kernel for a whole-image window: exact)."""
+    v = np.asarray(x[0])
+    if v.dtype != F32:
+        raise TypeError(f"GlobalMaxPool takes float32 tensors, got {v.dtype}")
+    if v.ndim < 3:
+        raise ValueError(f"GlobalMaxPool needs an (N, C, ...) input, got shape {list(v.shape)}")
+    if 0 in v.shape[2:]:
+        raise ValueError(f"GlobalMaxPool of an empty image {list(v.shape)}")
+    return [max_pool_float(v, list(v.shape[2:]))]
+
+
+@_op("Hardmax")
+def _hardmax(node, x, memo):
+    """1 at the first maximum along `axis` (opset 13: that axis, default -1; before: the input read as 2-D at
+    `axis`, default 1), 0 elsewhere."""
+    v = np.asarray(x[0])
+    if v.dtype.kind != "f":
+        raise TypeError(f"Hardmax takes float tensors, got {v.dtype}")
+    legacy = int(node.attrs.get("_opset") or 13) < 13
+    ax = int(node.attrs.get("axis", 1 if legacy else -1))
+    if legacy:
+        r = v.ndim
+        if not -r <= ax <= r:
+            raise ValueError(f"Hardmax axis {ax} is out of range for rank {r}")
+        ax += r if ax < 0 else 0
+        w = v.reshape(math.prod(v.shape[:ax]), math.prod(v.shape[ax:]))
+        a = 1
+    else:
+        w, a = v, _axis(ax, v.ndim)
+    if w.shape[a] == 0:
+        return [np.zeros_like(v)]
+    m = float_reduce.fold_first(np.moveaxis(w, a, 0), "ReduceMax") if w.dtype == F32 else np.max(w, axis=a)
+    idx = np.argmax(np.moveaxis(w, a, 0) == m, axis=0)
+    out = np.zeros_like(w)
+    np.put_along_axis(out, np.expand_dims(idx, a), 1, axis=a)
+    return [out.reshape(v.shape)]
+
+
+@_op("LpNormalization")
+def _lp_normalization(node, x, memo):
+    """x / ||x||_p along `axis` (p 1 or 2), the norm summed in index order; a zero norm gives 0 (ORT)."""
+    v = np.asarray(x[0])
+    if v.dtype != F32:
+        raise TypeError(f"LpNormalization takes float32 tensors, got {v.dtype}")
+    p = int(node.attrs.get("p", 2))
+    if p not in (1, 2):
+        raise ValueError(f"LpNormalization p must be 1 or 2, got {p}")
+    ax = _axis(int(node.attrs.get("axis", -1)), v.ndim)
+    with np.errstate(all="ignore"):
+        n = _sum32(np.abs(v), [ax], True, False) if p == 1 else np.sqrt(_sum32(v * v, [ax], True, False))
+        return [np.where(n == 0, F32(0), v / n).astype(F32)]
+
+
+def eigen_sum(rows: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Per row of (R, W) float32, Eigen's vectorised sum (SSE, 4-lane packets) of the row as ORT's Eigen maps see
+    it: the row begins `starts[r]` floats past a 16-byte boundary (ORT's buffers are 64-byte aligned), so its first
+    (-start) % 4 elements are the unaligned head; the aligned packets go into two accumulators (even and odd
+    packets), folded, plus a last odd packet; the packet's lanes summed as (l0 + l2) + (l1 + l3); then the head and
+    the tail elements one by one. A row with no whole aligned packet is summed in order."""
+    rows = np.asarray(rows, F32)
+    n_rows, w = rows.shape
+    out = np.empty(n_rows, F32)
+    heads = (-np.asarray(starts, np.int64)) % 4
+    for head in np.unique(heads):
+        sel = np.nonzero(heads == head)[0]
+        v = rows[sel]
+        h = int(min(head, w))
+        n_al = (w - h) // 4 * 4
+        if n_al == 0:
+            acc = v[:, 0].copy()
+            for i in range(1, w):
+                acc = acc + v[:, i]
+            out[sel] = acc
+            continue
+        packets = v[:, h:h + n_al].reshape(len(sel), -1, 4)
+        p0 = packets[:, 0]
+        if packets.shape[1] > 1:
+            p1 = packets[:, 1]
+            pairs = packets.shape[1] // 2 * 2
+            for k in range(2, pairs, 2):
+                p0 = p0 + packets[:, k]
+                p1 = p1 + packets[:, k + 1]
+            p0 = p0 + p1
+            if packets.shape[1] > pairs:
+                p0 = p0 + packets[:, pairs]
+        acc = (p0[:, 0] + p0[:, 2]) + (p0[:, 1] + p0[:, 3])
+        for i in list(range(h)) + list(range(h + n_al, w)):
+            acc = acc + v[:, i]
+        out[sel] = acc
+    return out
+
+
+def _instance_norm(rows: np.ndarray, eps: np.float32) -> tuple[np.ndarray, np.ndarray]:
+    """ORT's per-row statistics (instance_norm.cc): mean = Eigen sum / W, squared norm of x - mean (Eigen sum),
+    inv_std = 1 / sqrt(squared_norm / W + eps): (mean, inv_std), each (R, 1)."""
+    n_rows, w = rows.shape
+    starts = np.arange(n_rows, dtype=np.int64) * w
+    mean = (eigen_sum(rows, starts) / F32(w))[:, None]
+    d = rows - mean
+    sq = eigen_sum(d * d, starts)[:, None]
+    return mean, F32(1) / np.sqrt(sq / F32(w) + eps)
+
+
+def _instance_apply(rows: np.ndarray, mean: np.ndarray, inv: np.ndarray, scale: np.ndarray,
+                    bias: np.ndarray) -> np.ndarray:
+    """y = x * (inv_std * scale) + (B - mean * (inv_std * scale)), ORT's folded form, per row."""
+    cs = inv * scale[:, None]
+    return rows * cs + (bias[:, None] - mean * cs)
+
+
+@_op("InstanceNormalization")
+def _instance_normalization(node, x, memo):
+    """Per (n, c): ORT's instance_norm.cc (_instance_norm, _instance_apply); the sums in Eigen's SSE order
+    (eigen_sum)."""
+    v, s, b = (np.asarray(t) for t in x[:3])
+    if v.dtype != F32 or s.dtype != F32 or b.dtype != F32:
+        raise TypeError("InstanceNormalization takes float32 tensors")
+    if v.ndim < 3 or s.shape != (v.shape[1],) or b.shape != (v.shape[1],):
+        raise ValueError(f"InstanceNormalization shapes: input {list(v.shape)}, scale {list(s.shape)}, "
+                         f"B {list(b.shape)}")
+    n, c = v.shape[:2]
+    eps = F32(float(node.attrs.get("epsilon", 1e-5)))
+    rows = v.reshape(n * c, -1)
+    if rows.shape[1] == 0:
+        return [v.copy()]
+    with np.errstate(all="ignore"):
+        mean, inv = _instance_norm(rows, eps)
+        return [_instance_apply(rows, mean, inv, np.tile(s, n), np.tile(b, n)).astype(F32).reshape(v.shape)]
+
+
+@_op("GroupNormalization")
+def _group_normalization(node, x, memo):
+    """ONNX's function body, which ORT runs node by node: x as (N, G, -1); mean = ReduceMean(x), var =
+    ReduceMean(x * x) - mean * mean (ORT's ReduceMean loop order: float_reduce), y = (x - mean) / sqrt(var + eps);
+    then scale * y + bias per channel (opset 21, y as (N, C, -1)) or per group (opset 18)."""
+    v, s, b = (np.asarray(t) for t in x[:3])
+    if v.dtype != F32 or s.dtype != F32 or b.dtype != F32:
+        raise TypeError("GroupNormalization takes float32 tensors")
+    g = int(node.attrs.get("num_groups", 0))
+    if v.ndim < 2 or g <= 0 or v.shape[1] % g:
+        raise ValueError(f"GroupNormalization num_groups {g} does not divide the channels of {list(v.shape)}")
+    n, c = v.shape[:2]
+    per = s.shape == (c,) and b.shape == (c,)
+    if not per and not (s.shape == (g,) and b.shape == (g,)):
+        raise ValueError(f"GroupNormalization scale {list(s.shape)} / bias {list(b.shape)} must be ({c},) or ({g},)")
+    eps = F32(float(node.attrs.get("epsilon", 1e-5)))
+    x3 = v.reshape(n, g, -1)
+    with np.errstate(all="ignore"):
+        mean = float_reduce.reduce_float("ReduceMean", x3, [2], True)
+        msq = float_reduce.reduce_float("ReduceMean", x3 * x3, [2], True)
+        y = (x3 - mean) / np.sqrt((msq - mean * mean) + eps)
+        if per:
+            y = s[None, :, None] * y.reshape(n, c, -1) + b[None, :, None]
+        else:
+            y = s[None, :, None] * y + b[None, :, None]
+    return [y.astype(F32).reshape(v.shape)]
+
+
+@_op("LRN")
+def _lrn(node, x, memo):
+    """y = x * (bias + alpha / size * sum of squares over the channel window) ^ -beta (float32; the pow is
+    numpy's)."""
+    v = np.asarray(x[0])
+    if v.dtype != F32 or v.ndim < 3:
+        raise TypeError(f"LRN takes a float32 (N, C, ...) tensor, got {v.dtype} of shape {list(v.shape)}")
+    size = int(node.attrs.get("size", 0))
+    if size <= 0:
+        raise ValueError(f"LRN size must be positive, got {size}")
+    alpha, beta = F32(float(node.attrs.get("alpha", 1e-4))), F32(float(node.attrs.get("beta", 0.75)))
+    bias = F32(float(node.attrs.get("bias", 1.0)))
+    c = v.shape[1]
+    sq = v * v
+    lo_pad, hi_pad = (size - 1) // 2, size - 1 - (size - 1) // 2
+    acc = np.zeros_like(v)
+    for ch in range(c):
+        for j in range(max(0, ch - lo_pad), min(c, ch + hi_pad + 1)):
+            acc[:, ch] = acc[:, ch] + sq[:, j]
+    with np.errstate(all="ignore"):
+        scale = bias + (alpha / F32(size)) * acc
+        return [(v * np.power(scale, -beta)).astype(F32)]
+
+
+@_op("MeanVarianceNormalization")
+def _mvn(node, x, memo):
+    """ORT's kernel: per group of the `axes` (default 0, 2, 3), y = x - mean, then y / sqrt(mean(y * y)) (no
+    epsilon); the means are sums over the group in index order divided by its size (ORT sums with Eigen's
+    column reductions: a few ulps apart, pinned in the tests)."""
+    v = np.asarray(x[0])
+    if v.dtype != F32:
+        raise TypeError(f"MeanVarianceNormalization takes float32 tensors, got {v.dtype}")
+    axes = [int(a) for a in node.attrs.get("axes", [0, 2, 3])]
+    ax = _norm_axes(axes, v.ndim, False, "MeanVarianceNormalization")
+    cnt = F32(math.prod(v.shape[i] for i in ax))
+    with np.errstate(all="ignore"):
+        y = v - _sum32(v, list(ax), True, False) / cnt
+        return [(y / np.sqrt(_sum32(y * y, list(ax), True, False) / cnt)).astype(F32)]
+
+
+for _name, _req in (("GlobalMaxPool", (1, (0,))), ("Hardmax", (1, (0,))), ("LpNormalization", (1, (0,))),
+                    ("InstanceNormalization", (3, (0, 1, 2))), ("GroupNormalization", (3, (0, 1, 2))),
+                    ("LRN", (1, (0,))), ("MeanVarianceNormalization", (1, (0,)))):
+    REQUIRED_INPUTS.setdefault(_name, _req)
