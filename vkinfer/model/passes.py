@@ -539,6 +539,7 @@ def optimize(g: Graph) -> Graph:
     between 8-bit tensors into tables (vkinfer/model/tables.py), constant folding of what is left. A malformed
     graph raises ValueError (check_graph) before any pass."""
     from .conv_transpose import expand_conv_transpose
+    from .layer_norm_fuse import fuse_layer_norm_chains
     from .lstm_outputs import pack_lstm_state
     from .moves import split_to_slices
     from .qdq_rules import drop_argmax_dq, fold_matmul_to_float, propagate_qdq
@@ -562,6 +563,7 @@ def optimize(g: Graph) -> Graph:
     g = fold_matmul_to_float(g)
     g = split_transposed_a(g)  # QGemm transA=1 -> Transpose + QGemm (vkinfer/model/quant_ops.py)
     g = fold_self_products(fold_constant_operands(fold_tables(fold_constants(g))))
+    g = fuse_layer_norm_chains(g)  # the decomposed layer norm as one node, same bits (vkinfer/model/layer_norm_fuse.py)
     return _explicit_pads(fold_constants(g))
 
 
