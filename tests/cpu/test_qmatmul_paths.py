@@ -39,6 +39,16 @@ CASES = [
     (15, 3, 17, (), False, False, "fit"),
     (60, 40, 70, (4,), False, False, "mixed"),
     (400, 32, 40, (2,), False, False, "mixed"),
+    # the interleaved path's (every operand heads-innermost, "heads" below): 4 heads (SSE2 / NEON split and join,
+    # lengths past and short of 16), 3 heads (the byte loop), rows over QMM_CHUNK
+    (100, 37, 45, (4,), False, False, "mixed"),
+    (7, 19, 3, (4,), False, False, "fit"),
+    (60, 16, 33, (3,), False, False, "full"),
+    (1, 1, 1, (4,), False, False, "small"),
+    (120, 64, 48, (4,), False, False, "small"),
+    # k past 256: the SSE2 packing's uint16 column sums flushed (bytes up to 255)
+    (9, 530, 64, (2,), False, False, "fit"),
+    (5, 300, 40, (4,), False, False, "mixed"),
 ]
 
 
@@ -70,7 +80,7 @@ def _want(a, b, az, bz, scale, yz, lo, hi):
     return (np.rint(f).astype(np.int32) + yz).astype(np.uint8)
 
 
-def _run(case, seed: int, threads: int, interleave: bool) -> tuple[np.ndarray, np.ndarray, str]:
+def _run(case, seed: int, threads: int, interleave: bool | str) -> tuple[np.ndarray, np.ndarray, str]:
     m, k, n, batch, a_bc, b_bc, dist = case
     rng = np.random.default_rng(seed)
     nb = len(batch)
@@ -85,9 +95,10 @@ def _run(case, seed: int, threads: int, interleave: bool) -> tuple[np.ndarray, n
     scale = np.float32(1.0 / (16.0 * max(k, 1) * 4)) if dist != "small" else np.float32(0.37)
     want = _want(a, b, az, bz, scale, yz, lo, hi)
     r = lambda x: tuple(range(x.ndim))  # noqa: E731
-    # interleave: batch axes innermost in memory (NHWC attention: heads interleaved), B transposed
+    # interleave: batch axes innermost in memory (NHWC attention: heads interleaved), B transposed; "heads": B's
+    # batch axes innermost too (every operand in the NHWC form: qmatmul.c's interleaved path at one batch axis)
     pa = (*r(a)[nb:], *r(a)[:nb]) if interleave else r(a)
-    pb = (*r(b)[:nb], nb + 1, nb) if interleave else r(b)
+    pb = (*r(b)[nb:], *r(b)[:nb]) if interleave == "heads" else (*r(b)[:nb], nb + 1, nb) if interleave else r(b)
     py = (*r(want)[nb:], *r(want)[:nb]) if interleave else r(want)
     sa_, sa = _store(a, pa)
     sb_, sb = _store(b, pb)
@@ -108,7 +119,7 @@ def _run(case, seed: int, threads: int, interleave: bool) -> tuple[np.ndarray, n
 def check_paths(expect: str) -> None:
     """Every case, contiguous and interleaved, 1 and 2 threads; the blocked path runs `expect`'s variant."""
     for i, case in enumerate(CASES):
-        for interleave in (False, True):
+        for interleave in (False, True, "heads"):
             for threads in (1, 2):
                 got, want, name = _run(case, 100 + i, threads, interleave)
                 bad = np.argwhere(got != want)
@@ -132,3 +143,15 @@ def test_other_code_paths(isa, u8s8):
                        env=dict(os.environ, VKINFER_CPU_ISA=isa, VKINFER_CPU_U8S8=u8s8), capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-3000:]
+
+
+def test_paths_under_asan_and_ubsan():
+    """check_paths on the AddressSanitizer + UBSan build of the library, for the best variant and AVX2 (the
+    interleaved path's SSE2 split and join, the SSE2 packing of both layouts, the byte loops at 3 heads)."""
+    from support.cpu_build import run_sanitized
+
+    for isa in sorted({vcpu.default_variant(), "avx2"} & set(vcpu.available_variants())):
+        code = ("import sys; sys.path.insert(0, sys.argv[1])\n"
+                f"from cpu.test_qmatmul_paths import check_paths\ncheck_paths({isa!r}); print('ok')")
+        run_sanitized([sys.executable, "-c", code, str(TESTS)], "ok", cwd=TESTS.parent,
+                      env={"VKINFER_CPU_ISA": isa, "PYTHONPATH": str(TESTS.parent)})
