@@ -244,7 +244,9 @@ def _shrink(node, x, memo):
 
 @_op("Dropout")
 def _dropout(node, x, memo):
-    """Inference: the input unchanged and, when asked for, a mask of ones (training_mode must be false)."""
+    """Inference: the input unchanged and, when asked for, the mask ORT writes: ones (bool) from opset 12, zeros
+    before (ORT's Dropout-7/10 is its identity kernel, which clears the mask: bool from opset 10, the input's type
+    before; measured); training_mode must be false."""
     tm = x[2] if len(x) > 2 and x[2] is not None else None
     if tm is not None and bool(np.asarray(tm).reshape(-1)[0]) or int(node.attrs.get("is_test", 1)) == 0 \
             and int(node.attrs.get("_opset") or 99) < 7:
@@ -252,7 +254,8 @@ def _dropout(node, x, memo):
     v = np.asarray(x[0])
     outs = [v]
     if len(node.outputs) > 1 and node.outputs[1]:
-        outs.append(np.ones(v.shape, np.bool_))
+        opset = int(node.attrs.get("_opset") or 99)
+        outs.append((np.ones if opset >= 12 else np.zeros)(v.shape, np.bool_ if opset >= 10 else v.dtype))
     return outs
 
 
