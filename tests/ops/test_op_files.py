@@ -12,6 +12,7 @@ HERE = Path(__file__).parent
 # Ops tested in their family's file (the fused or two-input form of the op the file is named after).
 FAMILY = {"vkinfer:QGemmClamp": "qgemm", "vkinfer:Table2": "table", "LSTM": "lstm", "vkinfer:LSTMState": "lstm",
           "GatherElements": "gather",
+          "MatMul": "float_matmul", "Gemm": "float_matmul", "Conv": "float_conv",
           "vkinfer:QDQConvTranspose": "float_conv_transpose"} | {
     op: "float_elementwise" for op in ("Add", "Sub", "Mul", "Div", "Max", "Min", "PRelu", "Relu", "LeakyRelu", "Clip",
                                        "Neg", "Abs", "Sqrt")} | {

@@ -32,8 +32,9 @@ Where bits can differ from ORT (pinned in tests/numerics/test_host_float.py):
   ORT against numpy's pairwise sum; ReduceSum / ReduceMean where ORT sums with Eigen (below): a few ulps of the sum.
 - LayerNormalization: ORT's row kernel follows the CPU (MLAS's AVX2 kernel from 8 elements, a Welford loop without
   AVX2); vkinfer gives the AVX2 bits everywhere (bound pinned in tests/ops/test_layer_normalization.py).
-- MatMul / Gemm / Conv between float tensors: MLAS SGEMM (FMA, its own blocking) against numpy's BLAS: a
-  few ulps of the largest partial sum.
+- MatMul / Gemm / Conv between float tensors: MLAS SGEMM's order is reproduced (vkinfer/reference/float_matmul.py)
+  except ORT's transposed-B dot-product kernel (N = 1, M = 1 with transB; Conv with one output position): at most
+  8 ulps of the largest |partial sum|; ORT_ENABLE_ALL's NCHWc Conv: 16 (tests/ops/test_float_matmul.py, _conv.py).
 
 Float32 ops with kernels of their own (vkinfer/reference/float_*.py, registered at the end of this module;
 onnx.reference is only an oracle for them): MaxPool (ORT's four loops), Max/Min (+0/-0 by ORT's broadcast spans),
@@ -339,3 +340,11 @@ for _name, _kernel in (("MaxPool", float_max_pool.kernel), ("Max", float_minmax.
                        *((op, float_reduce.kernel) for op in float_reduce.OPS)):
     OPS[_name] = _float_first(OPS.get(_name) or _OTHER_TYPES[_name], _kernel)
 OPS["BatchNormalization"] = float_batch_norm.kernel  # float32 only (a TypeError naming the input otherwise)
+
+# float32 MatMul / Gemm / Conv in MLAS SGEMM's order (vkinfer/reference/float_matmul.py, float_conv.py), with shape
+# rules for the trace (a float convolution in numpy is slow).
+from ..reference import float_conv, float_matmul  # noqa: E402
+from .op_table import SHAPES  # noqa: E402
+
+OPS["MatMul"], OPS["Gemm"], OPS["Conv"] = float_matmul.matmul_kernel, float_matmul.gemm_kernel, float_conv.kernel
+SHAPES["MatMul"], SHAPES["Gemm"], SHAPES["Conv"] = float_matmul.matmul_shape, float_matmul.gemm_shape, float_conv.shape
