@@ -18,6 +18,7 @@ FAMILY = {"vkinfer:QGemmClamp": "qgemm", "vkinfer:Table2": "table", "LSTM": "lst
                                        "Neg", "Abs", "Sqrt")} | {
     op: "float_reduce" for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin")} | {
     op: "float_unary" for op in ("HardSigmoid", "HardSwish", "Sigmoid", "Tanh", "Erf")}
+FAMILY |= {"Pow": "float_pow", "Softmax": "float_softmax", "LogSoftmax": "float_softmax"}
 
 
 def op_file(op: str) -> str:

@@ -1,9 +1,10 @@
 """Elementwise float32 ops between quantized ones in the native CPU graph, with ONNX Runtime 1.31's CPU bits:
-binary Add, Sub, Mul, Div, Max, Min (two inputs) and PRelu with numpy broadcasting (cpu_fallback/src/ops/
-float_binary.c), unary Relu, LeakyRelu, Clip, Neg, Abs, Sqrt, HardSigmoid, HardSwish and MLAS's Sigmoid, Tanh,
-Erf (ops/float_unary.c, step by step as vkinfer/model/host_float.py reproduces them). float32 tensors live in the CPU
-graph in the host's layout (NCHW, plain: vkinfer/layout.py), as DequantizeLinear writes and QuantizeLinear reads
-them, so these operators run between the two in the same native call.
+binary Add, Sub, Mul, Div, Max, Min (two inputs), PRelu and Pow (the C library's powf; x * x and x * x * x where
+ORT's broadcaster takes the exponent as a span scalar: vkinfer/reference/float_pow.py) with numpy broadcasting
+(cpu_fallback/src/ops/float_binary.c), unary Relu, LeakyRelu, Clip, Neg, Abs, Sqrt, HardSigmoid, HardSwish and
+MLAS's Sigmoid, Tanh, Erf (ops/float_unary.c, step by step as vkinfer/model/host_float.py reproduces them).
+float32 tensors live in the CPU graph in the host's layout (NCHW, plain: vkinfer/layout.py), as DequantizeLinear
+writes and QuantizeLinear reads them, so these operators run between the two in the same native call.
 
 ORT's Max and Min give the first or the second operand on ties of +0/-0 depending on whether Eigen's packet or
 scalar path took the element (ops/float_binary.c); the C operator follows ORT's broadcaster, whose spans it is
@@ -19,11 +20,13 @@ import numpy as np
 from ..layout import u32
 from ..model.lowering import Layer, lower
 from ..reference.float_minmax import merged_broadcast
+from ..reference.float_pow import ort_scalar_roles
 
 __all__ = ["BINARY", "UNARY", "lower_float_binary", "lower_float_unary", "merged_broadcast"]
 
 _F32 = np.dtype(np.float32)
-BINARY = {"Add": 0, "Sub": 1, "Mul": 2, "Div": 3, "Max": 4, "Min": 5, "PRelu": 6}
+BINARY = {"Add": 0, "Sub": 1, "Mul": 2, "Div": 3, "Max": 4, "Min": 5, "PRelu": 6, "Pow": 7}
+_POW_SCALAR_EXP = 8  # float_binary.c: Pow with ORT's x * x / x * x * x for a span-scalar exponent 2 / 3
 UNARY = {"Relu": 0, "LeakyRelu": 1, "Clip": 2, "Neg": 3, "Abs": 4, "Sqrt": 5, "HardSigmoid": 6, "HardSwish": 7,
          "Sigmoid": 8, "Tanh": 9, "Erf": 10}
 _MAX_RANK = 6  # float_binary.c's FB_RANK
@@ -47,6 +50,9 @@ def lower_float_binary(ctx, node, backend):
     if len(out) > _MAX_RANK:
         raise ValueError(f"{node.op}: a broadcast of {len(out)} merged dimensions (the native graph takes 6)")
     op, rank, shape, ash, bsh = BINARY[node.op], len(out), u32(out), u32(sa), u32(sb)
+    if node.op == "Pow":  # ORT's broadcaster decides whether x * x / x * x * x apply (reference/float_pow.py)
+        s0, s1 = ort_scalar_roles(tuple(ctx.shape(a)), tuple(ctx.shape(b)))
+        op = _POW_SCALAR_EXP if s1 and not s0 else op
 
     def emit(g, refs, out_ref, scratch):
         g.add("float_binary", op, rank, shape, ash, bsh, refs[0], refs[1], out_ref)

@@ -25,9 +25,9 @@ Where bits can differ from ORT (pinned in tests/numerics/test_host_float.py):
   hyperbolic ops, LRN's pow: numpy's libm (correctly rounded or within 1 ulp) against ORT's Eigen packet
   approximations: at most 2 ulps (Exp), 4 ulps (Log) on float32; the others' bounds in
   tests/numerics/test_host_ops_elementwise.py and test_host_ops_norm.py.
-- Softmax / LogSoftmax: ORT runs MLAS's softmax (its exp polynomial, a lane-parallel sum whose width follows
-  the CPU: 8 lanes on AVX2, 16 on AVX-512, then a multiply by 1/sum); vkinfer computes exp in numpy and sums
-  by numpy's pairwise sum: a few ulps (bound pinned in the tests).
+- Softmax / LogSoftmax: ORT's MLAS kernels follow the CPU (16 lanes on AVX-512F, 8 on FMA3-only CPUs); vkinfer
+  gives the AVX-512F bits everywhere (reference/float_softmax.py: exact there, bound pinned in
+  tests/ops/test_float_softmax.py).
 - ReduceL2 / ReduceSumSquare / ReduceLogSum... over more than a few elements: Eigen's vectorised summation order in
   ORT against numpy's pairwise sum; ReduceSum / ReduceMean where ORT sums with Eigen (below): a few ulps of the sum.
 - LayerNormalization: ORT's row kernel follows the CPU (MLAS's AVX2 kernel from 8 elements, a Welford loop without
@@ -280,22 +280,15 @@ for _name in ("Sigmoid", "Tanh", "Erf", "HardSigmoid", "HardSwish"):
     REQUIRED_INPUTS.setdefault(_name, (1, (0,)))
 
 
-@_op("Pow")
-def _pow(node, x, memo):
-    """float32 base: ORT squares or cubes for a scalar exponent 2 or 3 (x * x, x * x * x: exact here) and calls
-    powf otherwise (numpy's powf: within 1 ulp of ORT's). Other types: onnx.reference."""
-    base, e = np.asarray(x[0]), np.asarray(x[1])
-    if base.dtype != _F32 or e.size != 1 or e.dtype.kind != "f":
-        return reference_kernel(node, x, memo)
-    v = float(e.reshape(()))
-    if v == 2.0:
-        return [base * base]
-    if v == 3.0:
-        return [base * base * base]
-    with np.errstate(all="ignore"):
-        return [np.power(base, np.float32(v)).astype(np.float32)]
+# Pow (every type pair ORT takes) and float32 Softmax/LogSoftmax: kernels of their own with ORT's bits
+# (vkinfer/reference/float_pow.py, float_softmax.py; the native graph runs the float32 ones, ops/float_binary.c and
+# ops/float_softmax.c). They replace op_table's numpy Softmax and onnx.reference's LogSoftmax.
+from ..reference import float_pow, float_softmax  # noqa: E402
 
-
+OPS["Pow"] = float_pow.kernel
+for _name in float_softmax.OPS:
+    OPS[_name] = float_softmax.kernel
+    REQUIRED_INPUTS.setdefault(_name, (1, (0,)))
 REQUIRED_INPUTS.setdefault("Pow", (2, (0, 1)))
 REQUIRED_INPUTS.setdefault("BatchNormalization", (5, (0, 1, 2, 3, 4)))
 

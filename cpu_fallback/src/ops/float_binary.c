@@ -1,8 +1,11 @@
 /* The native graph's elementwise float32 binary operators with numpy broadcasting (ONNX Add, Sub, Mul, Div, Max,
- * Min, PRelu), as ONNX Runtime 1.31's CPU EP computes them (vkinfer/cpu/float_elementwise.py lowers to it).
+ * Min, PRelu, Pow), as ONNX Runtime 1.31's CPU EP computes them (vkinfer/cpu/float_elementwise.py lowers to it).
  *
  * Add, Sub, Mul, Div: one IEEE float32 operation per element (-ffp-contract=off, cpu_fallback/Makefile), so any
  * evaluation order gives ORT's bits. PRelu: x < 0 ? x * slope : x (ORT's select: -0 and NaN pass through).
+ * Pow: the C library's powf per element (FB_POW), as ORT's std::pow(float, float); where ORT's broadcaster has the
+ * exponent as each span's scalar (FB_POW_SCALAR_EXP, chosen by the lowering: vkinfer/reference/float_pow.py),
+ * an exponent of 2 is x * x and of 3 (x * x) * x, as ORT's PowImpl special-cases them.
  * Max, Min: ORT runs Eigen's max/min<PropagateNaN> over "spans" (its broadcaster's innermost merged dimension),
  * and Eigen's 4-lane packet and its scalar path part on equal operands: a packet returns the second operand
  * (max(+0, -0) = -0), the scalar path the first (+0); any NaN gives NaN on both. Which elements a packet takes
@@ -12,6 +15,7 @@
  * (tests/ops/test_float_elementwise.py: signed zeros in every broadcast pattern and span alignment). The
  * lowering passes the shapes already merged as ORT's broadcaster merges them (size-1 output dimensions dropped,
  * neighbours with the same broadcast pattern joined), so the innermost dimension here is ORT's span. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,7 +28,7 @@
 /* float32 operands at any 4-byte-or-less alignment (external numpy buffers need not be 4-aligned). */
 typedef float uf32 __attribute__((aligned(1), may_alias));
 
-enum { FB_ADD, FB_SUB, FB_MUL, FB_DIV, FB_MAX, FB_MIN, FB_PRELU, FB_COUNT };
+enum { FB_ADD, FB_SUB, FB_MUL, FB_DIV, FB_MAX, FB_MIN, FB_PRELU, FB_POW, FB_POW_SCALAR_EXP, FB_COUNT };
 #define FB_RANK 6
 
 typedef struct {
@@ -66,6 +70,8 @@ static void fb_run_part(uint32_t op, int packet, const uf32* restrict xp, uint64
     case FB_MUL: FB_LOOP(x * w); break;
     case FB_DIV: FB_LOOP(x / w); break;
     case FB_PRELU: FB_LOOP(x < 0.0f ? x * w : x); break;
+    case FB_POW: FB_LOOP(powf(x, w)); break;
+    case FB_POW_SCALAR_EXP: FB_LOOP(w == 2.0f ? x * x : w == 3.0f ? x * x * x : powf(x, w)); break;
     case FB_MAX:
         if (packet) FB_LOOP(max_packet(x, w)); else FB_LOOP(max_scalar(x, w));
         break;

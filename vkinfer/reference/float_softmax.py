@@ -1,0 +1,154 @@
+"""float32 Softmax and LogSoftmax with ONNX Runtime 1.31's CPU bits as its AVX-512F build computes them, in numpy:
+the reference device's kernel and the specification cpu_fallback/src/ops/float_softmax.c follows.
+
+Rows: opset 13 and later along `axis` (default -1; ORT transposes the axis last, which changes no bit); before
+opset 13 the input read as 2-D, (prod(shape[:axis]), prod(shape[axis:])), axis default 1 (the importer marks
+such nodes `_coerce_2d`). ORT (math/softmax.cc) hands the rows to MLAS's MlasComputeSoftmax, which on an x86-64
+CPU with AVX-512F runs per row of D elements:
+
+1. max: MLAS's ReduceMaximum kernel (AVX-512F): 16 lanes from the lowest float (-FLT_MAX, not -inf); with
+   D >= 64 four accumulators over blocks of 64, merged as max(max(a0, a1), max(a2, a3)); then blocks of 16 into
+   a0; the 16 lanes folded 16 -> 8 -> 4 -> 2 -> 1 (low half first); then the D % 16 tail one by one. Every max is
+   vmaxps's `a > b ? a : b` (a NaN operand gives the second one).
+2. e = exp(x - max) by MLAS's SumExp kernel (AVX-512F): v = max(-88.3762626647949, x + (-max)), m = round(v /
+   ln 2) by the 1.5 * 2^23 trick, v -= m * ln2 in two fused steps, a degree-6 polynomial by fused
+   multiply-adds (MlasExpConstants: poly_0 .. poly_4, then poly_56 twice), scaled by vscalefps (p * 2^m,
+   rounded once). The e are summed in 16 lanes (lane = index % 16; the D % 16 tail masked), then lanes i and
+   i + 8 added, then ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)) (vhaddps twice, a last add).
+3. Softmax: y = e * (1 / sum); LogSoftmax: y = (x + (-max)) - logf(sum), logf the C library's (std::log of a
+   float; numpy's float32 log differs from glibc's in the last bit).
+
+ORT on a CPU without AVX-512F (or whose OS does not enable its state) runs the FMA3 kernels instead: 8 lanes,
+exp clamped at -88.376 and scaled by an integer exponent (so e below 2^-126 are 0 there), the max over 8 lanes.
+vkinfer gives the AVX-512F bits on every machine, the fixed order its native graph follows too
+(tests/ops/test_float_softmax.py measures ORT where it runs: equal bit for bit on an AVX-512F machine; on an
+FMA3-only one the bound is pinned there). A row with a NaN or +inf is NaN throughout; a row of -inf too (every e
+rounds to 0, so 0 * (1 / 0)), as in ORT."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._float32 import fma32, horner32
+from ._libm import logf
+
+F32 = np.float32
+OPS = ("Softmax", "LogSoftmax")
+LANES = 16
+LOWEST = F32(np.finfo(F32).min)
+# MLAS's MlasExpConstants (compute.cpp).
+LOWER_RANGE = F32(-103.9720840454)  # the AVX-512F kernel clamps at LowerRange, not LowerRangeSumExp
+ROUNDING_BIAS = F32(12582912.0)  # 1.5 * 2^23
+LOG2_RECIPROCAL = F32(1.44269504088896341)
+LOG2_HIGH, LOG2_LOW = F32(-6.93145752e-1), F32(-1.42860677e-6)
+POLY = [F32(float.fromhex(h)) for h in ("0x1.694000p-10", "0x1.125edcp-7", "0x1.555b5ap-5", "0x1.555450p-3",
+                                        "0x1.fffff6p-2", "0x1.000000p+0", "0x1.000000p+0")]
+
+
+def _mx(a, b):
+    """vmaxps: a > b ? a : b (a NaN in either gives b)."""
+    return np.where(a > b, a, b)
+
+
+def row_max(v: np.ndarray) -> np.ndarray:
+    """MLAS's AVX-512F ReduceMaximum of each row of v (rows, D) (module docstring, step 1)."""
+    rows, d = v.shape
+    i = 0
+    m = np.full(rows, LOWEST, F32)
+    if d >= LANES:
+        acc = np.full((rows, LANES), LOWEST, F32)
+        if d >= 4 * LANES:
+            accs = [acc.copy() for _ in range(4)]
+            while d - i >= 4 * LANES:
+                for k in range(4):
+                    accs[k] = _mx(accs[k], v[:, i + k * LANES:i + (k + 1) * LANES])
+                i += 4 * LANES
+            acc = _mx(_mx(accs[0], accs[1]), _mx(accs[2], accs[3]))
+        while d - i >= LANES:
+            acc = _mx(acc, v[:, i:i + LANES])
+            i += LANES
+        t = _mx(acc[:, :8], acc[:, 8:])
+        t = _mx(t[:, :4], t[:, 4:])
+        t = _mx(t[:, :2], t[:, 2:])
+        m = _mx(t[:, 0], t[:, 1])
+    for j in range(i, d):
+        m = _mx(m, v[:, j])
+    return m.astype(F32)
+
+
+def mlas_sum_exp_element(v: np.ndarray) -> np.ndarray:
+    """exp(v) for v = x + (-max) as MLAS's AVX-512F SumExp kernel computes it (module docstring, step 2)."""
+    v = np.asarray(v, F32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        v = np.where(LOWER_RANGE > v, LOWER_RANGE, v)
+        biased = fma32(v, LOG2_RECIPROCAL, ROUNDING_BIAS)
+        m = biased - ROUNDING_BIAS
+        r = fma32(m, LOG2_HIGH, v)
+        r = fma32(m, LOG2_LOW, r)
+        p = horner32(r, POLY)
+        # vscalefps: p * 2^m with one rounding; m is an integer in [-150, 0] (or NaN), exact in float64.
+        return (p.astype(np.float64) * np.exp2(m.astype(np.float64))).astype(F32)
+
+
+def lane_sum(e: np.ndarray) -> np.ndarray:
+    """The SumExp kernel's 16-lane accumulation of each row of e (rows, D) and its final reduction."""
+    rows, d = e.shape
+    acc = np.zeros((rows, LANES), F32)
+    full = d // LANES * LANES
+    for i in range(0, full, LANES):
+        acc = acc + e[:, i:i + LANES]
+    if d > full:
+        acc[:, :d - full] = acc[:, :d - full] + e[:, full:]
+    a = acc[:, 8:] + acc[:, :8]
+    return ((a[:, 0] + a[:, 1]) + (a[:, 2] + a[:, 3])) + ((a[:, 4] + a[:, 5]) + (a[:, 6] + a[:, 7]))
+
+
+def softmax_rows(v: np.ndarray, log: bool) -> np.ndarray:
+    """ORT's float32 Softmax (log: LogSoftmax) of each row of v (rows, D)."""
+    v = np.asarray(v, F32)
+    neg_max = -row_max(v)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        shifted = v + neg_max[:, None]
+        e = mlas_sum_exp_element(shifted)
+        s = lane_sum(e)
+        if log:
+            return (shifted - logf(s)[:, None]).astype(F32)
+        return (e * (F32(1) / s)[:, None]).astype(F32)
+
+
+def softmax_float(x: np.ndarray, axis: int, log: bool = False, coerce_2d: bool = False) -> np.ndarray:
+    """float32 Softmax/LogSoftmax of x over `axis` (opset 13 semantics), or over every axis from `axis` on
+    (`coerce_2d`, opset < 13), with ORT's bits (module docstring)."""
+    op = "LogSoftmax" if log else "Softmax"
+    x = np.asarray(x)
+    if x.dtype != F32:
+        raise TypeError(f"{op}: the float kernel takes float32 input, got {x.dtype} (ONNX Runtime's CPU kernels "
+                        "for other types are not reproduced)")
+    r = x.ndim
+    if r == 0 or not (-r <= axis <= (r if coerce_2d else r - 1)):
+        raise ValueError(f"{op} axis {axis} is out of range for a rank-{r} input")
+    axis += r if axis < 0 else 0
+    if x.size == 0:
+        return x.copy()
+    if coerce_2d:
+        rows = softmax_rows(x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:])), log)
+        return rows.reshape(x.shape)
+    moved = np.moveaxis(x, axis, -1)
+    rows = softmax_rows(moved.reshape(-1, x.shape[axis]), log)
+    return np.moveaxis(rows.reshape(moved.shape), -1, axis)
+
+
+def node_axis(node) -> tuple[int, bool]:
+    """(axis, coerce_2d) of a Softmax/LogSoftmax node: opset < 13 (marked `_coerce_2d` by the importer, or
+    `_opset` < 13) reads the input as 2-D from axis (default 1); opset 13 and later: axis default -1."""
+    opset = node.attrs.get("_opset")
+    legacy = bool(node.attrs.get("_coerce_2d", False)) or (opset is not None and int(opset) < 13)
+    return int(node.attrs.get("axis", 1 if legacy else -1)), legacy
+
+
+def kernel(node, x: list, memo: dict) -> list:
+    """A float32 Softmax/LogSoftmax node (the interpreter's kernel); other input types: TypeError."""
+    axis, legacy = node_axis(node)
+    return [softmax_float(x[0], axis, node.op.rpartition(":")[2] == "LogSoftmax", legacy)]
