@@ -78,6 +78,12 @@ static void fma_tile(uint32_t m, const uf32* a, uint64_t lda, const float* b, ui
                 for (uint32_t j = 0; j < L_COLS; j++) s[r][j] = fmaf(av, bk[j], s[r][j]);
             }
         }
+    } else if (m == 1) {  /* a step's H_prev R^T (batch 1): its own loop keeps the 64 sums in registers */
+        for (uint32_t k = k0; k < k1; k++) {
+            const float* bk = b + (uint64_t)k * L_COLS;
+            float av = a[k];
+            for (uint32_t j = 0; j < L_COLS; j++) s[0][j] = fmaf(av, bk[j], s[0][j]);
+        }
     } else {
         for (uint32_t k = k0; k < k1; k++) {
             const float* bk = b + (uint64_t)k * L_COLS;
@@ -92,13 +98,6 @@ static void fma_tile(uint32_t m, const uf32* a, uint64_t lda, const float* b, ui
 }
 
 /* MLAS's logistic and tanh (FMA3 kernels' constants and Horner order); NaN passes through. */
-static float horner(float t, const float* c, int n)
-{
-    float p = c[0];
-    for (int i = 1; i < n; i++) p = fmaf(p, t, c[i]);
-    return p;
-}
-
 static const float LOG_A[5] = {4.37031012579801e-11f, 1.15627324459942e-07f, 6.08574864600143e-05f,
                                8.51377133304701e-03f, 2.48287947061529e-01f};
 static const float LOG_B[6] = {6.10247389755681e-13f, 5.76102136993427e-09f, 6.29106785017040e-06f,
@@ -109,34 +108,88 @@ static const float TANH_P[7] = {-2.76076847742355e-16f, 2.00018790482477e-13f, -
 static const float TANH_Q[4] = {1.19825839466702e-06f, 1.18534705686654e-04f, 2.26843463243900e-03f,
                                 4.89352518554385e-03f};
 
-static float sigm(float x)
+/* Branch-free forms (selects, no early return) so the gate loops below vectorize; the same operations in the
+ * same order as MLAS: clamp, Horner by fused multiply-adds, multiply, divide; NaN passes through. */
+static inline float sigm(float x)
 {
-    if (isnan(x)) return x;
     float v = x < -18.0f ? -18.0f : x;
     v = v > 18.0f ? 18.0f : v;
-    float v2 = v * v;
-    float r = horner(v2, LOG_A, 5) * v / horner(v2, LOG_B, 6) + 0.5f;
-    return r > 0.0f ? r : 0.0f;
+    float v2 = v * v;  /* Horner written out: a loop inside the unit loop kept it from vectorizing */
+    float a = fmaf(fmaf(fmaf(fmaf(LOG_A[0], v2, LOG_A[1]), v2, LOG_A[2]), v2, LOG_A[3]), v2, LOG_A[4]);
+    float b = fmaf(fmaf(fmaf(fmaf(fmaf(LOG_B[0], v2, LOG_B[1]), v2, LOG_B[2]), v2, LOG_B[3]), v2, LOG_B[4]), v2,
+                   LOG_B[5]);
+    float r = a * v / b + 0.5f;
+    r = r > 0.0f ? r : 0.0f;
+    return x != x ? x : r;
 }
 
-static float tanh_mlas(float x)
+static inline float tanh_mlas(float x)
 {
-    if (isnan(x)) return x;
     float v = x < -9.0f ? -9.0f : x;
     v = v > 9.0f ? 9.0f : v;
     float v2 = v * v;
-    return horner(v2, TANH_P, 7) * v / horner(v2, TANH_Q, 4);
+    float a = fmaf(fmaf(fmaf(fmaf(fmaf(fmaf(TANH_P[0], v2, TANH_P[1]), v2, TANH_P[2]), v2, TANH_P[3]), v2, TANH_P[4]),
+                        v2, TANH_P[5]), v2, TANH_P[6]);
+    float b = fmaf(fmaf(fmaf(TANH_Q[0], v2, TANH_Q[1]), v2, TANH_Q[2]), v2, TANH_Q[3]);
+    float r = a * v / b;
+    return x != x ? x : r;
 }
 
-/* ORT's clip_add_bias (bias present) or clip_ignore_bias. */
-static float clip_bias(float g, const float* bias, uint32_t j, float clip)
+/* ORT's clip_add_bias (bias present: b) or clip_ignore_bias. */
+static inline float clip_bias(float g, int has_bias, float b, float clip)
 {
-    if (bias) {
-        float x = g + bias[j];
-        x = x < clip ? x : clip;
-        return -clip < x ? x : -clip;
+    float x = g + b;  /* both forms, then a select: they differ on NaN (the first gives clip) */
+    x = x < clip ? x : clip;
+    x = -clip < x ? x : -clip;
+    float y = g > clip ? clip : g < -clip ? -clip : g;
+    return has_bias ? x : y;
+}
+
+/* The gates of `n` (<= L_UNITS) hidden units: gi, go, gf, gc their four gate sums (G + H_prev R^T), c the
+ * previous cell state (updated in place), h the new hidden state. bias / peep: the direction's (i, o, f, c)
+ * bias and (i, o, f) peepholes at the first unit, or NULL. Each step of ORT's order (see the file comment),
+ * written as loops over the units so they vectorize (16 units: one AVX-512 vector per value). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__) && \
+    !defined(__SANITIZE_ADDRESS__)  /* ifunc resolvers run before the sanitizer runtime is up */
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
+static void gates(uint32_t n, uint32_t hid, const uf32* gr, const float* bias, const float* peep, int input_forget,
+                  float clip, uf32* c, float* h)
+{
+    float gi[L_UNITS], go[L_UNITS], gf[L_UNITS], gc[L_UNITS], cp[L_UNITS], bi[L_UNITS], bo[L_UNITS], bf[L_UNITS],
+        bc[L_UNITS], pi[L_UNITS], po[L_UNITS], pf[L_UNITS], ig[L_UNITS], fg[L_UNITS], cg[L_UNITS], cn[L_UNITS];
+    int hb = bias != NULL;
+    for (uint32_t u = 0; u < L_UNITS; u++) {
+        uint32_t k = u < n ? u : 0;  /* lanes past n compute on unit 0 and are not stored */
+        gi[u] = gr[k];
+        go[u] = gr[hid + k];
+        gf[u] = gr[2 * hid + k];
+        gc[u] = gr[3 * hid + k];
+        cp[u] = c[k];
+        bi[u] = hb ? bias[k] : 0.0f;
+        bo[u] = hb ? bias[hid + k] : 0.0f;
+        bf[u] = hb ? bias[2 * hid + k] : 0.0f;
+        bc[u] = hb ? bias[3 * hid + k] : 0.0f;
+        pi[u] = peep ? peep[k] : 0.0f;
+        po[u] = peep ? peep[hid + k] : 0.0f;
+        pf[u] = peep ? peep[2 * hid + k] : 0.0f;
     }
-    return g > clip ? clip : g < -clip ? -clip : g;
+    if (peep)
+        for (uint32_t u = 0; u < L_UNITS; u++) gi[u] = gi[u] + cp[u] * pi[u];
+    for (uint32_t u = 0; u < L_UNITS; u++) ig[u] = sigm(clip_bias(gi[u], hb, bi[u], clip));
+    if (input_forget) {
+        for (uint32_t u = 0; u < L_UNITS; u++) fg[u] = 1.0f - ig[u];
+    } else {
+        if (peep)
+            for (uint32_t u = 0; u < L_UNITS; u++) gf[u] = gf[u] + cp[u] * pf[u];
+        for (uint32_t u = 0; u < L_UNITS; u++) fg[u] = sigm(clip_bias(gf[u], hb, bf[u], clip));
+    }
+    for (uint32_t u = 0; u < L_UNITS; u++) cg[u] = tanh_mlas(clip_bias(gc[u], hb, bc[u], clip));
+    for (uint32_t u = 0; u < L_UNITS; u++) cn[u] = cp[u] * fg[u] + ig[u] * cg[u];
+    if (peep)
+        for (uint32_t u = 0; u < L_UNITS; u++) go[u] = go[u] + cn[u] * po[u];
+    for (uint32_t u = 0; u < L_UNITS; u++) h[u] = tanh_mlas(cn[u]) * sigm(clip_bias(go[u], hb, bo[u], clip));
+    for (uint32_t u = 0; u < n; u++) c[u] = cn[u];
 }
 
 typedef struct {
@@ -212,24 +265,12 @@ static void step_item(void* ctx, size_t item)
         }
         uf32* c = cs + (uint64_t)b * hid;
         uf32* yr = y + (((uint64_t)tt * t->dirs + d) * t->batch + b) * hid;
-        for (uint32_t k = u0; k < u0 + uw; k++) {
-            float gi = gr[k], go = gr[hid + k], gf = gr[2 * hid + k], gc = gr[3 * hid + k], cp = c[k];
-            if (peep) gi = gi + cp * peep[k];
-            float i = sigm(clip_bias(gi, bias, k, t->clip)), f;
-            if (t->flags & L_INPUT_FORGET) {
-                f = 1.0f - i;
-            } else {
-                if (peep) gf = gf + cp * peep[2 * hid + k];
-                f = sigm(clip_bias(gf, bias ? bias + 2 * hid : NULL, k, t->clip));
-            }
-            float cg = tanh_mlas(clip_bias(gc, bias ? bias + 3 * hid : NULL, k, t->clip));
-            float cn = cp * f + i * cg;
-            if (peep) go = go + cn * peep[hid + k];
-            float o = sigm(clip_bias(go, bias ? bias + hid : NULL, k, t->clip));
-            float h = tanh_mlas(cn) * o;
-            c[k] = cn;
-            hn[(uint64_t)b * hid + k] = h;
-            yr[k] = h;
+        float h[L_UNITS];
+        gates(uw, hid, gr + u0, bias ? bias + u0 : NULL, peep ? peep + u0 : NULL, t->flags & L_INPUT_FORGET,
+              t->clip, c + u0, h);
+        for (uint32_t u = 0; u < uw; u++) {
+            hn[(uint64_t)b * hid + u0 + u] = h[u];
+            yr[u0 + u] = h[u];
         }
     }
 }
