@@ -237,8 +237,10 @@ def _gather_elements(node, x, memo):
     v = np.asarray(x[0])
     ax = _axis(int(node.attrs.get("axis", 0)), v.ndim)
     i = _indices(x[1], v.shape[ax], "GatherElements")
-    if i.ndim != v.ndim:
-        raise ValueError(f"GatherElements indices rank {i.ndim} differs from the data's {v.ndim}")
+    if i.ndim != v.ndim or any(d != ax and i.shape[d] > v.shape[d] for d in range(v.ndim)):
+        raise ValueError(f"GatherElements indices shape {list(i.shape)} does not fit data shape {list(v.shape)}")
+    # Indices may be smaller than the data off the axis: the output has their shape (ONNX).
+    v = v[tuple(slice(None) if d == ax else slice(0, i.shape[d]) for d in range(v.ndim))]
     return [np.take_along_axis(v, i, axis=ax)]
 
 
