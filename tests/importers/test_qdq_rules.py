@@ -63,10 +63,11 @@ RULES = [
     ("transpose", "Transpose", [A(2, 3, 4)], {"perm": [2, 0, 1]}, {}, "Transpose", "dev"),
     ("unsqueeze", "Unsqueeze", [A(2, 3), R(i64(0))], {}, {}, "Unsqueeze", "dev"),
     ("depthtospace", "DepthToSpace", [A(1, 8, 2, 3)], {"blocksize": 2}, {}, "DepthToSpace", "dev"),
-    # "drop_no_int16_support": Resize (nearest; ORT keeps linear in float, vkinfer runs ORT's float path on the host)
+    # "drop_no_int16_support": Resize (nearest; ORT keeps linear in float, vkinfer runs ORT's float path natively:
+    # ops/float_resize.c)
     ("resize_nearest", "Resize", [A(1, 2, 3, 4), None, R(f32(1, 1, 2, 2))], {"mode": "nearest"}, {}, "Resize", "dev"),
     ("resize_linear", "Resize", [A(1, 2, 3, 4), None, R(f32(1, 1, 2, 2))], {"mode": "linear"}, {},
-     "DequantizeLinear,Resize,QuantizeLinear", "host"),
+     "DequantizeLinear,Resize,QuantizeLinear", "cpu"),
     # "drop_no_int16_support_and_positive_scale"
     ("maxpool", "MaxPool", [A(1, 3, 6, 6)], {"kernel_shape": [2, 2]}, {}, "MaxPool", "dev"),
     ("maxpool_opset12", "MaxPool", [A(1, 3, 6, 6)], {"kernel_shape": [2, 2]}, {"opset": 12}, "MaxPool", "dev"),
