@@ -35,6 +35,7 @@ Where bits can differ from ORT (pinned in tests/numerics/test_host_float.py):
 - MatMul / Gemm / Conv between float tensors: MLAS SGEMM's order is reproduced (vkinfer/reference/float_matmul.py)
   except ORT's transposed-B dot-product kernel (N = 1, M = 1 with transB; Conv with one output position): at most
   8 ulps of the largest |partial sum|; ORT_ENABLE_ALL's NCHWc Conv: 16 (tests/ops/test_float_matmul.py, _conv.py).
+- Resize nearest, half_pixel_symmetric: ORT's pick at coordinates within ulps of a rounding edge (test_float_resize.py).
 
 Float32 ops with kernels of their own (vkinfer/reference/float_*.py, registered at the end of this module;
 onnx.reference is only an oracle for them): MaxPool (ORT's four loops), Max/Min (+0/-0 by ORT's broadcast spans),

@@ -169,8 +169,9 @@ def kernel(node, x: list, memo: dict) -> list:
     check_auto_pad(node)
     v = np.asarray(x[0])
     if v.dtype != F32:
-        raise TypeError(f"AveragePool on {v.dtype} input {node.inputs[0]!r}: ORT's CPU kernel takes float32 (a QDQ "
-                        "AveragePool becomes com.microsoft:QLinearAveragePool)")
+        raise TypeError(f"AveragePool on {v.dtype} input {node.inputs[0]!r}: vkinfer's kernel takes float32 (ORT "
+                        "refuses 8-bit and double AveragePool, a QDQ one becomes com.microsoft:QLinearAveragePool; "
+                        "its float16 kernel is not reproduced)")
     return [average_pool_float(v, list(a["kernel_shape"]), a.get("strides"), a.get("pads"), a.get("dilations"),
                                int(a.get("ceil_mode", 0)), a.get("auto_pad"), int(a.get("count_include_pad", 0)),
                                int(a.get("_opset") or 22))]
