@@ -19,6 +19,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "graph_internal.h"
 
@@ -43,7 +44,8 @@ static const float FS_POLY[7] = {0x1.694000p-10f, 0x1.125edcp-7f, 0x1.555b5ap-5f
 
 static inline float fs_max(float a, float b) { return a > b ? a : b; }
 
-/* MLAS's SumExp element on v = x + (-max). */
+/* MLAS's SumExp element on v = x + (-max). Branch-free so that the compiler vectorises it: m is read from the
+ * biased sum's bits (bias + m, an integer in bias's binade, ulp 1); a NaN v makes p NaN whatever the scale. */
 static inline float fs_exp(float v)
 {
     const float lower = -103.9720840454f, bias = 12582912.0f;
@@ -52,13 +54,21 @@ static inline float fs_exp(float v)
     float m = biased - bias;
     float r = fmaf(m, -6.93145752e-1f, v);
     r = fmaf(m, -1.42860677e-6f, r);
-    float p = FS_POLY[0];
-    for (int k = 1; k < 7; k++) p = fmaf(p, r, FS_POLY[k]);
-    if (m != m) return p; /* NaN in, NaN out */
-    return (float)((double)p * ldexp(1.0, (int)m)); /* m in [-150, 0]: p * 2^m exact in double */
+    float p = fmaf(FS_POLY[0], r, FS_POLY[1]); /* Horner, unrolled so that the lanes vectorise */
+    p = fmaf(p, r, FS_POLY[2]);
+    p = fmaf(p, r, FS_POLY[3]);
+    p = fmaf(p, r, FS_POLY[4]);
+    p = fmaf(p, r, FS_POLY[5]);
+    p = fmaf(p, r, FS_POLY[6]);
+    uint32_t bb;
+    memcpy(&bb, &biased, 4);
+    uint64_t sb = (uint64_t)((int64_t)(int32_t)(bb - 0x4B400000u) + 1023) << 52; /* 2^m as a double, m >= -150 */
+    double scale;
+    memcpy(&scale, &sb, 8);
+    return (float)((double)p * scale); /* vscalefps: p * 2^m rounded once (exact in double, then to float) */
 }
 
-static float fs_row_max(const uf32* x, uint64_t s, uint64_t d)
+static inline __attribute__((always_inline)) float fs_row_max(const uf32* x, uint64_t s, uint64_t d)
 {
     uint64_t i = 0;
     float m = -FLT_MAX;
@@ -85,26 +95,22 @@ static float fs_row_max(const uf32* x, uint64_t s, uint64_t d)
     return m;
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__) && \
-    !defined(__SANITIZE_ADDRESS__)  /* ifunc resolvers run before the sanitizer runtime is up */
-/* x86-64-v3/v4 so fmaf is one VFMADD, not a libm call; the bits are the same either way. */
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#endif
-static void fs_row(const uf32* x, uf32* y, uint64_t s, uint64_t d, uint32_t log)
+static inline __attribute__((always_inline)) void fs_row_impl(const uf32* x, uf32* y, uint64_t s, uint64_t d,
+                                                             uint32_t log)
 {
     const float neg_max = -fs_row_max(x, s, d);
-    float acc[FS_LANES] = {0};
+    float acc[FS_LANES] = {0}, e[FS_LANES];
     uint64_t i = 0;
-    for (; d - i >= FS_LANES; i += FS_LANES)
-        for (int l = 0; l < FS_LANES; l++) {
-            float e = fs_exp(x[(i + (uint64_t)l) * s] + neg_max);
-            if (!log) y[(i + (uint64_t)l) * s] = e;
-            acc[l] = acc[l] + e;
-        }
+    for (; d - i >= FS_LANES; i += FS_LANES) {
+        for (int l = 0; l < FS_LANES; l++) e[l] = fs_exp(x[(i + (uint64_t)l) * s] + neg_max);
+        for (int l = 0; l < FS_LANES; l++) acc[l] = acc[l] + e[l];
+        if (!log)
+            for (int l = 0; l < FS_LANES; l++) y[(i + (uint64_t)l) * s] = e[l];
+    }
     for (int l = 0; i + (uint64_t)l < d; l++) {
-        float e = fs_exp(x[(i + (uint64_t)l) * s] + neg_max);
-        if (!log) y[(i + (uint64_t)l) * s] = e;
-        acc[l] = acc[l] + e;
+        float t = fs_exp(x[(i + (uint64_t)l) * s] + neg_max);
+        if (!log) y[(i + (uint64_t)l) * s] = t;
+        acc[l] = acc[l] + t;
     }
     float a[8];
     for (int l = 0; l < 8; l++) a[l] = acc[l + 8] + acc[l];
@@ -116,6 +122,19 @@ static void fs_row(const uf32* x, uf32* y, uint64_t s, uint64_t d, uint32_t log)
         const float scale = 1.0f / sum;
         for (uint64_t k = 0; k < d; k++) y[k * s] = y[k * s] * scale;
     }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__) && \
+    !defined(__SANITIZE_ADDRESS__)  /* ifunc resolvers run before the sanitizer runtime is up */
+/* x86-64-v3/v4 so fmaf is one VFMADD, not a libm call; the bits are the same either way. */
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
+static void fs_row(const uf32* x, uf32* y, uint64_t s, uint64_t d, uint32_t log)
+{
+    if (s == 1) /* contiguous rows (the last axis): a copy the compiler vectorises */
+        fs_row_impl(x, y, 1, d, log);
+    else
+        fs_row_impl(x, y, s, d, log);
 }
 
 static void fs_item(void* ctx, size_t item)
