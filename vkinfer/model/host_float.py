@@ -18,10 +18,11 @@ so the importer refuses the model naming the node and the op ("<node> (<op>): op
   even degree-6 polynomial, every multiply-add fused as MlasTanhKernelFma3 does), Erf (MLAS's erf: a fused
   odd polynomial below |x| = 0.921875, 1 - exp(-poly) above with MLAS's own exp, sign copied back),
   HardSigmoid (unfused alpha * x + beta, then clamped: ORT's Eigen expression, not fused), HardSwish
-  (x * HardSigmoid(x; 1/6, 1/2), unfused, ORT's kernel).
+  (x * HardSigmoid(x; 1/6, 1/2), unfused, ORT's kernel), Pow (the C library's powf, ORT's x * x / x * x * x
+  where its broadcaster has a scalar exponent: vkinfer/reference/float_pow.py, tests/ops/test_float_pow.py).
 
 Where bits can differ from ORT (pinned in tests/numerics/test_host_float.py):
-- Exp, Log, Sin, Cos, Pow with a non-integer exponent, Softplus, Elu/Selu/Celu, Mish, the other trigonometric and
+- Exp, Log, Sin, Cos, Softplus, Elu/Selu/Celu, Mish, the other trigonometric and
   hyperbolic ops, LRN's pow: numpy's libm (correctly rounded or within 1 ulp) against ORT's Eigen packet
   approximations: at most 2 ulps (Exp), 4 ulps (Log) on float32; the others' bounds in
   tests/numerics/test_host_ops_elementwise.py and test_host_ops_norm.py.
