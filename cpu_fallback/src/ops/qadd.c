@@ -82,6 +82,51 @@ static int qadd_piece(const qadd_t* t, uint8_t* const* ptr, uint64_t r, uint64_t
     return 1;
 }
 
+/* Rows [r0, r1) of a short innermost axis (len < QADD_SHORT, (r1 - r0) * len <= QADD_CHUNK), batched: every
+ * row's operand bytes gathered into the per-thread buffers, one arithmetic call over them all, the output rows
+ * contiguous. A per-row call cost more than the arithmetic: open_nsfw's (1, 7, 7, 1024) + (1, 1, 1, 1024)
+ * QLinearAdds, whose CPU form has rows of 7 bytes, took 0.9 ms for 50K values on one Zen 4 core. Row offsets
+ * advance as an odometer (no division per row). */
+#define QADD_SHORT 64
+static int qadd_rows(const qadd_t* t, uint8_t* const* ptr, uint64_t r0, uint64_t r1)
+{
+    static _Thread_local uint8_t ba[QADD_CHUNK], bb[QADD_CHUNK];
+    const uint64_t len = t->len, la = t->sa[t->rank - 1], lb = t->sb[t->rank - 1];
+    const uint8_t flip = t->is_signed ? 0x80 : 0;
+    const int outer = (int)t->rank - 1;  /* axes [0, outer) index the rows */
+    uint64_t idx[QADD_MAX_RANK] = {0}, oa = 0, ob = 0, r = r0;
+    for (int d = outer - 1; d >= 0; d--) {
+        idx[d] = r % t->shape[d];
+        r /= t->shape[d];
+        oa += idx[d] * t->sa[d];
+        ob += idx[d] * t->sb[d];
+    }
+    for (uint64_t row = r0; row < r1; row++) {
+        uint8_t* da = ba + (row - r0) * len;
+        uint8_t* db = bb + (row - r0) * len;
+        const uint8_t* a = ptr[0] + oa;
+        const uint8_t* b = ptr[1] + ob;
+        for (uint64_t k = 0; k < len; k++) da[k] = a[k * la] ^ flip;
+        for (uint64_t k = 0; k < len; k++) db[k] = b[k * lb] ^ flip;
+        for (int d = outer - 1; d >= 0; d--) {  /* the next row's offsets */
+            oa += t->sa[d];
+            ob += t->sb[d];
+            if (++idx[d] < t->shape[d]) break;
+            oa -= idx[d] * t->sa[d];
+            ob -= idx[d] * t->sb[d];
+            idx[d] = 0;
+        }
+    }
+    size_t m = (size_t)((r1 - r0) * len);
+    uint8_t* y = ptr[2] + r0 * len;
+    if ((t->mul ? vki_qlinear_mul(ba, bb, y, m, t->is_signed, t->za, t->zb, t->ra, t->fixed, t->lo, t->hi)
+                : vki_qlinear_add(ba, bb, y, m, t->is_signed, t->ra, t->rb, t->fixed, t->lo, t->hi)) != VKI_OK)
+        return 0;
+    if (flip)
+        for (size_t k = 0; k < m; k++) y[k] ^= 0x80;
+    return 1;
+}
+
 static void qadd_item(void* p, size_t item)
 {
     qadd_job* j = p;
@@ -94,7 +139,10 @@ static void qadd_item(void* p, size_t item)
     } else {  /* item = per_item whole rows */
         uint64_t r0 = (uint64_t)item * t->per_item;
         uint64_t r1 = r0 + t->per_item < t->rows ? r0 + t->per_item : t->rows;
-        for (uint64_t r = r0; r < r1 && ok; r++) ok = qadd_piece(t, j->ptr, r, 0, (size_t)t->len);
+        if (t->len < QADD_SHORT && !t->table)
+            ok = qadd_rows(t, j->ptr, r0, r1);
+        else
+            for (uint64_t r = r0; r < r1 && ok; r++) ok = qadd_piece(t, j->ptr, r, 0, (size_t)t->len);
     }
     if (!ok) j->failed = 1;
 }
