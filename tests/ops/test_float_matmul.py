@@ -172,6 +172,30 @@ def test_dot_product_kernel_bound(case):
     assert vkinfer.InferenceSession(blob, device="cpu").placement[NAME] == "cpu"
 
 
+# ORT with several intra-op threads slices N per thread and MLAS's K block follows the slice (module docstring of
+# vkinfer/reference/float_matmul.py): its bits change with the thread count. Measured: at most 4 ulps of the largest
+# |partial sum| (this case and K = 2000, 10 seeds each); pinned with margin.
+THREADS_BOUND_ULPS = 8
+
+
+def test_ort_thread_count_changes_its_bits():
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(9)
+    a, b = data(rng, (5, 700)), data(rng, (700, 60))
+    blob = _blob([node("MatMul", ["a", "b"], ["y"])], {"a": a, "b": b}, {})
+    feed = {"a": a, "b": b, "q": np.arange(4, dtype=np.uint8)}
+    got = run_devices(blob, feed, want=ort_run(blob, feed))[0]  # one ORT thread: exact
+    o = ort.SessionOptions()
+    o.intra_op_num_threads, o.log_severity_level = 2, 3
+    o.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    two = ort.InferenceSession(blob, o, providers=["CPUExecutionProvider"]).run(None, feed)[0]
+    assert not np.array_equal(two.view(np.int32), got.view(np.int32))
+    scale = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+    ulps = np.abs(got.astype(np.float64) - two) / np.spacing(scale.astype(F32)).astype(np.float64)
+    assert ulps.max() <= THREADS_BOUND_ULPS, ulps.max()
+
+
 def test_bad_shapes_are_refused_naming_the_node():
     a, b = np.zeros((3, 4), F32), np.zeros((3, 5), F32)
     refused(_blob([node("Gemm", ["a", "b"], ["y"])], {"a": a}, {"b": b}), {"a": a, "q": np.arange(4, dtype=np.uint8)},

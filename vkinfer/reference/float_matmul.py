@@ -24,6 +24,11 @@ Two special kernels of the unpacked SGEMM (alpha 1, beta 0 or 1):
   8 lanes with a horizontal sum, not reproduced: vkinfer keeps the blocked order there, a few ulps of the largest
   |partial sum| apart (pinned in tests/ops/test_float_matmul.py; vkinfer/model/host_float.py's list).
 
+This is ORT with one intra-op thread (the project's oracle, as for the reductions). With more, MLAS slices N (or M)
+across threads and the unpacked K block follows the thread's N slice (MlasSgemmTryMultithread, MlasConvPrepare's
+ThreadStrideN), so ORT's own bits change with its thread count: a few ulps of the largest |partial sum| (pinned in
+tests/ops/test_float_matmul.py::test_ort_thread_count_changes_its_bits).
+
 ORT's MatMul prepacks a constant B only when it is 2-D (a 1-D or batched constant B takes the unpacked order,
 measured). It folds A's batch into M when B is 2-D (one GEMM, so an M of 1 needs a 1-row A overall); with a batched B
 each batch is its own GEMM. The interpreter knows B is packed when B is a model constant (memo "static", which for
