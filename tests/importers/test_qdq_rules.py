@@ -71,10 +71,10 @@ RULES = [
     # "drop_no_int16_support_and_positive_scale"
     ("maxpool", "MaxPool", [A(1, 3, 6, 6)], {"kernel_shape": [2, 2]}, {}, "MaxPool", "dev"),
     ("maxpool_opset12", "MaxPool", [A(1, 3, 6, 6)], {"kernel_shape": [2, 2]}, {"opset": 12}, "MaxPool", "dev"),
-    ("reducemax", "ReduceMax", [A(2, 3, 4), R(i64(1))], {"keepdims": 1}, {"opset": 18}, "ReduceMax", "host"),
-    ("reducemin", "ReduceMin", [A(2, 3, 4), R(i64(-1))], {"keepdims": 0}, {"opset": 18}, "ReduceMin", "host"),
+    ("reducemax", "ReduceMax", [A(2, 3, 4), R(i64(1))], {"keepdims": 1}, {"opset": 18}, "ReduceMax", "cpu"),
+    ("reducemin", "ReduceMin", [A(2, 3, 4), R(i64(-1))], {"keepdims": 0}, {"opset": 18}, "ReduceMin", "cpu"),
     # "dropDQ"
-    ("argmax", "ArgMax", [A(3, 5)], {"axis": 1}, {"q_out": False}, "ArgMax", "host"),
+    ("argmax", "ArgMax", [A(3, 5)], {"axis": 1}, {"q_out": False}, "ArgMax", "cpu"),
     # "1DQ" unary -> com.microsoft QLinear ops
     ("averagepool", "AveragePool", [A(1, 2, 5, 5)], {"kernel_shape": [3, 3]}, {"out_scale": 0.04},
      "QLinearAveragePool", "cpu"),
@@ -87,8 +87,9 @@ RULES = [
     ("add", "Add", [A(2, 5), A(2, 5)], {}, {"out_scale": 0.07}, "QLinearAdd", "dev"),
     ("mul", "Mul", [A(2, 5), A(1, 5)], {}, {"out_scale": 0.2}, "QLinearMul", "dev"),
     ("concat", "Concat", [A(2, 3), A(2, 2)], {"axis": 1}, {"out_scale": 0.06}, "QLinearConcat", "dev"),
-    # "Where" -> QLinearWhere: vkinfer's float Where between DQ and Q is ORT's table arithmetic (host)
-    ("where", "Where", [R(COND), A(2, 5), A(2, 5)], {}, {"out_scale": 0.06}, "QLinearWhere", "host"),
+    # "Where" -> QLinearWhere: vkinfer's float Where between DQ and Q is ORT's table arithmetic (native: the DQs, the
+    # float Where and the Q on the cpu)
+    ("where", "Where", [R(COND), A(2, 5), A(2, 5)], {}, {"out_scale": 0.06}, "QLinearWhere", "cpu"),
     # ORT keeps these in float; vkinfer folds them where Q(DQ(v)) == v makes it exact
     ("spacetodepth", "SpaceToDepth", [A(1, 2, 4, 6)], {"blocksize": 2}, {}, "DequantizeLinear,SpaceToDepth,"
      "QuantizeLinear", "dev"),

@@ -46,8 +46,8 @@ CONV_OPS = tuple(CONV_WEIGHTS)
 GEMM_OPS = ("MatMulInteger", "Gemm", "MatMul")
 POOL_OPS = ("MaxPool", "GlobalAveragePool", "AveragePool", "LpPool", "GlobalMaxPool")
 # Reductions cost as global pools: the window is the input's elements per output element.
-REDUCE_OPS = ("ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin",
-              "ReduceProd", "ReduceSum", "ReduceSumSquare", "com.microsoft:QLinearReduceMean", "ArgMax", "ArgMin")
+REDUCE_OPS = ("ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMean", "ReduceProd", "ReduceSum",
+              "ReduceSumSquare", "com.microsoft:QLinearReduceMean")
 MOVE_OPS = ("Concat", "Transpose", "Pad", "Reshape", "Flatten", "Squeeze",
             "Unsqueeze", "Identity", "Slice", "Split", "Gather", "DepthToSpace", "SpaceToDepth", "Tile", "Expand",
             "Resize", "vkinfer:ZeroInsert", "Upsample", "Dropout", "BitCast", "Shape", "Size", "CenterCropPad",
@@ -67,7 +67,7 @@ ELEMENTWISE_OPS = (
     "BatchNormalization", "InstanceNormalization", "GroupNormalization", "RMSNormalization",
     "LpNormalization", "MeanVarianceNormalization", "LRN",
     "Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "And", "Or", "Xor", "Not", "IsInf", "IsNaN",
-    "Where", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "Cast", "CastLike",
+    "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "Cast", "CastLike",
     "ConstantOfShape", "EyeLike", "Range", "OneHot", "BlackmanWindow", "HammingWindow", "HannWindow",
     "MelWeightMatrix", "AttributeHasValue", "CumSum", "CumProd",
     "Einsum", "Attention", "LinearAttention", "RotaryEmbedding", "RNN", "GRU", "DFT", "STFT", "Det",
