@@ -155,3 +155,72 @@ def test_paths_under_asan_and_ubsan():
                 f"from cpu.test_qmatmul_paths import check_paths\ncheck_paths({isa!r}); print('ok')")
         run_sanitized([sys.executable, "-c", code, str(TESTS)], "ok", cwd=TESTS.parent,
                       env={"VKINFER_CPU_ISA": isa, "PYTHONPATH": str(TESTS.parent)})
+
+
+# qmatmul_f32 (com.microsoft MatMulIntegerToFloat, cpu_fallback/src/ops/qmatmul_f32.c): (rows, k, n, bias, bytes).
+# k odd and even around the pair grouping, n around the 16-column blocks and the 64-column work items, one k past
+# 33,000 at the extreme bytes (the int32 sums wrap), "edge": only 0 and 255.
+F32_CASES = [
+    (1, 1, 1, False, "random"), (1, 2, 2, True, "random"), (3, 7, 17, True, "edge"), (2, 64, 15, False, "random"),
+    (5, 300, 33, True, "random"), (4, 37, 64, False, "edge"), (2, 33, 65, True, "random"), (1, 1024, 2, True, "random"),
+    (9, 16, 130, True, "edge"), (1, 40001, 3, False, "wrap"),
+]
+
+
+def _f32_run(case, seed: int, threads: int) -> tuple[np.ndarray, np.ndarray, str]:
+    rows, k, n, bias, dist = case
+    rng = np.random.default_rng(seed)
+    if dist == "wrap":
+        a, b, az, bz = np.full((rows, k), 255, np.uint8), np.zeros((k, n), np.uint8), 0, np.full(n, 255, np.uint32)
+    else:
+        pick = (lambda s: np.where(rng.random(s) < 0.5, 0, 255)) if dist == "edge" else (
+            lambda s: rng.integers(0, 256, s))
+        a, b = pick((rows, k)).astype(np.uint8), pick((k, n)).astype(np.uint8)
+        az, bz = int(rng.integers(0, 256)), pick(n).astype(np.uint32)
+    scale = rng.uniform(1e-4, 1e-2, n).astype(np.float32)
+    bv = (rng.standard_normal(n) * 3).astype(np.float32) if bias else None
+    acc = (a.astype(np.int64) - az) @ (b.astype(np.int64) - bz.astype(np.int64))
+    want = ((acc + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32).astype(np.float32) * scale
+    if bias:
+        want = (want + bv).astype(np.float32)
+    raw_y = np.zeros(rows * n * 4 + 1, np.uint8)  # the output at an odd address
+    g = NativeGraph(0, [a.nbytes, rows * n * 4])
+    g.add("qmatmul_f32", rows, k, n, az, b, bz, scale, bv, Ref(1, 0, a.nbytes), Ref(2, 0, rows * n * 4))
+    g.run([a.reshape(-1), raw_y[1:]], threads)
+    return np.frombuffer(raw_y[1:].tobytes(), np.float32).reshape(rows, n), want, g.ops()[0]
+
+
+def check_f32(expect: str) -> None:
+    """Every qmatmul_f32 case at 1 and 2 threads equals the exact arithmetic bit for bit, on body `expect`."""
+    for i, case in enumerate(F32_CASES):
+        for threads in (1, 2):
+            got, want, name = _f32_run(case, 300 + i, threads)
+            assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (case, threads)
+            assert name == expect, (case, name)
+
+
+def _f32_name(isa: str) -> str:
+    return f"qmatmul_f32:{isa}" if isa in ("avx2", "avx512vnni") else "qmatmul_f32"
+
+
+def test_qmatmul_f32_bodies_equal_exact_arithmetic():
+    """Each body (this CPU's best, and AVX2 / the loop forced through VKINFER_CPU_ISA in a subprocess) gives the
+    exact sums' bits: VPDPWSSD / VPMADDWD pairs, one float32 multiply, then the bias."""
+    check_f32(_f32_name(vcpu.default_variant()))
+    for isa in sorted({"avx2", "scalar", "neon"} & set(vcpu.available_variants())):
+        code = ("import sys; sys.path.insert(0, sys.argv[1])\n"
+                f"from cpu.test_qmatmul_paths import check_f32\ncheck_f32({_f32_name(isa)!r}); print('ok')")
+        r = subprocess.run([sys.executable, "-c", code, str(TESTS)], env=dict(os.environ, VKINFER_CPU_ISA=isa),
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0 and r.stdout.strip().endswith("ok"), (isa, r.stderr[-3000:])
+
+
+def test_qmatmul_f32_under_asan_and_ubsan():
+    """The qmatmul_f32 bodies this CPU runs, on the AddressSanitizer + UBSan build."""
+    from support.cpu_build import run_sanitized
+
+    for isa in sorted({vcpu.default_variant(), "avx2", "scalar"} & set(vcpu.available_variants())):
+        code = ("import sys; sys.path.insert(0, sys.argv[1])\n"
+                f"from cpu.test_qmatmul_paths import check_f32\ncheck_f32({_f32_name(isa)!r}); print('ok')")
+        run_sanitized([sys.executable, "-c", code, str(TESTS)], "ok", cwd=TESTS.parent,
+                      env={"VKINFER_CPU_ISA": isa, "PYTHONPATH": str(TESTS.parent)})
