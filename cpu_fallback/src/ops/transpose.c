@@ -14,20 +14,80 @@ typedef struct {
     uint64_t tile_rows, tile_cols;  /* nonzero: a batch of (rows x cols) -> (cols x rows) byte transposes */
 } transpose_t;
 
-/* Batched 2-D transposes (NCHW <-> NHWC after merging axes that move together) run in 32 x 32 tiles, so both
- * sides stream through cache lines; anything else walks the output rows with a strided gather. */
+/* Batched 2-D transposes (NCHW <-> NHWC after merging axes that move together): 16 x 16 blocks by SSE2 byte
+ * unpacks (x86-64's baseline), the edges and other machines in 32 x 32 scalar tiles, so both sides stream
+ * through cache lines; work items are bands of 64 input rows of one batch. Anything else walks the output rows
+ * with a strided gather. The scalar tiles moved 1.7-3 GB/s on one Zen 4 core: a (1, 64, 56, 56) edge took 116 us. */
 #define TILE 32
-static void transpose2d_u8(const uint8_t* x, uint8_t* y, uint64_t rows, uint64_t cols, uint8_t xb)
+#define BAND 64
+#if defined(__SSE2__)
+#include <emmintrin.h>
+
+/* y[c * ys + r] = x[r * xs + c] ^ xb for r, c in [0, 16). */
+static void block16(const uint8_t* x, uint64_t xs, uint8_t* y, uint64_t ys, __m128i xb)
 {
-    /* y (cols x rows) = x (rows x cols) transposed */
-    for (uint64_t r0 = 0; r0 < rows; r0 += TILE) {
-        uint64_t r1 = r0 + TILE < rows ? r0 + TILE : rows;
-        for (uint64_t c0 = 0; c0 < cols; c0 += TILE) {
-            uint64_t c1 = c0 + TILE < cols ? c0 + TILE : cols;
-            for (uint64_t c = c0; c < c1; c++)
-                for (uint64_t r = r0; r < r1; r++) y[c * rows + r] = x[r * cols + c] ^ xb;
+    __m128i a[16], b[16], c[16];
+    for (int i = 0; i < 16; i++) a[i] = _mm_xor_si128(_mm_loadu_si128((const __m128i*)(x + i * xs)), xb);
+    for (int k = 0; k < 8; k++) {  /* b[k]: columns 0-7 of rows 2k, 2k+1 interleaved; b[k + 8]: columns 8-15 */
+        b[k] = _mm_unpacklo_epi8(a[2 * k], a[2 * k + 1]);
+        b[k + 8] = _mm_unpackhi_epi8(a[2 * k], a[2 * k + 1]);
+    }
+    for (int h = 0; h < 2; h++)  /* c[8h + 4j + k]: columns 8h + 4j .. + 3 of rows 4k .. 4k + 3 */
+        for (int k = 0; k < 4; k++) {
+            c[8 * h + k] = _mm_unpacklo_epi16(b[8 * h + 2 * k], b[8 * h + 2 * k + 1]);
+            c[8 * h + 4 + k] = _mm_unpackhi_epi16(b[8 * h + 2 * k], b[8 * h + 2 * k + 1]);
+        }
+    for (int g = 0; g < 4; g++) {  /* columns 4g .. 4g + 3 */
+        __m128i lo0 = _mm_unpacklo_epi32(c[4 * g], c[4 * g + 1]);     /* cols 4g, 4g+1: rows 0-7 */
+        __m128i hi0 = _mm_unpackhi_epi32(c[4 * g], c[4 * g + 1]);     /* cols 4g+2, 4g+3: rows 0-7 */
+        __m128i lo1 = _mm_unpacklo_epi32(c[4 * g + 2], c[4 * g + 3]); /* rows 8-15 */
+        __m128i hi1 = _mm_unpackhi_epi32(c[4 * g + 2], c[4 * g + 3]);
+        _mm_storeu_si128((__m128i*)(y + (4 * g) * ys), _mm_unpacklo_epi64(lo0, lo1));
+        _mm_storeu_si128((__m128i*)(y + (4 * g + 1) * ys), _mm_unpackhi_epi64(lo0, lo1));
+        _mm_storeu_si128((__m128i*)(y + (4 * g + 2) * ys), _mm_unpacklo_epi64(hi0, hi1));
+        _mm_storeu_si128((__m128i*)(y + (4 * g + 3) * ys), _mm_unpackhi_epi64(hi0, hi1));
+    }
+}
+#endif
+
+/* Rows [r0, r1) of y (cols x rows) = x (rows x cols) transposed, scalar. */
+static void band_scalar(const uint8_t* x, uint8_t* y, uint64_t rows, uint64_t cols, uint64_t r0, uint64_t r1,
+                        uint64_t c0, uint8_t xb)
+{
+    for (uint64_t q0 = r0; q0 < r1; q0 += TILE) {
+        uint64_t q1 = q0 + TILE < r1 ? q0 + TILE : r1;
+        for (uint64_t k0 = c0; k0 < cols; k0 += TILE) {
+            uint64_t k1 = k0 + TILE < cols ? k0 + TILE : cols;
+            for (uint64_t c = k0; c < k1; c++)
+                for (uint64_t r = q0; r < q1; r++) y[c * rows + r] = x[r * cols + c] ^ xb;
         }
     }
+}
+
+typedef struct {
+    const transpose_t* t;
+    const uint8_t* x;
+    uint8_t* y;
+} transpose_job;
+
+static void band_item(void* p, size_t item)
+{
+    const transpose_job* j = p;
+    const transpose_t* t = j->t;
+    uint64_t rows = t->tile_rows, cols = t->tile_cols, bands = (rows + BAND - 1) / BAND;
+    uint64_t b = item / bands, r0 = (item % bands) * BAND, r1 = r0 + BAND < rows ? r0 + BAND : rows;
+    const uint8_t* x = j->x + b * rows * cols;
+    uint8_t* y = j->y + b * rows * cols;
+    uint64_t r16 = r0, c16 = 0;
+#if defined(__SSE2__)
+    __m128i xb = _mm_set1_epi8((char)t->xor_byte);
+    r16 = r0 + (r1 - r0) / 16 * 16;
+    c16 = cols / 16 * 16;
+    for (uint64_t r = r0; r < r16; r += 16)
+        for (uint64_t c = 0; c < c16; c += 16) block16(x + r * cols + c, cols, y + c * rows + r, rows, xb);
+    if (c16 < cols) band_scalar(x, y, rows, cols, r0, r16, c16, t->xor_byte);  /* right edge */
+#endif
+    band_scalar(x, y, rows, cols, r16, r1, 0, t->xor_byte);  /* bottom edge (everything without SSE2) */
 }
 
 static vki_status transpose_run(void* p, uint8_t* const* ptr, uint32_t threads)
@@ -37,9 +97,9 @@ static vki_status transpose_run(void* p, uint8_t* const* ptr, uint32_t threads)
     uint8_t* y = ptr[1];
     uint32_t r = t->rank;
     if (t->elem == 1 && t->tile_rows) {
-        uint64_t plane = t->tile_rows * t->tile_cols;
-        for (uint64_t b = 0; b < t->count / plane; b++)
-            transpose2d_u8(x + b * plane, y + b * plane, t->tile_rows, t->tile_cols, t->xor_byte);
+        uint64_t plane = t->tile_rows * t->tile_cols, bands = (t->tile_rows + BAND - 1) / BAND;
+        transpose_job j = {t, x, y};
+        vki_for_items((size_t)(t->count / plane * bands), t->count, threads, band_item, &j);
         return VKI_OK;
     }
     uint64_t idx[VKI_GRAPH_MAX_RANK] = {0};
