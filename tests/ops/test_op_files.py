@@ -19,6 +19,7 @@ FAMILY = {"vkinfer:QGemmClamp": "qgemm", "vkinfer:Table2": "table", "LSTM": "lst
     op: "float_reduce" for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin")} | {
     op: "float_unary" for op in ("HardSigmoid", "HardSwish", "Sigmoid", "Tanh", "Erf")}
 FAMILY |= {"Pow": "float_pow", "Softmax": "float_softmax", "LogSoftmax": "float_softmax"}
+FAMILY |= {"ArgMax": "argmax", "ArgMin": "argmax"}  # 8-bit ReduceMax/ReduceMin: test_byte_reduce.py as well
 
 
 def op_file(op: str) -> str:
