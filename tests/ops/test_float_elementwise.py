@@ -28,7 +28,9 @@ BINARY = ["Add", "Sub", "Mul", "Div", "Max", "Min", "PRelu"]
 SHAPES = [((7,), (7,)), ((1,), (9,)), ((9,), (1,)), ((1,), (1,)), ((2, 3, 5), (2, 3, 5)), ((3, 1), (3, 7)),
           ((3, 7), (3, 1)), ((1, 6), (5, 1)), ((5, 1), (1, 6)), ((4, 5), (5,)), ((5,), (4, 5)), ((2, 3, 4), (2, 1, 4)),
           ((2, 1, 4), (2, 3, 4)), ((2, 3, 1), (1, 3, 5)), ((1, 4, 6, 6), (1, 4, 1, 1)), ((1, 4, 1, 1), (1, 4, 6, 6)),
-          ((2, 1, 3, 1, 5), (1, 4, 1, 2, 1)), ((1, 3, 5, 5), ())]
+          ((2, 1, 3, 1, 5), (1, 4, 1, 2, 1)), ((1, 3, 5, 5), ()),
+          # ORT's broadcaster starting on a size-1 dimension: spans of one element, input 0 the scalar (ort_spans)
+          ((6, 1), (1,)), ((1,), (8, 1)), ((5, 1), ()), ((3, 1, 1), (1, 1)), ((2, 1), (1, 1))]
 
 
 def _blob(nodes, inputs: dict, consts: dict | None = None, opset: int = 13) -> bytes:
@@ -74,10 +76,13 @@ def test_binary_edge_values(op, shapes):
 
 
 @pytest.mark.parametrize("op", ["Max", "Min"])
-@pytest.mark.parametrize("shapes", [((1,), (1,)), ((), (1,)), ((1, 1), (1, 1)), ((1,), ())], ids=str)
+@pytest.mark.parametrize("shapes", [((1,), (1,)), ((), (1,)), ((1, 1), (1, 1)), ((1,), ()), ((6, 1), (1,)),
+                                    ((1,), (8, 1)), ((5, 1), ()), ((3, 1, 1), (1, 1))], ids=str)
 def test_one_element_signed_zero_ties(op, shapes):
     """A 1-element output is ORT's input-0-scalar path: input1.max(input0), so a +0/-0 tie gives input 1's zero
-    (vkinfer gave input 0's before: found by the edge tables under another hash seed)."""
+    (vkinfer gave input 0's before: found by the edge tables under another hash seed). So is every span where ORT's
+    broadcaster starts on a dimension of size 1 ((6, 1) by (1,): six spans of one; vkinfer gave input 0's zero on
+    the packet-aligned elements before, found by the Pow helper reading ORT's broadcaster)."""
     sa, sb = shapes
     blob = _blob([node(op, ["a", "b"], ["y"])], {"a": sa, "b": sb})
     for av, bv in ((0.0, -0.0), (-0.0, 0.0)):

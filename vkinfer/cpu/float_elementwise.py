@@ -19,7 +19,7 @@ import numpy as np
 
 from ..layout import u32
 from ..model.lowering import Layer, lower
-from ..reference.float_minmax import merged_broadcast
+from ..reference.float_minmax import merged_broadcast, ort_spans
 from ..reference.float_pow import ort_scalar_roles
 
 __all__ = ["BINARY", "UNARY", "lower_float_binary", "lower_float_unary", "merged_broadcast"]
@@ -46,7 +46,10 @@ def lower_float_binary(ctx, node, backend):
     if len(ins) != 2:
         raise ValueError(f"{node.op} of {len(ins)} inputs: the native graph takes two (the host runs it)")
     a, b = ins
-    out, sa, sb = merged_broadcast(ctx.shape(y), ctx.shape(a), ctx.shape(b))
+    if node.op in ("Max", "Min"):  # ORT's spans decide the operand order of ties (reference/float_minmax.py)
+        out, sa, sb = ort_spans(tuple(ctx.shape(a)), tuple(ctx.shape(b)))
+    else:
+        out, sa, sb = merged_broadcast(ctx.shape(y), ctx.shape(a), ctx.shape(b))
     if len(out) > _MAX_RANK:
         raise ValueError(f"{node.op}: a broadcast of {len(out)} merged dimensions (the native graph takes 6)")
     op, rank, shape, ash, bsh = BINARY[node.op], len(out), u32(out), u32(sa), u32(sb)

@@ -39,13 +39,28 @@ def merged_broadcast(out: tuple[int, ...], a: tuple[int, ...], b: tuple[int, ...
     return ([d[0] for d in dims], [1 if d[1][0] else d[0] for d in dims], [1 if d[1][1] else d[0] for d in dims])
 
 
+def ort_spans(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[list[int], list[int], list[int]]:
+    """`merged_broadcast` of input shapes a and b with ORT's one exception: where its broadcaster starts (Init) on
+    an output dimension of size 1 (every dimension the two shapes share is 1, or one input is a scalar and the
+    other's last dimension is 1), its spans are one element long with input 0 the scalar of each, whatever the
+    dimensions before; a trailing dimension of 1 says so. Measured against ORT 1.31: Max((6, 1), (1,)) of +0 and
+    -0 gives the second operand for all 6 elements, not the packet path's first."""
+    out = tuple(np.broadcast_shapes(tuple(a), tuple(b)))
+    o, sa, sb = merged_broadcast(out, a, b)
+    r = min(len(a), len(b))
+    common = (a[-1:] if a else b[-1:]) if r == 0 else (*a[len(a) - r:], *b[len(b) - r:])
+    if int(np.prod(out, dtype=np.int64)) > 1 and all(d <= 1 for d in common):
+        return [*o, 1], [*sa, 1], [*sb, 1]
+    return o, sa, sb
+
+
 def max_min2(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """ORT's two-input float32 Max or Min (module docstring)."""
     a, b = np.asarray(a), np.asarray(b)
     if a.dtype != F32 or b.dtype != F32:
         raise TypeError(f"{op}: the float kernel takes float32 inputs, got {a.dtype} and {b.dtype}")
     shape = np.broadcast_shapes(a.shape, b.shape)
-    out, sa, sb = merged_broadcast(shape, a.shape, b.shape)
+    out, sa, sb = ort_spans(a.shape, b.shape)
     n = int(np.prod(shape, dtype=np.int64))
     y = np.empty(n, F32)
     if n == 0:
