@@ -116,6 +116,7 @@ def _info(path: str, device: str, placement: str | None = None, profile: str | N
         print(f"  placed by hand: {name} on {where}")
     if plan is not None:
         _print_host_nodes(sess, plan)
+    _print_inexact(g)
     if device == "auto":
         print(sess.explain())
     return 0
@@ -140,6 +141,19 @@ def _print_host_nodes(sess, plan) -> None:
         why = ("placed on the host by hand" if plan.given.get(n.name) == "host"
                else plan.why_host.get(n.name) or "no reason recorded")
         print(f"  {n.name} ({n.op}): {why}")
+
+
+def _print_inexact(g) -> None:
+    """The float ops whose bits can differ from ONNX Runtime's (vkinfer/model/inexact.py), each with the reason and
+    the bound its test pins; nothing when every op is exact."""
+    from .model.inexact import inexact_nodes
+
+    found = inexact_nodes(g)
+    if not found:
+        return
+    print(f"float ops not bit-exact with ONNX Runtime: {len(found)} (they run; the bound is pinned by a test):")
+    for n, why in found:
+        print(f"  {n.name} ({n.op}): {why.reason}; bound {why.bound} ({why.test})")
 
 
 def _info_profile(path: str, profile: str, objective: str, threads: int | None) -> int:

@@ -187,7 +187,8 @@ def fold_tables(g: Graph) -> Graph:
         g.consts[name] = np.ascontiguousarray(table)
         op = TABLE if len(sources) == 1 else TABLE2
         replace[id(q)] = Node(op, q.name or f"{chain[-1].name}__table", [s.inputs[0] for s in sources] + [name],
-                              list(q.outputs), {"dtype": out_dt.name, "folded": [n.name for n in chain]})
+                              list(q.outputs), {"dtype": out_dt.name, "folded": [n.name for n in chain],
+                               "folded_ops": [n.op for n in chain]})
     if not replace:
         return g
     nodes = [replace.get(id(n), n) for n in g.nodes]
