@@ -14,6 +14,7 @@ ORT is within a pinned bound of it (`test_dot_product_kernel_bound`)."""
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 from support.agree import run_devices
 
@@ -55,7 +56,7 @@ MATMUL = [((3, 300), (300, 5), False), ((3, 300), (300, 5), True), ((5, 700), (7
           ((2, 3, 200), (200, 9), False), ((2, 3, 200), (200, 9), True), ((2, 1, 300), (300, 5), False),
           ((1, 1, 300), (300, 5), False), ((2, 3, 40, 70), (2, 3, 70, 9), False), ((2, 1, 4, 70), (1, 3, 70, 9), False),
           ((3, 300), (1, 300, 5), True), ((2, 4, 300), (2, 300, 7), True), ((300,), (2, 300, 7), False),
-          ((1, 1), (1, 1), False), ((9, 3), (3, 130), True)]
+          ((1, 1), (1, 1), False), ((9, 3), (3, 130), True), ((300,), (300,), False), ((77,), (77,), True)]
 
 
 @pytest.mark.parametrize("case", MATMUL, ids=[f"{a}x{b}{'c' if c else ''}" for a, b, c in MATMUL])
@@ -125,6 +126,24 @@ def test_signed_zeros_and_specials():
                 _check(_blob([n], {"a": a}, {"b": b}), {"a": a})
             else:
                 _check(_blob([n], {"a": a, "b": b}, {}), {"a": a, "b": b})
+
+
+def test_threads_do_not_change_the_bits():
+    """vkinfer's own threads split output tiles, never a sum: 1, 2 and 4 threads give the same bits (ORT's one)."""
+    rng = np.random.default_rng(10)
+    a, b = data(rng, (70, 300)), data(rng, (300, 200))
+    x, w = data(rng, (1, 16, 30, 30)), data(rng, (32, 16, 3, 3))
+    blob = _blob([node("MatMul", ["a", "b"], ["y"]), node("Conv", ["x", "w"], ["y2"], name="conv", pads=[1, 1, 1, 1])],
+                 {"a": a, "b": b, "x": x}, {"w": w})
+    m = onnx.load_model_from_string(blob)
+    m.graph.output.append(onnx.helper.make_tensor_value_info("y2", onnx.TensorProto.FLOAT, None))
+    blob = m.SerializeToString()
+    feed = {"a": a, "b": b, "x": x, "q": np.arange(4, dtype=np.uint8)}
+    want = ort_run(blob, feed)
+    for threads in (1, 2, 4):
+        got = vkinfer.InferenceSession(blob, device="cpu", threads=threads).run(None, feed)
+        for g, w_ in zip(got, want, strict=True):
+            assert np.array_equal(g.view(np.int32), w_.view(np.int32)), threads
 
 
 def test_orders_are_distinguished():
