@@ -1,5 +1,5 @@
 """float32 Resize in the native CPU graph against ONNX Runtime's CPU EP (one thread, nodes as written): linear
-(bilinear on 2-D and NCHW 4-D, trilinear on 3-D and NCDHW 5-D: vkinfer/cpu/float_resize.py, cpu_fallback/src/ops/
+(bilinear on 2-D, NCHW and NHWC 4-D, trilinear on 3-D and NCDHW 5-D: vkinfer/cpu/float_resize.py, cpu_fallback/src/ops/
 float_resize.c, the interpreter's vkinfer/model/resize.py `resize_linear`) and nearest (an element gather,
 vkinfer/cpu/float_moves.py), over every coordinate_transformation_mode and nearest_mode, scales and sizes, edge
 values (signed zeros, NaN, infinities, denormals), tf_crop_and_resize's extrapolation, and an output shape equal to
@@ -75,6 +75,10 @@ LINEAR = [
      None, 19),                                                                             # trilinear 5-D
     ((1, 2, 3, 4, 5), dict(mode="linear", coordinate_transformation_mode="tf_crop_and_resize"), None, [1, 2, 4, 4, 7],
      [0, 0, -0.1, 0.2, 0.0, 1, 1, 1.2, 0.7, 1.1], 19),
+    ((2, 4, 5, 3), dict(mode="linear", coordinate_transformation_mode="pytorch_half_pixel"), [1, 1.5, 2, 1], None,
+     None, 19),                                                                             # NHWC 4-D
+    ((1, 4, 5, 2), dict(mode="linear", coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=3.0),
+     None, [1, 6, 3, 2], [0, -0.2, 0.1, 0, 1, 0.9, 1.3, 1], 19),
     ((1, 2, 4, 5), dict(mode="linear"), [1, 1, 1.2, 1.2], None, None, 19),                  # same shape: a copy
     ((1, 2, 4, 5), dict(mode="linear"), [1, 1, 2, 3], None, None, 10),                      # Resize-10: asymmetric
 ]
@@ -93,7 +97,7 @@ def test_linear_edge_tables(case):
         assert vkinfer.InferenceSession(blob, device=d).placement[NAME] == "cpu"
 
 
-@pytest.mark.parametrize("case", [0, 4, 8])
+@pytest.mark.parametrize("case", [0, 4, 8, 10])
 def test_linear_random_all_devices(case):
     shape, attrs, scales, sizes, roi, opset = LINEAR[case]
     blob = _blob(shape, attrs, scales, sizes, roi, opset)
@@ -106,6 +110,8 @@ def _random_case(rng, mode: str):
     rank = int(rng.choice([2, 3, 4, 5]))
     shape = tuple(int(rng.integers(1, 8)) for _ in range(rank))
     axes = list(range(rank)) if rank <= 3 else list(range(2, rank))
+    if rank == 4 and rng.random() < 0.3:
+        axes = [1, 2]  # NHWC
     if mode == "nearest" and rng.random() < 0.5:
         axes = list(range(rank))
     scales = np.ones(rank, F32)
@@ -257,6 +263,9 @@ ASAN_CASES = [((2, 3, 4, 5), dict(mode="linear"), [1, 1, 2, 1.5], None, None),
                [0, 0, -0.2, 0.1, 1, 1, 0.9, 1.3]),
               ((7, 1), dict(mode="linear", coordinate_transformation_mode="align_corners"), None, [3, 4], None),
               ((3, 4, 5), dict(mode="linear"), [0.7, 1.5, 2.0], None, None),
+              ((2, 4, 5, 3), dict(mode="linear", coordinate_transformation_mode="tf_crop_and_resize",
+                                  extrapolation_value=3.0), [1, 1.5, 2, 1], None,
+               [0, -0.2, 0.1, 0, 1, 0.9, 1.3, 1]),
               ((1, 2, 3, 4, 5), dict(mode="linear", coordinate_transformation_mode="tf_crop_and_resize"), None,
                [1, 2, 4, 4, 7], [0, 0, -0.1, 0.2, 0.0, 1, 1, 1.2, 0.7, 1.1])]
 

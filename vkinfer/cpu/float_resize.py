@@ -1,9 +1,8 @@
-"""float32 linear Resize (bilinear on 2-D and NCHW 4-D, trilinear on 3-D and NCDHW 5-D) in the native CPU graph
-with ONNX Runtime 1.31's arithmetic (cpu_fallback/src/ops/float_resize.c; the taps and float32 weights are
+"""float32 linear Resize (bilinear on 2-D, NCHW and NHWC 4-D; trilinear on 3-D and NCDHW 5-D) in the native CPU
+graph with ONNX Runtime 1.31's arithmetic (cpu_fallback/src/ops/float_resize.c; the taps and float32 weights are
 vkinfer/model/resize.py's `linear_taps`, the interpolation order its `resize_linear`); an output shape equal to
 the input's is a copy (ORT copies the input). Nearest float Resize is an element gather (vkinfer/cpu/float_moves.py:
-None here). Cubic mode, antialias, ORT's NHWC 4-D kernel and parameters that are not
-constant stay on the host, with the reason."""
+None here). Cubic mode, antialias and parameters that are not constant stay on the host, with the reason."""
 
 from __future__ import annotations
 
@@ -24,9 +23,9 @@ def resize_plan(node, shape: tuple[int, ...], consts: list) -> tuple[int, np.nda
     p = resize_params(node, shape, [None, *consts[1:]])
     axes = linear_axes(p, len(shape))
     if axes is None:
-        raise ValueError(f"Resize linear of rank {len(shape)} with scales {p['scales'].tolist()} is ORT's NHWC "
-                         "kernel, not reproduced (the host refuses it too)")
-    dims, taps, weights = [len(axes)], [], []
+        raise ValueError(f"Resize linear of rank {len(shape)} with scales {p['scales'].tolist()} (ORT refuses it)")
+    inner = math.prod(shape[axes[-1] + 1:])  # NHWC: the channels follow each position
+    dims, taps, weights = [len(axes), inner], [], []
     for a in axes:
         xo, i1, i2, d1, d2 = linear_taps(p, shape, a)
         if p["ctm"] == "tf_crop_and_resize":
@@ -36,7 +35,7 @@ def resize_plan(node, shape: tuple[int, ...], consts: list) -> tuple[int, np.nda
         dims += [shape[a], p["out"][a]]
         taps.append(np.stack([i1, i2, out.astype(np.int64)], axis=1).reshape(-1))
         weights.append(np.stack([d1, d2], axis=1).reshape(-1))
-    nc = math.prod(shape[:len(shape) - len(axes)])
+    nc = math.prod(shape[:axes[0]])
     return (nc, u32(dims), u32(np.concatenate(taps)), np.ascontiguousarray(np.concatenate(weights), np.float32),
             float(np.float32(p["extrapolation"])), tuple(p["out"]))
 

@@ -203,13 +203,16 @@ def _extrapolation(value: float, dtype) -> object:
 
 def linear_axes(p: dict, rank: int) -> tuple[int, ...] | None:
     """The axes ORT's float linear kernels interpolate for a Resize of `rank` with parameters `p`: bilinear on
-    2-D and NCHW 4-D (scales 1, 1, h, w), trilinear on 3-D and NCDHW 5-D (scales 1, 1, d, h, w); None for the
-    others (ORT's NHWC 4-D kernel is not reproduced)."""
+    2-D and NCHW 4-D (scales 1, 1, h, w), then NHWC 4-D (scales 1, h, w, 1: its NhwcUpsampleBilinear, the same
+    float arithmetic per element, measured), trilinear on 3-D and NCDHW 5-D (scales 1, 1, d, h, w); None for the
+    others (ORT refuses them)."""
     sc = p["scales"]
     if rank in (2, 3):
         return tuple(range(rank))
     if rank in (4, 5) and sc[0] == 1 and sc[1] == 1:
         return tuple(range(2, rank))
+    if rank == 4 and sc[0] == 1 and sc[3] == 1:
+        return (1, 2)
     return None
 
 
@@ -238,7 +241,7 @@ def resize_linear(v: np.ndarray, p: dict) -> np.ndarray:
     from the innermost axis outwards (dx * dy * dz) times the corner's value, the terms added left to right in
     float32 (d2x*d2y*X11 + d1x*d2y*X21 + d2x*d1y*X12 + d1x*d1y*X22 in 2-D); tf_crop_and_resize: the
     extrapolation value where an original coordinate lies outside [0, n - 1]. Cast to the input's type
-    (uint8/int8: truncated, ORT's static_cast). ORT's NHWC 4-D kernel and the other cases: ValueError."""
+    (uint8/int8: truncated, ORT's static_cast). 8-bit NHWC (ORT's integer kernel) and the others: ValueError."""
     if v.dtype not in (np.float32, np.uint8, np.int8):
         raise ValueError(f"Resize linear on {v.dtype} tensors is not supported")
     if tuple(p["out"]) == tuple(v.shape):  # ORT copies the input (as resize_nearest)
@@ -246,11 +249,15 @@ def resize_linear(v: np.ndarray, p: dict) -> np.ndarray:
     dtype, v = v.dtype, v.astype(np.float32)
     r = v.ndim
     axes = linear_axes(p, r)
-    if axes is None or (dtype != np.float32 and len(axes) != 2):
+    trailing = axes is not None and axes == tuple(range(r - len(axes), r))
+    if axes is None or (dtype != np.float32 and (len(axes) != 2 or not trailing)):
         raise ValueError(f"Resize linear is supported on 2-D/3-D tensors and 4-D/5-D ones whose outer scales are 1 "
-                         f"(float32; 8-bit: bilinear only), got rank {r} with scales {p['scales'].tolist()}")
+                         f"or NHWC (float32; 8-bit: bilinear 2-D/NCHW only), got rank {r} with scales "
+                         f"{p['scales'].tolist()}")
     n = len(axes)
     taps = [linear_taps(p, v.shape, i) for i in axes]
+    perm = [i for i in range(r) if i not in axes] + list(axes)  # the interpolated axes last (NHWC: C moves)
+    v = v.transpose(perm)
     lead = v.shape[:r - n]
     sel = v.reshape(-1, *v.shape[r - n:])
     out = None
@@ -278,7 +285,8 @@ def resize_linear(v: np.ndarray, p: dict) -> np.ndarray:
                 bad = bad | ((xo < 0) | (xo > f32(v.shape[r - n + j] - 1))).reshape(sh)
             out = np.where(bad, f32(p["extrapolation"]), out)
     # 8-bit: ORT's static_cast<T> of the float32 sum (truncation toward zero; the sum lies in T's range)
-    return np.ascontiguousarray(out.astype(f32).astype(dtype)).reshape(*lead, *out.shape[1:])
+    y = out.astype(f32).astype(dtype).reshape(*lead, *out.shape[1:])
+    return np.ascontiguousarray(y.transpose(np.argsort(perm)))
 
 
 @_op("Resize")

@@ -8,8 +8,9 @@
  *     trilinear: ((dx2*dy2)*dz2)*X111 + ((dx1*dy2)*dz2)*X211 + ... + ((dx1*dy1)*dz1)*X222
  * with one rounding per operation (the library is built -ffp-contract=off). An output whose original coordinate on
  * some axis lies outside the input (tf_crop_and_resize; the `outside` flag of the tap) is `extrapolation`.
- * dims (copied): n, then per axis (outer to inner) input size, output size. taps: per axis, per output index
- * (i1, i2, outside); weights: per axis, per output index (d1, d2). */
+ * dims (copied): n, inner, then per axis (outer to inner) input size, output size; `inner` values follow each
+ * interpolated position (1, or bilinear NHWC's channels: ORT's NhwcUpsampleBilinear, the same arithmetic per
+ * element). taps: per axis, per output index (i1, i2, outside); weights: per axis, per output index (d1, d2). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,7 +20,7 @@ typedef float uf32 __attribute__((aligned(1), may_alias));
 
 typedef struct {
     uint32_t n;
-    uint64_t nc, in[3], out[3], in_size, out_size;
+    uint64_t nc, inner, in[3], out[3], in_size, out_size;  /* sizes count `inner` values per position */
     uint32_t* taps[3];   /* per axis: 3 * out[a] entries (into `mem`) */
     float* w[3];         /* per axis: 2 * out[a] entries */
     float extrapolation;
@@ -36,24 +37,27 @@ static void bilinear_slice(const frs_t* q, const uf32* x, uf32* y)
 {
     const uint32_t *ty = q->taps[0], *tx = q->taps[1];
     const float *wy = q->w[0], *wx = q->w[1];
-    const uint64_t iw = q->in[1], ow = q->out[1];
+    const uint64_t k = q->inner, iw = q->in[1] * k, ow = q->out[1] * k;
     for (uint64_t oy = 0; oy < q->out[0]; oy++) {
         const uf32* r1 = x + ty[3 * oy] * iw;
         const uf32* r2 = x + ty[3 * oy + 1] * iw;
         const float dy1 = wy[2 * oy], dy2 = wy[2 * oy + 1];
         uf32* yr = y + oy * ow;
-        for (uint64_t ox = 0; ox < ow; ox++) {
+        for (uint64_t ox = 0; ox < q->out[1]; ox++) {
+            uf32* yo = yr + ox * k;
             if (ty[3 * oy + 2] || tx[3 * ox + 2]) {
-                yr[ox] = q->extrapolation;
+                for (uint64_t c = 0; c < k; c++) yo[c] = q->extrapolation;
                 continue;
             }
-            const uint32_t x1 = tx[3 * ox], x2 = tx[3 * ox + 1];
+            const uint64_t x1 = tx[3 * ox] * k, x2 = tx[3 * ox + 1] * k;
             const float dx1 = wx[2 * ox], dx2 = wx[2 * ox + 1];
-            float v = dx2 * dy2 * r1[x1];
-            v += dx1 * dy2 * r1[x2];
-            v += dx2 * dy1 * r2[x1];
-            v += dx1 * dy1 * r2[x2];
-            yr[ox] = v;
+            for (uint64_t c = 0; c < k; c++) {
+                float v = dx2 * dy2 * r1[x1 + c];
+                v += dx1 * dy2 * r1[x2 + c];
+                v += dx2 * dy1 * r2[x1 + c];
+                v += dx1 * dy1 * r2[x2 + c];
+                yo[c] = v;
+            }
         }
     }
 }
@@ -121,19 +125,22 @@ vki_status vki_graph_add_float_resize(vki_graph* g, uint64_t nc, const uint32_t*
                                       const float* weights, float extrapolation, vki_ref x, vki_ref y)
 {
     if (!dims || !taps || !weights) FAIL(VKI_EINVAL, "float_resize: dims, taps and weights must not be NULL");
-    uint32_t n = dims[0];
+    uint32_t n = dims[0], inner = dims[1];
     if (n != 2 && n != 3) FAIL(VKI_EINVAL, "float_resize: %u interpolated axes (2 or 3)", n);
+    if (!inner || (n == 3 && inner != 1))
+        FAIL(VKI_EINVAL, "float_resize: %u values per position (positive; 1 for trilinear)", inner);
     if (!nc || nc > ((uint64_t)1 << 40)) FAIL(VKI_EINVAL, "float_resize: %llu slices", (unsigned long long)nc);
     frs_t q;
     memset(&q, 0, sizeof q);
     q.n = n;
     q.nc = nc;
+    q.inner = inner;
     q.extrapolation = extrapolation;
-    q.in_size = q.out_size = 1;
+    q.in_size = q.out_size = inner;
     uint64_t n_taps = 0;
     for (uint32_t a = 0; a < n; a++) {
-        q.in[a] = dims[1 + 2 * a];
-        q.out[a] = dims[2 + 2 * a];
+        q.in[a] = dims[2 + 2 * a];
+        q.out[a] = dims[3 + 2 * a];
         if (!q.in[a] || !q.out[a]) FAIL(VKI_EINVAL, "float_resize: axis %u: sizes must be positive", a);
         q.in_size *= q.in[a];
         q.out_size *= q.out[a];
