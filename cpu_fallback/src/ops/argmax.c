@@ -44,6 +44,54 @@ typedef struct {
 #define AM_TAKE(op, mode, v, acc) \
     ((op) == 0 ? ((mode) == 1 ? (v) >= (acc) : (v) > (acc)) : ((mode) == 1 ? (v) <= (acc) : (v) < (acc)))
 
+/* One output with its axis at stride rs (no inner run): the walk, scalar. */
+static int64_t am_walk_f32(const am_t* t, const af32* x, uint64_t rs)
+{
+    float acc = x[0];
+    int64_t idx = 0;
+    for (uint64_t r = 1; r < t->n_red; r++) {
+        float v = x[r * rs];
+        if (AM_TAKE(t->op, t->mode, v, acc) || (t->mode == 2 && v != v && acc == acc)) {
+            acc = v;
+            idx = (int64_t)r;
+        }
+    }
+    return idx;
+}
+
+static int64_t am_walk_u8(const am_t* t, const uint8_t* x, uint64_t rs)
+{
+    if (rs == 1) {  /* bytes have no NaN: the extreme (a vectorised max/min), then its first (last) position; the
+                     * walk's branches cost 1.16 ms on 21 x 16384 random bytes, this 0.05 */
+        uint8_t e = x[0];
+        if (t->op == 0) {
+            for (uint64_t r = 1; r < t->n_red; r++) e = x[r] > e ? x[r] : e;
+        } else {
+            for (uint64_t r = 1; r < t->n_red; r++) e = x[r] < e ? x[r] : e;
+        }
+        if (t->mode == 1) {
+            uint64_t r = t->n_red;
+            while (x[r - 1] != e) r--;
+            return (int64_t)(r - 1);
+        }
+        uint64_t r = 0;
+        while (x[r] != e) r++;
+        return (int64_t)r;
+    }
+    uint8_t acc = x[0];
+    int64_t idx = 0;
+    for (uint64_t r = 1; r < t->n_red; r++) {
+        uint8_t v = x[r * rs];
+        if (AM_TAKE(t->op, t->mode, v, acc)) {
+            acc = v;
+            idx = (int64_t)r;
+        }
+    }
+    return idx;
+}
+
+/* An inner run of m outputs: 32-bit accumulators and indices (one lane width, so GCC vectorises the selects;
+ * uint8 values with int64 indices did not: 21 x 16384 bytes 1.41 -> 0.2 ms). n_red < 2^31 (checked). */
 static void am_item(void* ctx, size_t item)
 {
     const am_job* jb = ctx;
@@ -52,7 +100,11 @@ static void am_item(void* ctx, size_t item)
     uint64_t m = t->inner - c0 < AM_CHUNK ? t->inner - c0 : AM_CHUNK;
     uint64_t xo = t->x_off[o] + c0, rs = t->red_stride;
     ai64* y = (ai64*)jb->y + t->y_off[o] + c0;
-    int64_t idx[AM_CHUNK];
+    if (t->inner == 1) {
+        y[0] = t->is_f32 ? am_walk_f32(t, (const af32*)jb->x + xo, rs) : am_walk_u8(t, jb->x + xo, rs);
+        return;
+    }
+    int32_t idx[AM_CHUNK];
     memset(idx, 0, m * sizeof idx[0]);
     if (t->is_f32) {
         const af32* x = (const af32*)jb->x + xo;
@@ -60,24 +112,42 @@ static void am_item(void* ctx, size_t item)
         for (uint64_t j = 0; j < m; j++) acc[j] = x[j];
         for (uint64_t r = 1; r < t->n_red; r++) {
             const af32* xr = x + r * rs;
-            for (uint64_t j = 0; j < m; j++) {
-                float v = xr[j];
-                int take = AM_TAKE(t->op, t->mode, v, acc[j]) || (t->mode == 2 && v != v && acc[j] == acc[j]);
-                acc[j] = take ? v : acc[j];
-                idx[j] = take ? (int64_t)r : idx[j];
+            int32_t ri = (int32_t)r;
+            if (t->mode == 2) {
+                for (uint64_t j = 0; j < m; j++) {
+                    float v = xr[j];
+                    int take = AM_TAKE(t->op, 0, v, acc[j]) | ((v != v) & (acc[j] == acc[j]));
+                    acc[j] = take ? v : acc[j];
+                    idx[j] = take ? ri : idx[j];
+                }
+            } else if (t->op == 0) {
+                for (uint64_t j = 0; j < m; j++) {
+                    float v = xr[j];
+                    int take = t->mode ? v >= acc[j] : v > acc[j];
+                    acc[j] = take ? v : acc[j];
+                    idx[j] = take ? ri : idx[j];
+                }
+            } else {
+                for (uint64_t j = 0; j < m; j++) {
+                    float v = xr[j];
+                    int take = t->mode ? v <= acc[j] : v < acc[j];
+                    acc[j] = take ? v : acc[j];
+                    idx[j] = take ? ri : idx[j];
+                }
             }
         }
     } else {
         const uint8_t* x = jb->x + xo;
-        uint8_t acc[AM_CHUNK];
-        memcpy(acc, x, m);
+        int32_t acc[AM_CHUNK];
+        for (uint64_t j = 0; j < m; j++) acc[j] = x[j];
         for (uint64_t r = 1; r < t->n_red; r++) {
             const uint8_t* xr = x + r * rs;
+            int32_t ri = (int32_t)r;
             for (uint64_t j = 0; j < m; j++) {
-                uint8_t v = xr[j];
+                int32_t v = xr[j];
                 int take = AM_TAKE(t->op, t->mode, v, acc[j]);
                 acc[j] = take ? v : acc[j];
-                idx[j] = take ? (int64_t)r : idx[j];
+                idx[j] = take ? ri : idx[j];
             }
         }
     }
@@ -147,6 +217,7 @@ vki_status vki_graph_add_argmax(vki_graph* g, uint32_t op, uint32_t mode, uint32
         }
     }
     if (!n_in || n_in > (UINT64_C(1) << 40)) FAIL(VKI_EINVAL, "argmax: input too large");
+    if (shape[axis] > INT32_MAX) FAIL(VKI_EINVAL, "argmax: axis of %u elements (at most 2^31 - 1)", shape[axis]);
     am_t* t = calloc(1, sizeof *t);
     if (!t) FAIL(VKI_ENOMEM, "argmax: out of memory");
     t->op = op;

@@ -19,7 +19,7 @@
 
 #define WH_CHUNK 4096 /* elements of the last axis per work item */
 
-typedef float wf32 __attribute__((aligned(1), may_alias));
+typedef uint32_t wu32 __attribute__((aligned(1), may_alias)); /* float32 bits */
 
 typedef struct {
     uint32_t elem, rank, zero;
@@ -50,33 +50,42 @@ static void wh_item(void* ctx, size_t item)
     for (int k = 0; k < 3; k++) off[k] += c0 * t->st[k][last];
     uint64_t sc = t->st[0][last], sx = t->st[1][last], sy = t->st[2][last], o = row * len + c0;
     const uint8_t* c = jb->c + off[0];
+    /* Branchless selects (a mask from the condition byte): a conditional load would keep GCC from vectorising;
+     * measured 1.13 -> 0.06 ms for 344k bytes (21 x 16384, contiguous). */
     if (t->elem == 4) {
-        const wf32* x = (const wf32*)jb->x + off[1];
-        const wf32* y = (const wf32*)jb->y + off[2];
-        wf32* out = (wf32*)jb->out + o;
-        if (sc == 1 && sx == 1 && sy == 1 && !t->zero) {
-            for (uint64_t j = 0; j < m; j++) out[j] = c[j] ? x[j] : y[j];
-        } else if (t->zero == 1) {  /* -0 from x: +0 (x == 0.0f holds for -0, not for NaN) */
+        const wu32* x = (const wu32*)jb->x + off[1];
+        const wu32* y = (const wu32*)jb->y + off[2];
+        wu32* out = (wu32*)jb->out + o;
+        uint32_t zx = t->zero == 1, zy = t->zero == 2;
+        if (sc == 1 && sx == 1 && sy == 1) {
             for (uint64_t j = 0; j < m; j++) {
-                float v = x[j * sx];
-                out[j] = c[j * sc] ? (v == 0.0f ? 0.0f : v) : y[j * sy];
-            }
-        } else if (t->zero == 2) {
-            for (uint64_t j = 0; j < m; j++) {
-                float v = y[j * sy];
-                out[j] = c[j * sc] ? x[j * sx] : (v == 0.0f ? 0.0f : v);
+                uint32_t k = -(uint32_t)(c[j] != 0), a = x[j], b = y[j];
+                a = (zx && !(a << 1)) ? 0 : a; /* -0 (or +0) from x: +0 */
+                b = (zy && !(b << 1)) ? 0 : b;
+                out[j] = (a & k) | (b & ~k);
             }
         } else {
-            for (uint64_t j = 0; j < m; j++) out[j] = c[j * sc] ? x[j * sx] : y[j * sy];
+            for (uint64_t j = 0; j < m; j++) {
+                uint32_t k = -(uint32_t)(c[j * sc] != 0), a = x[j * sx], b = y[j * sy];
+                a = (zx && !(a << 1)) ? 0 : a;
+                b = (zy && !(b << 1)) ? 0 : b;
+                out[j] = (a & k) | (b & ~k);
+            }
         }
     } else {
         const uint8_t* x = jb->x + off[1];
         const uint8_t* y = jb->y + off[2];
         uint8_t* out = jb->out + o;
         if (sc == 1 && sx == 1 && sy == 1) {
-            for (uint64_t j = 0; j < m; j++) out[j] = c[j] ? x[j] : y[j];
+            for (uint64_t j = 0; j < m; j++) {
+                uint8_t k = (uint8_t)-(c[j] != 0);
+                out[j] = (uint8_t)((x[j] & k) | (y[j] & ~k));
+            }
         } else {
-            for (uint64_t j = 0; j < m; j++) out[j] = c[j * sc] ? x[j * sx] : y[j * sy];
+            for (uint64_t j = 0; j < m; j++) {
+                uint8_t k = (uint8_t)-(c[j * sc] != 0);
+                out[j] = (uint8_t)((x[j * sx] & k) | (y[j * sy] & ~k));
+            }
         }
     }
 }
