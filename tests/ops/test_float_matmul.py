@@ -103,11 +103,23 @@ def test_gemm_matches_ort(case):
 
 
 def test_gemm_constant_b_computed_c():
-    """A constant B with a computed C: ORT packs B; the interpreter's memo sees a non-constant input and takes the
-    unpacked order, so the lowering does too (one K block here: the orders agree, exact)."""
+    """ORT prepacks a Gemm's B when it is an initializer whatever C is (K 300: the packed K blocks of 256 differ from
+    the unpacked single block); vkinfer's importer marks it, so the interpreter and the lowering agree with ORT."""
     rng = np.random.default_rng(5)
-    a, b, c = data(rng, (4, 100)), data(rng, (100, 6)), data(rng, (4, 6))
+    a, b, c = data(rng, (4, 300)), data(rng, (300, 6)), data(rng, (4, 6))
     _check(_blob([node("Gemm", ["a", "b", "c"], ["y"])], {"a": a, "c": c}, {"b": b}), {"a": a, "c": c})
+
+
+def test_dequantized_constant_b_is_not_packed():
+    """B = DequantizeLinear(a constant): vkinfer folds it into a constant, ORT runs the node and does not prepack its
+    output (unpacked order: one K block of 300 here, where a packed B sums blocks of 256)."""
+    rng = np.random.default_rng(15)
+    a = data(rng, (3, 300))
+    wq = rng.integers(0, 256, (300, 5)).astype(np.uint8)
+    for op, extra in (("MatMul", {}), ("Gemm", {"transB": 0})):
+        nodes = [node("DequantizeLinear", ["wq", "ws", "wz"], ["b"], name="dqw"), node(op, ["a", "b"], ["y"], **extra)]
+        blob = _blob(nodes, {"a": a}, {"wq": wq, "ws": F32(0.02), "wz": np.uint8(128)})
+        _check(blob, {"a": a})
 
 
 def test_signed_zeros_and_specials():

@@ -16,7 +16,7 @@ import numpy as np
 from ..model.lowering import Layer, lower
 from ..reference._auto_pad import conv_pads
 from ..reference.float_conv import conv_geometry, conv_plan
-from ..reference.float_matmul import k_block, matmul_plan
+from ..reference.float_matmul import b_packed, k_block, matmul_plan
 
 _F32 = np.dtype(np.float32)
 _NDIMS = 40  # float_gemm.c's FG_NDIMS
@@ -70,7 +70,7 @@ def lower_float_matmul(ctx, node, backend):
     sa, sb = tuple(ctx.shape(a)), tuple(ctx.shape(b))
     if not sa or not sb or 0 in sa or 0 in sb:
         raise ValueError(f"MatMul of shapes {list(sa)} and {list(sb)}: empty or scalar (the host runs it)")
-    packed = b in ctx.g.consts
+    packed = b_packed(node, b in ctx.g.consts)  # as the interpreter decides (memo["static"])
     m, n, k, kb, _ = matmul_plan(sa, sb, packed)
     a2 = (1,) + sa if len(sa) == 1 else sa
     b2 = sb + (1,) if len(sb) == 1 else sb
@@ -90,7 +90,7 @@ def lower_float_matmul(ctx, node, backend):
         a_st = _batch_strides(a2[:-2], out, a2[-2] * k)
         b_st = _batch_strides(b2[:-2], out, k * n)
         mm = a2[-2]
-    if packed and len(b2) == 2:
+    if b in ctx.g.consts and len(b2) == 2:  # any constant B is copied in once; `packed` only picks the order
         w = _const_f32(ctx, b).reshape(k, n)
         flags |= _W
     a_elems = int(np.prod(sa))
@@ -123,7 +123,7 @@ def lower_float_gemm(ctx, node, backend):
     if kb_ != k:
         return None
     use_c = bool(c) and beta != 0.0
-    packed = b in ctx.g.consts and (not c or c in ctx.g.consts)  # the interpreter's memo["static"]
+    packed = b_packed(node, b in ctx.g.consts and (not c or c in ctx.g.consts))  # memo["static"] as the interpreter
     kb = k_block(m, n, k, packed=packed, trans_a=bool(ta), trans_b=bool(tb), alpha=alpha,
                  beta=beta if use_c else 0.0)
     flags = _TA if ta else 0

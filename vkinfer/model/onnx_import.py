@@ -101,6 +101,10 @@ def import_onnx(model, supported: dict[str, str | None]) -> Graph:
             _check_input_count(n, name, opset)
         if op == "Softmax" and opset is not None and opset < 13:
             attrs["_coerce_2d"] = True  # Softmax-1/11: over all axes from `axis` on, default axis 1
+        if op in ("MatMul", "Gemm") and len(n.input) > 1:
+            # ORT prepacks B (its K blocks of 256) only when B is an initializer, not when vkinfer folds it later
+            # (a DequantizeLinear of a constant): vkinfer/reference/float_matmul.py
+            attrs["_b_initializer"] = n.input[1] in consts
         nodes.append(Node(op, name, list(n.input), list(n.output), attrs))
     inputs = [_info(vi) for vi in g.input if vi.name not in consts]
     graph = optimize(Graph(nodes, inputs, [_info(vi) for vi in g.output], consts))

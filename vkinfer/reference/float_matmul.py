@@ -31,9 +31,8 @@ tests/ops/test_float_matmul.py::test_ort_thread_count_changes_its_bits).
 
 ORT's MatMul prepacks a constant B only when it is 2-D (a 1-D or batched constant B takes the unpacked order,
 measured). It folds A's batch into M when B is 2-D (one GEMM, so an M of 1 needs a 1-row A overall); with a batched B
-each batch is its own GEMM. The interpreter knows B is packed when B is a model constant (memo "static", which for
-Gemm also needs C constant: a Gemm with a constant B and a computed C takes the unpacked order here and in the
-lowering, bounded against ORT).
+each batch is its own GEMM. ORT packs B when it is an initializer of the model (`b_packed`: the importer marks it; a
+DequantizeLinear of a constant that vkinfer folds into a constant is not one in ORT, which runs that node).
 """
 
 from __future__ import annotations
@@ -212,13 +211,20 @@ def _attr_f(node, key: str, default: float) -> float:
         raise ValueError(f"attribute {key!r} must be a float, got {v!r}") from e
 
 
+def b_packed(node, static: bool) -> bool:
+    """Whether ORT prepacks the node's B: B is an initializer of the model (the importer's `_b_initializer`; a
+    DequantizeLinear of a constant that vkinfer folds is not one in ORT), else `static` (every input after A a
+    constant: graphs built without the ONNX importer)."""
+    return bool(node.attrs.get("_b_initializer", static))
+
+
 def matmul_kernel(node, x, memo):
     """MatMul of two float32 tensors (B constant: ORT's packed order); two integer tensors of one type multiply
     exactly (wrapping, as ORT's integer MatMul)."""
     a, b = np.asarray(x[0]), np.asarray(x[1])
     if a.dtype.kind in "iu" and a.dtype == b.dtype and a.ndim and b.ndim:
         return [np.matmul(a, b)]
-    return [matmul(a, b, bool(memo.get("static", False)))]
+    return [matmul(a, b, b_packed(node, bool(memo.get("static", False))))]
 
 
 def gemm_kernel(node, x, memo):
@@ -226,7 +232,7 @@ def gemm_kernel(node, x, memo):
     c = x[2] if len(x) > 2 else None
     return [gemm(x[0], x[1], c, alpha=_attr_f(node, "alpha", 1.0), beta=_attr_f(node, "beta", 1.0),
                  trans_a=int(node.attrs.get("transA", 0)), trans_b=int(node.attrs.get("transB", 0)),
-                 packed=bool(memo.get("static", False)))]
+                 packed=b_packed(node, bool(memo.get("static", False))))]
 
 
 def matmul_shape(node, x) -> list:
