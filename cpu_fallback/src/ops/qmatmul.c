@@ -64,6 +64,7 @@ typedef struct {
     const qmm_t* t;
     uint8_t* const* ptr;
     _Atomic int failed;
+    size_t chunk;  /* rows per work item of the blocked and interleaved paths */
 } qmm_job;
 
 static void qmm_item(void* p, size_t item)
@@ -432,13 +433,13 @@ static void qmm_split_b_item(void* p, size_t item)
         qmm_split(j->ptr[1] + kk * t->bk, t->n, t->ilv, t->plain + kk * t->n, (size_t)t->k * t->n);
 }
 
-/* Interleaved operands: QMM_CHUNK rows of every batch. A's rows are split into nb contiguous blocks, each batch
+/* Interleaved operands: j->chunk rows of every batch. A's rows are split into nb contiguous blocks, each batch
  * runs its tiles into a block of a row buffer, and the blocks are interleaved into Y's rows. */
 static void qmm_ilv_item(void* p, size_t item)
 {
     qmm_job* j = p;
     const qmm_t* t = j->t;
-    const size_t r0 = item * QMM_CHUNK, r1 = r0 + QMM_CHUNK < t->m ? r0 + QMM_CHUNK : t->m, nrows = r1 - r0;
+    const size_t r0 = item * j->chunk, r1 = r0 + j->chunk < t->m ? r0 + j->chunk : t->m, nrows = r1 - r0;
     const size_t nb = t->ilv, k = t->k, n = t->n;
     uint8_t* rows = malloc(nb * nrows * k);
     uint8_t* out = malloc(nb * nrows * n);
@@ -455,15 +456,15 @@ static void qmm_ilv_item(void* p, size_t item)
     free(out);
 }
 
-/* QMM_CHUNK rows of one batch through its packed B: MR-row tiles, each over every NR block. */
+/* j->chunk rows of one batch through its packed B: MR-row tiles, each over every NR block. */
 static void qmm_block_item(void* p, size_t item)
 {
     qmm_job* j = p;
     const qmm_t* t = j->t;
     const vki_isa* isa = t->isa;
-    const uint64_t chunks = (t->m + QMM_CHUNK - 1) / QMM_CHUNK;
-    const uint64_t bi = item / chunks, r0 = (item % chunks) * QMM_CHUNK;
-    const uint64_t r1 = r0 + QMM_CHUNK < t->m ? r0 + QMM_CHUNK : t->m;
+    const uint64_t chunks = (t->m + j->chunk - 1) / j->chunk;
+    const uint64_t bi = item / chunks, r0 = (item % chunks) * j->chunk;
+    const uint64_t r1 = r0 + j->chunk < t->m ? r0 + j->chunk : t->m;
     uint64_t oa, ob, oy, jb;
     qmm_offsets(t, bi, &oa, &ob, &oy, &jb);
     const int u8s8 = t->kind[jb];
@@ -519,17 +520,21 @@ static vki_status qmm_run_blocked(qmm_t* t, uint8_t* const* ptr, uint32_t thread
     }
     if (t->ilv && !t->plain && !(t->plain = malloc((size_t)t->ilv * t->k * t->n)))
         FAIL(VKI_ENOMEM, "qmatmul: out of memory for B split in %u batches", t->ilv);
-    qmm_job j = {t, ptr, 0};
+    qmm_job j = {t, ptr, 0, QMM_CHUNK};
+    /* Under 2 items per thread: half chunks (28 rows: still whole tiles of 4, 7 and 14 rows), so that 2 threads
+     * share a 64-row P x V as 28 + 8 / 28 rather than 56 / 8. */
+    if (threads > 1 && (t->ilv ? 1 : (uint64_t)t->nb) * ((t->m + QMM_CHUNK - 1) / QMM_CHUNK) < 2 * (uint64_t)threads)
+        j.chunk = QMM_CHUNK / 2;
     if (t->ilv)
         vki_for_items((t->k + QMM_ROWS - 1) / QMM_ROWS, (uint64_t)t->nbb * t->k * t->n, threads, qmm_split_b_item, &j);
     vki_for_items(t->nbb, (uint64_t)t->nbb * t->k * t->n, threads, qmm_pack_item, &j);
     if (t->ilv) {
-        vki_for_items((t->m + QMM_CHUNK - 1) / QMM_CHUNK, (uint64_t)t->nb * t->m * t->n * (t->k + 1), threads,
+        vki_for_items((t->m + j.chunk - 1) / j.chunk, (uint64_t)t->nb * t->m * t->n * (t->k + 1), threads,
                       qmm_ilv_item, &j);
         if (j.failed) FAIL(VKI_ENOMEM, "qmatmul: out of memory");
         return VKI_OK;
     }
-    const size_t chunks = (t->m + QMM_CHUNK - 1) / QMM_CHUNK;
+    const size_t chunks = (t->m + j.chunk - 1) / j.chunk;
     vki_for_items((size_t)t->nb * chunks, (uint64_t)t->nb * t->m * t->n * (t->k + 1), threads, qmm_block_item, &j);
     if (j.failed) FAIL(VKI_ENOMEM, "qmatmul: out of memory");
     return VKI_OK;
@@ -580,7 +585,7 @@ static vki_status qmm_run(void* p, uint8_t* const* ptr, uint32_t threads)
     qmm_t* t = p;
     if (!t->nb || !t->m || !t->n) return VKI_OK;
     if (t->isa) return qmm_run_blocked(t, ptr, threads);
-    qmm_job j = {t, ptr, 0};
+    qmm_job j = {t, ptr, 0, QMM_CHUNK};
     size_t items = (size_t)t->nb * ((t->m + QMM_ROWS - 1) / QMM_ROWS);
     vki_for_items(items, (uint64_t)t->nb * t->m * t->n * (t->k + 1), threads, qmm_item, &j);
     if (j.failed) FAIL(VKI_ENOMEM, "qmatmul: out of memory");
