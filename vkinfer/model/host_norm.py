@@ -2,20 +2,28 @@
 ReduceL1/L2/LogSum/LogSumExp/Prod/SumSquare, the integer reductions of shape subgraphs, GlobalMaxPool, Hardmax,
 LpNormalization, InstanceNormalization, GroupNormalization, LRN and MeanVarianceNormalization.
 
-Numerics: float32 sums run in ORT's reduction loop order (vkinfer/reference/float_reduce.py: sequential over the
-reduced index); where ORT hands a sum to Eigen (its vectorised, CPU-dependent order) the bits can differ by a few
-ulps of the sum, and exp / log / sqrt / pow are numpy's; the bounds are pinned in tests/numerics/
-test_host_ops_norm.py. GlobalMaxPool is MLAS's global max kernel (float_max_pool: exact, NaN and -0 included);
-Hardmax selects the first maximum as ORT does. Integer reductions wrap as C++'s do.
+Numerics (measured bit-equal to ORT on random shapes, tests/numerics/test_host_ops_norm.py): the reductions run
+ORT's generic loop order (index order) or, where ORT reduces every element (`aggall`) or sums a contiguous row
+with Eigen, Eigen's 4-lane SSE packet order (eigen_sum); exp and log are the C library's expf / logf as ORT's
+std::exp / std::log; InstanceNormalization, GroupNormalization (its ONNX function body, which ORT runs node by
+node) and MeanVarianceNormalization sum with eigen_sum as ORT's kernels do. LRN's pow is bounded (2 ulps).
+GlobalMaxPool is MLAS's global max kernel (float_max_pool: exact on -0 and infinities; a NaN inside the image is
+not claimed). Hardmax selects the first maximum as ORT does. Integer reductions wrap as C++'s do.
+Eigen's order assumes 16-byte aligned buffers (ORT's allocator's and numpy's are): a misaligned user input shifts
+Eigen's packets in ORT.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import functools
 import math
 
 import numpy as np
 
 from ..reference import float_reduce
+from ..reference._libm import logf
 from ..reference.float_max_pool import max_pool_float
 from .attrs import _axis
 from .graph import Node
@@ -108,48 +116,80 @@ def _int_extra(node: Node, x: list, name: str) -> list:
     return [_seq_reduce(np.asarray(w, v.dtype), ax, keep, np.multiply if name == "ReduceProd" else np.add)]
 
 
+def _agg(w: np.ndarray, axes, keep: bool, noop: bool, fn=np.add) -> np.ndarray:
+    """The sum (fn=np.multiply: product) of w over `axes` as ORT's SumSquare/L1/L2/LogSum/Prod aggregators run it:
+    over every element (ORT's `aggall`) Eigen's redux of the whole buffer (eigen_sum: exact, measured); otherwise
+    ORT's generic loop (index order)."""
+    ax = _norm_axes(axes, w.ndim, noop, "reduction")
+    if w.size and float_reduce.fast_shape(w.shape, list(ax))[1] == [True]:
+        out = eigen_sum(w.reshape(1, -1), np.zeros(1, np.int64), fn)
+        return out.reshape((1,) * w.ndim if keep else ())
+    if fn is np.add:
+        return _sum32(w, axes, keep, noop)
+    return _seq_reduce(w, ax, keep, fn)
+
+
 @_float_reduce("ReduceSumSquare")
 def _rss(v, axes, keep, noop, identity):
-    """sum(x * x) in ORT's loop order; with no axes and noop_with_empty_axes: x * x (ORT's identity case)."""
-    return v * v if identity else _sum32(v * v, axes, keep, noop)
+    """sum(x * x) (_agg); with no axes and noop_with_empty_axes: x * x (ORT's identity case)."""
+    return v * v if identity else _agg(v * v, axes, keep, noop)
 
 
 @_float_reduce("ReduceL1")
 def _rl1(v, axes, keep, noop, identity):
-    """sum(|x|) in ORT's loop order."""
-    return np.abs(v) if identity else _sum32(np.abs(v), axes, keep, noop)
+    """sum(|x|) (_agg)."""
+    return np.abs(v) if identity else _agg(np.abs(v), axes, keep, noop)
 
 
 @_float_reduce("ReduceL2")
 def _rl2(v, axes, keep, noop, identity):
-    """sqrt(sum(x * x)) in ORT's loop order."""
-    return np.abs(v) if identity else np.sqrt(_sum32(v * v, axes, keep, noop))
+    """sqrt(sum(x * x)) (_agg)."""
+    return np.abs(v) if identity else np.sqrt(_agg(v * v, axes, keep, noop))
 
 
 @_float_reduce("ReduceLogSum")
 def _rls(v, axes, keep, noop, identity):
-    """log(sum(x)) in ORT's loop order."""
-    return np.log(v) if identity else np.log(_sum32(v, axes, keep, noop))
+    """logf(sum(x)) (_agg; the C library's logf, as ORT's std::log)."""
+    return logf(v) if identity else logf(_agg(v, axes, keep, noop))
+
+
+@functools.cache
+def _expf():
+    """The C library's expf (ORT's std::exp on float), called element by element."""
+    for name in (ctypes.util.find_library("m"), "libm.so.6"):
+        try:
+            f = ctypes.CDLL(name).expf
+        except (OSError, AttributeError, TypeError):
+            continue
+        f.restype, f.argtypes = ctypes.c_float, [ctypes.c_float]
+        return f
+    raise OSError("no C math library with expf")
+
+
+def expf(x: np.ndarray) -> np.ndarray:
+    """The C library's expf over a float32 array."""
+    x = np.asarray(x, F32)
+    with np.errstate(all="ignore"):
+        out = np.frompyfunc(_expf(), 1, 1)(x.astype(np.float64))
+    return np.asarray(out, np.float64).astype(F32).reshape(x.shape)
 
 
 @_float_reduce("ReduceLogSumExp")
 def _rlse(v, axes, keep, noop, identity):
-    """log(sum(exp(x - m))) + m, m the maximum (ORT's aggregator; an infinite m is used as 0)."""
+    """ORT's aggregator: m = the maximum, s = sum of expf(x - m) in index order, logf(s) + m (C library's expf and
+    logf, as ORT's std::exp / std::log)."""
     if identity:
         return v.copy()
     m = float_reduce.reduce_float("ReduceMax", v, axes, True, noop)
-    m = np.where(np.isfinite(m), m, F32(0))
-    s = _sum32(np.exp(v - m), axes, True, noop)
-    out = np.log(s) + m
+    s = _sum32(expf(v - m), axes, True, noop)
+    out = logf(s) + m
     return out if keep else np.squeeze(out, tuple(_norm_axes(axes, v.ndim, noop, "ReduceLogSumExp")))
 
 
 @_float_reduce("ReduceProd")
 def _rprod(v, axes, keep, noop, identity):
-    """The product in index order (ORT's loop)."""
-    if identity:
-        return v.copy()
-    return _seq_reduce(v, _norm_axes(axes, v.ndim, noop, "ReduceProd"), keep, np.multiply)
+    """The product (_agg: Eigen's prod() over every element, else ORT's loop in index order)."""
+    return v.copy() if identity else _agg(v, axes, keep, noop, np.multiply)
 
 
 @_op("GlobalMaxPool")
@@ -207,7 +247,7 @@ def _lp_normalization(node, x, memo):
         return [np.where(n == 0, F32(0), v / n).astype(F32)]
 
 
-def eigen_sum(rows: np.ndarray, starts: np.ndarray) -> np.ndarray:
+def eigen_sum(rows: np.ndarray, starts: np.ndarray, fn=np.add) -> np.ndarray:
     """Per row of (R, W) float32, Eigen's vectorised sum (SSE, 4-lane packets) of the row as ORT's Eigen maps see
     it: the row begins `starts[r]` floats past a 16-byte boundary (ORT's and numpy's buffers are 16-byte aligned),
     so its first (-start) % 4 elements are the unaligned head; the aligned packets go into two accumulators (even
@@ -225,7 +265,7 @@ def eigen_sum(rows: np.ndarray, starts: np.ndarray) -> np.ndarray:
         if n_al == 0:
             acc = v[:, 0].copy()
             for i in range(1, w):
-                acc = acc + v[:, i]
+                acc = fn(acc, v[:, i])
             out[sel] = acc
             continue
         packets = v[:, h:h + n_al].reshape(len(sel), -1, 4)
@@ -234,14 +274,14 @@ def eigen_sum(rows: np.ndarray, starts: np.ndarray) -> np.ndarray:
             p1 = packets[:, 1]
             pairs = packets.shape[1] // 2 * 2
             for k in range(2, pairs, 2):
-                p0 = p0 + packets[:, k]
-                p1 = p1 + packets[:, k + 1]
-            p0 = p0 + p1
+                p0 = fn(p0, packets[:, k])
+                p1 = fn(p1, packets[:, k + 1])
+            p0 = fn(p0, p1)
             if packets.shape[1] > pairs:
-                p0 = p0 + packets[:, pairs]
-        acc = (p0[:, 0] + p0[:, 2]) + (p0[:, 1] + p0[:, 3])
+                p0 = fn(p0, packets[:, pairs])
+        acc = fn(fn(p0[:, 0], p0[:, 2]), fn(p0[:, 1], p0[:, 3]))
         for i in list(range(h)) + list(range(h + n_al, w)):
-            acc = acc + v[:, i]
+            acc = fn(acc, v[:, i])
         out[sel] = acc
     return out
 
@@ -289,8 +329,9 @@ def _instance_normalization(node, x, memo):
 @_op("GroupNormalization")
 def _group_normalization(node, x, memo):
     """ONNX's function body, which ORT runs node by node: x as (N, G, -1); mean = ReduceMean(x), var =
-    ReduceMean(x * x) - mean * mean (ORT's ReduceMean loop order: float_reduce), y = (x - mean) / sqrt(var + eps);
-    then scale * y + bias per channel (opset 21, y as (N, C, -1)) or per group (opset 18)."""
+    ReduceMean(x * x) - mean * mean, y = (x - mean) / sqrt(var + eps); then scale * y + bias per channel (opset 21,
+    y as (N, C, -1)) or per group (opset 18). ORT's ReduceMean over the contiguous last axis is an Eigen sum per row
+    (eigen_sum) divided by the row's length: bit-equal (measured on random shapes)."""
     v, s, b = (np.asarray(t) for t in x[:3])
     if v.dtype != F32 or s.dtype != F32 or b.dtype != F32:
         raise TypeError("GroupNormalization takes float32 tensors")
@@ -302,56 +343,77 @@ def _group_normalization(node, x, memo):
     if not per and not (s.shape == (g,) and b.shape == (g,)):
         raise ValueError(f"GroupNormalization scale {list(s.shape)} / bias {list(b.shape)} must be ({c},) or ({g},)")
     eps = F32(float(node.attrs.get("epsilon", 1e-5)))
-    x3 = v.reshape(n, g, -1)
+    rows = v.reshape(n * g, -1)
+    w = rows.shape[1]
+    if w == 0 or rows.shape[0] == 0:
+        return [v.copy()]
+    starts = np.arange(n * g, dtype=np.int64) * w  # x and x * x: each its own 16-byte aligned buffer
     with np.errstate(all="ignore"):
-        mean = float_reduce.reduce_float("ReduceMean", x3, [2], True)
-        msq = float_reduce.reduce_float("ReduceMean", x3 * x3, [2], True)
-        y = (x3 - mean) / np.sqrt((msq - mean * mean) + eps)
+        mean = (eigen_sum(rows, starts) / F32(w))[:, None]
+        msq = (eigen_sum(rows * rows, starts) / F32(w))[:, None]
+        y = (rows - mean) / np.sqrt((msq - mean * mean) + eps)
         if per:
             y = s[None, :, None] * y.reshape(n, c, -1) + b[None, :, None]
         else:
-            y = s[None, :, None] * y + b[None, :, None]
+            y = s[None, :, None] * y.reshape(n, g, -1) + b[None, :, None]
     return [y.astype(F32).reshape(v.shape)]
 
 
 @_op("LRN")
 def _lrn(node, x, memo):
-    """y = x * (bias + alpha / size * sum of squares over the channel window) ^ -beta (float32; the pow is
-    numpy's)."""
+    """ORT's LRN (Caffe2's): squares zero-padded over channels ((size - 1) // 2 before); channel 0's scale = bias +
+    a * sq[p] for the first `size` padded channels in turn (a = alpha / size), each next channel's = the previous
+    + a * (the entering square) + (-a) * (the leaving one); y = pow(scale, -beta) * x. ORT's pow is Eigen's
+    vectorised one, the C library's powf here: 2 ulps apart at most (measured; pinned in test_host_ops_norm.py)."""
+    from ..reference._libm import powf
+
     v = np.asarray(x[0])
     if v.dtype != F32 or v.ndim < 3:
         raise TypeError(f"LRN takes a float32 (N, C, ...) tensor, got {v.dtype} of shape {list(v.shape)}")
     size = int(node.attrs.get("size", 0))
-    if size <= 0:
-        raise ValueError(f"LRN size must be positive, got {size}")
-    alpha, beta = F32(float(node.attrs.get("alpha", 1e-4))), F32(float(node.attrs.get("beta", 0.75)))
-    bias = F32(float(node.attrs.get("bias", 1.0)))
+    if size <= 0 or size % 2 == 0:
+        raise ValueError(f"LRN size must be a positive odd number (ORT's), got {size}")
+    beta = F32(float(node.attrs.get("beta", 0.75)))
+    a = F32(F32(float(node.attrs.get("alpha", 1e-4))) / F32(size))
     c = v.shape[1]
+    pre = (size - 1) // 2
     sq = v * v
-    lo_pad, hi_pad = (size - 1) // 2, size - 1 - (size - 1) // 2
-    acc = np.zeros_like(v)
-    for ch in range(c):
-        for j in range(max(0, ch - lo_pad), min(c, ch + hi_pad + 1)):
-            acc[:, ch] = acc[:, ch] + sq[:, j]
+    padded = np.zeros((v.shape[0], c + size - 1, *v.shape[2:]), F32)
+    padded[:, pre:pre + c] = sq
+    scale = np.empty_like(v)
     with np.errstate(all="ignore"):
-        scale = bias + (alpha / F32(size)) * acc
-        return [(v * np.power(scale, -beta)).astype(F32)]
+        s0 = np.full(v.shape[:1] + v.shape[2:], F32(float(node.attrs.get("bias", 1.0))), F32)
+        for k in range(size):
+            s0 = s0 + a * padded[:, k]
+        scale[:, 0] = s0
+        for ch in range(1, c):
+            scale[:, ch] = (scale[:, ch - 1] + a * padded[:, ch + size - 1]) + (-a) * padded[:, ch - 1]
+        return [(powf(scale, -beta) * v).astype(F32)]
 
 
 @_op("MeanVarianceNormalization")
 def _mvn(node, x, memo):
-    """ORT's kernel: per group of the `axes` (default 0, 2, 3), y = x - mean, then y / sqrt(mean(y * y)) (no
-    epsilon); the means are sums over the group in index order divided by its size (ORT sums with Eigen's
-    column reductions: a few ulps apart, pinned in the tests)."""
+    """ORT's kernel: x transposed to (kept axes, `axes`) (default 0, 2, 3), each row of the normalised elements:
+    y = x - mean, then y / sqrt(mean(y * y)) (no epsilon). The first mean is an Eigen sum of the row in place
+    (eigen_sum, its head by the row's address), the second of an expression (packets from the first element):
+    bit-equal (measured on random shapes and axes)."""
     v = np.asarray(x[0])
     if v.dtype != F32:
         raise TypeError(f"MeanVarianceNormalization takes float32 tensors, got {v.dtype}")
     axes = [int(a) for a in node.attrs.get("axes", [0, 2, 3])]
-    ax = _norm_axes(axes, v.ndim, False, "MeanVarianceNormalization")
-    cnt = F32(math.prod(v.shape[i] for i in ax))
+    ax = list(_norm_axes(axes, v.ndim, False, "MeanVarianceNormalization"))
+    kept = [i for i in range(v.ndim) if i not in ax]
+    t = np.ascontiguousarray(np.transpose(v, kept + ax))
+    r = math.prod(v.shape[i] for i in kept)
+    if t.size == 0:
+        return [v.copy()]
+    rows = t.reshape(r, -1)
+    w = rows.shape[1]
     with np.errstate(all="ignore"):
-        y = v - _sum32(v, list(ax), True, False) / cnt
-        return [(y / np.sqrt(_sum32(y * y, list(ax), True, False) / cnt)).astype(F32)]
+        y = rows - (eigen_sum(rows, np.arange(r, dtype=np.int64) * w) / F32(w))[:, None]
+        var = (eigen_sum(y * y, np.zeros(r, np.int64)) / F32(w))[:, None]
+        out = (y / np.sqrt(var)).astype(F32).reshape(t.shape)
+    return [np.ascontiguousarray(np.transpose(out, np.argsort(kept + ax)))]
 
 
 for _name, _req in (("GlobalMaxPool", (1, (0,))), ("Hardmax", (1, (0,))), ("LpNormalization", (1, (0,))),
