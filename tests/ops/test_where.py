@@ -17,6 +17,7 @@ import pytest
 from onnx import helper as oh
 from support.cpu_build import run_both_builds
 
+import vkinfer
 from vkinfer.reference.where import where
 
 from ._build import NAME, QTYPES, check, model, node, ort_run, qrand
@@ -117,6 +118,47 @@ def test_qdq_where_is_native(dt):
     sess = check(blob, feeds, [ort_run(blob, f, optimize=True, config=config) for f in feeds], where="cpu")
     for s in sess.values():
         assert set(s.placement) == {"dqa", "dqb", NAME, "q"}, s.placement
+
+
+def test_quantize_static_model(tmp_path):
+    """A float model quantized by onnxruntime.quantization (QDQ, uint8): Conv -> DQ read by ReduceMax, ArgMax, Greater
+    and a Where whose branches are the DQ and a Sub -> Q -> Conv. ORT's bits on every device; ArgMax and Where run on
+    the cpu (float32: the quantizer leaves them between DQ and Q)."""
+    import onnx
+    from onnx import numpy_helper as nh
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    rng = np.random.default_rng(0)
+    nodes = [oh.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+             oh.make_node("ReduceMax", ["c", "ax"], ["rmax"], keepdims=1, name="rmax"),
+             oh.make_node("Sub", ["c", "rmax"], ["d"], name="sub"),
+             oh.make_node("ArgMax", ["c"], ["am"], axis=1, keepdims=0, name="argmax"),
+             oh.make_node("Greater", ["c", "zero"], ["g"], name="gt"),
+             oh.make_node("Where", ["g", "c", "d"], ["wh"], name="where"),
+             oh.make_node("Conv", ["wh", "w2"], ["out"], name="conv2")]
+    inits = {"w": rng.standard_normal((8, 3, 3, 3)).astype(F32) * 0.3, "ax": np.array([2, 3], np.int64),
+             "zero": F32(0.1), "w2": (rng.standard_normal((4, 8, 1, 1)) * 0.3).astype(F32)}
+    g = oh.make_graph(nodes, "g", [oh.make_tensor_value_info("x", 1, [1, 3, 8, 8])],
+                      [oh.make_tensor_value_info("out", 1, None), oh.make_tensor_value_info("am", 7, None)],
+                      initializer=[nh.from_array(v, k) for k, v in inits.items()])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 18)])
+    m.ir_version = 9
+    onnx.save(m, tmp_path / "f.onnx")
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.feeds = iter([{"x": rng.standard_normal((1, 3, 8, 8)).astype(F32)} for _ in range(8)])
+
+        def get_next(self):
+            return next(self.feeds, None)
+    quantize_static(tmp_path / "f.onnx", tmp_path / "q.onnx", Reader(), quant_format=QuantFormat.QDQ,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    blob = (tmp_path / "q.onnx").read_bytes()
+    feeds = [{"x": rng.standard_normal((1, 3, 8, 8)).astype(F32)} for _ in range(2)]
+    check(blob, feeds, [ort_run(blob, f, optimize=True) for f in feeds], where="any")
+    for dev in ("cpu", "vulkan"):
+        placed = vkinfer.InferenceSession(blob, device=dev).placement
+        assert placed["argmax"] == "cpu" and placed["where"] == "cpu", (dev, placed)
 
 
 def test_reference_zero_rule_is_orts():
