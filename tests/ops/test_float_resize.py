@@ -5,7 +5,8 @@ vkinfer/cpu/float_moves.py), over every coordinate_transformation_mode and neare
 values (signed zeros, NaN, infinities, denormals), tf_crop_and_resize's extrapolation, and an output shape equal to
 the input's (ORT copies the input whatever the scales). The node runs on the cpu device; the C equals the numpy bit
 for bit under ASan/UBSan too; a QDQ model with float AveragePool and Resize between DQ and Q runs in one native
-call. Cubic mode is refused, naming it (neither the host nor the native graph reproduces ORT's bicubic kernel)."""
+call. Cubic (2-D, NCHW) is ORT's ResizeBiCubic (cpu_fallback/src/ops/float_resize_cubic.c,
+vkinfer/model/resize_cubic.py), other cubic ranks are refused naming the mode."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import vkinfer
 import vkinfer.model.op_table  # noqa: F401  (resize.py is imported through the op table)
 from vkinfer.model.graph import Node
 from vkinfer.model.resize import resize_linear, resize_nearest, resize_params
+from vkinfer.model.resize_cubic import resize_cubic
 
 from ._build import NAME, check, model, node, ort_run, refused
 
@@ -229,9 +231,66 @@ def test_nearest_edge_tables(nearest_mode):
     assert vkinfer.InferenceSession(blob, device="cpu").placement[NAME] == "cpu"
 
 
-def test_cubic_is_refused_naming_the_mode():
-    blob = _blob((1, 1, 4, 4), dict(mode="cubic"), [1, 1, 2, 2])
-    refused(blob, _feed(np.zeros((1, 1, 4, 4), F32)), "cubic")
+CUBIC = [
+    ((1, 2, 4, 5), dict(mode="cubic"), [1, 1, 2, 1.5], None, None),
+    ((1, 2, 6, 7), dict(mode="cubic", exclude_outside=1, cubic_coeff_a=-0.5,
+                        coordinate_transformation_mode="align_corners"), None, [1, 2, 4, 10], None),
+    ((5, 6), dict(mode="cubic", coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=9.0),
+     [1.5, 0.7], None, [-0.1, 0.2, 0.9, 1.2]),
+    ((2, 1, 3, 3), dict(mode="cubic", exclude_outside=1, coordinate_transformation_mode="asymmetric"),
+     [1, 1, 3, 2.5], None, None),
+]
+
+
+@pytest.mark.parametrize("case", range(len(CUBIC)))
+def test_cubic_edge_tables(case):
+    """ORT's ResizeBiCubic (Keys' coefficients, exclude_outside's renormalization, extrapolation) on every device,
+    natively on the cpu."""
+    shape, attrs, scales, sizes, roi = CUBIC[case]
+    blob = _blob(shape, attrs, scales, sizes, roi)
+    rng = np.random.default_rng(case)
+    for k in range(3):
+        x = _edge(rng, shape) if k < 2 else rng.uniform(-3, 3, shape).astype(F32)
+        run_devices(blob, _feed(x), want=ort_run(blob, _feed(x)), what=f"table {k}")
+    sess = vkinfer.InferenceSession(blob, device="cpu")
+    assert sess.placement[NAME] == "cpu"
+    assert "float_resize_cubic" in set(sess.plan(_feed(x)).segments[0].runner.ops())
+
+
+def test_cubic_random_equals_ort():
+    rng = np.random.default_rng(41)
+    done = 0
+    while done < 80:
+        rank = int(rng.choice([2, 4]))
+        shape = tuple(int(rng.integers(1, 8)) for _ in range(rank))
+        sc = np.ones(rank, F32)
+        for a in (rank - 2, rank - 1):
+            sc[a] = F32(rng.choice([0.3, 0.5, 0.6, 0.75, 1.0, 1.3333334, 1.5, 2.0, 2.5, 3.0]))
+        if any(int(sc[i] * F32(shape[i])) == 0 for i in range(rank)):
+            continue
+        ctm = str(rng.choice(CTM))
+        roi = None
+        if ctm == "tf_crop_and_resize":
+            lo = rng.uniform(-0.3, 0.6, rank).astype(F32)
+            roi = np.concatenate([lo, lo + rng.uniform(0.2, 1.0, rank).astype(F32)])
+        attrs = dict(mode="cubic", coordinate_transformation_mode=ctm, extrapolation_value=-2.0,
+                     exclude_outside=int(rng.integers(0, 2)), cubic_coeff_a=float(rng.choice([-0.75, -0.5])))
+        x = (_edge(rng, shape) if rng.random() < 0.3 else rng.uniform(-3, 3, shape)).astype(F32)
+        blob = _blob(shape, attrs, sc, None, roi)
+        want = ort_run(blob, _feed(x))[0]
+        n = Node("Resize", NAME, ["x", "roi", "scales"], ["y"], attrs)
+        got = resize_cubic(x, resize_params(n, shape, [x, roi, sc]))
+        assert _same(got, want), (shape, sc, attrs, roi)
+        if done % 5 == 0:
+            sess = vkinfer.InferenceSession(blob, device="cpu")
+            assert _same(sess.run(None, _feed(x))[0], want) and sess.placement[NAME] == "cpu", (shape, sc, attrs)
+        done += 1
+
+
+def test_cubic_other_than_2d_or_nchw_is_refused_naming_the_mode():
+    """ORT takes cubic on 2-D and NCHW 4-D only; a 3-D cubic Resize is refused on every device, naming it."""
+    blob = _blob((2, 4, 4), dict(mode="cubic"), [1, 2, 2])
+    refused(blob, _feed(np.zeros((2, 4, 4), F32)), "cubic")
 
 
 def test_qdq_pool_and_resize_between_float_ops_is_one_native_call():
@@ -267,14 +326,17 @@ ASAN_CASES = [((2, 3, 4, 5), dict(mode="linear"), [1, 1, 2, 1.5], None, None),
                                   extrapolation_value=3.0), [1, 1.5, 2, 1], None,
                [0, -0.2, 0.1, 0, 1, 0.9, 1.3, 1]),
               ((1, 2, 3, 4, 5), dict(mode="linear", coordinate_transformation_mode="tf_crop_and_resize"), None,
-               [1, 2, 4, 4, 7], [0, 0, -0.1, 0.2, 0.0, 1, 1, 1.2, 0.7, 1.1])]
+               [1, 2, 4, 4, 7], [0, 0, -0.1, 0.2, 0.0, 1, 1, 1.2, 0.7, 1.1]),
+              ((2, 3, 4, 5), dict(mode="cubic", exclude_outside=1), [1, 1, 2.5, 0.6], None, None),
+              ((5, 6), dict(mode="cubic", coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=9.0),
+               [1.5, 0.7], None, [-0.1, 0.2, 0.9, 1.2])]
 
 DRIVER = r'''
 import sys
 import numpy as np
 import vkinfer.model.op_table
 from vkinfer.cpu import graph as G
-from vkinfer.cpu.float_resize import resize_plan
+from vkinfer.cpu.float_resize import cubic_plan, resize_plan
 from vkinfer.model.graph import Node
 
 F = np.float32
@@ -299,10 +361,12 @@ for i, (shape, attrs, scales, sizes, roi) in enumerate(CASES):
     node = Node("Resize", "r", ["x", "roi", "scales", "sizes"], ["y"], attrs)
     consts = [None, None if roi is None else F(roi), None if scales is None else F(scales),
               None if sizes is None else np.array(sizes, np.int64)]
-    nc, dims, taps, weights, fill, oshape = resize_plan(node, shape, consts)
+    cubic = attrs["mode"] == "cubic"
+    nc, dims, taps, weights, fill, oshape = (cubic_plan if cubic else resize_plan)(node, shape, consts)
     xa, y = ext(x, i % 2 == 1), ext(np.zeros(oshape, F), i % 2 == 1)
     g = G.NativeGraph(0, [xa.nbytes, y.nbytes])
-    g.add("float_resize", nc, dims, taps, weights, fill, G.Ref(1, 0, xa.nbytes), G.Ref(2, 0, y.nbytes))
+    g.add("float_resize_cubic" if cubic else "float_resize", nc, dims, taps, weights, fill, G.Ref(1, 0, xa.nbytes),
+          G.Ref(2, 0, y.nbytes))
     g.run([xa, y])
     outs[f"x{i}"], outs[f"y{i}"] = x, np.array(y)
 np.savez(sys.argv[1], **outs)
@@ -311,8 +375,8 @@ print("float resize asan: ok", "library:", G.lib()._name)
 
 
 def test_native_resize_under_asan_and_ubsan_equals_the_reference(tmp_path):
-    """Bilinear and trilinear, extrapolation, misaligned buffers: the sanitizer build, the normal build and
-    resize_linear agree bit for bit."""
+    """Bilinear, trilinear and bicubic, extrapolation, misaligned buffers: the sanitizer build, the normal build
+    and resize_linear / resize_cubic agree bit for bit."""
     driver = DRIVER.replace("@CASES@", repr(ASAN_CASES))
     sanitized, normal = run_both_builds(driver, tmp_path, "float resize asan: ok", ("5",))
     for i, (shape, attrs, scales, sizes, roi) in enumerate(ASAN_CASES):
@@ -320,5 +384,5 @@ def test_native_resize_under_asan_and_ubsan_equals_the_reference(tmp_path):
         n = Node("Resize", "r", ["x", "roi", "scales", "sizes"], ["y"], attrs)
         p = resize_params(n, shape, [x, None if roi is None else F32(roi), None if scales is None else F32(scales),
                                      None if sizes is None else np.array(sizes, np.int64)])
-        want = resize_linear(x, p)
+        want = resize_cubic(x, p) if attrs["mode"] == "cubic" else resize_linear(x, p)
         assert _same(normal[f"y{i}"], want) and _same(sanitized[f"y{i}"], want), i

@@ -1,6 +1,7 @@
 """ONNX Resize as ORT 1.31 computes it (the interpreter's kernel, and the index maps the byte gathers of the
-devices use): nearest on any tensor in every mode; linear on float32 2-D/3-D tensors and 4-D/5-D ones whose
-outer scales are 1 (bilinear, trilinear; vkinfer/cpu/float_resize.py runs them natively), and bilinear on 8-bit."""
+devices use): nearest on any tensor in every mode; linear on float32 2-D/3-D tensors, 4-D/5-D ones whose outer
+scales are 1 and NHWC 4-D (bilinear, trilinear; vkinfer/cpu/float_resize.py runs them natively), bilinear on
+8-bit; cubic on float32 2-D/NCHW (vkinfer/model/resize_cubic.py). An output shape equal to the input's is a copy."""
 
 from __future__ import annotations
 
@@ -75,12 +76,12 @@ def resize_params(node: Node, in_shape: tuple[int, ...], x: list) -> dict:
         raise ValueError("Resize needs an input of rank >= 1")
     opset10 = len(node.inputs) == 2
     mode = _text(a.get("mode"), "nearest")
-    if mode not in ("nearest", "linear"):
-        raise ValueError(f"Resize mode {mode!r} is not supported (nearest and linear are)")
+    if mode not in ("nearest", "linear", "cubic"):
+        raise ValueError(f"Resize mode {mode!r} is not supported (nearest, linear and cubic are)")
     if int(a.get("antialias", 0)):
         raise ValueError("Resize with antialias=1 is not supported")
-    if int(a.get("exclude_outside", 0)):
-        raise ValueError("Resize with exclude_outside=1 is not supported")
+    if int(a.get("exclude_outside", 0)) and mode != "cubic":
+        raise ValueError("Resize with exclude_outside=1 is defined for mode cubic only (ORT refuses it)")
     ctm = "asymmetric" if opset10 else _text(a.get("coordinate_transformation_mode"), "half_pixel")
     if ctm not in _CTM:
         raise ValueError(f"coordinate_transformation_mode {ctm!r} is not supported")
@@ -151,7 +152,8 @@ def resize_params(node: Node, in_shape: tuple[int, ...], x: list) -> dict:
                              f"(ORT's rule), got scales {scales.tolist()}")
     extra = float(a.get("extrapolation_value", 0.0))
     return {"mode": mode, "ctm": ctm, "nearest": nearest, "out": tuple(out), "scales": scales, "roi": roi,
-            "extrapolation": extra}
+            "extrapolation": extra, "cubic_a": np.float32(a.get("cubic_coeff_a", -0.75)),
+            "exclude_outside": bool(int(a.get("exclude_outside", 0)))}
 
 
 def _resize_maps(p: dict, in_shape: tuple[int, ...]) -> list[np.ndarray]:
@@ -292,11 +294,16 @@ def resize_linear(v: np.ndarray, p: dict) -> np.ndarray:
 @_op("Resize")
 def _resize(node: Node, x: list, memo: dict) -> list:
     """ONNX Resize as ORT 1.31 computes it: mode nearest on any tensor (every coordinate_transformation_mode and
-    nearest_mode, axes, keep_aspect_ratio_policy); mode linear as `resize_linear`."""
+    nearest_mode, axes, keep_aspect_ratio_policy); mode linear as `resize_linear`; cubic as
+    vkinfer/model/resize_cubic.py's `resize_cubic`."""
     v = x[0]
     p = resize_params(node, v.shape, x)
     if p["mode"] == "linear":
         return [resize_linear(v, p)]
+    if p["mode"] == "cubic":
+        from .resize_cubic import resize_cubic
+
+        return [resize_cubic(v, p)]
     return [resize_nearest(v, p, _extrapolation(p["extrapolation"], v.dtype))]
 
 
