@@ -21,7 +21,7 @@ SHAPE = (1, 4, 6, 6)
 RNG = np.random.default_rng(11)
 PER_CHANNEL = RNG.uniform(-2, 2, (1, 4, 1, 1)).astype(F32)
 W = RNG.uniform(-1, 1, (6, 5)).astype(F32)
-NATIVE_FLOAT = {"Mul", "Add", "MaxPool", "Sigmoid", "Tanh", "HardSwish", "Softmax", "MatMul"}
+NATIVE_FLOAT = {"Mul", "Add", "MaxPool", "Sigmoid", "Tanh", "HardSwish", "Softmax", "MatMul", "Where", "ArgMax"}
 
 # (id, nodes reading "xf" and writing "f", constants, opset, output type, ulps bound: 0 = exact). The bounds are
 # host_float's documented ones (Softmax 8, Exp 2); measured over 5 seeds: Softmax 4, Exp 2, ReduceMean 3, MatMul 0.
