@@ -52,6 +52,9 @@ CASES = [
     ((1, 2, 4, 5, 9), dict(kernel_shape=[2, 2, 3], dilations=[1, 2, 2], strides=[1, 1, 2], pads=[0, 1, 1, 1, 1, 2],
                            ceil_mode=1, count_include_pad=1), 22),
     ((1, 4, 1, 1), dict(kernel_shape=[1, 1]), 11),
+    ((1, 2, 7, 8), dict(kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER"), 11),      # auto_pad resolved
+    ((1, 2, 7, 8), dict(kernel_shape=[2, 3], auto_pad="SAME_LOWER", count_include_pad=1), 19),
+    ((1, 2, 7, 8), dict(kernel_shape=[3, 2], strides=[2, 3], auto_pad="VALID"), 11),
 ]
 
 
@@ -77,7 +80,7 @@ def _kinds() -> set[str]:
     out = set()
     for shape, a, opset in CASES:
         k, s, p, d, _ = pool_geometry(shape, a["kernel_shape"], a.get("strides"), a.get("pads"), a.get("dilations"),
-                                      a.get("ceil_mode", 0))
+                                      a.get("ceil_mode", 0), a.get("auto_pad"))
         out.add(pool_kind(shape[2:], k, s, p, d, a.get("ceil_mode", 0), a.get("count_include_pad", 0), opset))
     return out
 
