@@ -45,7 +45,7 @@ typedef struct {
     float* w;
     float* bias;
     uint32_t cn, cc, ch, cw, group, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow;
-    uint64_t batches, chunks, rblocks;
+    uint64_t batches, chunks, rblocks, cpi, groups; /* cpi: chunks per work item; groups: items per row block */
     const uf32* a;
     const uf32* b;
     const uf32* c;
@@ -209,11 +209,8 @@ static void fg_pack(const fg_t* t, const uf32* B, uint64_t bks, uint64_t bns, ui
     }
 }
 
-static void fg_item(void* ctx, size_t item)
+static void fg_chunk(fg_t* t, uint64_t bi, uint64_t rb, uint64_t ck)
 {
-    fg_t* t = ctx;
-    const uint64_t ck = item % t->chunks, rest = item / t->chunks;
-    const uint64_t rb = rest % t->rblocks, bi = rest / t->rblocks;
     const uint32_t j0 = (uint32_t)ck * FG_COLS, cols = t->n - j0 < FG_COLS ? t->n - j0 : FG_COLS;
     const uint32_t m0 = (uint32_t)rb * FG_MB, rows = t->m - m0 < FG_MB ? t->m - m0 : FG_MB;
     const uf32* A;
@@ -309,6 +306,16 @@ static void fg_item(void* ctx, size_t item)
     if (p != stack_panel) free(p);
 }
 
+/* A work item: `cpi` consecutive column chunks of one row block (one chunk is little work for a depthwise
+ * convolution's single row of 9 taps: 32 channels of 112x112, one thread, 1.6 -> 1.3 ms with 113 chunks per item). */
+static void fg_item(void* ctx, size_t item)
+{
+    fg_t* t = ctx;
+    const uint64_t gi = item % t->groups, rest = item / t->groups;
+    const uint64_t rb = rest % t->rblocks, bi = rest / t->rblocks;
+    for (uint64_t ck = gi * t->cpi; ck < t->chunks && ck < (gi + 1) * t->cpi; ck++) fg_chunk(t, bi, rb, ck);
+}
+
 static vki_status fg_run(void* params, uint8_t* const* ptr, uint32_t threads)
 {
     fg_t* t = params;
@@ -317,7 +324,7 @@ static vki_status fg_run(void* params, uint8_t* const* ptr, uint32_t threads)
     t->c = (const uf32*)(const void*)ptr[2];
     t->y = (uf32*)(void*)ptr[3];
     t->oom = 0;
-    uint64_t items = t->batches * t->rblocks * t->chunks;
+    uint64_t items = t->batches * t->rblocks * t->groups;
     uint64_t work = t->batches * (uint64_t)t->m * t->n * (t->k ? t->k : 1);
     vki_for_items((size_t)items, work, threads, fg_item, t);
     if (t->oom) FAIL(VKI_ENOMEM, "float_gemm: out of memory for a panel");
@@ -418,6 +425,12 @@ vki_status vki_graph_add_float_gemm(vki_graph* g, const uint64_t* dims, float al
         FAIL(VKI_EINVAL, "float_gemm: an input overlaps y");
     tmp.chunks = (tmp.n + FG_COLS - 1) / FG_COLS;
     tmp.rblocks = (tmp.m + FG_MB - 1) / FG_MB;
+    {
+        const uint64_t per_chunk = (uint64_t)(tmp.m < FG_MB ? tmp.m : FG_MB) * tmp.k * FG_COLS; /* multiply-adds */
+        tmp.cpi = (UINT64_C(65536) + per_chunk - 1) / per_chunk;
+        if (tmp.cpi > tmp.chunks) tmp.cpi = tmp.chunks;
+        tmp.groups = (tmp.chunks + tmp.cpi - 1) / tmp.cpi;
+    }
     fg_t* t = malloc(sizeof *t);
     if (!t) FAIL(VKI_ENOMEM, "float_gemm: out of memory");
     *t = tmp;
