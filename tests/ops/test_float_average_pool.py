@@ -20,7 +20,7 @@ import vkinfer
 from vkinfer.reference._pool_shape import pool_geometry
 from vkinfer.reference.float_average_pool import average_pool_float, pool_kind
 
-from ._build import NAME, check, model, node, ort_run
+from ._build import NAME, check, model, node, ort_run, refused
 
 F32 = np.float32
 EDGE = np.array([0.0, -0.0, np.nan, np.inf, -np.inf, 1.0, -1.0, 1e-45, -1e-45, 3.4028235e38, -3.4028235e38,
@@ -180,6 +180,16 @@ def test_qdq_average_pool_between_float_ops_is_one_native_call():
     plan = sessions["cpu"].plan(feed)
     assert plan.native_calls == 1 and len(plan.segments) == 1
     assert "float_avgpool" in set(plan.segments[0].runner.ops())
+
+
+def test_negative_auto_pad_pads_are_refused_as_ort_refuses_them():
+    """auto_pad SAME with a stride above the kernel gives a pad of -1; ORT 1.31 fails the run ("padding values must
+    be non-negative"), every device refuses the model naming the node."""
+    blob = _blob((1, 2, 8, 8), dict(kernel_shape=[1, 2], strides=[3, 1], auto_pad="SAME_UPPER"), 11)
+    x = np.ones((1, 2, 8, 8), F32)
+    with pytest.raises(Exception, match="non-negative"):
+        ort_run(blob, _feed(x))
+    refused(blob, _feed(x), "non-negative")
 
 
 def test_int8_average_pool_is_refused_naming_the_input():

@@ -1,7 +1,7 @@
 """float32 AveragePool (1 to 3 spatial axes, N C ...) in the native CPU graph with ONNX Runtime 1.31's bits
 (cpu_fallback/src/ops/float_avgpool.c: the loop ORT runs for the node's opset and geometry, as
 vkinfer/reference/float_average_pool.py picks it, each with its own summation order and divisor). Negative
-(shifted-window) pads stay on the host, with the reason."""
+(auto_pad) pads are refused as ORT refuses them."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def avgpool_dims(node, shape) -> tuple[list[int], list[int]]:
     k, s, p, d, out = pool_geometry(shape, list(a["kernel_shape"]), a.get("strides"), a.get("pads"),
                                     a.get("dilations"), ceil, a.get("auto_pad"))
     if min(p) < 0:
-        raise ValueError(f"AveragePool with negative (auto_pad) pads {list(p)}: the host runs it")
+        raise ValueError(f"AveragePool: padding values must be non-negative, auto_pad gives {list(p)} (ORT refuses)")
     if cip not in (0, 1):
         raise ValueError(f"AveragePool count_include_pad must be 0 or 1, got {cip}")
     opset = int(a.get("_opset") or 22)
@@ -36,8 +36,8 @@ def avgpool_dims(node, shape) -> tuple[list[int], list[int]]:
     dims = [nd, _KINDS[(kind, cip)]]
     for i in range(nd):
         dims += [shape[2 + i], out[i], k[i], s[i], d[i], p[i], p[nd + i]]
-    if max(dims) >= 2 ** 32:
-        raise ValueError(f"AveragePool: a size past 32 bits in {dims} (the host runs it)")
+    if max(dims) >= 2 ** 32 or max(k) > 4096 or max(d) > 4096 or max(p) > 2 ** 24:
+        raise ValueError(f"AveragePool: sizes {dims} past ops/float_avgpool.c's limits (the host runs it)")
     return dims, [shape[0], shape[1], *out]
 
 

@@ -99,8 +99,6 @@ def _vector(x, k, s, p, out, include_pad):
     nd = len(k)
     sp = x.shape[1:]
     w, kw, sw, pl, pr = sp[-1], k[-1], s[-1], p[nd - 1], p[2 * nd - 1]
-    if min(p) < 0:
-        raise ValueError(f"AveragePool: negative pads {list(p)} in MLAS's vector kernel are not reproduced")
     buf = np.zeros((x.shape[0], pl + w + pr + _BUF_PAD), F32)
     cols = np.arange(out[-1], dtype=np.int64) * sw
     outer = []  # per outer axis: (clipped start, end) of each output index, MLAS's wrap rule (start < size holds)
@@ -144,6 +142,8 @@ def average_pool_float(x: np.ndarray, kernel_shape, strides=None, pads=None, dil
     if count_include_pad not in (0, 1):
         raise ValueError(f"AveragePool count_include_pad must be 0 or 1, got {count_include_pad!r}")
     k, s, p, d, out = pool_geometry(x.shape, kernel_shape, strides, pads, dilations, ceil_mode, auto_pad)
+    if min(p) < 0:  # auto_pad SAME with a stride above the kernel (measured: ORT 1.31 fails the run)
+        raise ValueError(f"AveragePool: padding values must be non-negative, auto_pad gives {list(p)} (ORT refuses)")
     n, c, sp = x.shape[0], x.shape[1], x.shape[2:]
     if x.size == 0 or int(np.prod(out)) == 0:
         return np.zeros((n, c, *out), F32)
