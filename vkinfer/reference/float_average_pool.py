@@ -2,22 +2,23 @@
 for AveragePool by vkinfer/model/resize.py) and the specification cpu_fallback/src/ops/float_avgpool.c follows
 (checked against onnxruntime in tests/ops/test_float_average_pool.py).
 
-ORT runs MLAS's pooling (MlasPool) unless a dilation is > 1 (AveragePool-19's own loops, pool_functors.h). MLAS picks
-one of three kernels by the geometry, and they part in their summation order (and so on signed zeros and rounding):
-- global (kernel = image, strides 1, no pads): 4 lanes from +0, lane l sums x[4i + l] in order; the lanes fold as
-  (l0 + l2) + (l1 + l3) (SSE's horizontal add), then the last size % 4 values one by one; / float(size).
-- vector (rank >= 2, last stride <= 2, every kernel side <= 32, the padded row within MLAS's 2048-float buffer):
-  per output row, each column sums its window's rows (2-D: from the first row's value; 3-D: from +0, plane by plane,
-  row by row) into a row buffer with +0 in the padding (pads, and 3 more on the right); each output sums its kw
-  buffer entries from the first, padding included (+0 turns a -0 sum into +0).
-- generic (anything else): m = +0, then every tap inside the input in row-major order.
-The divisor is a float32: the product of the kernel sides (count_include_pad=1; MLAS never clips it, ceil_mode
-included) or the number of taps inside the input (0; the vector kernel's lane arithmetic gives the same integer),
-and the result is one IEEE division, sum / divisor.
-Dilated pools (AveragePool-19's loops): y = +0 plus every tap inside the input in row-major order, divided (when
-there is one tap at least; else +0) by the tap count, or with count_include_pad by the product over axes of
-1 + (end - start - 1) // dilation where end = min(start + kernel * dilation, size + pads[j]): ORT takes pads[j]
-from j = 1, 3, 5 (1-D: the tail pad; 2-D: the width's head then the height's tail ... its indices as written).
+Which loop ORT 1.31 runs (measured against onnxruntime on random geometries; `pool_kind`):
+- its own loop (pool_functors.h AveragePool{1,2,3}DTask) for a model of opset >= 19 (AveragePool-19's kernel), a
+  dilation > 1, or ceil_mode with count_include_pad: y = +0 plus every tap inside the input in row-major order,
+  divided (when there is a tap; else +0) by the tap count, or with count_include_pad by the product over axes of
+  1 + (end - start - 1) // dilation, end = min(start + kernel * dilation, size + tail pad);
+- else MLAS's pooling (MlasPool), one of three kernels by the geometry, parting in their summation order (and so on
+  signed zeros and rounding):
+  - global (kernel = image, strides 1, no pads): 4 lanes from +0, lane l sums x[4i + l] in order; the lanes fold
+    as (l0 + l2) + (l1 + l3) (SSE's horizontal add), then the last size % 4 values one by one; / float(size).
+  - vector (rank >= 2, last stride <= 2, every kernel side <= 32, the padded row within MLAS's 2048-float buffer):
+    per output row, each column sums its window's rows (2-D: from the first row's value; 3-D: from +0, plane by
+    plane, row by row) into a row buffer with +0 in the padding (pads, and 3 more on the right); each output sums
+    its kw buffer entries from the first, padding included (+0 turns a -0 sum into +0).
+  - generic (anything else): m = +0, then every tap inside the input in row-major order.
+  The divisor is a float32: the product of the kernel sides (count_include_pad=1) or the number of taps inside the
+  input (the vector kernel's lane arithmetic gives the same integer).
+Every result is one IEEE division, sum / divisor. Negative (auto_pad) pads: ORT refuses the node, so does this.
 """
 
 from __future__ import annotations

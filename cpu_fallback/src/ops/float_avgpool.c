@@ -1,7 +1,8 @@
 /* The native graph's float32 AveragePool (1 to 3 spatial axes, NC...) with ONNX Runtime 1.31's CPU bits
  * (vkinfer/cpu/float_average_pool.py lowers to it; vkinfer/reference/float_average_pool.py is the definition, which
  * says which loop ORT runs for which node). The loops part in their summation order, so in rounding and signed zeros:
- *   - LOOP_* (AveragePool-19's own loops, and MLAS's generic kernel): m = +0, then every tap inside the input in
+ *   - LOOP_* (ORT's own loops: opset >= 19, dilations, ceil_mode with count_include_pad; and MLAS's generic
+ *     kernel): m = +0, then every tap inside the input in
  *     row-major order; divided by the tap count (COUNT), by the product of the kernel sides (KERNEL: MLAS's
  *     count_include_pad), or by the product over axes of 1 + (end - start - 1) / dilation with
  *     end = min(start + kernel * dilation, size + tail pad) (CLIPPED: ORT's own loop's count_include_pad); no tap: +0.
@@ -12,8 +13,8 @@
  *     the pads and 3 more on the right; each output sums its kw buffer entries from the first (padding included);
  *     divided by the product of the kernel sides (INCLUDE), or by max(1, columns inside * rows inside) (EXCLUDE),
  *     both exact in float.
- * Every division is one IEEE float division. dims (copied): nd, kind, then per axis (3 slots, the first nd used):
- * size, out, kernel, stride, dilation, head pad, tail pad. */
+ * Every division is one IEEE float division. dims (copied): nd, kind, then for each of the nd axes: size, out,
+ * kernel, stride, dilation, head pad, tail pad. */
 #include <stdlib.h>
 #include <string.h>
 
