@@ -4,19 +4,26 @@ carry between its quantized ops or in its shape subgraphs.
 
 Numerics (vkinfer/model/host_float.py's rule): one IEEE operation per element is ORT's bits, so Abs, Neg, Floor,
 Ceil, Round (half to even, as nearbyint), Reciprocal, Sqrt, Sub, Div, Mod (fmod), Sign, the comparisons, the
-logic and bitwise ops, Sum (left to right), Softsign, ThresholdedRelu and Shrink are exact; the ops built on
-exp / log / trigonometric functions use numpy's (glibc's) correctly rounded or 1-ulp functions where ORT runs
-Eigen's packet approximations: bounded, the bounds pinned in tests/numerics/test_host_float.py and
+logic and bitwise ops, Sum (left to right), ThresholdedRelu and Shrink are exact. Transcendentals: Exp is MLAS's
+exp, Log and the exp / log1p inside Elu, Selu, Celu, Softplus and Mish are Eigen's SSE packet functions
+(vkinfer/model/host_eigen.py), Tan, Sinh, Cosh, Asinh, Acosh and Atanh the C library's (ORT calls std:: per
+element): all bit-equal to ORT. Sin, Cos, Asin, Acos, Atan (Eigen's packet versions in ORT, numpy's here) and
+Softsign (ORT 1.31 multiplies by Eigen's reciprocal estimate) are bounded, the bounds pinned in
 tests/numerics/test_host_ops_elementwise.py. Integer Div truncates toward zero and Mod with fmod=0 takes the
 divisor's sign, as ORT's C++ does; an integer division by zero is a ValueError (ORT's is undefined behaviour).
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import functools
+
 import numpy as np
 
 from .attrs import _text
 from .graph import Node
+from .host_eigen import eigen_exp, eigen_log, eigen_log1p, mlas_exp
 from .op_table import OPS, REQUIRED_INPUTS
 
 _INT = "iu"
@@ -78,10 +85,51 @@ def _unary(name: str, fn, kinds: str = "f") -> None:
     REQUIRED_INPUTS.setdefault(name, (1, (0,)))
 
 
-for _name, _fn in (("Floor", np.floor), ("Ceil", np.ceil), ("Round", np.rint), ("Sqrt", np.sqrt), ("Exp", np.exp),
-                   ("Log", np.log), ("Sin", np.sin), ("Cos", np.cos), ("Tan", np.tan), ("Asin", np.arcsin),
-                   ("Acos", np.arccos), ("Atan", np.arctan), ("Sinh", np.sinh), ("Cosh", np.cosh),
-                   ("Asinh", np.arcsinh), ("Acosh", np.arccosh), ("Atanh", np.arctanh)):
+@functools.cache
+def _cfun(name: str):
+    """The C math library's float function `name` (expf, tanf, ...) through ctypes."""
+    for lib in (ctypes.util.find_library("m"), "libm.so.6"):
+        try:
+            f = getattr(ctypes.CDLL(lib), name)
+        except (OSError, AttributeError, TypeError):
+            continue
+        f.restype, f.argtypes = ctypes.c_float, [ctypes.c_float]
+        return f
+    raise OSError(f"no C math library with {name}")
+
+
+def libm_unary(name: str):
+    """numpy ufunc-like: the C library's float32 `name` element by element (about a microsecond each): for the ops
+    ORT sends to std:: functions one element at a time (measured bit-equal: tan, sinh, cosh, asinh, acosh, atanh);
+    float64 inputs take numpy's."""
+    def fn(v: np.ndarray) -> np.ndarray:
+        v = np.asarray(v)
+        if v.dtype != np.float32:
+            return getattr(np, _NUMPY_NAMES[name])(v)
+        with np.errstate(all="ignore"):
+            out = np.frompyfunc(_cfun(name), 1, 1)(v.astype(np.float64))
+        return np.asarray(out, np.float64).astype(np.float32).reshape(v.shape)
+    fn.__name__ = name
+    return fn
+
+
+_NUMPY_NAMES = {"tanf": "tan", "sinhf": "sinh", "coshf": "cosh", "asinhf": "arcsinh", "acoshf": "arccosh",
+                "atanhf": "arctanh", "expf": "exp", "logf": "log"}
+
+def _f32_or_numpy(f32_fn, numpy_fn):
+    """f32_fn (ORT's float32 bits) on float32, numpy_fn on other floats."""
+    def fn(v: np.ndarray) -> np.ndarray:
+        return f32_fn(v) if v.dtype == np.float32 else numpy_fn(v)
+    fn.__name__ = f32_fn.__name__
+    return fn
+
+
+for _name, _fn in (("Floor", np.floor), ("Ceil", np.ceil), ("Round", np.rint), ("Sqrt", np.sqrt),
+                   ("Exp", _f32_or_numpy(mlas_exp, np.exp)), ("Log", _f32_or_numpy(eigen_log, np.log)),
+                   ("Sin", np.sin), ("Cos", np.cos), ("Tan", libm_unary("tanf")), ("Asin", np.arcsin),
+                   ("Acos", np.arccos), ("Atan", np.arctan), ("Sinh", libm_unary("sinhf")),
+                   ("Cosh", libm_unary("coshf")), ("Asinh", libm_unary("asinhf")), ("Acosh", libm_unary("acoshf")),
+                   ("Atanh", libm_unary("atanhf"))):
     _unary(_name, _fn)
 _unary("Reciprocal", lambda v: v.dtype.type(1) / v)
 _unary("Abs", np.abs, "fiu")
@@ -140,10 +188,16 @@ def _act(name: str):
 
 def softplus(v: np.ndarray) -> np.ndarray:
     """log(exp(x) + 1) as ORT's Softplus functor evaluates it: x > 0 ? x + log1p(exp(-x)) : log1p(exp(x)), each
-    step rounded to the type (exp and log1p: numpy's, see the module docstring)."""
+    step rounded to the type, with Eigen's exp and log1p on float32 (vkinfer/model/host_eigen.py)."""
     pos = v > 0
-    lg = np.log1p(np.exp(np.where(pos, -v, v)))
+    a = np.where(pos, -v, v)
+    lg = eigen_log1p(eigen_exp(a)) if v.dtype == np.float32 else np.log1p(np.exp(a))
     return np.where(pos, v + lg, lg)
+
+
+def _exp(v: np.ndarray) -> np.ndarray:
+    """Eigen's exp on float32 (ORT's activation functors), numpy's on other floats."""
+    return eigen_exp(v) if v.dtype == np.float32 else np.exp(v)
 
 
 @_act("Softplus")
@@ -162,7 +216,7 @@ def _softsign(node, v, t):
 def _elu(node, v, t):
     """x >= 0 ? x : alpha * (exp(x) - 1), alpha default 1."""
     a = _attr_f(node, "alpha", 1.0, v.dtype)
-    return np.where(v >= 0, v, a * (np.exp(v) - t(1)))
+    return np.where(v >= 0, v, a * (_exp(v) - t(1)))
 
 
 @_act("Selu")
@@ -170,14 +224,14 @@ def _selu(node, v, t):
     """x > 0 ? gamma * x : (gamma * alpha) * (exp(x) - 1) (ORT's functor's order of operations)."""
     a = _attr_f(node, "alpha", 1.67326319217681884765625, v.dtype)
     g = _attr_f(node, "gamma", 1.05070102214813232421875, v.dtype)
-    return np.where(v > 0, g * v, (g * a) * (np.exp(v) - t(1)))
+    return np.where(v > 0, g * v, (g * a) * (_exp(v) - t(1)))
 
 
 @_act("Celu")
 def _celu(node, v, t):
     """max(0, x) + min(0, alpha * (exp(x / alpha) - 1)), alpha default 1."""
     a = _attr_f(node, "alpha", 1.0, v.dtype)
-    return np.maximum(t(0), v) + np.minimum(t(0), a * (np.exp(v / a) - t(1)))
+    return np.maximum(t(0), v) + np.minimum(t(0), a * (_exp(v / a) - t(1)))
 
 
 @_act("ThresholdedRelu")
