@@ -1,7 +1,8 @@
 """The `qmatmul` operator (two-activation QLinearMatMul, cpu_fallback/src/ops/qmatmul.c) on every code path this
 CPU runs, against numpy's exact definition: the blocked path's u8s8 kernel (B's every b - b_zp inside the variant's
 int8 range, checked per run on the data), its int16 kernel (any other B, and the fall back after a block out of
-range). Shapes cross the tiles' edges (m, n, k around 1, 7, 16, 32, 64), operands sit at any
+range), the direct path (m <= 4 on x86: B read unpacked), the interleaved path (heads innermost in every
+operand). Shapes cross the tiles' edges (m, n, k around 1, 7, 16, 32, 64), operands sit at any
 byte strides (heads interleaved as the NHWC form lays out attention, transposed B, broadcast batch axes). Each check
 runs here (the best variant) and in subprocesses with VKINFER_CPU_ISA=avx2, =scalar and VKINFER_CPU_U8S8=0.
 ORT's bits for these cases are tests/ops/test_qlinear_matmul.py's (the same arithmetic on every device)."""
@@ -49,6 +50,16 @@ CASES = [
     # k past 256: the SSE2 packing's uint16 column sums flushed (bytes up to 255)
     (9, 530, 64, (2,), False, False, "fit"),
     (5, 300, 40, (4,), False, False, "mixed"),
+    # m <= 4: the direct path on x86 (B unpacked; contiguous per batch, or heads-interleaved at 2 and 4 heads):
+    # k odd / 1 / past 256, column tails short of a strip (32 AVX-512, 16 AVX2), broadcast batch axes
+    (1, 400, 100, (4,), False, False, "small"),
+    (2, 33, 37, (2,), False, False, "full"),
+    (3, 5, 64, (4,), False, False, "fit"),
+    (4, 64, 65, (), False, False, "full"),
+    (1, 1, 7, (2,), False, False, "fit"),
+    (3, 17, 9, (2, 2), True, False, "full"),
+    (4, 2, 48, (3,), False, True, "full"),
+    (2, 301, 40, (4,), False, False, "fit"),
 ]
 
 

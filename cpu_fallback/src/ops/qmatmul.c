@@ -28,12 +28,18 @@
 #elif defined(__ARM_NEON)
 #include <arm_neon.h>
 #endif
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>
+#define QMM_DIRECT 1  /* the small-m path's AVX2 / AVX-512 bodies (target attributes) */
+#endif
 
 #define QMM_MAX_BATCH 4
 #define QMM_ROWS 32  /* rows of A per work item of the loop: B's panel (K x N int16) is made once per item */
 #define QMM_CHUNK 56 /* rows per work item of the blocked path: a multiple of every tile's MR (2, 4, 7, 8, 14) */
 #define QMM_MAX_MR 16
 #define QMM_MAX_NR 64
+#define QMM_DIRECT_M 4      /* rows up to which the direct path runs (no packing of B) */
+#define QMM_DIRECT_COLS 256 /* columns per work item of the direct path (a multiple of 32) */
 
 typedef struct {
     uint32_t nb, m, k, n, batch_rank;
@@ -58,6 +64,7 @@ typedef struct {
      * (NHWC attention: the heads), so a row of each is nb interleaved rows. */
     uint32_t ilv;
     uint8_t* plain;                 /* B split into nb contiguous k x n matrices (ilv), made at each run */
+    int direct;                     /* the direct path's body: 0 none, 1 AVX2, 2 AVX-512 VNNI */
 } qmm_t;
 
 typedef struct {
@@ -507,6 +514,187 @@ oom:
     j->failed = 1;
 }
 
+#ifdef QMM_DIRECT
+/* The direct path (m <= QMM_DIRECT_M, x86): B is read as it lies, never packed; the packing cost a byte of B per
+ * output row (4 x 1 x 400 x 400 P: 64 us contiguous, 96 us heads-interleaved, ORT 50). A group is one batch (B's
+ * columns contiguous, bn = yn = 1) or, interleaved at g = 2 or 4 heads, every batch: its W = n g columns are
+ * contiguous in B's and Y's rows and column c belongs to head c % g. Each row's A becomes a pattern of int32 pairs
+ * pat[p][j] = (a'(h, 2p), a'(h, 2p + 1)), a' = a - a_zp, head h = j % g (g divides 4, so lane j of every 4 aligned
+ * columns is head j % g), the odd k's last pair (a', 0); B's rows 2p, 2p + 1 become int16 (b - b_zp) pairs
+ * (VPMOVZXBW, VPUNPCKL/HWD: lane L of 128 bits holds columns 8L..8L+3 (low) and 8L+4..8L+7 (high)), summed by
+ * VPDPWSSD / VPMADDWD + VPADDD: each pair product is at most 2 * 255^2 and the sums wrap modulo 2^32, the loop's
+ * int32; requantized by vki_requant_scalar. */
+static void qmm_direct_pattern(const qmm_t* t, const uint8_t* a, uint32_t g, int32_t* pat)
+{
+    const size_t kp = (t->k + 1) / 2;
+    for (size_t p = 0; p < kp; p++)
+        for (uint32_t j = 0; j < 4; j++) {
+            const size_t h = j % g;  /* A's heads at byte stride 1 (interleaved); g = 1: h = 0 */
+            const int32_t lo = (int32_t)a[2 * p * t->ak + h] - t->a_zp;
+            const int32_t hi = 2 * p + 1 < t->k ? (int32_t)a[(2 * p + 1) * t->ak + h] - t->a_zp : 0;
+            pat[p * 4 + j] = (int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16);
+        }
+}
+
+/* Requantize columns [0, nc) of one row's strip into y: lo[4L + j] is column 8L + j, hi[4L + j] column 8L + 4 + j. */
+static inline void qmm_direct_store(const qmm_t* t, const int32_t* lo, const int32_t* hi, size_t nc, uint8_t* y)
+{
+    for (size_t c = 0; c < nc; c++) {
+        const size_t l = c / 8, j = c % 8;
+        y[c] = (uint8_t)vki_requant_scalar(j < 4 ? lo[4 * l + j] : hi[4 * l + j - 4], t->scale, &t->q);
+    }
+}
+
+/* The columns past the last whole strip, [c, c1), copied to tb (k rows of sw bytes, zero padded): one more strip
+ * reads them there, never past B's last byte. */
+static void qmm_direct_tail_copy(const qmm_t* t, const uint8_t* b, size_t c, size_t c1, size_t sw, uint8_t* tb)
+{
+    memset(tb, 0, t->k * sw);
+    for (size_t kk = 0; kk < t->k; kk++) memcpy(tb + kk * sw, b + kk * t->bk + c, c1 - c);
+}
+
+/* One strip of 32 columns at b (row stride bk) for mr rows: VPDPWSSD into lo / hi, then requantized (nc columns). */
+static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vnni"))) void
+qmm_direct_v5_strip(const qmm_t* t, const int32_t* pat, const int mr, const uint8_t* b, size_t bk, size_t nc,
+                    uint8_t* const* yr, size_t c)
+{
+    const size_t kp = (t->k + 1) / 2;
+    const __m512i bz = _mm512_set1_epi16((short)t->b_zp);
+    __m512i lo[4], hi[4];
+    for (int i = 0; i < mr; i++) lo[i] = hi[i] = _mm512_setzero_si512();
+    for (size_t p = 0; p < kp; p++) {
+        const uint8_t* r = b + 2 * p * bk;
+        const __m512i v = _mm512_sub_epi16(_mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i*)r)), bz);
+        const __m512i u = 2 * p + 1 < t->k
+                              ? _mm512_sub_epi16(_mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i*)(r + bk))), bz)
+                              : _mm512_setzero_si512();
+        const __m512i pl = _mm512_unpacklo_epi16(v, u), ph = _mm512_unpackhi_epi16(v, u);
+        for (int i = 0; i < mr; i++) {
+            const __m512i av = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i*)(pat + (i * kp + p) * 4)));
+            lo[i] = _mm512_dpwssd_epi32(lo[i], pl, av);
+            hi[i] = _mm512_dpwssd_epi32(hi[i], ph, av);
+        }
+    }
+    for (int i = 0; i < mr; i++) {
+        int32_t l[16], h[16];
+        _mm512_storeu_si512(l, lo[i]);
+        _mm512_storeu_si512(h, hi[i]);
+        qmm_direct_store(t, l, h, nc, yr[i] + c);
+    }
+}
+
+static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vnni"))) void
+qmm_direct_v5_rows(const qmm_t* t, const int32_t* pat, const int mr, const uint8_t* b, size_t c, size_t c1,
+                   uint8_t* const* yr, uint8_t* tb)
+{
+    for (; c + 32 <= c1; c += 32) qmm_direct_v5_strip(t, pat, mr, b + c, t->bk, 32, yr, c);
+    if (c < c1) {
+        qmm_direct_tail_copy(t, b, c, c1, 32, tb);
+        qmm_direct_v5_strip(t, pat, mr, tb, 32, c1 - c, yr, c);
+    }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) static void qmm_direct_v5(const qmm_t* t, const int32_t* pat,
+                                                                                 size_t mr, const uint8_t* b,
+                                                                                 size_t c, size_t c1,
+                                                                                 uint8_t* const* yr, uint8_t* tb)
+{
+    switch (mr) {
+    case 1: qmm_direct_v5_rows(t, pat, 1, b, c, c1, yr, tb); break;
+    case 2: qmm_direct_v5_rows(t, pat, 2, b, c, c1, yr, tb); break;
+    case 3: qmm_direct_v5_rows(t, pat, 3, b, c, c1, yr, tb); break;
+    default: qmm_direct_v5_rows(t, pat, 4, b, c, c1, yr, tb); break;
+    }
+}
+
+/* AVX2: strips of 16 columns, VPMADDWD + VPADDD. */
+static inline __attribute__((always_inline, target("avx2"))) void
+qmm_direct_a2_strip(const qmm_t* t, const int32_t* pat, const int mr, const uint8_t* b, size_t bk, size_t nc,
+                    uint8_t* const* yr, size_t c)
+{
+    const size_t kp = (t->k + 1) / 2;
+    const __m256i bz = _mm256_set1_epi16((short)t->b_zp);
+    __m256i lo[4], hi[4];
+    for (int i = 0; i < mr; i++) lo[i] = hi[i] = _mm256_setzero_si256();
+    for (size_t p = 0; p < kp; p++) {
+        const uint8_t* r = b + 2 * p * bk;
+        const __m256i v = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i*)r)), bz);
+        const __m256i u = 2 * p + 1 < t->k
+                              ? _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i*)(r + bk))), bz)
+                              : _mm256_setzero_si256();
+        const __m256i pl = _mm256_unpacklo_epi16(v, u), ph = _mm256_unpackhi_epi16(v, u);
+        for (int i = 0; i < mr; i++) {
+            const __m256i av = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)(pat + (i * kp + p) * 4)));
+            lo[i] = _mm256_add_epi32(lo[i], _mm256_madd_epi16(pl, av));
+            hi[i] = _mm256_add_epi32(hi[i], _mm256_madd_epi16(ph, av));
+        }
+    }
+    for (int i = 0; i < mr; i++) {
+        int32_t l[8], h[8];
+        _mm256_storeu_si256((__m256i*)l, lo[i]);
+        _mm256_storeu_si256((__m256i*)h, hi[i]);
+        qmm_direct_store(t, l, h, nc, yr[i] + c);
+    }
+}
+
+static inline __attribute__((always_inline, target("avx2"))) void qmm_direct_a2_rows(const qmm_t* t,
+                                                                                     const int32_t* pat, const int mr,
+                                                                                     const uint8_t* b, size_t c,
+                                                                                     size_t c1, uint8_t* const* yr,
+                                                                                     uint8_t* tb)
+{
+    for (; c + 16 <= c1; c += 16) qmm_direct_a2_strip(t, pat, mr, b + c, t->bk, 16, yr, c);
+    if (c < c1) {
+        qmm_direct_tail_copy(t, b, c, c1, 16, tb);
+        qmm_direct_a2_strip(t, pat, mr, tb, 16, c1 - c, yr, c);
+    }
+}
+
+__attribute__((target("avx2"))) static void qmm_direct_a2(const qmm_t* t, const int32_t* pat, size_t mr,
+                                                          const uint8_t* b, size_t c, size_t c1, uint8_t* const* yr,
+                                                          uint8_t* tb)
+{
+    switch (mr) {
+    case 1: qmm_direct_a2_rows(t, pat, 1, b, c, c1, yr, tb); break;
+    case 2: qmm_direct_a2_rows(t, pat, 2, b, c, c1, yr, tb); break;
+    case 3: qmm_direct_a2_rows(t, pat, 3, b, c, c1, yr, tb); break;
+    default: qmm_direct_a2_rows(t, pat, 4, b, c, c1, yr, tb); break;
+    }
+}
+
+/* Work item: one group's columns [QMM_DIRECT_COLS i, ...) for every row. */
+static void qmm_direct_item(void* p, size_t item)
+{
+    qmm_job* j = p;
+    const qmm_t* t = j->t;
+    const uint32_t g = t->ilv ? t->ilv : 1;
+    const size_t w = (size_t)t->n * g, per = (w + QMM_DIRECT_COLS - 1) / QMM_DIRECT_COLS, kp = (t->k + 1) / 2;
+    const size_t c0 = (item % per) * QMM_DIRECT_COLS, c1 = c0 + QMM_DIRECT_COLS < w ? c0 + QMM_DIRECT_COLS : w;
+    uint64_t oa = 0, ob = 0, oy = 0, jb = 0;
+    if (!t->ilv) qmm_offsets(t, item / per, &oa, &ob, &oy, &jb);
+    int32_t* pat = malloc(QMM_DIRECT_M * kp * 4 * sizeof *pat);
+    uint8_t* tb = malloc((size_t)t->k * 32);  /* the tail strip's copy */
+    if (!pat || !tb) {
+        free(pat);
+        free(tb);
+        j->failed = 1;
+        return;
+    }
+    for (size_t r0 = 0; r0 < t->m; r0 += QMM_DIRECT_M) {
+        const size_t mr = t->m - r0 < QMM_DIRECT_M ? t->m - r0 : QMM_DIRECT_M;
+        uint8_t* yr[QMM_DIRECT_M];
+        for (size_t i = 0; i < mr; i++) {
+            qmm_direct_pattern(t, j->ptr[0] + oa + (r0 + i) * t->am, g, pat + i * kp * 4);
+            yr[i] = j->ptr[2] + oy + (r0 + i) * t->ym;
+        }
+        if (t->direct == 2) qmm_direct_v5(t, pat, mr, j->ptr[1] + ob, c0, c1, yr, tb);
+        else qmm_direct_a2(t, pat, mr, j->ptr[1] + ob, c0, c1, yr, tb);
+    }
+    free(pat);
+    free(tb);
+}
+#endif
+
 static vki_status qmm_run_blocked(qmm_t* t, uint8_t* const* ptr, uint32_t threads)
 {
     if (!t->packed) {  /* the graph runs one at a time, so the first run makes the slots */
@@ -578,12 +766,29 @@ static void qmm_plan(qmm_t* t)
     if (t->batch_rank == 1 && t->nb >= 2 && t->nb <= 64 && t->bs[0][0] == 1 && t->bs[0][1] == 1 &&
         t->bs[0][2] == 1 && t->ak == t->nb && t->bn == t->nb && t->yn == t->nb)
         t->ilv = t->nb;
+#ifdef QMM_DIRECT
+    /* A few rows: the direct path (B's columns contiguous per group; heads interleaved at 2 or 4). */
+    const int v5 = strcmp(isa->name, "avx512vnni") == 0, a2 = strcmp(isa->name, "avx2") == 0;
+    if (t->m <= QMM_DIRECT_M && t->k <= 65536 && (v5 || a2) &&
+        (t->ilv ? t->ilv == 2 || t->ilv == 4 : t->bn == 1 && t->yn == 1))
+        t->direct = v5 ? 2 : 1;
+#endif
 }
 
 static vki_status qmm_run(void* p, uint8_t* const* ptr, uint32_t threads)
 {
     qmm_t* t = p;
     if (!t->nb || !t->m || !t->n) return VKI_OK;
+#ifdef QMM_DIRECT
+    if (t->direct) {
+        qmm_job j = {t, ptr, 0, QMM_CHUNK};
+        const size_t w = (size_t)t->n * (t->ilv ? t->ilv : 1), groups = t->ilv ? 1 : t->nb;
+        vki_for_items(groups * ((w + QMM_DIRECT_COLS - 1) / QMM_DIRECT_COLS), (uint64_t)t->nb * t->m * t->n * t->k,
+                      threads, qmm_direct_item, &j);
+        if (j.failed) FAIL(VKI_ENOMEM, "qmatmul: out of memory");
+        return VKI_OK;
+    }
+#endif
     if (t->isa) return qmm_run_blocked(t, ptr, threads);
     qmm_job j = {t, ptr, 0, QMM_CHUNK};
     size_t items = (size_t)t->nb * ((t->m + QMM_ROWS - 1) / QMM_ROWS);
