@@ -16,7 +16,11 @@
  * B and each chunk of A's rows into per-batch contiguous blocks and interleaves the results into Y's rows (SSE2 /
  * NEON at 4 heads, a byte loop otherwise). B's full column blocks are packed with SSE2 where the variant's
  * layout allows (x86: NR a multiple of 16, KR 4 for u8s8, 2 for int16).
- * The loop stays for k == 0, k past 2^24 and a forced variant this CPU lacks. */
+ * The direct path (m <= QMM_DIRECT_M on the AVX2 and AVX-512 variants, target attributes) reads B unpacked: at a
+ * few rows packing B cost more than the product.
+ * The loop stays for k == 0, k past 2^24 and a forced variant this CPU lacks.
+ * Past 800 lines: one operator whose four paths (loop, blocked, interleaved, direct) share its plan (qmm_t), operand
+ * walk and packing; split across files they would need a private header for qmm_t alone. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
