@@ -33,30 +33,61 @@ typedef struct {
     uint8_t* y;
 } frs_job;
 
+#define FRS_CHUNK 256 /* output columns whose weight products are formed at once (on the stack) */
+
+/* Per output row and chunk of columns, the four weight products dx * dy (the expression's first multiply, the
+ * same float operation as ORT's per element) are formed together, then each output sums its four terms. */
 static void bilinear_slice(const frs_t* q, const uf32* x, uf32* y)
 {
     const uint32_t *ty = q->taps[0], *tx = q->taps[1];
     const float *wy = q->w[0], *wx = q->w[1];
-    const uint64_t k = q->inner, iw = q->in[1] * k, ow = q->out[1] * k;
+    const uint64_t k = q->inner, iw = q->in[1] * k, ow = q->out[1] * k, nx = q->out[1];
+    float w11[FRS_CHUNK], w21[FRS_CHUNK], w12[FRS_CHUNK], w22[FRS_CHUNK];
     for (uint64_t oy = 0; oy < q->out[0]; oy++) {
         const uf32* r1 = x + ty[3 * oy] * iw;
         const uf32* r2 = x + ty[3 * oy + 1] * iw;
         const float dy1 = wy[2 * oy], dy2 = wy[2 * oy + 1];
         uf32* yr = y + oy * ow;
-        for (uint64_t ox = 0; ox < q->out[1]; ox++) {
-            uf32* yo = yr + ox * k;
-            if (ty[3 * oy + 2] || tx[3 * ox + 2]) {
-                for (uint64_t c = 0; c < k; c++) yo[c] = q->extrapolation;
+        if (ty[3 * oy + 2]) {
+            for (uint64_t i = 0; i < ow; i++) yr[i] = q->extrapolation;
+            continue;
+        }
+        for (uint64_t c0 = 0; c0 < nx; c0 += FRS_CHUNK) {
+            const uint64_t n = nx - c0 < FRS_CHUNK ? nx - c0 : FRS_CHUNK;
+            const float* wc = wx + 2 * c0;
+            for (uint64_t i = 0; i < n; i++) {
+                w11[i] = wc[2 * i + 1] * dy2;
+                w21[i] = wc[2 * i] * dy2;
+                w12[i] = wc[2 * i + 1] * dy1;
+                w22[i] = wc[2 * i] * dy1;
+            }
+            const uint32_t* tc = tx + 3 * c0;
+            if (k == 1) {
+                for (uint64_t i = 0; i < n; i++) {
+                    const uint32_t* t = tc + 3 * i;
+                    float v = w11[i] * r1[t[0]];
+                    v += w21[i] * r1[t[1]];
+                    v += w12[i] * r2[t[0]];
+                    v += w22[i] * r2[t[1]];
+                    yr[c0 + i] = t[2] ? q->extrapolation : v;
+                }
                 continue;
             }
-            const uint64_t x1 = tx[3 * ox] * k, x2 = tx[3 * ox + 1] * k;
-            const float dx1 = wx[2 * ox], dx2 = wx[2 * ox + 1];
-            for (uint64_t c = 0; c < k; c++) {
-                float v = dx2 * dy2 * r1[x1 + c];
-                v += dx1 * dy2 * r1[x2 + c];
-                v += dx2 * dy1 * r2[x1 + c];
-                v += dx1 * dy1 * r2[x2 + c];
-                yo[c] = v;
+            for (uint64_t i = 0; i < n; i++) {
+                uf32* yo = yr + (c0 + i) * k;
+                const uint32_t* t = tc + 3 * i;
+                if (t[2]) {
+                    for (uint64_t c = 0; c < k; c++) yo[c] = q->extrapolation;
+                    continue;
+                }
+                const uint64_t x1 = t[0] * k, x2 = t[1] * k;
+                for (uint64_t c = 0; c < k; c++) {
+                    float v = w11[i] * r1[x1 + c];
+                    v += w21[i] * r1[x2 + c];
+                    v += w12[i] * r2[x1 + c];
+                    v += w22[i] * r2[x2 + c];
+                    yo[c] = v;
+                }
             }
         }
     }
