@@ -13,8 +13,15 @@ inputs, the unfused one on none). Exp itself is not Eigen's in ORT but MLAS's (M
 - eigen_log1p: Eigen's generic_plog1p (Kahan's formula on eigen_log).
 - mlas_exp: MLAS's exp kernel (m = round(x / ln2) by the 1.5 * 2^23 trick, r in two fused steps, a degree-6
   polynomial by fused multiply-adds, p * 2^m rounded once; x clamped to [-103.972, 88.776]).
-Measured bit-equal to ORT (tests/numerics/test_host_ops_elementwise.py): Exp, Log, Elu, Selu, Celu, Softplus,
-Mish on edge tables (+-0, denormals, +-inf, NaN, the clamp points) and 40,000 random values.
+- eigen_sincos / eigen_asin / eigen_acos: Eigen's psincos_float (the no-FMA reduction in four steps, Payne-Hanek
+  past 25966 / 18838), pasin_float and pacos_float.
+ORT's single-threaded functor maps its 16-byte aligned output, so Eigen takes the packet path for every whole
+4-element packet and its scalar path (std::exp, std::log, ...: the C library's) for the last len % 4 elements
+(eigen_elementwise); with more intra-op threads ORT's blocks, hence its tails, change, so vkinfer follows the
+single-threaded ORT. Measured bit-equal to ORT (tests/numerics/test_host_ops_elementwise.py): Exp, Log, Sin, Cos,
+Asin, Acos, Elu, Selu, Celu, Softplus, Mish on edge tables (+-0, denormals, +-inf, NaN, the clamp points), 40,000
+random values and every tail length. Not reproduced: Eigen's atan (a different polynomial from this one in ORT's
+Eigen: bounded, numpy's arctan used).
 """
 
 from __future__ import annotations
@@ -119,3 +126,156 @@ def mlas_exp(x: np.ndarray) -> np.ndarray:
         p = horner32(r, _MLAS_POLY)
         # p * 2^m rounded once (m an integer in [-150, 128], exact in float64).
         return (p.astype(np.float64) * np.exp2(m.astype(np.float64))).astype(F32)
+
+
+# Eigen's psincos_float, the branch without FMA (ORT's build): |x| reduced by y = round(|x| * 2/pi) in four unfused
+# steps, or, from huge_th on, by Payne-Hanek with 192 bits of 2/pi (trig_reduce_huge); two polynomials on
+# [-pi/4, pi/4] picked and signed by the quadrant's bits.
+_TWO_OVER_PI = (0x00000028, 0x000028be, 0x0028be60, 0x28be60db, 0xbe60db93, 0x60db9391, 0xdb939105, 0x9391054a,
+                0x91054a7f, 0x054a7f09, 0x4a7f09d5, 0x7f09d5f4, 0x09d5f47d, 0xd5f47d4d, 0xf47d4d37, 0x7d4d3770,
+                0x4d377036, 0x377036d8, 0x7036d8a5, 0x36d8a566, 0xd8a5664f, 0xa5664f10, 0x664f10e4, 0x4f10e410,
+                0x10e41000, 0xe4100000)
+_M32, _M64 = (1 << 32) - 1, (1 << 64) - 1
+
+
+def _trig_reduce_huge(xf: np.float32) -> tuple[np.float32, int]:
+    """Eigen's trig_reduce_huge for one finite |x| >= huge_th: (x - q * pi/2 as float32, q)."""
+    xi = int(np.float32(xf).view(np.uint32))
+    e = (xi >> 23) - 118
+    xi = (((xi & 0x007FFFFF) | 0x00800000) << (e & 7)) & _M32
+    i = e >> 3
+    t1, t2, t3 = _TWO_OVER_PI[i - 1], _TWO_OVER_PI[i + 3], _TWO_OVER_PI[i + 7]
+    p = (xi * t3) & _M64
+    p = (xi * t2 + (p >> 32)) & _M64
+    p = ((((xi * t1) & _M32) << 32) + p) & _M64
+    q = ((p + (1 << 61)) & _M64) >> 62
+    p = (p - (q << 62)) & _M64
+    signed = p - (1 << 64) if p >> 63 else p
+    return np.float32(float(signed) * 3.4061215800865545e-19), int(q)
+
+
+def eigen_sincos(x: np.ndarray, sine: bool) -> np.ndarray:
+    """Eigen's float32 sin (sine) or cos, as ORT's Sin / Cos run it."""
+    x0 = np.asarray(x, F32)
+    shape = x0.shape
+    x0 = x0.reshape(-1)
+    with np.errstate(all="ignore"):
+        a = np.abs(x0)
+        y_round = a * F32(0.636619746685028076171875) + F32(12582912)
+        y_int = y_round.view(np.int32).copy()
+        y = y_round - F32(12582912)
+        r = _madd(y, F32(-1.5703125), a)
+        r = _madd(y, F32(-0.000483989715576171875), r)
+        r = _madd(y, F32(1.62865035235881805419921875e-07), r)
+        r = _madd(y, F32(5.5644315544167710640977020375430583953857421875e-11), r)
+        huge = np.nonzero((a >= F32(25966.0 if sine else 18838.0)) & np.isfinite(a))[0]
+        for k in huge:
+            r[k], y_int[k] = _trig_reduce_huge(a[k])
+        bits = (y_int.astype(np.int64) << 30) if sine else ((y_int.astype(np.int64) + 1) << 30)
+        bits = (bits & 0xFFFFFFFF).astype(np.uint32)
+        sign = ((x0.view(np.uint32) ^ bits) if sine else bits) & np.uint32(0x80000000)
+        even = (y_int & 1) == 0
+        r2 = r * r
+        c = F32(2.4372266125283204019069671630859375e-05)
+        for k in (-0.00138865201734006404876708984375, 0.041666619479656219482421875, -0.5, 1.0):
+            c = _madd(c, r2, F32(k))
+        s = F32(-0.0001959234114083702898469196984621021329076029360294342041015625)
+        for k in (0.0083326873655616851693794799871284340042620897293090820312500000,
+                  -0.1666666203982298255503735617821803316473960876464843750000000000):
+            s = _madd(s, r2, F32(k))
+        s = _madd(s * r2, r, r)
+        out = np.where(even, s, c) if sine else np.where(even, c, s)
+        out = (np.asarray(out, F32).view(np.uint32) ^ sign).view(F32)
+    return out.reshape(shape)
+
+
+def _poly_pairs(x2: np.ndarray, even: list, odd: list) -> tuple[np.ndarray, np.ndarray]:
+    """Eigen's even/odd split Horner steps (unfused), coefficients highest first."""
+    pe, po = even[0], odd[0]
+    for ce, co in zip(even[1:], odd[1:], strict=True):
+        pe, po = _madd(pe, x2, ce), _madd(po, x2, co)
+    return pe, po
+
+
+def eigen_atan(x: np.ndarray) -> np.ndarray:
+    """Eigen's patan_float: |x| > 1 through 1 / |x| (an IEEE division without FMA) and pi/2 - atan; a degree-15 odd
+    polynomial in even/odd halves; the input's sign put back."""
+    x_in = np.asarray(x, F32)
+    with np.errstate(all="ignore"):
+        a = np.abs(x_in)
+        large = F32(1) < a
+        v = np.where(large, F32(1) / a, a).astype(F32)
+        v2 = v * v
+        v4 = v2 * v2
+        q_odd, q_even = _poly_pairs(v4, [F32(c) for c in (2.90188402868807315826416015625e-3,
+                                                           4.3082617223262786865234375e-2,
+                                                           0.1066047251224517822265625, 0.19993579387664794921875)],
+                                    [F32(c) for c in (-1.62907354533672332763671875e-2,
+                                                      -7.5408883392810821533203125e-2,
+                                                      -0.14209578931331634521484375, -0.3333314359188079833984375)])
+        q = _madd(q_odd, v2, q_even)
+        p = _madd(q, v * v2, v)
+        out = np.where(large, F32(np.pi / 2) - p, p).astype(F32)
+        sign = x_in.view(np.uint32) & np.uint32(0x80000000)
+        return (out.view(np.uint32) ^ sign).view(F32)
+
+
+def eigen_asin(x: np.ndarray) -> np.ndarray:
+    """Eigen's pasin_float: |x| > 1/2 mapped through sqrt((1 - |x|) / 2) and pi/2 - 2 asin; an odd degree-9
+    polynomial; the sign put back; NaN outside [-1, 1]."""
+    x_in = np.asarray(x, F32)
+    with np.errstate(all="ignore"):
+        a = np.abs(x_in)
+        half = F32(0.5)
+        large = half < a
+        v = np.where(large, np.sqrt(half - (half * a).astype(F32)), a).astype(F32)
+        v2 = v * v
+        p = F32(5.08838854730129241943359375e-2)
+        for c in (3.95139865577220916748046875e-2, 7.550220191478729248046875e-2, 0.16664917767047882080078125,
+                  1.00000011920928955078125):
+            p = _madd(p, v2, F32(c))
+        p = (p * v).astype(F32)
+        p = np.where(large, F32(np.pi / 2) - (F32(2) * p).astype(F32), p).astype(F32)
+        sign = x_in.view(np.uint32) & np.uint32(0x80000000)
+        out = (p.view(np.uint32) ^ sign).view(F32)
+        return np.where((F32(1) < a) | np.isnan(x_in), F32(np.nan), out).astype(F32)
+
+
+def eigen_acos(x: np.ndarray) -> np.ndarray:
+    """Eigen's pacos_float: acos(|x|) / sqrt(1 - |x|) by a degree-6 polynomial (even/odd halves in x^2), times
+    sqrt(1 - |x|); pi - that for negative x (its sign bit); NaN outside [-1, 1]."""
+    x_in = np.asarray(x, F32)
+    with np.errstate(all="ignore"):
+        a = np.abs(x_in)
+        x2 = x_in * x_in
+        pe, po = _poly_pairs(x2, [F32(c) for c in (2.36423197202384471893310546875e-3, 2.717843465507030487060546875e-2,
+                                                   8.8804088532924652099609375e-2)],
+                             [F32(c) for c in (-1.1368644423782825469970703125e-2, -4.8969544470310211181640625e-2,
+                                               -0.214591205120086669921875)])
+        pe = _madd(pe, x2, F32(1.57079637050628662109375))
+        p = _madd(po, a, pe)
+        r = (np.sqrt(F32(1) - a) * p).astype(F32)
+        return np.where(np.signbit(x_in), F32(np.pi) - r, r).astype(F32)
+
+
+def libm(name: str):
+    """The C library's float32 function `name` (expf, logf, sinf, ...) element by element, as Eigen's scalar path
+    (std::exp, std::log, ...) calls it."""
+    from .host_elementwise import libm_unary
+
+    return libm_unary(name)
+
+
+def eigen_elementwise(x: np.ndarray, packet_fn, scalar_fn) -> np.ndarray:
+    """An Eigen array expression over x as ORT's single-threaded functor runs it: the output buffer is 16-byte
+    aligned, so every whole 4-element packet takes the packet functions (packet_fn) and the last len % 4 elements
+    Eigen's scalar path (scalar_fn: the same expression with the C library's functions). Measured: ORT's Log, Sin
+    and Elu tails differ from the packet results exactly where the C library's do."""
+    x = np.asarray(x)
+    flat = x.reshape(-1)
+    out = np.asarray(packet_fn(flat))
+    tail = flat.size % 4
+    if tail:
+        out = out.copy()
+        out[-tail:] = scalar_fn(flat[-tail:])
+    return out.reshape(x.shape)

@@ -5,10 +5,10 @@ carry between its quantized ops or in its shape subgraphs.
 Numerics (vkinfer/model/host_float.py's rule): one IEEE operation per element is ORT's bits, so Abs, Neg, Floor,
 Ceil, Round (half to even, as nearbyint), Reciprocal, Sqrt, Sub, Div, Mod (fmod), Sign, the comparisons, the
 logic and bitwise ops, Sum (left to right), ThresholdedRelu and Shrink are exact. Transcendentals: Exp is MLAS's
-exp, Log and the exp / log1p inside Elu, Selu, Celu, Softplus and Mish are Eigen's SSE packet functions
-(vkinfer/model/host_eigen.py), Tan, Sinh, Cosh, Asinh, Acosh and Atanh the C library's (ORT calls std:: per
-element): all bit-equal to ORT. Sin, Cos, Asin, Acos, Atan (Eigen's packet versions in ORT, numpy's here) and
-Softsign (ORT 1.31 multiplies by Eigen's reciprocal estimate) are bounded, the bounds pinned in
+exp, Log, Sin, Cos, Asin, Acos and the exp / log1p inside Elu, Selu, Celu, Softplus and Mish are Eigen's SSE packet
+functions with the C library's on the tail (vkinfer/model/host_eigen.py), Tan, Sinh, Cosh, Asinh, Acosh and Atanh
+the C library's (ORT calls std:: per element): all bit-equal to ORT. Atan (Eigen's packet atan in ORT, numpy's
+here) and Softsign (ORT 1.31 multiplies by Eigen's reciprocal estimate) are bounded, the bounds pinned in
 tests/numerics/test_host_ops_elementwise.py. Integer Div truncates toward zero and Mod with fmod=0 takes the
 divisor's sign, as ORT's C++ does; an integer division by zero is a ValueError (ORT's is undefined behaviour).
 """
@@ -23,7 +23,16 @@ import numpy as np
 
 from .attrs import _text
 from .graph import Node
-from .host_eigen import eigen_exp, eigen_log, eigen_log1p, mlas_exp
+from .host_eigen import (
+    eigen_acos,
+    eigen_asin,
+    eigen_elementwise,
+    eigen_exp,
+    eigen_log,
+    eigen_log1p,
+    eigen_sincos,
+    mlas_exp,
+)
 from .op_table import OPS, REQUIRED_INPUTS
 
 _INT = "iu"
@@ -114,7 +123,8 @@ def libm_unary(name: str):
 
 
 _NUMPY_NAMES = {"tanf": "tan", "sinhf": "sinh", "coshf": "cosh", "asinhf": "arcsinh", "acoshf": "arccosh",
-                "atanhf": "arctanh", "expf": "exp", "logf": "log"}
+                "atanhf": "arctanh", "expf": "exp", "logf": "log", "sinf": "sin", "cosf": "cos", "asinf": "arcsin",
+                "acosf": "arccos", "log1pf": "log1p"}
 
 def _f32_or_numpy(f32_fn, numpy_fn):
     """f32_fn (ORT's float32 bits) on float32, numpy_fn on other floats."""
@@ -124,10 +134,18 @@ def _f32_or_numpy(f32_fn, numpy_fn):
     return fn
 
 
+def _eigen(packet_fn, scalar_name: str, numpy_fn):
+    """An Eigen packet function on float32 with the C library's scalar one on the tail (host_eigen's
+    eigen_elementwise), numpy's on other floats."""
+    return _f32_or_numpy(lambda v: eigen_elementwise(v, packet_fn, libm_unary(scalar_name)), numpy_fn)
+
+
 for _name, _fn in (("Floor", np.floor), ("Ceil", np.ceil), ("Round", np.rint), ("Sqrt", np.sqrt),
-                   ("Exp", _f32_or_numpy(mlas_exp, np.exp)), ("Log", _f32_or_numpy(eigen_log, np.log)),
-                   ("Sin", np.sin), ("Cos", np.cos), ("Tan", libm_unary("tanf")), ("Asin", np.arcsin),
-                   ("Acos", np.arccos), ("Atan", np.arctan), ("Sinh", libm_unary("sinhf")),
+                   ("Exp", _f32_or_numpy(mlas_exp, np.exp)), ("Log", _eigen(eigen_log, "logf", np.log)),
+                   ("Sin", _eigen(lambda v: eigen_sincos(v, True), "sinf", np.sin)),
+                   ("Cos", _eigen(lambda v: eigen_sincos(v, False), "cosf", np.cos)),
+                   ("Tan", libm_unary("tanf")), ("Asin", _eigen(eigen_asin, "asinf", np.arcsin)),
+                   ("Acos", _eigen(eigen_acos, "acosf", np.arccos)), ("Atan", np.arctan), ("Sinh", libm_unary("sinhf")),
                    ("Cosh", libm_unary("coshf")), ("Asinh", libm_unary("asinhf")), ("Acosh", libm_unary("acoshf")),
                    ("Atanh", libm_unary("atanhf"))):
     _unary(_name, _fn)
@@ -189,15 +207,22 @@ def _act(name: str):
 def softplus(v: np.ndarray) -> np.ndarray:
     """log(exp(x) + 1) as ORT's Softplus functor evaluates it: x > 0 ? x + log1p(exp(-x)) : log1p(exp(x)), each
     step rounded to the type, with Eigen's exp and log1p on float32 (vkinfer/model/host_eigen.py)."""
-    pos = v > 0
-    a = np.where(pos, -v, v)
-    lg = eigen_log1p(eigen_exp(a)) if v.dtype == np.float32 else np.log1p(np.exp(a))
-    return np.where(pos, v + lg, lg)
+    def expr(w, exp, log1p):
+        pos = w > 0
+        lg = log1p(exp(np.where(pos, -w, w)))
+        return np.where(pos, w + lg, lg)
+    if v.dtype != np.float32:
+        return expr(v, np.exp, np.log1p)
+    return eigen_elementwise(v, lambda w: expr(w, eigen_exp, eigen_log1p),
+                             lambda w: expr(w, libm_unary("expf"), libm_unary("log1pf")))
 
 
 def _exp(v: np.ndarray) -> np.ndarray:
-    """Eigen's exp on float32 (ORT's activation functors), numpy's on other floats."""
-    return eigen_exp(v) if v.dtype == np.float32 else np.exp(v)
+    """Eigen's exp on float32 (ORT's activation functors; the C library's expf on the tail), numpy's on other
+    floats."""
+    if v.dtype != np.float32:
+        return np.exp(v)
+    return eigen_elementwise(v, eigen_exp, libm_unary("expf"))  # the argument has the output's shape: same tail
 
 
 @_act("Softplus")

@@ -22,15 +22,17 @@ so the importer refuses the model naming the node and the op ("<node> (<op>): op
   where its broadcaster has a scalar exponent: vkinfer/reference/float_pow.py, tests/ops/test_float_pow.py).
 
 Where bits can differ from ORT (pinned in tests/numerics/test_host_float.py):
-- Exp, Log, Sin, Cos, Softplus, Elu/Selu/Celu, Mish, the other trigonometric and
-  hyperbolic ops, LRN's pow: numpy's libm (correctly rounded or within 1 ulp) against ORT's Eigen packet
-  approximations: at most 2 ulps (Exp), 4 ulps (Log) on float32; the others' bounds in
-  tests/numerics/test_host_ops_elementwise.py and test_host_ops_norm.py.
+- Atan (Eigen's packet atan in ORT, numpy's here: 3 ulps), Softsign (ORT 1.31 multiplies by Eigen's reciprocal
+  estimate: 1 ulp), LRN's pow (Eigen's vectorised pow, powf here: 2 ulps): tests/numerics/test_host_ops_*.py.
+  Exp (MLAS), Log/Sin/Cos/Asin/Acos and the exp/log1p of Elu/Selu/Celu/Softplus/Mish (Eigen's SSE packets, the
+  C library's on the len % 4 tail of ORT's single-threaded functor), Tan/Sinh/Cosh/Asinh/Acosh/Atanh (the C
+  library's) are ORT's bits (vkinfer/model/host_eigen.py).
 - Softmax / LogSoftmax: ORT's MLAS kernels follow the CPU (16 lanes on AVX-512F, 8 on FMA3-only CPUs); vkinfer
   gives the AVX-512F bits everywhere (reference/float_softmax.py: exact there, bound pinned in
   tests/ops/test_float_softmax.py).
-- ReduceL2 / ReduceSumSquare / ReduceLogSum... over more than a few elements: Eigen's vectorised summation order in
-  ORT against numpy's pairwise sum; ReduceSum / ReduceMean where ORT sums with Eigen (below): a few ulps of the sum.
+- ReduceSum / ReduceMean where ORT sums with Eigen (float_reduce.py's KR / R cases): a few ulps of the sum
+  (host_norm.eigen_sum reproduces Eigen's order: ReduceL1/L2/SumSquare/Prod/LogSum/LogSumExp, Instance/Group/
+  MeanVariance normalization are exact with it).
 - LayerNormalization: ORT's row kernel follows the CPU (MLAS's AVX2 kernel from 8 elements, a Welford loop without
   AVX2); vkinfer gives the AVX2 bits everywhere (bound pinned in tests/ops/test_layer_normalization.py).
 - MatMul / Gemm / Conv between float tensors: MLAS SGEMM's order is reproduced (vkinfer/reference/float_matmul.py)
