@@ -185,8 +185,10 @@ def fold_matmul_to_float(g: Graph) -> Graph:
     output no QuantizeLinear reads becomes com.microsoft MatMulIntegerToFloat (int32 sums, one float32 multiply:
     vkinfer/reference/matmul_integer_to_float.py). A MatMul read by an Add is left alone: ORT's MatMulAddFusion
     makes it a float Gemm first (measured against ORT 1.31.1, tests/importers/test_qdq_rules.py). A Gemm (alpha 1,
-    transA 0) without C is the same (ORT's QGemm with a float output: the same bits); with C ORT adds an int32 bias
-    before the multiply (QGemm) or keeps a float C in a float Gemm, neither folded here. int8 activations
+    transA 0) without C is the same (ORT's QGemm with a float output: the same bits). Other Gemms ORT makes a QGemm
+    with a float output become one here too (`_qgemm_float_ok`: alpha != 1 or transA without C, or an int32 C with
+    alpha 1 and beta 1, added to the int32 sums before the multiply: vkinfer/reference/qgemm.py); a float C stays a
+    float Gemm, as in ORT. int8 activations
     follow session.qdqisint8allowed=1, as fold_qdq's other int8 folds do (without it ORT on x86 keeps them float)."""
     prod = {o: n for n in g.nodes for o in n.outputs}
     readers: dict[str, list[Node]] = {}
@@ -200,10 +202,19 @@ def fold_matmul_to_float(g: Graph) -> Graph:
         trans_b = int(n.attrs.get("transB", 0)) if n.op == "Gemm" else 0
         gemm_ok = n.op == "MatMul" or ((len(n.inputs) < 3 or not n.inputs[2]) and not int(n.attrs.get("transA", 0))
                                         and float(n.attrs.get("alpha", 1.0)) == 1.0)
-        if (gemm_ok and a is not None and b is not None and a.op == b.op == "DequantizeLinear"
+        qgemm = n.op == "Gemm" and not gemm_ok and _qgemm_float_ok(g, n, prod)
+        if ((gemm_ok or qgemm) and a is not None and b is not None and a.op == b.op == "DequantizeLinear"
                 and _scalar_params(g, a) and b.inputs[0] in g.consts and _column_params(g, b, 1 - trans_b)
                 and _kernel_types(g, a, b)
                 and not any(r.op in ("QuantizeLinear", "Add") for r in readers.get(n.outputs[0], []))):
+            if qgemm:  # ORT's QGemm with a float output: an int32 C joins the sums (reference/qgemm.py)
+                c = prod[n.inputs[2]].inputs[0] if len(n.inputs) > 2 and n.inputs[2] else ""
+                za, zb = (d.inputs[2] if len(d.inputs) > 2 else "" for d in (a, b))
+                n = Node("com.microsoft:QGemm", n.name, [a.inputs[0], a.inputs[1], za, b.inputs[0], b.inputs[1], zb, c],
+                         n.outputs, {k: v for k, v in n.attrs.items() if k in ("transA", "transB", "alpha")})
+                changed = True
+                nodes.append(n)
+                continue
             zb = b.inputs[2] if len(b.inputs) > 2 else ""
             za = a.inputs[2] if len(a.inputs) > 2 else ""
             w = b.inputs[0]
@@ -219,6 +230,19 @@ def fold_matmul_to_float(g: Graph) -> Graph:
     used = {i for n in nodes for i in n.inputs} | {t.name for t in g.outputs}
     nodes = [n for n in nodes if n.op != "DequantizeLinear" or any(o in used for o in n.outputs)]
     return Graph(nodes, g.inputs, g.outputs, consts, dict(g.meta))
+
+
+def _qgemm_float_ok(g: Graph, n: Node, prod: dict) -> bool:
+    """A float-output Gemm ORT 1.31 makes a QGemm of beyond the MatMulIntegerToFloat cases (measured): C absent
+    (any alpha, transA), or C a DequantizeLinear of a constant int32 tensor with alpha 1 and beta 1 (C's scale and
+    zero point are not read: ORT adds the raw int32 values)."""
+    c = n.inputs[2] if len(n.inputs) > 2 else ""
+    if not c:
+        return True
+    d = prod.get(c)
+    return (d is not None and d.op == "DequantizeLinear" and d.inputs[0] in g.consts
+            and np.asarray(g.consts[d.inputs[0]]).dtype == np.int32
+            and float(n.attrs.get("alpha", 1.0)) == 1.0 and float(n.attrs.get("beta", 1.0)) == 1.0)
 
 
 def _kernel_types(g: Graph, a: Node, b: Node) -> bool:
