@@ -77,3 +77,18 @@ def test_info_names_a_table_folded_from_an_inexact_op(tmp_path, capsys):
 def test_info_lists_nothing_for_exact_float_ops(tmp_path, capsys):
     out = _info(tmp_path, _dq_model([("Mul", ["two"]), ("Sqrt", [])], out_q=False), capsys)
     assert "not bit-exact" not in out, out
+
+
+def test_conditional_entries_name_only_their_nodes():
+    """Resize is inexact only as nearest with half_pixel_symmetric (tests/ops/test_float_resize.py pins it)."""
+    from vkinfer.model.graph import Node
+    from vkinfer.model.inexact import why_inexact
+
+    def resize(**attrs):
+        return Node("Resize", "r", ["x"], ["y"], attrs)
+    hps = "half_pixel_symmetric"
+    assert why_inexact(resize(mode="nearest", coordinate_transformation_mode=hps)) is INEXACT["Resize"]
+    assert why_inexact(resize(mode=b"nearest", coordinate_transformation_mode=b"half_pixel_symmetric")) is not None
+    assert why_inexact(resize(mode="linear", coordinate_transformation_mode="half_pixel_symmetric")) is None
+    assert why_inexact(resize(mode="nearest")) is None
+    assert why_inexact(resize()) is None
