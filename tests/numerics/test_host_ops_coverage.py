@@ -1,8 +1,6 @@
 """onnx.reference never runs a model (issue 25): every default-domain op onnx.reference implements either has a
-kernel of vkinfer's own or is refused by name when the model is imported; the only ops still routed through
-onnx.reference are host_float._PENDING_OWN_KERNELS (other helpers' kernels, removed when they land), and once
-that list is empty no kernel is onnx.reference's. Nothing in vkinfer/ imports onnx.reference outside that one
-kernel."""
+kernel of vkinfer's own or is refused by name when the model is imported, and nothing in vkinfer/ imports
+onnx.reference (it is an oracle in tests only)."""
 
 from __future__ import annotations
 
@@ -35,19 +33,25 @@ def _reference_op_names() -> list[str]:
 
 
 def _uses_reference(kernel) -> bool:
-    """The kernel is onnx.reference's, or a wrapper whose closure holds it."""
-    if kernel is host_float.reference_kernel:
-        return True
-    return any(getattr(c, "cell_contents", None) is host_float.reference_kernel for c in kernel.__closure__ or ())
+    """The kernel (or a wrapper around one, through its closure) comes from onnx.reference."""
+    seen, todo = set(), [kernel]
+    while todo:
+        k = todo.pop()
+        if id(k) in seen or not callable(k):
+            continue
+        seen.add(id(k))
+        if (getattr(k, "__module__", "") or "").startswith("onnx.reference"):
+            return True
+        todo.extend(getattr(c, "cell_contents", None) for c in getattr(k, "__closure__", None) or ())
+    return False
 
 
 def test_every_reference_op_has_an_own_kernel_or_is_refused():
     names = _reference_op_names()
     assert len(names) > 150 and "Relu" in names
-    pending = host_float._PENDING_OWN_KERNELS
     for op in names:
         if op in OPS:
-            assert op in pending or not _uses_reference(OPS[op]), f"{op} runs through onnx.reference"
+            assert not _uses_reference(OPS[op]), f"{op} runs through onnx.reference"
         else:
             assert op in host_float.REFUSED, f"{op}: neither a kernel of vkinfer's own nor listed as refused"
     assert not host_float.REFUSED & set(OPS), "a refused op has a kernel"
@@ -58,26 +62,19 @@ def test_every_reference_op_has_an_own_kernel_or_is_refused():
         assert op in OPS and not _uses_reference(OPS[op]), op
 
 
-def test_only_the_pending_ops_use_onnx_reference():
-    """Today: exactly the pending ops (Pow's other-than-float32 cases inside its own kernel). Once the temporary
-    list is emptied at integration, no kernel is onnx.reference's."""
-    using = {op for op, k in OPS.items() if _uses_reference(k)}
-    assert using <= host_float._PENDING_OWN_KERNELS, using - host_float._PENDING_OWN_KERNELS
-    if not host_float._PENDING_OWN_KERNELS:
-        assert not using
+def test_no_kernel_is_onnx_reference():
+    assert not {op for op, k in OPS.items() if _uses_reference(k)}
+    assert not hasattr(host_float, "reference_kernel")
 
 
 def test_no_onnx_reference_import_in_vkinfer():
-    """onnx.reference appears in vkinfer/ only inside host_float's temporary kernel (_instance)."""
+    """onnx.reference is imported nowhere in vkinfer/."""
     hits = []
     for path in (ROOT / "vkinfer").rglob("*.py"):
         for i, line in enumerate(path.read_text().splitlines(), 1):
             if re.search(r"^\s*(from onnx\.reference|import onnx\.reference|from onnx import reference)", line):
                 hits.append((path.relative_to(ROOT).as_posix(), i))
-    assert all(p == "vkinfer/model/host_float.py" for p, _ in hits), hits
-    src = (ROOT / "vkinfer/model/host_float.py").read_text()
-    body = src[src.index("def _instance("):src.index("def reference_kernel(")]
-    assert len(hits) == body.count("from onnx.reference"), hits
+    assert not hits, hits
 
 
 def test_importing_vkinfer_does_not_load_onnx_reference():

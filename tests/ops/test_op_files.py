@@ -20,6 +20,7 @@ FAMILY = {"vkinfer:QGemmClamp": "qgemm", "vkinfer:Table2": "table", "LSTM": "lst
     op: "float_unary" for op in ("HardSigmoid", "HardSwish", "Sigmoid", "Tanh", "Erf")}
 FAMILY |= {"Pow": "float_pow", "Softmax": "float_softmax", "LogSoftmax": "float_softmax"}
 FAMILY |= {"ArgMax": "argmax", "ArgMin": "argmax"}  # 8-bit ReduceMax/ReduceMin: test_byte_reduce.py as well
+FAMILY |= {"AveragePool": "float_average_pool"}
 
 
 def op_file(op: str) -> str:

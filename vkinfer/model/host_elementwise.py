@@ -461,16 +461,6 @@ def _mean(node, x, memo):
         return [np.asarray(s * (s.dtype.type(1) / s.dtype.type(len(vals))), s.dtype)]
 
 
-@_op("Where")
-def _where(node, x, memo):
-    """cond ? x : y, broadcasting all three (cond bool, x and y of one type)."""
-    c = np.asarray(x[0])
-    if c.dtype != np.bool_:
-        raise TypeError(f"Where condition must be bool, got {c.dtype}")
-    a, b = _same(node, x[1:3])
-    return [np.where(c, a, b)]
-
-
 REQUIRED_INPUTS.setdefault("Sum", (1, (0,)))
 REQUIRED_INPUTS.setdefault("Mean", (1, (0,)))
 REQUIRED_INPUTS.setdefault("Where", (3, (0, 1, 2)))

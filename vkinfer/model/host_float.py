@@ -57,8 +57,6 @@ they are exact here wherever the single ops are. A float model fed to vkinfer is
 from __future__ import annotations
 
 import numpy as np
-import onnx
-from onnx import helper
 
 from ..reference import float_activations, float_batch_norm, float_max_pool, float_minmax, float_reduce
 from ..reference._float32 import fma32, horner32
@@ -85,86 +83,6 @@ REFUSED = frozenset({
     "ImageDecoder", "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli",
     "Multinomial", "GlobalLpPool",
 })
-
-
-def _node_proto(node: Node) -> onnx.NodeProto:
-    """The node as an ONNX NodeProto: the importer's original (attrs["_proto"]) or one built from the attrs."""
-    base = node.op.rpartition(":")[2]
-    proto = node.attrs.get("_proto")
-    if isinstance(proto, onnx.NodeProto) and proto.op_type == base:
-        return proto
-    kwargs = {}
-    for k, v in node.attrs.items():
-        if k.startswith("_") or (isinstance(v, list | tuple) and not len(v)):
-            continue
-        kwargs[k] = list(v) if isinstance(v, tuple) else v
-    try:
-        return helper.make_node(base, [i or "" for i in node.inputs], list(node.outputs), name=node.name, **kwargs)
-    except Exception as e:
-        raise ValueError(f"attributes {sorted(kwargs)} do not make an ONNX node: {e}") from e
-
-
-def _elem_type(v) -> int:
-    try:
-        return helper.np_dtype_to_tensor_dtype(np.asarray(v).dtype)
-    except Exception as e:
-        raise TypeError(f"input type {np.asarray(v).dtype} has no ONNX element type") from e
-
-
-def _instance(node: Node, x: list, memo: dict):
-    """onnx.reference's op for `node` at its opset, made once per input type signature (kept in `memo`)."""
-    from onnx.reference import ReferenceEvaluator
-    from onnx.reference.ops import load_op
-
-    key = tuple(None if v is None else np.asarray(v).dtype.str for v in x)
-    cached = memo.get("ref_op")
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    base = node.op.rpartition(":")[2]
-    opset = int(node.attrs.get("_opset") or onnx.defs.onnx_opset_version())
-    proto = _node_proto(node)
-    types = [helper.make_tensor_type_proto(_elem_type(v), np.shape(v)) for v in x if v is not None]
-    try:
-        cls = load_op("", base, opset, node=proto, input_types=types, evaluator_cls=ReferenceEvaluator)
-        run_params = {"log": lambda *a: None, "opsets": {"": opset}, "new_ops": None, "verbose": 0,
-                      "evaluator_cls": ReferenceEvaluator}
-        inst = cls(proto, run_params)
-    except (ValueError, TypeError):
-        raise
-    except Exception as e:  # onnx's SchemaError, RuntimeError, NotImplementedError, a KeyError on an attribute...
-        raise ValueError(f"onnx.reference cannot make {base} (opset {opset}) of this node: "
-                         f"{type(e).__name__}: {e}") from e
-    memo["ref_op"] = (key, inst)
-    return inst
-
-
-def reference_kernel(node: Node, x: list, memo: dict) -> list:
-    """Run `node` with onnx.reference's implementation of its op at its opset: only for _PENDING_OWN_KERNELS
-    (below), removed when the own kernels land (session 33)."""
-    inst = _instance(node, x, memo)
-    args = list(x)
-    while args and args[-1] is None:
-        args.pop()
-    try:
-        with np.errstate(all="ignore"):
-            outs = inst.run(*args)
-    except (ValueError, TypeError) as e:
-        raise type(e)(f"onnx.reference's {node.op}: {e}") from e
-    except Exception as e:  # IndexError/KeyError/AttributeError/RuntimeError out of the numpy implementation
-        raise ValueError(f"onnx.reference's {node.op} failed on inputs of types "
-                         f"{[None if v is None else str(np.asarray(v).dtype) for v in x]} and shapes "
-                         f"{[None if v is None else list(np.shape(v)) for v in x]}: {type(e).__name__}: {e}") from e
-    if not isinstance(outs, tuple | list):
-        outs = (outs,)
-    return [o if o is None or isinstance(o, np.ndarray) else np.asarray(o) for o in outs]
-
-
-# Ops whose own kernels other helpers of session 33 are writing (Pow's non-float32 cases, LogSoftmax,
-# LayerNormalization, float AveragePool, float MatMul/Gemm/Conv): removed when the own kernels land (session 33).
-# Until then they, and only they, run through onnx.reference (reference_kernel above).
-_PENDING_OWN_KERNELS = {"Pow", "LogSoftmax", "LayerNormalization", "AveragePool", "MatMul", "Gemm", "Conv"}
-for _name in _PENDING_OWN_KERNELS:
-    OPS.setdefault(_name, reference_kernel)
 
 
 def _float32(node: Node, v, what: str = "input") -> np.ndarray:

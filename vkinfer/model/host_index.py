@@ -127,41 +127,6 @@ def _cumsum(node, x, memo):
     return [np.ascontiguousarray(np.flip(c, ax) if rev else c)]
 
 
-def _arg(node: Node, x: list, largest: bool) -> list:
-    v = np.asarray(x[0])
-    if v.dtype.kind not in "fiu":
-        raise TypeError(f"{node.op} does not take {v.dtype} inputs")
-    ax = _axis(int(node.attrs.get("axis", 0)), max(v.ndim, 1))
-    if v.shape[ax] == 0:
-        raise ValueError(f"{node.op} over an empty axis")
-    last = int(node.attrs.get("select_last_index", 0))
-    a = np.flip(v, ax) if last else v
-    # First index of the extreme value; NaN compares false, so a NaN never wins unless it is first (ORT's
-    # loop `if (v > best)`).
-    best = np.take(a, [0], axis=ax)
-    idx = np.zeros(best.shape, np.int64)
-    for i in range(1, a.shape[ax]):
-        cur = np.take(a, [i], axis=ax)
-        better = cur > best if largest else cur < best
-        best = np.where(better, cur, best)
-        idx = np.where(better, i, idx)
-    if last:
-        idx = a.shape[ax] - 1 - idx
-    return [idx if int(node.attrs.get("keepdims", 1)) else np.squeeze(idx, ax)]
-
-
-@_op("ArgMax")
-def _argmax(node, x, memo):
-    """Index of the largest value along `axis` (first, or last with select_last_index)."""
-    return _arg(node, x, True)
-
-
-@_op("ArgMin")
-def _argmin(node, x, memo):
-    """Index of the smallest value along `axis` (first, or last with select_last_index)."""
-    return _arg(node, x, False)
-
-
 @_op("TopK")
 def _topk(node, x, memo):
     """The k largest (or smallest) values along `axis` and their int64 indices; equal values in index order

@@ -139,26 +139,6 @@ def _concat(node, x, memo):
     return [np.concatenate(x, axis=int(_attr(node, "axis")))]
 
 
-@_op("Softmax")
-def _softmax(node, x, memo):
-    """ONNX Softmax in float32. Opset 13+: over `axis` (default -1). Before opset 13 (`_coerce_2d`, set by the
-    importer): the input is read as 2-D, (prod(shape[:axis]), prod(shape[axis:])), axis default 1, and the
-    softmax runs over each row, i.e. over all of the trailing axes together."""
-    a = x[0]
-    if a.dtype != np.float32:
-        raise TypeError(f"Softmax input must be float32, got {a.dtype}")
-    legacy = bool(node.attrs.get("_coerce_2d", False))
-    r = a.ndim
-    axis = int(node.attrs.get("axis", 1 if legacy else -1))
-    if not (-r <= axis <= (r if legacy else r - 1)) or r == 0:
-        raise ValueError(f"Softmax axis {axis} is out of range for a rank-{r} input")
-    axis += r if axis < 0 else 0
-    v = a.reshape(math.prod(a.shape[:axis]), math.prod(a.shape[axis:])) if legacy else a
-    over = 1 if legacy else axis
-    e = np.exp(v - v.max(axis=over, keepdims=True))
-    return [(e / e.sum(axis=over, keepdims=True)).astype(np.float32).reshape(a.shape)]
-
-
 @_op("Pad")
 def _pad(node, x, memo):
     """ONNX Pad (opset 2 attributes or opset 11+ inputs: pads, constant_value, axes), exact on any type."""
