@@ -26,6 +26,9 @@ Eigen: bounded, numpy's arctan used).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+
 import numpy as np
 
 from ..reference._float32 import fma32, horner32
@@ -266,6 +269,21 @@ def libm(name: str):
     return libm_unary(name)
 
 
+# Set (scalar_path) while vkinfer/model/tables.py evaluates a chain as it would run on a tensor's last len % 4
+# elements: every element then takes the scalar path.
+_SCALAR_ONLY = contextvars.ContextVar("vkinfer_eigen_scalar_only", default=False)
+
+
+@contextlib.contextmanager
+def scalar_path():
+    """Within: eigen_elementwise computes every element by Eigen's scalar path (the tail's functions)."""
+    token = _SCALAR_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _SCALAR_ONLY.reset(token)
+
+
 def eigen_elementwise(x: np.ndarray, packet_fn, scalar_fn) -> np.ndarray:
     """An Eigen array expression over x as ORT's single-threaded functor runs it: the output buffer is 16-byte
     aligned, so every whole 4-element packet takes the packet functions (packet_fn) and the last len % 4 elements
@@ -273,6 +291,8 @@ def eigen_elementwise(x: np.ndarray, packet_fn, scalar_fn) -> np.ndarray:
     and Elu tails differ from the packet results exactly where the C library's do."""
     x = np.asarray(x)
     flat = x.reshape(-1)
+    if _SCALAR_ONLY.get():
+        return np.asarray(scalar_fn(flat)).reshape(x.shape)
     out = np.asarray(packet_fn(flat))
     tail = flat.size % 4
     if tail:
