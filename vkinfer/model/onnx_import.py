@@ -93,8 +93,8 @@ def import_onnx(model, supported: dict[str, str | None]) -> Graph:
                 raise ValueError(f"node {name!r} (Constant) must have one output, has {list(n.output)}")
             consts[n.output[0]] = _array(value, f"node {name!r} (Constant) attribute 'value'")
             continue
-        # The op's version (onnx.reference's generic host kernels run the op as of this opset) and the node
-        # itself (their attributes, with the types the model gave them).
+        # The op's version (kernels whose semantics changed between opsets read it) and the node itself (its
+        # attributes, with the types the model gave them).
         attrs["_opset"] = opset if not domain else None
         attrs["_proto"] = n
         if not domain and opset is not None:

@@ -191,10 +191,9 @@ def resolve_graph(g, trace: Callable):
         except (ValueError, TypeError, KeyError):
             continue  # e.g. SAME with dilation on a convolution: its kernel raises the node's error
         if p is not None and n.inputs[0] in info and info[n.inputs[0]][1].kind == "f" and any(p):
-            # A float op may run on the host through onnx.reference (1.23), which misreads explicit pads (MaxPool
-            # pads [0, 0, 1, 1] on 7x8 gives 6x9, ORT 7x8; [1, 1, 1, 1] with ceil_mode differs too) but resolves
-            # auto_pad itself: it keeps its auto_pad, and the device lowerings read the pads from "_pads"
-            # (max_pool.pool_attrs; the graph's input shapes are static, so they hold for every run).
+            # A float op keeps its auto_pad (its host kernel resolves it, as ORT does), and the device lowerings
+            # read the pads from "_pads" (max_pool.pool_attrs; the graph's input shapes are static, so they hold
+            # for every run).
             new[id(n)] = dataclasses.replace(n, attrs={**n.attrs, "_pads": p})
             continue
         if p is not None:
