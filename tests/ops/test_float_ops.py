@@ -24,7 +24,8 @@ W = RNG.uniform(-1, 1, (6, 5)).astype(F32)
 NATIVE_FLOAT = {"Mul", "Add", "MaxPool", "Sigmoid", "Tanh", "HardSwish", "Softmax", "MatMul", "Where", "ArgMax"}
 
 # (id, nodes reading "xf" and writing "f", constants, opset, output type, ulps bound: 0 = exact). The bounds are
-# host_float's documented ones (Softmax 8, Exp 2); measured over 5 seeds: Softmax 4, Exp 2, ReduceMean 3, MatMul 0.
+# documented ones (Softmax 10 against ORT on AVX2-only CPUs, exact on AVX-512F; Exp 2); measured over 5 seeds: Softmax
+# 4 before vkinfer took the AVX-512F order, Exp 2, ReduceMean 3, MatMul 0.
 TABLE = [
     ("mul_per_channel", [node("Mul", ["xf", "pc"], ["f"])], {"pc": PER_CHANNEL}, 13, F32, 0),
     ("add_per_channel", [node("Add", ["xf", "pc"], ["f"])], {"pc": PER_CHANNEL}, 13, F32, 0),
@@ -39,7 +40,7 @@ TABLE = [
     ("reduce_max", [node("ReduceMax", ["xf"], ["f"], axes=[2, 3], keepdims=0)], {}, 13, F32, 0),
     ("argmax_int64", [node("ArgMax", ["xf"], ["f"], axis=1, keepdims=0)], {}, 13, np.int64, 0),
     ("cast_int32", [node("Cast", ["xf"], ["f"], to=6)], {}, 13, np.int32, 0),
-    ("softmax", [node("Softmax", ["xf"], ["f"], axis=-1)], {}, 13, F32, 8),
+    ("softmax", [node("Softmax", ["xf"], ["f"], axis=-1)], {}, 13, F32, 10),  # AVX2-only ORT: float_softmax.py
     ("exp", [node("Exp", ["xf"], ["f"])], {}, 13, F32, 2),
     ("reduce_mean", [node("ReduceMean", ["xf"], ["f"], axes=[2, 3])], {}, 13, F32, 4),
     ("matmul_const", [node("MatMul", ["xf", "w"], ["f"])], {"w": W}, 13, F32, 0),  # MLAS order: exact
