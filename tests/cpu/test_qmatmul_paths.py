@@ -60,6 +60,9 @@ CASES = [
     (3, 17, 9, (2, 2), True, False, "full"),
     (4, 2, 48, (3,), False, True, "full"),
     (2, 301, 40, (4,), False, False, "fit"),
+    # heads-interleaved with B past 2^17 bytes: at 2 threads each pack item splits its own head (SSE2 at 4 heads)
+    (9, 300, 121, (4,), False, False, "mixed"),
+    (9, 520, 130, (2,), False, False, "fit"),
 ]
 
 

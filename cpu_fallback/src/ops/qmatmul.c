@@ -80,6 +80,7 @@ typedef struct {
     uint8_t* const* ptr;
     _Atomic int failed;
     size_t chunk;  /* rows per work item of the blocked and interleaved paths */
+    int per_head;  /* interleaved, several threads: each pack item splits its own head of B first */
 } qmm_job;
 
 static void qmm_item(void* p, size_t item)
@@ -335,10 +336,36 @@ static int qmm_pack(const qmm_t* t, const uint8_t* b, size_t b_k, size_t b_n, ui
 
 /* Pack distinct B number jb into its slot: for the u8s8 kernel where every (b - b_zp) fits its range (tried
  * first; most attention operands fit, e.g. softmax probabilities), else for the int16 kernel. */
+/* Head h of len groups of nb interleaved bytes: dst[e] = src[e * nb + h] (SSE2 at 4 heads: one lane of qmm_split's
+ * shifts and packs). */
+static void qmm_head(const uint8_t* src, size_t len, uint32_t nb, uint32_t h, uint8_t* dst)
+{
+    size_t e = 0;
+#if defined(__SSE2__)
+    if (nb == 4) {
+        const __m128i lo = _mm_set1_epi32(0xFF);
+        const __m128i sh = _mm_cvtsi32_si128((int)(8 * h));
+        for (; e + 16 <= len; e += 16) {
+            const __m128i v0 = _mm_and_si128(_mm_srl_epi32(_mm_loadu_si128((const __m128i*)(src + 4 * e)), sh), lo);
+            const __m128i v1 = _mm_and_si128(_mm_srl_epi32(_mm_loadu_si128((const __m128i*)(src + 4 * e + 16)), sh), lo);
+            const __m128i v2 = _mm_and_si128(_mm_srl_epi32(_mm_loadu_si128((const __m128i*)(src + 4 * e + 32)), sh), lo);
+            const __m128i v3 = _mm_and_si128(_mm_srl_epi32(_mm_loadu_si128((const __m128i*)(src + 4 * e + 48)), sh), lo);
+            _mm_storeu_si128((__m128i*)(dst + e), _mm_packus_epi16(_mm_packs_epi32(v0, v1), _mm_packs_epi32(v2, v3)));
+        }
+    }
+#endif
+    for (; e < len; e++) dst[e] = src[e * nb + h];
+}
+
 static void qmm_pack_item(void* p, size_t jb)
 {
     qmm_job* j = p;
     const qmm_t* t = j->t;
+    /* Several threads: this head's rows split here, then packed on the same core (a split phase over k-ranges
+     * left each head's rows in both cores' caches: yoloseg's P x V took 453 us on 2 threads, 266 on 1). */
+    if (t->ilv && j->per_head)
+        for (size_t kk = 0; kk < t->k; kk++)
+            qmm_head(j->ptr[1] + kk * t->bk, t->n, t->ilv, (uint32_t)jb, t->plain + (jb * t->k + kk) * t->n);
     /* interleaved: B's rows were split into t->plain (contiguous k x n per batch) */
     const uint8_t* b = t->ilv ? t->plain + jb * t->k * t->n : j->ptr[1] + qmm_b_offset(t, jb);
     const size_t bk = t->ilv ? t->n : t->bk, bn = t->ilv ? 1 : t->bn;
@@ -747,12 +774,13 @@ static vki_status qmm_run_blocked(qmm_t* t, uint8_t* const* ptr, uint32_t thread
     }
     if (t->ilv && !t->plain && !(t->plain = malloc((size_t)t->ilv * t->k * t->n)))
         FAIL(VKI_ENOMEM, "qmatmul: out of memory for B split in %u batches", t->ilv);
-    qmm_job j = {t, ptr, 0, QMM_CHUNK};
+    qmm_job j = {t, ptr, 0, QMM_CHUNK, 0};
     /* Under 2 items per thread: half chunks (28 rows: still whole tiles of 4, 7 and 14 rows), so that 2 threads
      * share a 64-row P x V as 28 + 8 / 28 rather than 56 / 8. */
     if (threads > 1 && (t->ilv ? 1 : (uint64_t)t->nb) * ((t->m + QMM_CHUNK - 1) / QMM_CHUNK) < 2 * (uint64_t)threads)
         j.chunk = QMM_CHUNK / 2;
-    if (t->ilv)
+    j.per_head = t->ilv && threads > 1 && (uint64_t)t->nbb * t->k * t->n >= VKI_PAR_MIN_WORK;
+    if (t->ilv && !j.per_head)
         vki_for_items((t->k + QMM_ROWS - 1) / QMM_ROWS, (uint64_t)t->nbb * t->k * t->n, threads, qmm_split_b_item, &j);
     vki_for_items(t->nbb, (uint64_t)t->nbb * t->k * t->n, threads, qmm_pack_item, &j);
     if (t->ilv) {
@@ -823,7 +851,7 @@ static vki_status qmm_run(void* p, uint8_t* const* ptr, uint32_t threads)
     if (!t->nb || !t->m || !t->n) return VKI_OK;
 #ifdef QMM_DIRECT
     if (t->direct) {
-        qmm_job j = {t, ptr, 0, QMM_CHUNK};
+        qmm_job j = {t, ptr, 0, QMM_CHUNK, 0};
         const size_t w = (size_t)t->n * (t->ilv ? t->ilv : 1), groups = t->ilv ? 1 : t->nb;
         vki_for_items(groups * ((w + QMM_DIRECT_COLS - 1) / QMM_DIRECT_COLS), (uint64_t)t->nb * t->m * t->n * t->k,
                       threads, qmm_direct_item, &j);
@@ -832,7 +860,7 @@ static vki_status qmm_run(void* p, uint8_t* const* ptr, uint32_t threads)
     }
 #endif
     if (t->isa) return qmm_run_blocked(t, ptr, threads);
-    qmm_job j = {t, ptr, 0, QMM_CHUNK};
+    qmm_job j = {t, ptr, 0, QMM_CHUNK, 0};
     size_t items = (size_t)t->nb * ((t->m + QMM_ROWS - 1) / QMM_ROWS);
     vki_for_items(items, (uint64_t)t->nb * t->m * t->n * (t->k + 1), threads, qmm_item, &j);
     if (j.failed) FAIL(VKI_ENOMEM, "qmatmul: out of memory");
