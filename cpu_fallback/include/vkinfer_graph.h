@@ -72,6 +72,7 @@ void vki_graph_reset_profile(vki_graph* g);
 #define VKI_GRAPH_T_p_u32 const uint32_t*
 #define VKI_GRAPH_T_p_u64 const uint64_t*
 #define VKI_GRAPH_T_p_i64 const int64_t*
+#define VKI_GRAPH_T_p_i32 const int32_t*
 #define VKI_GRAPH_T_p_u8 const uint8_t*
 #define VKI_GRAPH_T_p_f32 const float*
 #define VKI_GRAPH_T_p_ref const vki_ref*
@@ -85,6 +86,7 @@ void vki_graph_reset_profile(vki_graph* g);
 #define VKI_GRAPH_S_p_u32 "p"
 #define VKI_GRAPH_S_p_u64 "p"
 #define VKI_GRAPH_S_p_i64 "p"
+#define VKI_GRAPH_S_p_i32 "p"
 #define VKI_GRAPH_S_p_u8 "p"
 #define VKI_GRAPH_S_p_f32 "p"
 #define VKI_GRAPH_S_p_ref "p"

@@ -193,13 +193,17 @@ def _f32_run(case, seed: int, threads: int) -> tuple[np.ndarray, np.ndarray, str
         az, bz = int(rng.integers(0, 256)), pick(n).astype(np.uint32)
     scale = rng.uniform(1e-4, 1e-2, n).astype(np.float32)
     bv = (rng.standard_normal(n) * 3).astype(np.float32) if bias else None
+    # QGemm's int32 C on the cases of odd k (the full int32 range: the start wraps with the sums)
+    cv = rng.integers(-2 ** 31, 2 ** 31, n).astype(np.int32) if k % 2 else None
     acc = (a.astype(np.int64) - az) @ (b.astype(np.int64) - bz.astype(np.int64))
+    if cv is not None:
+        acc = acc + cv
     want = ((acc + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32).astype(np.float32) * scale
     if bias:
         want = (want + bv).astype(np.float32)
     raw_y = np.zeros(rows * n * 4 + 1, np.uint8)  # the output at an odd address
     g = NativeGraph(0, [a.nbytes, rows * n * 4])
-    g.add("qmatmul_f32", rows, k, n, az, b, bz, scale, bv, Ref(1, 0, a.nbytes), Ref(2, 0, rows * n * 4))
+    g.add("qmatmul_f32", rows, k, n, az, b, bz, scale, bv, cv, Ref(1, 0, a.nbytes), Ref(2, 0, rows * n * 4))
     g.run([a.reshape(-1), raw_y[1:]], threads)
     return np.frombuffer(raw_y[1:].tobytes(), np.float32).reshape(rows, n), want, g.ops()[0]
 

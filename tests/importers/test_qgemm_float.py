@@ -86,6 +86,25 @@ def test_float_qgemm_equals_ort_on_every_device(kw, mkn):
     ops = [nd.op for nd in vkinfer.InferenceSession(blob, device="reference").graph.nodes]
     # transA: an 8-bit Transpose first (quant_ops.split_transposed_a), as for every QGemm
     assert ops == ["Transpose"] * int(kw.get("trans_a", 0)) + ["com.microsoft:QGemm"], ops
+    for device in ("cpu", "vulkan"):  # the native qmatmul_f32 (cpu/matmul_integer_to_float.py), cpu on both
+        assert vkinfer.InferenceSession(blob, device=device).placement["gemm"] == "cpu", device
+
+
+def test_float_qgemm_with_a_full_c_runs_on_the_host_exact():
+    """C of shape (M, N): not a per-column start, so the host runs the definition (ORT's bits still)."""
+    blob, feed = _model(4, 20, 5)
+    m = onnx.load_model_from_string(blob)
+    c = next(t for t in m.graph.initializer if t.name == "C")
+    c.CopyFrom(nh.from_array(np.arange(20, dtype=np.int32).reshape(4, 5) * 997 - 9000, "C"))
+    cs = next(t for t in m.graph.initializer if t.name == "cs")
+    cs.CopyFrom(nh.from_array(np.array(0.001, np.float32), "cs"))
+    cz = next(t for t in m.graph.initializer if t.name == "cz")
+    cz.CopyFrom(nh.from_array(np.array(0, np.int32), "cz"))
+    blob = m.SerializeToString()
+    want, ort_ops = _ort(blob, feed)
+    assert ort_ops == ["QGemm"], ort_ops
+    run_devices(blob, feed, want=[want])
+    assert vkinfer.InferenceSession(blob, device="cpu").placement["gemm"] == "host"
 
 
 @pytest.mark.parametrize("kw", [{"alpha": 0.7}, {"beta": 2.0}], ids=["alpha_with_c", "beta_with_c"])

@@ -99,7 +99,7 @@ for case, (rows, k, n, bias, off) in enumerate([(1, 1, 1, False, 0), (5, 37, 9, 
     raw_y = np.zeros(rows * n * 4 + off, np.uint8)
     ey = raw_y[off:]
     g = G.NativeGraph(0, [a.nbytes, rows * n * 4])
-    g.add("qmatmul_f32", rows, k, n, 77, b, bz, scale, bv, G.Ref(1, 0, a.nbytes), G.Ref(2, 0, rows * n * 4))
+    g.add("qmatmul_f32", rows, k, n, 77, b, bz, scale, bv, None, G.Ref(1, 0, a.nbytes), G.Ref(2, 0, rows * n * 4))
     g.run([ea, ey])
     y = np.frombuffer(ey.tobytes(), np.float32).reshape(rows, n)
     acc = (a.astype(np.int64) - 77) @ (b.astype(np.int64) - bz.astype(np.int64))

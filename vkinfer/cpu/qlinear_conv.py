@@ -51,5 +51,9 @@ def lower_conv(ctx, node, backend):
 
 @lower("cpu", "com.microsoft:QGemm", "vkinfer:QGemmClamp")
 def lower_qgemm(ctx, node, backend):
+    if node.op == "com.microsoft:QGemm" and (len(node.inputs) < 8 or not node.inputs[7]):  # a float output
+        from .matmul_integer_to_float import lower_qgemm_float
+
+        return lower_qgemm_float(ctx, node)
     spec = qgemm_spec_of(ctx, node)
     return None if spec is None else Layer(node, [node.inputs[0]], node.outputs[0], conv_emit(spec, backend.variant))

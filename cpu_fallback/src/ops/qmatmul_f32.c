@@ -1,5 +1,7 @@
 /* The native graph's com.microsoft MatMulIntegerToFloat with a constant B (ONNX Runtime 1.31's arithmetic, vkinfer/
- * reference/matmul_integer_to_float.py): y[r, j] = (float)(int32 sum_k (a[r, k] - a_zp) (b[k, j] - b_zp[j]))
+ * reference/matmul_integer_to_float.py), and QGemm with a float output (reference/qgemm.py: c, an int32 per column,
+ * starts each sum, as ORT's QGemm accumulates into its C): y[r, j] = (float)(int32 (c[j] +) sum_k (a[r, k] - a_zp)
+ * (b[k, j] - b_zp[j]))
  * * scale[j], one float32 multiply (scale[j] is float32(a_scale * b_scale[j]), made by the caller), then + bias[j]
  * when bias is not NULL (a second rounding, as MLAS's scale-bias output processor). The sum wraps modulo 2^32 like
  * an int32 accumulator. a: rows x k canonical bytes; b: k x n canonical bytes (copied); y: rows x n float32.
@@ -38,6 +40,7 @@ typedef struct {
     uint32_t kp, nblk;
     float* scale;  /* n (vector bodies: padded to 16 nblk) */
     float* bias;   /* the same, or NULL */
+    int32_t* c;    /* the same: each column's int32 start (zeros without c) */
 } qmmf_t;
 
 typedef struct {
@@ -54,6 +57,7 @@ static void qmmf_free(void* p)
     free(t->a16);
     free(t->scale);
     free(t->bias);
+    free(t->c);
     free(t);
 }
 
@@ -69,7 +73,7 @@ qmmf_v5_tile(const qmmf_t* t, const int16_t* a, size_t as, const int mr, size_t 
     const int16_t* w = t->wp + blk * stride;
     __m512i acc[4][4];
     for (int i = 0; i < mr; i++)
-        for (int b = 0; b < nb; b++) acc[i][b] = _mm512_setzero_si512();
+        for (int b = 0; b < nb; b++) acc[i][b] = _mm512_loadu_si512(t->c + (blk + b) * 16);
     for (size_t p = 0; p < kp; p++) {
         __m512i av[4];
         for (int i = 0; i < mr; i++) {
@@ -123,7 +127,10 @@ static inline __attribute__((always_inline, target("avx2"))) void qmmf_a2_tile(c
     const size_t kp = t->kp;
     const int16_t* w = t->wp + blk * kp * 32;
     __m256i acc[4][2];
-    for (int i = 0; i < mr; i++) acc[i][0] = acc[i][1] = _mm256_setzero_si256();
+    for (int i = 0; i < mr; i++) {
+        acc[i][0] = _mm256_loadu_si256((const __m256i*)(t->c + blk * 16));
+        acc[i][1] = _mm256_loadu_si256((const __m256i*)(t->c + blk * 16 + 8));
+    }
     for (size_t p = 0; p < kp; p++) {
         const __m256i w0 = _mm256_load_si256((const __m256i*)(w + p * 32));
         const __m256i w1 = _mm256_load_si256((const __m256i*)(w + p * 32 + 16));
@@ -197,7 +204,7 @@ static vki_status qmmf_run(void* p, uint8_t* const* ptr, uint32_t threads)
         const uint8_t* ar = a + r * t->k;
         for (uint32_t j = 0; j < t->n; j++) {
             const int16_t* bj = t->bt + (uint64_t)j * t->k;
-            uint32_t acc = 0;  /* unsigned: wraps modulo 2^32 without undefined behaviour */
+            uint32_t acc = (uint32_t)t->c[j];  /* unsigned: wraps modulo 2^32 without undefined behaviour */
             for (uint32_t i = 0; i < t->k; i++) acc += (uint32_t)(((int32_t)ar[i] - t->a_zp) * (int32_t)bj[i]);
             float v = (float)(int32_t)acc * t->scale[j];  /* -ffp-contract=off: never fused with the add */
             if (t->has_bias) v = v + t->bias[j];
@@ -220,7 +227,7 @@ static int qmmf_body(void)
 
 vki_status vki_graph_add_qmatmul_f32(vki_graph* g, uint64_t rows, uint32_t k, uint32_t n, int32_t a_zp,
                                      const uint8_t* b, const uint32_t* b_zp, const float* scale, const float* bias,
-                                     vki_ref a, vki_ref y)
+                                     const int32_t* c, vki_ref a, vki_ref y)
 {
     if (!b || !b_zp || !scale) FAIL(VKI_EINVAL, "qmatmul_f32: b, b_zp and scale must not be NULL");
     if (!rows || !k || !n) FAIL(VKI_EINVAL, "qmatmul_f32: rows, k and n must be positive");
@@ -253,7 +260,8 @@ vki_status vki_graph_add_qmatmul_f32(vki_graph* g, uint64_t rows, uint32_t k, ui
     }
     t->scale = calloc(ncols, sizeof *t->scale);
     t->bias = bias ? calloc(ncols, sizeof *t->bias) : NULL;
-    if ((t->body == QMMF_LOOP ? !t->bt : !t->wp || !t->a16) || !t->scale || (bias && !t->bias)) {
+    t->c = calloc(ncols, sizeof *t->c);
+    if ((t->body == QMMF_LOOP ? !t->bt : !t->wp || !t->a16) || !t->scale || (bias && !t->bias) || !t->c) {
         qmmf_free(t);
         FAIL(VKI_ENOMEM, "qmatmul_f32: out of memory");
     }
@@ -271,6 +279,7 @@ vki_status vki_graph_add_qmatmul_f32(vki_graph* g, uint64_t rows, uint32_t k, ui
     }
     memcpy(t->scale, scale, (size_t)n * sizeof *t->scale);
     if (bias) memcpy(t->bias, bias, (size_t)n * sizeof *t->bias);
+    if (c) memcpy(t->c, c, (size_t)n * sizeof *t->c);
     uint64_t need[2] = {a_bytes, y_bytes};
     vki_ref refs[2] = {a, y};
     static const char* const names[] = {"qmatmul_f32", "qmatmul_f32:avx2", "qmatmul_f32:avx512vnni"};
