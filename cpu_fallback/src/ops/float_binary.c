@@ -125,11 +125,26 @@ static void fb_row(void* ctx, size_t row)
                 len - head - body);
 }
 
+/* Work items of whole spans, at least FB_ITEM values each: a span per item cost an atomic claim and a multi-index
+ * per span, and with short spans (an NHWC model's per-channel PReLU: spans of C = 10 values, 75,684 of them in
+ * MTCNN's P-Net) two threads fought over the claims and ran slower than one (0.11 -> 0.37 ms on 2 Zen 4 cores). */
+#define FB_ITEM 4096
+static uint64_t fb_rows_per_item(const fbin_t* t) { return t->len >= FB_ITEM ? 1 : FB_ITEM / (t->len ? t->len : 1); }
+
+static void fb_rows(void* ctx, size_t item)
+{
+    const fbin_job* j = ctx;
+    const uint64_t per = fb_rows_per_item(j->t), r0 = (uint64_t)item * per;
+    const uint64_t r1 = r0 + per < j->t->rows ? r0 + per : j->t->rows;
+    for (uint64_t r = r0; r < r1; r++) fb_row(ctx, (size_t)r);
+}
+
 static vki_status fb_run(void* p, uint8_t* const* ptr, uint32_t threads)
 {
     const fbin_t* t = p;
     fbin_job j = {t, ptr[0], ptr[1], ptr[2]};
-    vki_for_items((size_t)t->rows, t->rows * t->len, threads, fb_row, &j);
+    const uint64_t per = fb_rows_per_item(t);
+    vki_for_items((size_t)((t->rows + per - 1) / per), t->rows * t->len, threads, fb_rows, &j);
     return VKI_OK;
 }
 
