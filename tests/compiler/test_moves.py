@@ -7,8 +7,8 @@ on QDQ models at ORT_ENABLE_ALL, where ORT drops the DQ/Q pairs around Slice, Sp
 DepthToSpace, Tile, Expand and nearest Resize and keeps Pad, SpaceToDepth and linear Resize in float (vkinfer
 folds Pad and SpaceToDepth too: Q(DQ(v)) == v at a per-tensor scale makes that exact). Every case must be
 bit-identical on the reference, the CPU and Vulkan, and the node must really run on that device. Linear Resize
-(a computation, not a move) runs on the host with ORT's float32 bilinear arithmetic (2-D and NCHW inputs), the
-8-bit result truncated as ORT's static_cast: also bit-identical.
+(a computation, not a move) runs ORT's float32 bilinear arithmetic (2-D and NCHW inputs; natively for float32,
+ops/float_resize.c), the 8-bit result truncated as ORT's static_cast: also bit-identical.
 """
 
 from __future__ import annotations
@@ -237,7 +237,7 @@ def qdq_model(dtype) -> bytes:
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 def test_qdq_moves_fold_and_equal_ort(dtype):
-    """The moves fold onto the 8-bit tensor (no float op left but linear Resize, on the host), run on the CPU and
+    """The moves fold onto the 8-bit tensor (no float op left but linear Resize, native on the cpu), run on the CPU and
     Vulkan, and every output equals ORT at ORT_ENABLE_ALL (int8: session.qdqisint8allowed=1)."""
     blob = qdq_model(dtype)
     feed = {"x": np.random.default_rng(7).uniform(-5, 5, (1, 8, 6, 4)).astype(np.float32)}
@@ -252,7 +252,7 @@ def test_qdq_moves_fold_and_equal_ort(dtype):
         assert {"slice", "split", "resize", "gather", "transpose", "depthtospace", "tile", "expand", "pad",
                 "spacetodepth"} <= ops, moves
         assert all(d.split(":")[0] == device for d in moves.values()), moves
-        assert sess.placement["resize10"] == "host"  # linear: ORT's float arithmetic on the host
+        assert sess.placement["resize10"] == "cpu"  # linear: ORT's float arithmetic, native (ops/float_resize.c)
 
 
 # ------------------------------------------------------------------------------------------------- bad input
