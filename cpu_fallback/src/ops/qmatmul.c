@@ -1,5 +1,7 @@
 /* The native graph's QLinearMatMul of two activations (attention's Q x K^T and P x V), batched with numpy
- * broadcast batch axes: exact int32 accumulation (wrapping modulo 2^32, as the reference) of
+ * broadcast batch axes. Why one file past 800 lines: one operator whose four paths (loop, blocked, interleaved,
+ * direct) share its plan (qmm_t), operand walk and packing; split, they would need a private header for qmm_t alone.
+ * Exact int32 accumulation (wrapping modulo 2^32, as the reference) of
  * (a - a_zp) * (b - b_zp), requantized by vki_requant_scalar (ORT's float32 multiplier, one product, ties to even).
  * Every operand is read and written at byte strides, so any device form (4-D NHWC) works without a copy.
  *
@@ -18,9 +20,7 @@
  * layout allows (x86: NR a multiple of 16, KR 4 for u8s8, 2 for int16).
  * The direct path (m <= QMM_DIRECT_M on the AVX2 and AVX-512 variants, target attributes) reads B unpacked: at a
  * few rows packing B cost more than the product.
- * The loop stays for k == 0, k past 2^24 and a forced variant this CPU lacks.
- * Past 800 lines: one operator whose four paths (loop, blocked, interleaved, direct) share its plan (qmm_t), operand
- * walk and packing; split across files they would need a private header for qmm_t alone. */
+ * The loop stays for k == 0, k past 2^24 and a forced variant this CPU lacks. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
