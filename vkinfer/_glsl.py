@@ -26,6 +26,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import _cache
 from .errors import ShaderCompileError
 
 SHADER_DIR = Path(os.environ.get("VKINFER_SHADER_DIR", Path(__file__).resolve().parent.parent / "shaders"))
@@ -34,6 +35,7 @@ TARGET_ENV = "vulkan1.1"
 PACKAGED_DIR = Path(__file__).resolve().parent / "_spirv"
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 1
+MANIFEST_MAX_BYTES = 16 << 20
 #: Define sets a shader is compiled with beyond none at all, by shader name. Device.program's callers (the
 #: lowerings in vkinfer/vulkan/) pass no defines today; one that starts to must list its sets here, or the
 #: packaged build lacks the variant (tests/package/test_packaging.py checks the lowerings against this table).
@@ -42,9 +44,22 @@ DEFINE_SETS: dict[str, list[tuple[tuple[str, str], ...]]] = {}
 
 def cache_dir() -> Path:
     """Where compiled SPIR-V is cached: $VKINFER_CACHE, else $XDG_CACHE_HOME/vkinfer or ~/.cache/vkinfer."""
-    base = os.environ.get("VKINFER_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "vkinfer")
-    return Path(base) / "spirv"
+    return _SPIRV_CACHE.folder()
+
+
+def _check_spirv(data: bytes) -> str:
+    """Why `data` is no SPIR-V module (empty when it may be one): the checksum proves the file is what was written,
+    this that what was written is SPIR-V (its magic number, whole words), before any driver parses it."""
+    if len(data) < 20 or len(data) % 4:
+        return f"not a SPIR-V module ({len(data)} bytes, not whole 32-bit words with a header)"
+    if data[:4] != b"\x03\x02\x23\x07":
+        return "not a SPIR-V module (bad magic number)"
+    return ""
+
+
+#: Compiled SPIR-V, by variant: verified entries (vkinfer/_cache.py) of at most 16 MiB (the largest shader
+#: compiles to under 64 KiB).
+_SPIRV_CACHE = _cache.Entries("spirv", 16 << 20, _check_spirv)
 
 
 @functools.cache
@@ -171,11 +186,14 @@ def _compile(exe: str, src: Path, defines: tuple[tuple[str, str], ...], shapes_p
         return out.read_bytes()
 
 
-def _cache_file(name: str, defines: tuple[tuple[str, str], ...], shapes_pushed: bool) -> Path:
+def _cache_entry(name: str, defines: tuple[tuple[str, str], ...], shapes_pushed: bool) -> tuple[str, str]:
+    """(file name, key) of a variant's cache entry: the key hashes the source text with its includes, the defines,
+    the compiler and the target, and is checked against the entry's header on every read (a swapped or stale
+    entry is rebuilt, never dispatched)."""
     src = _shader_path(name)
     _, version = _glslang()
-    key = hashlib.sha256(repr((_source_with_includes(src), defines, version, TARGET_ENV, shapes_pushed)).encode())
-    return cache_dir() / f"{name}-{key.hexdigest()[:32]}.spv"
+    key = _cache.key_of(_source_with_includes(src), defines, version, TARGET_ENV, shapes_pushed)
+    return f"{name}-{key[:32]}.spv", key
 
 
 @functools.cache
@@ -190,15 +208,15 @@ def spirv(name: str, defines: tuple[tuple[str, str], ...] = (), shapes_pushed: b
         return pkg.spirv(name, defines, shapes_pushed)
     src = _shader_path(name)
     exe, _ = _glslang()
-    cached = _cache_file(name, defines, shapes_pushed)
-    if cached.exists():
-        return cached.read_bytes()
-    cached.parent.mkdir(parents=True, exist_ok=True)
+    fname, key = _cache_entry(name, defines, shapes_pushed)
+    data = _SPIRV_CACHE.get(fname, key)
+    if data is not None:
+        return data
     data = _compile(exe, src, defines, shapes_pushed)
-    # Write-then-rename so concurrent processes never read a half-written cache entry.
-    tmpfile = cached.with_suffix(f".{os.getpid()}.tmp")
-    tmpfile.write_bytes(data)
-    os.replace(tmpfile, cached)
+    why = _check_spirv(data)
+    if why:
+        raise ShaderCompileError(f"glslang's output for {name} is {why}")
+    _SPIRV_CACHE.put(fname, key, data)  # temp file and rename: no reader sees half an entry
     return data
 
 
@@ -225,7 +243,7 @@ def spirv_future(name: str, defines: tuple[tuple[str, str], ...] = (), shapes_pu
         fut = _futures.get(key)
         if fut is not None and not (fut.done() and fut.exception() is not None):
             return fut
-        if _cache_file(name, defines, shapes_pushed).exists():
+        if _SPIRV_CACHE.present(_cache_entry(name, defines, shapes_pushed)[0]):
             fut = Future()
             try:
                 fut.set_result(spirv(name, defines, shapes_pushed))
@@ -292,9 +310,7 @@ def build_package(out_dir: Path, glslang: str, shader_dir: Path | None = None, j
                          "push_shapes": {"ids": sorted(lay.ids), "base": lay.base, "slots": lay.slots}}
     manifest = {"format": MANIFEST_FORMAT, "target_env": TARGET_ENV, "glslang": version, "shaders": shaders,
                 "variants": entries}
-    tmp = out_dir / f".{MANIFEST}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, out_dir / MANIFEST)
+    _cache.write_file(out_dir / MANIFEST, (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
     return manifest
 
 
@@ -305,7 +321,7 @@ class Packaged:
         self.root = Path(root)
         path = self.root / MANIFEST
         try:
-            m = json.loads(path.read_text())
+            m = json.loads(_cache.read_file(path, MANIFEST_MAX_BYTES, follow_symlinks=True))
             if m.get("format") != MANIFEST_FORMAT:
                 raise ValueError(f"format {m.get('format')!r}, this vkinfer reads {MANIFEST_FORMAT}")
             self._variants = {(v["shader"], tuple(tuple(kv) for kv in v["defines"]), bool(v["shapes_pushed"])):
@@ -341,7 +357,8 @@ class Packaged:
         fname, want, size = entry
         path = self.root / fname
         try:
-            data = path.read_bytes()
+            # Bounded by the manifest's size (+1: a longer file fails the size check below, never read whole).
+            data = _cache.read_file(path, size + 1, follow_symlinks=True)
         except OSError as e:
             raise ShaderCompileError(f"packaged SPIR-V {path} for {what} is unreadable ({e.strerror or e}): the "
                                      "installation is damaged; reinstall vkinfer") from e

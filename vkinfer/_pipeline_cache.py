@@ -1,5 +1,8 @@
 """vkinfer's pipeline cache file: the driver's VkPipelineCache blob behind a header naming the device, the driver
-and vkinfer, checked before the driver ever sees it (a mismatch or a damaged file is ignored with a warning)."""
+and vkinfer, checked before the driver ever sees it (a mismatch or a damaged file is ignored with a warning).
+The file is read and written through vkinfer/_cache.py (`read_pipeline_cache`, `write_pipeline_cache`): only a
+regular file of at most _PC_MAX_BYTES is read (never a symlink, a FIFO or a device), and it is written by a
+mkstemp temp file and a rename."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import os
 import struct
 from pathlib import Path
 
-from . import _glsl
+from . import _cache
 
 # --- the pipeline cache file -------------------------------------------------------------------------
 # <cache>/pipelines/<vendor>-<device>-<key>.vkpc, next to <cache>/spirv (see _glsl.cache_dir). The key
@@ -35,7 +38,7 @@ def pipeline_cache_dir() -> Path | None:
     $XDG_CACHE_HOME/vkinfer or ~/.cache/vkinfer); None when $VKINFER_PIPELINE_CACHE is 0/off/no/false."""
     if os.environ.get("VKINFER_PIPELINE_CACHE", "").strip().lower() in ("0", "off", "no", "false"):
         return None
-    return _glsl.cache_dir().parent / "pipelines"
+    return _cache.root() / "pipelines"
 
 
 def _pipeline_cache_file(ident: dict) -> Path | None:
@@ -46,6 +49,18 @@ def _pipeline_cache_file(ident: dict) -> Path | None:
                                ident["pipeline_cache_uuid"], ident["device_uuid"], ident["driver_uuid"],
                                _vkinfer_version())).encode()).hexdigest()[:20]
     return d / f"{ident['vendor_id']:04x}-{ident['device_id']:04x}-{key}.vkpc"
+
+
+def read_pipeline_cache(path: Path) -> bytes:
+    """The file's bytes (`_cache.read_file`: FileNotFoundError when missing; an OSError whose strerror says why
+    for a symlink, FIFO, device, directory or a file over _PC_MAX_BYTES)."""
+    return _cache.read_file(path, _PC_MAX_BYTES)
+
+
+def write_pipeline_cache(path: Path, ident: dict, payload: bytes) -> None:
+    """Write the cache file for `payload` atomically (mkstemp beside it, then os.replace); OSError when it
+    cannot be written."""
+    _cache.write_file(path, _pack_pipeline_cache(ident, payload))
 
 
 def _pack_pipeline_cache(ident: dict, payload: bytes) -> bytes:

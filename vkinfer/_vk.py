@@ -23,7 +23,6 @@ went from 4.45 to 0.96 s. Packing a 1x3x224x224 input: numpy 350-600 us, native 
 from __future__ import annotations
 
 import atexit
-import contextlib
 import functools
 import os
 import threading
@@ -49,6 +48,8 @@ from ._pipeline_cache import (  # noqa: F401 (tests and Device read them here)
     _show,
     _vkinfer_version,
     pipeline_cache_dir,
+    read_pipeline_cache,
+    write_pipeline_cache,
 )
 from .errors import VulkanUnavailableError
 from .layout import packed_form
@@ -408,8 +409,7 @@ class Device:
         if path is None:
             return None
         try:
-            with open(path, "rb") as f:
-                blob = f.read(_PC_MAX_BYTES + 1)
+            blob = read_pipeline_cache(path)  # a regular file of bounded size only (never a FIFO or symlink)
         except FileNotFoundError:
             self.pipeline_cache_status = "missing"
             return None
@@ -446,20 +446,14 @@ class Device:
             if payload == self._on_disk or _echoes(payload, self._on_disk):
                 self._saved_created = created
                 return None
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp.write_bytes(_pack_pipeline_cache(self.identity, payload))
-                os.replace(tmp, path)
+                write_pipeline_cache(path, self.identity, payload)  # mkstemp temp file, then os.replace
             except OSError as e:  # a read-only or full cache folder costs speed, never a session
                 if not self._save_failed:
                     warnings.warn(f"vkinfer: could not write pipeline cache {path}: {e}", RuntimeWarning,
                                   stacklevel=2)
                 self._save_failed = True
                 return None
-            finally:
-                with contextlib.suppress(OSError):  # gone after os.replace
-                    tmp.unlink()
             self._on_disk, self._saved_created = payload, created
             return path
 

@@ -7,7 +7,9 @@ keyed by a fingerprint of everything the Vulkan loader reads to find drivers: it
 driver manifests in the standard directories and the libraries they name (path, size, mtime), the GPUs the
 kernel lists (/sys/class/drm, /dev/nvidia*) and vkinfer's native module. A driver update, a new GPU, or a
 changed $VK_ICD_FILENAMES changes the fingerprint, and the next auto session enumerates again (and, since
-the driver version is part of each device's identity, recalibrates what changed).
+the driver version is part of each device's identity, recalibrates what changed). The file is verified like
+every cache file (vkinfer/_cache.py): a regular file of at most DEVICES_MAX_BYTES, stamped with a checksum, its
+entries' fields checked; anything off is ignored with a RuntimeWarning and enumerated again.
 """
 
 from __future__ import annotations
@@ -16,7 +18,10 @@ import glob
 import hashlib
 import json
 import os
+import warnings
 from pathlib import Path
+
+from .. import _cache
 
 _LOADER_ENV = ("VK_ICD_FILENAMES", "VK_DRIVER_FILES", "VK_ADD_DRIVER_FILES", "VK_LOADER_DRIVERS_SELECT",
                "VK_LOADER_DRIVERS_DISABLE", "VK_INSTANCE_LAYERS", "XDG_DATA_DIRS", "XDG_CONFIG_DIRS",
@@ -67,6 +72,52 @@ def vulkan_fingerprint() -> str:
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:24]
 
 
+DEVICES_MAX_BYTES = 1 << 20
+_DEVICES_KEY = _cache.key_of("vulkan-devices")
+_ENTRY_FIELDS = (("device", str), ("name", str), ("type", str), ("default", bool), ("identity", dict))
+
+
+def _device_list_problem(d: dict) -> str:
+    """Why a stamped device list cannot be used as is (empty when it can)."""
+    if not isinstance(d.get("devices"), list):
+        return "no device list"
+    if "unavailable" in d and not isinstance(d["unavailable"], str):
+        return "a non-string reason for Vulkan being unavailable"
+    for i, e in enumerate(d["devices"]):
+        if not isinstance(e, dict):
+            return f"devices[{i}] is not an object"
+        for field, typ in _ENTRY_FIELDS:
+            if not isinstance(e.get(field), typ):
+                return f"devices[{i}].{field} is missing or not a {typ.__name__}"
+        if not e["device"].startswith("vulkan:") or not e["device"][7:].isdigit():
+            return f"devices[{i}].device is {e['device']!r}, not vulkan:<index>"
+    return ""
+
+
+def _cached_device_list(path: Path, fp: str) -> dict | None:
+    """The cached device list for fingerprint `fp`, or None: missing, from an older vkinfer (no stamp) or for
+    another fingerprint (silently); damaged or malformed (a RuntimeWarning naming the file)."""
+    data = _cache.recall(path)
+    if data is None:
+        try:
+            data = _cache.read_file(path, DEVICES_MAX_BYTES)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as e:
+            warnings.warn(f"vkinfer: ignoring Vulkan device list cache {path}: unreadable ({e.strerror or e})",
+                          RuntimeWarning, stacklevel=3)
+            return None
+    d, why = _cache.unstamp_json(data, _DEVICES_KEY)
+    if d is not None and d.get("fingerprint") != fp:
+        return None
+    why = why or _device_list_problem(d)
+    if why:
+        if not why.startswith("no cache stamp"):
+            warnings.warn(f"vkinfer: ignoring Vulkan device list cache {path}: {why}", RuntimeWarning, stacklevel=3)
+        return None
+    return d
+
+
 def vulkan_identity(index: int) -> dict:
     """What a Vulkan device's calibration is valid for: name, type, ids, driver version and UUIDs."""
     from .. import _vk
@@ -83,26 +134,21 @@ def vulkan_devices(refresh: bool = False) -> list[dict]:
     the fingerprint cache when nothing changed. Raises VulkanUnavailableError (with the reason, cached too)
     when there is no usable Vulkan."""
     from ..errors import VulkanUnavailableError
-    from .profile import cache_root, write_json_atomic
+    from .profile import cache_root
 
     fp = vulkan_fingerprint()
     path = cache_root() / "vulkan-devices.json"
     if not refresh:
-        try:
-            d = json.loads(path.read_text())
-            if d.get("fingerprint") == fp and isinstance(d.get("devices"), list):
-                if d.get("unavailable"):
-                    raise VulkanUnavailableError(str(d["unavailable"]))
-                return d["devices"]
-        except (OSError, ValueError, AttributeError):
-            pass
+        d = _cached_device_list(path, fp)
+        if d is not None:
+            if d.get("unavailable"):
+                raise VulkanUnavailableError(d["unavailable"])
+            return d["devices"]
     from .. import _vk
 
     def remember(record: dict) -> None:
-        try:
-            write_json_atomic(path, {"fingerprint": fp, **record})
-        except OSError:
-            pass  # a read-only cache only costs the enumeration next time
+        # An unwritable cache folder keeps the list in memory (one warning): it costs the enumeration next time.
+        _cache.store(path, _cache.stamp_json({"fingerprint": fp, **record}, _DEVICES_KEY), what="calibration cache")
 
     try:
         infos = _vk.devices()

@@ -34,15 +34,14 @@ Profiles for devices this machine does not have (a phone GPU, say) plan without 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import math
 import os
 import platform
-import tempfile
 import warnings
 from pathlib import Path
 
+from .. import _cache
 from .costs import CLASSES, Work
 
 SCHEMA = "vkinfer-profile/1"
@@ -52,6 +51,10 @@ KINDS = ("cpu", "vulkan", "host")
 # out at 100% (4 samples of 5 us to 0.6 ms whose noise the 3-term fit followed, 10303 GMAC/s), which would have
 # predicted a 1280->1000 classifier at microseconds where it takes 0.6 ms.
 UNTRUSTED_ERROR = 0.5
+#: A profile file (`load_profile`) and a calibration cache file are refused above these sizes: a profile of every
+#: device of a large fleet is a few hundred KiB, a cached entry about 3 KiB.
+PROFILE_MAX_BYTES = 64 << 20
+CACHE_ENTRY_MAX_BYTES = 1 << 20
 
 
 def _version() -> str:
@@ -283,9 +286,12 @@ def load_profile(path: str | os.PathLike) -> Profile:
     """Read and validate a profile file (ValueError naming the file and field on anything wrong)."""
     p = Path(path)
     try:
-        d = json.loads(p.read_text())
+        # A regular file of bounded size (a FIFO or /dev/zero named as the profile is refused, never read).
+        d = json.loads(_cache.read_file(p, PROFILE_MAX_BYTES, follow_symlinks=True))
     except FileNotFoundError:
         raise ValueError(f"profile {p}: no such file") from None
+    except _cache.UnsafeFileError as e:
+        raise ValueError(f"profile {p}: not a readable JSON file ({e.strerror})") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ValueError(f"profile {p}: not a readable JSON file ({e})") from None
     return profile_from_json(d, f"profile {p}")
@@ -332,46 +338,46 @@ def host_identity() -> dict:
 
 def cache_root() -> Path:
     """`calibration/` beside the SPIR-V and pipeline caches ($VKINFER_CACHE, else ~/.cache/vkinfer)."""
-    from .._glsl import cache_dir
+    return _cache.root() / "calibration"
 
-    return cache_dir().parent / "calibration"
+
+def _entry_key(device: str, identity: dict, threads: int) -> str:
+    """The full key of a cached entry (`_cache.key_of`), carried in the file's stamp."""
+    return _cache.key_of(json.dumps([SCHEMA, _version(), device.partition(":")[0], identity, threads],
+                                    sort_keys=True))
 
 
 def cache_key(device: str, identity: dict, threads: int) -> str:
-    blob = json.dumps([SCHEMA, _version(), device.partition(":")[0], identity, threads], sort_keys=True)
+    """The cache file name of an entry: the device, the thread count and the key's first 16 hex digits."""
     slug = "".join(ch if ch.isalnum() else "-" for ch in device)
-    return f"{slug}-t{threads}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}.json"
+    return f"{slug}-t{threads}-{_entry_key(device, identity, threads)[:16]}.json"
 
 
 def write_json_atomic(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """Write `data` as JSON atomically (`_cache.write_file`: a mkstemp temp file, then os.replace)."""
+    _cache.write_file(path, json.dumps(data, indent=1, sort_keys=True).encode())
 
 
 def cached_entry(device: str, identity: dict, threads: int) -> DeviceProfile | None:
     """The cached entry for (device, identity, threads, this vkinfer), or None. A corrupt or mismatched file is
-    removed with a RuntimeWarning (never trusted), so the caller recalibrates."""
+    removed with a RuntimeWarning (never trusted), so the caller recalibrates. Only a regular file of at most
+    CACHE_ENTRY_MAX_BYTES is read (never a symlink, FIFO or device), and its stamp (`_cache.stamp_json`: the
+    entry's key and a checksum) must match."""
     path = cache_root() / cache_key(device, identity, threads)
+    data = _cache.recall(path)  # kept in memory when the cache folder cannot be written
+    if data is None:
+        try:
+            data = _cache.read_file(path, CACHE_ENTRY_MAX_BYTES)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as e:
+            warnings.warn(f"vkinfer: cannot read calibration cache {path} ({e.strerror or e}); recalibrating",
+                          RuntimeWarning, stacklevel=2)
+            return None
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as e:
-        warnings.warn(f"vkinfer: cannot read calibration cache {path} ({e}); recalibrating", RuntimeWarning,
-                      stacklevel=2)
-        return None
-    try:
-        raw = json.loads(data.decode())
+        raw, why = _cache.unstamp_json(data, _entry_key(device, identity, threads))
+        if raw is None:
+            raise ValueError(f"calibration cache {path}: {why}")
         prof = profile_from_json(raw, f"calibration cache {path}")
         if raw.get("vkinfer") != _version():
             raise ValueError(f"calibration cache {path}: made by another vkinfer version")
@@ -391,7 +397,9 @@ def cached_entry(device: str, identity: dict, threads: int) -> DeviceProfile | N
 
 
 def store_entry(entry: DeviceProfile, calibration: dict) -> Path:
-    """Write one calibrated entry to the cache (atomically: an interrupted calibration leaves the previous file)."""
+    """Write one calibrated entry to the cache (atomically: an interrupted calibration leaves the previous file).
+    A cache folder that cannot be written keeps the entry in memory for this process (one RuntimeWarning)."""
     path = cache_root() / cache_key(entry.device, entry.identity, entry.threads)
-    write_json_atomic(path, Profile([entry], calibration).to_json())
+    key = _entry_key(entry.device, entry.identity, entry.threads)
+    _cache.store(path, _cache.stamp_json(Profile([entry], calibration).to_json(), key), what="calibration cache")
     return path
