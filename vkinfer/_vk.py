@@ -94,7 +94,37 @@ def _native() -> Any:
                                      "checkout, or install the vkinfer wheel") from e
     # The packed form is defined once, in vkinfer.layout; the native packers take its parameters from there.
     _vkcore.set_packed_form(packed_form())
+    timeout = os.environ.get("VKINFER_FENCE_TIMEOUT_S", "").strip()
+    if timeout:  # how long a submit may take before its device is taken as hung (lost); default 120 s
+        try:
+            _vkcore.set_fence_timeout(float(timeout))
+        except ValueError:
+            raise ValueError(f"$VKINFER_FENCE_TIMEOUT_S must be a number of seconds > 0, got {timeout!r}") from None
+    for spec in filter(None, os.environ.get("VKINFER_VK_FAULT", "").split(",")):  # the test hook, for subprocesses
+        point, _, rest = spec.strip().partition(":")
+        result, *counts = rest.split(":")
+        _vkcore.set_fault(point, result, *(int(c) for c in counts[:2]))
     return _vkcore
+
+
+def set_fault(point: str, result: str, after: int = 0, times: int = 1) -> None:
+    """Test hook: make the native module's calls at `point` ("alloc": buffer allocation, "submit": vkQueueSubmit,
+    "wait": the fence wait, "pipeline": pipeline creation) after the first `after` return `result`
+    ("VK_ERROR_DEVICE_LOST", "VK_ERROR_OUT_OF_DEVICE_MEMORY", "VK_ERROR_OUT_OF_HOST_MEMORY"; "VK_TIMEOUT" at
+    "wait": a hang), `times` times (0: every later call), as the driver would. $VKINFER_VK_FAULT arms the same
+    when the module loads: comma-separated `point:result[:after[:times]]`. One relaxed atomic load per hooked call
+    when nothing is armed (vkinfer/_native/vk_faults.cpp)."""
+    _native().set_fault(point, result, int(after), int(times))
+
+
+def clear_faults() -> None:
+    """Disarm every fault `set_fault` armed."""
+    _native().clear_faults()
+
+
+def live_objects() -> dict[str, int]:
+    """The native Vulkan objects alive now: devices, buffers, programs, pipelines, sequences (the leak tests)."""
+    return dict(_native().live_objects())
 
 
 def _add_swiftshader(env: MutableMapping[str, str] = os.environ) -> bool:
@@ -426,6 +456,12 @@ class Device:
         return None
 
     @property
+    def lost(self) -> bool:
+        """True once a call on this device returned VK_ERROR_DEVICE_LOST (or a submit outlived the fence timeout):
+        it runs nothing more, and `get_device` opens the device afresh."""
+        return bool(self.raw.lost)
+
+    @property
     def stats(self) -> dict[str, int]:
         """Counters: pipelines_created (compiled by the driver in this process), pipelines_reused (programs
         that shared an existing pipeline), pipeline_create_ns (summed over worker threads),
@@ -508,6 +544,8 @@ _ALL_DEVICES: weakref.WeakSet[Device] = weakref.WeakSet()
 @atexit.register
 def _save_pipeline_caches_at_exit() -> None:
     for dev in list(_ALL_DEVICES):
+        if dev.lost:  # nothing to save from a lost device
+            continue
         try:
             dev.wait_pipelines()  # no driver call still running on a worker while the process tears down
             if dev.raw.stats()["pipelines_created"] > dev._saved_created:
@@ -522,8 +560,9 @@ _open: dict[int, Device] = {}
 
 def get_device(spec: int | str | None = None) -> Device:
     """The Vulkan device to use: `spec` (index, name substring or type), else $VKINFER_DEVICE,
-    else the most preferred one. Devices are opened once and shared."""
+    else the most preferred one. Devices are opened once and shared; a lost one (`Device.lost`) is opened anew
+    (sessions holding the lost one keep it until they go)."""
     info = _pick(spec)
-    if info.index not in _open:
+    if info.index not in _open or _open[info.index].lost:
         _open[info.index] = Device(info)
     return _open[info.index]

@@ -22,3 +22,18 @@ class HostNodeWarning(RuntimeWarning):
     Python between native calls. Warned once per session, naming the count and the ops; `vkinfer info MODEL`
     lists each node with why no device takes it. Silence it with
     `warnings.simplefilter("ignore", vkinfer.HostNodeWarning)`."""
+
+
+class VulkanDeviceError(VkInferError):
+    """A Vulkan device failed while building or running a session: lost, hung or out of memory. A session on
+    device="auto" reruns the inference on the CPU instead (one RuntimeWarning) and keeps to the CPU; on
+    device="vulkan" the error is raised."""
+
+
+class VulkanDeviceLostError(VulkanDeviceError):
+    """The Vulkan device was lost (VK_ERROR_DEVICE_LOST), or a submit did not finish within the fence timeout
+    ($VKINFER_FENCE_TIMEOUT_S): the device runs nothing more; sessions created afterwards open it afresh."""
+
+
+class VulkanOutOfMemoryError(VulkanDeviceError):
+    """A Vulkan call ran out of device or host memory (VK_ERROR_OUT_OF_DEVICE_MEMORY / _HOST_MEMORY)."""

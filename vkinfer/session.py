@@ -35,7 +35,7 @@ from .compiler.native import NativePlan
 from .compiler.plan import HOST, CpuBackend, Plan, VulkanBackend
 from .cpu import threads_for_run
 from .dispatch.placement import OBJECTIVES
-from .errors import HostNodeWarning, PlacementError, VulkanUnavailableError
+from .errors import HostNodeWarning, PlacementError, VulkanDeviceError, VulkanUnavailableError
 from .model.graph import Graph, TensorInfo
 from .model.onnx_import import import_onnx
 from .model.op_table import OPS
@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 MAX_PLANS = 32  # compiled plans a session keeps (input signatures; the oldest goes first)
 
 
+
+
+_FAULT_LOCK = threading.Lock()  # a device="auto" session's switch to the CPU after a Vulkan fault
 
 
 class Compiled(NamedTuple):
@@ -110,6 +113,8 @@ class InferenceSession:
     (recognised by its "TFL3" file identifier; see vkinfer.model.tflite_import). device: "vulkan",
     "vulkan:<which>", "cpu", "cpu:<variant>", "reference" or "auto" (module docstring).
     """
+
+    _vk_fault: str | None = None  # device="auto": why its Vulkan device was dropped (`_cpu_after_fault`)
 
     def __init__(self, model: str | os.PathLike | bytes, device: str = "auto",
                  placement: dict[str, str] | None = None, threads: int | None = None, objective: str = "median",
@@ -210,6 +215,9 @@ class InferenceSession:
                 raise
             except (ValueError, TypeError):
                 pass  # zeros are not valid for some input (a scale, say): compile on the first run instead
+            except VulkanDeviceError as e:  # device="auto": the CPU's plan from the first run (one warning)
+                if not self._cpu_after_fault(e):
+                    raise
 
     def _check_placement(self, placement: dict[str, str] | None) -> dict[str, str]:
         if placement is None:
@@ -392,6 +400,38 @@ class InferenceSession:
         Concurrent `run` calls on one stateful session are serialised by a lock (each sees the state the previous
         one left, in the order they take the lock); stateless sessions run concurrently as described in
         `__init__`."""
+        try:
+            return self._run(output_names, input_feed, run_options)
+        except VulkanDeviceError as e:  # device lost or out of memory: device="auto" reruns on the CPU
+            if not self._cpu_after_fault(e):
+                raise
+        return self._run(output_names, input_feed, run_options)
+
+    def _cpu_after_fault(self, e: VulkanDeviceError) -> bool:
+        """device="auto" after a Vulkan device was lost or ran out of memory: warn (once), drop every plan and
+        every Vulkan placement, and run on the CPU for the rest of the session (the failed run is rerun by the
+        caller); True. Any other device: False (the caller raises `e`)."""
+        if self.device != "auto":
+            return False
+        with _FAULT_LOCK:
+            if self._vk_fault is not None:  # another thread's run switched already
+                return True
+            self._vk_fault = str(e)
+            with self._state_lock:  # a streaming model's state: from the runner's memory (a failed run left it)
+                self._pull_state()
+                self._stateful = None
+            self._native = self._native_failed = None
+            self._fast, self._latest, self._dispatcher = None, None, None
+            self._plans.clear()  # their Vulkan objects go with the last reference
+            self.auto_devices = ["cpu"]
+            self._given = {k: v for k, v in self._given.items() if not v.startswith("vulkan")}
+            self._backends = {k: v for k, v in self._backends.items() if not k.startswith("vulkan")}
+        warnings.warn(f'device="auto": {e}; this session runs on the CPU from now on', RuntimeWarning, stacklevel=3)
+        return True
+
+    def _run(self, output_names: list[str] | None, input_feed: dict[str, np.ndarray],
+             run_options=None) -> list[np.ndarray]:
+        """`run` on the session's plans (a Vulkan device's failure raised)."""
         native = self._native
         if native is not None and run_options is None and (output_names is None or output_names == self._outs):
             out = native(input_feed)  # None: a feed the general path must check (and name what is wrong)

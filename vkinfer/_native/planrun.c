@@ -571,6 +571,24 @@ fail:
 #define RESTORE_ERROR(e) PyErr_Restore(e##_t, e##_v, e##_tb)
 #endif
 
+/* A Vulkan step's failure as Python's error: vk_api.h's run() codes -2 (device lost) and -3 (out of memory) as
+ * vkinfer.errors' classes, so that device="auto" can rerun on the CPU; anything else a RuntimeError. */
+static void set_vk_error(int code, const char* msg)
+{
+    const char* name = code == -2 ? "VulkanDeviceLostError" : code == -3 ? "VulkanOutOfMemoryError" : NULL;
+    PyObject* cls = NULL;
+    if (name) {
+        PyObject* mod = PyImport_ImportModule("vkinfer.errors");
+        if (mod) {
+            cls = PyObject_GetAttrString(mod, name);
+            Py_DECREF(mod);
+        }
+        if (!cls) PyErr_Clear();
+    }
+    PyErr_SetString(cls ? cls : PyExc_RuntimeError, msg);
+    Py_XDECREF(cls);
+}
+
 /* The steps over slot addresses `ptr` (every slot's), with the GIL held on entry and exit: the locks, the mutex
  * and the steps without the GIL. Returns the first failing CPU graph's status or 0; -1 with an exception set. */
 static int execute(Runner* self, void** ptr, int timed, uint64_t* ns, signed char* has_ns)
@@ -607,7 +625,7 @@ static int execute(Runner* self, void** ptr, int timed, uint64_t* ns, signed cha
             for (Py_ssize_t j = 0; j < st->n_packs; j++) vk->pack(st->packs[j].mv, ptr[st->packs[j].slot]);
             const int r = vk->run(st->seq, timed, &ns[v], err, sizeof err);
             if (r < 0) {
-                failed = 1;
+                failed = r;
                 break;
             }
             has_ns[v++] = (signed char)r;
@@ -619,7 +637,7 @@ static int execute(Runner* self, void** ptr, int timed, uint64_t* ns, signed cha
         if (self->mutex) PyThread_release_lock(self->mutex);
         Py_END_ALLOW_THREADS
         if (failed) {
-            PyErr_SetString(PyExc_RuntimeError, err);
+            set_vk_error(failed, err);
             status = -1;
         }
     }

@@ -39,7 +39,8 @@ typedef struct vki_vk_api {
     /* GIL. The native sequence of a _vkcore.Sequence (valid while that object lives). */
     vki_vk_seq* (*sequence)(PyObject* seq);
     /* Submit the sequence once and wait for it (the caller holds its device's lock). Returns 1 with the device
-     * time in *ns (`timed` and the queue has timestamps), 0 without, -1 on failure with the message in err. */
+     * time in *ns (`timed` and the queue has timestamps), 0 without, -1 on failure with the message in err: -2
+     * when the device is lost (or the wait timed out), -3 when out of device or host memory. */
     int (*run)(vki_vk_seq* s, int timed, uint64_t* ns, char* err, size_t errlen);
 } vki_vk_api;
 

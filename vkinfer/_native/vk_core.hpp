@@ -6,6 +6,7 @@
 //   vk_sequences.cpp  recorded command sequences: one submit per run
 //   vk_device.cpp     the logical device: queue, memory kind, layouts, the pipeline cache
 //   vk_module.cpp     the pybind11 binding, and the C table (vk_api.h) the plan runner _planrun calls
+//   vk_faults.cpp     device loss and out-of-memory: their errors, the fault-injection test hook, live counts
 //
 // Why our own pipelines and command buffers rather than Kompute's kp::Algorithm and kp::Sequence: see
 // vk_pipelines.cpp and vk_sequences.cpp. Why not kp's own Python binding: it has no memory barrier op
@@ -40,6 +41,41 @@
 namespace vki {
 
 namespace py = pybind11;
+
+// --- vk_faults.cpp --------------------------------------------------------------------------------------------
+
+// A Vulkan call failed in a way a session must survive: the device lost (or a fence wait past its timeout,
+// taken as lost), or out of device or host memory. Python sees vkinfer.errors.VulkanDeviceLostError or
+// VulkanOutOfMemoryError (vk_module.cpp's translator; the plan runner's table returns -2 / -3).
+struct VkFault : std::runtime_error {
+    vk::Result result;
+    VkFault(vk::Result r, const std::string& what);
+    bool lost() const;
+};
+
+// The hooked calls (vkinfer._vk.set_fault's points, in this order: alloc, submit, wait, pipeline).
+enum FaultPoint { FAULT_ALLOC, FAULT_SUBMIT, FAULT_WAIT, FAULT_PIPELINE, FAULT_POINTS };
+// Objects alive now (vkinfer._vk.live_objects): the leak tests count them.
+enum LiveKind { LIVE_DEVICES, LIVE_BUFFERS, LIVE_PROGRAMS, LIVE_PIPELINES, LIVE_SEQUENCES, LIVE_KINDS };
+
+bool is_fault(vk::Result r); // device lost, out of device/host memory, timeout
+// Throw VkFault for a fault result of `call` (marking `*lost` for a loss), else a runtime_error.
+[[noreturn]] void fail(vk::Result r, const std::string& call, std::atomic<bool>* lost);
+[[noreturn]] void fail_system(const vk::SystemError& e, const std::string& call, std::atomic<bool>* lost);
+void check_lost(const std::atomic<bool>* lost); // throws VkFault once the device is lost
+vk::Result injected(FaultPoint p);              // the armed fault of this call, else eSuccess
+uint64_t fence_timeout_ns();
+void live_add(LiveKind k, int64_t d);
+template <LiveKind K> struct Live { // a member that counts its owner
+    Live() { live_add(K, 1); }
+    Live(const Live&) { live_add(K, 1); }
+    Live& operator=(const Live&) = default;
+    ~Live() { live_add(K, -1); }
+};
+void set_fault(const std::string& point, const std::string& result, uint64_t after, uint64_t times);
+void clear_faults();
+void set_fence_timeout(double seconds);
+py::dict live_objects();
 
 // --- vk_instance.cpp ------------------------------------------------------------------------------------------
 
@@ -158,6 +194,7 @@ struct ProgramCore {
     std::vector<std::shared_ptr<kp::Tensor>> tensors; // the buffers live as long as the program
     std::vector<uint32_t> push;
     std::array<uint32_t, 3> groups{};
+    Live<LIVE_PROGRAMS> live;
 
     ~ProgramCore();
     void record(const vk::CommandBuffer& cb) const;
@@ -179,6 +216,7 @@ struct SeqOp {
 
 struct Sequence {
     std::shared_ptr<vk::Device> dev;
+    std::shared_ptr<std::atomic<bool>> lost; // the device's: set by a loss seen anywhere on it
     vk::Queue queue;
     vk::CommandPool pool;
     vk::CommandBuffer cbs[2]; // [0] plain, [1] with timestamps; each recorded on its first use
@@ -190,9 +228,13 @@ struct Sequence {
     std::vector<SeqOp> ops;
     bool recorded = false;
     bool commands = false; // anything but global barriers recorded
+    bool in_flight = false; // submitted, and no wait has seen it finish (a failed or timed-out wait)
+    Live<LIVE_SEQUENCES> live;
 
-    Sequence(std::shared_ptr<vk::Device> d, vk::Queue q, uint32_t family, uint32_t ts_bits, float period);
+    Sequence(std::shared_ptr<vk::Device> d, std::shared_ptr<std::atomic<bool>> lost, vk::Queue q, uint32_t family,
+             uint32_t ts_bits, float period);
     ~Sequence();
+    void destroy(); // every Vulkan object it made (after its work ends)
     Sequence(const Sequence&) = delete;
     Sequence& operator=(const Sequence&) = delete;
 
@@ -221,6 +263,10 @@ struct Device {
     vk::PipelineCache pcache;
     size_t pcache_initial = 0;
     std::unique_ptr<Workers> workers;
+    // Set once a call on this device returns VK_ERROR_DEVICE_LOST (or a fence wait times out): every later
+    // submit, buffer and program is refused at once (Vulkan's loss is permanent); vkinfer._vk then opens anew.
+    std::shared_ptr<std::atomic<bool>> lost = std::make_shared<std::atomic<bool>>(false);
+    Live<LIVE_DEVICES> live;
 
     std::mutex m; // guards the maps below (program() may run without the GIL in future callers)
     std::map<std::pair<uint32_t, uint32_t>, std::pair<vk::DescriptorSetLayout, vk::PipelineLayout>> layouts;
@@ -233,7 +279,11 @@ struct Device {
     ~Device();
     bool detect_unified();
     Buffer buffer(size_t nbytes, const std::string& kind);
-    Sequence* sequence() { return new Sequence(dev, queue, family, ts_bits, ts_period); }
+    Sequence* sequence()
+    {
+        check_lost(lost.get());
+        return new Sequence(dev, lost, queue, family, ts_bits, ts_period);
+    }
     void wait_pipelines();
     py::bytes pipeline_cache_data();
     py::dict stats();

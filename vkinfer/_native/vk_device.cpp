@@ -28,7 +28,11 @@ Device::Device(std::shared_ptr<Instance> in, uint32_t index, py::bytes cache_dat
     float prio = 1.0f;
     vk::DeviceQueueCreateInfo qci(vk::DeviceQueueCreateFlags(), family, 1, &prio);
     vk::DeviceCreateInfo dci(vk::DeviceCreateFlags(), 1, &qci);
-    dev = std::make_shared<vk::Device>(pd->createDevice(dci));
+    try {
+        dev = std::make_shared<vk::Device>(pd->createDevice(dci));
+    } catch (const vk::SystemError& e) {
+        fail_system(e, "vkCreateDevice", nullptr);
+    }
     queue = dev->getQueue(family, 0);
     unified = detect_unified();
 
@@ -50,7 +54,7 @@ Device::~Device()
     if (!dev) return;
     workers->shutdown(); // finishes queued pipeline creations before their device goes
     kernels.clear();
-    dev->waitIdle();
+    (void)vkDeviceWaitIdle(static_cast<VkDevice>(*dev)); // VK_ERROR_DEVICE_LOST here must not throw
     for (auto& [k, v] : layouts) {
         dev->destroyPipelineLayout(v.second);
         dev->destroyDescriptorSetLayout(v.first);
@@ -94,10 +98,23 @@ Buffer Device::buffer(size_t nbytes, const std::string& kind)
     if (nbytes == 0) nbytes = 4;
     size_t words = (nbytes + 3) / 4;
     if (words > 0x3fffffffu) throw std::invalid_argument("buffer too large");
+    check_lost(lost.get());
+    const std::string call = "vkAllocateMemory (a buffer of " + std::to_string(words * 4) + " bytes)";
+    if (vk::Result r = injected(FAULT_ALLOC); r != vk::Result::eSuccess) fail(r, call, lost.get());
     bool mapped = tt != kp::Tensor::TensorTypes::eStorage;
     std::vector<uint32_t> zeros(mapped ? words : 1, 0u); // Kompute copies initial data into mapped memory
-    auto t = std::make_shared<kp::Tensor>(pd, dev, zeros.data(), (uint32_t)words, 4,
-                                          kp::Tensor::TensorDataTypes::eUnsignedInt, tt);
+    std::shared_ptr<kp::Tensor> t;
+    try {
+        t = std::shared_ptr<kp::Tensor>(new kp::Tensor(pd, dev, zeros.data(), (uint32_t)words, 4,
+                                                       kp::Tensor::TensorDataTypes::eUnsignedInt, tt),
+                                         [](kp::Tensor* p) {
+                                             delete p;
+                                             live_add(LIVE_BUFFERS, -1);
+                                         });
+    } catch (const vk::SystemError& e) {
+        fail_system(e, call, lost.get());
+    }
+    live_add(LIVE_BUFFERS, 1);
     return Buffer{ t, words * 4 };
 }
 

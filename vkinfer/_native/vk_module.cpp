@@ -7,10 +7,35 @@
 
 namespace vki {
 
+namespace {
+
+// vkinfer.errors' class for a fault (imported on the first fault: that module is loaded before this one).
+void set_fault_error(const VkFault& e)
+{
+    try {
+        auto errors = py::module_::import("vkinfer.errors");
+        py::object cls = errors.attr(e.lost() ? "VulkanDeviceLostError" : "VulkanOutOfMemoryError");
+        PyErr_SetString(cls.ptr(), e.what());
+    } catch (py::error_already_set&) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_RuntimeError, e.what());
+    }
+}
+
+} // namespace
+
 void set_python_error()
 {
     try {
         throw;
+    } catch (const VkFault& e) {
+        set_fault_error(e);
+    } catch (const vk::SystemError& e) { // one not caught where it arose: a fault is still a fault
+        vk::Result r = static_cast<vk::Result>(e.code().value());
+        if (is_fault(r))
+            set_fault_error(VkFault(r, std::string("Vulkan: ") + e.what()));
+        else
+            PyErr_SetString(PyExc_RuntimeError, e.what());
     } catch (py::error_already_set& e) {
         e.restore();
     } catch (const py::cast_error& e) {
@@ -50,6 +75,26 @@ PYBIND11_MODULE(_vkcore, m)
     m.def("set_packed_form", &set_packed_form, py::arg("table"),
           "The packed form's parameters (vkinfer.layout.packed_form()): the packers refuse to run before this");
     m.attr("_C_API") = py::capsule(const_cast<vki_vk_api*>(&g_api), VKI_VK_API_CAPSULE);
+    // Device loss and out-of-memory (VkFault, or vulkan.hpp's own exception for such a result) raise
+    // vkinfer.errors.VulkanDeviceLostError / VulkanOutOfMemoryError; everything else as before.
+    py::register_exception_translator([](std::exception_ptr p) {
+        try {
+            if (p) std::rethrow_exception(p);
+        } catch (const VkFault&) {
+            set_python_error();
+        } catch (const vk::SystemError& e) {
+            if (!is_fault(static_cast<vk::Result>(e.code().value()))) throw;
+            set_python_error();
+        }
+    });
+    m.def("set_fault", &set_fault, py::arg("point"), py::arg("result"), py::arg("after") = 0, py::arg("times") = 1,
+          "Test hook: the calls of `point` (alloc, submit, wait, pipeline) after the first `after` return `result` "
+          "(VK_ERROR_DEVICE_LOST, VK_ERROR_OUT_OF_DEVICE_MEMORY, VK_ERROR_OUT_OF_HOST_MEMORY; VK_TIMEOUT at wait), "
+          "`times` times (0: every later call)");
+    m.def("clear_faults", &clear_faults, "Disarm every injected fault");
+    m.def("set_fence_timeout", &set_fence_timeout, py::arg("seconds"),
+          "The longest a submit is waited for before its device is taken as lost");
+    m.def("live_objects", &live_objects, "Counts of the native objects alive now, by kind");
     py::class_<Instance, std::shared_ptr<Instance>>(m, "Instance")
       .def(py::init<>())
       .def("devices", &Instance::devices)
@@ -90,6 +135,7 @@ PYBIND11_MODULE(_vkcore, m)
            py::arg("index"), py::arg("pipeline_cache") = py::bytes(), py::arg("threads") = 0,
            py::keep_alive<1, 2>())
       .def_readonly("unified_memory", &Device::unified)
+      .def_property_readonly("lost", [](const Device& d) { return d.lost->load(); })
       .def_property_readonly("timestamp_valid_bits", [](const Device& d) { return d.ts_bits; })
       .def("buffer", &Device::buffer, py::keep_alive<0, 1>())
       .def("program", &Device::program, py::keep_alive<0, 1>())

@@ -81,7 +81,10 @@ Kernel::~Kernel()
     if (!pipe.valid()) return;
     try {
         vk::Pipeline p = pipe.get();
-        if (p) dev->destroyPipeline(p);
+        if (p) {
+            dev->destroyPipeline(p);
+            live_add(LIVE_PIPELINES, -1);
+        }
     } catch (...) {
     }
 }
@@ -137,8 +140,16 @@ std::shared_ptr<Kernel> Device::kernel_for(const std::string& spirv, const std::
     auto it = kernels.find(key);
     if (it != kernels.end())
         if (auto k = it->second.lock()) {
-            reused++;
-            return k;
+            bool failed = false; // a creation that failed (out of memory, say) is tried again, not shared
+            if (k->pipe.wait_for(std::chrono::seconds(0)) == std::future_status::ready) try {
+                    k->pipe.get();
+                } catch (...) {
+                    failed = true;
+                }
+            if (!failed) {
+                reused++;
+                return k;
+            }
         }
     if (++kernel_inserts % 256 == 0) // forget kernels whose programs are all gone
         for (auto i = kernels.begin(); i != kernels.end();) i = i->second.expired() ? kernels.erase(i) : std::next(i);
@@ -154,10 +165,13 @@ std::shared_ptr<Kernel> Device::kernel_for(const std::string& spirv, const std::
     vk::PipelineCache cache = pcache;
     auto* n_created = &created;
     auto* n_ns = &create_ns;
-    workers->submit([d, cache, layout, code, spec, prom, n_created, n_ns] {
+    auto lost_flag = lost;
+    workers->submit([d, cache, layout, code, spec, prom, n_created, n_ns, lost_flag] {
         auto t0 = std::chrono::steady_clock::now();
         vk::ShaderModule mod;
         try {
+            if (vk::Result r = injected(FAULT_PIPELINE); r != vk::Result::eSuccess)
+                fail(r, "vkCreateComputePipelines", lost_flag.get()); // the test hook (vk_faults.cpp)
             mod = d->createShaderModule(
               vk::ShaderModuleCreateInfo(vk::ShaderModuleCreateFlags(), code->size() * 4, code->data()));
             std::vector<vk::SpecializationMapEntry> entries;
@@ -170,11 +184,19 @@ std::shared_ptr<Kernel> Device::kernel_for(const std::string& spirv, const std::
             vk::Result r = d->createComputePipelines(cache, 1, &ci, nullptr, &p);
             d->destroyShaderModule(mod);
             mod = nullptr;
-            if (r != vk::Result::eSuccess) throw std::runtime_error("vkCreateComputePipelines: " + vk::to_string(r));
+            if (r != vk::Result::eSuccess) fail(r, "vkCreateComputePipelines", lost_flag.get());
+            live_add(LIVE_PIPELINES, 1);
             n_created->fetch_add(1);
             n_ns->fetch_add((uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(
                               std::chrono::steady_clock::now() - t0).count());
             prom->set_value(p);
+        } catch (const vk::SystemError& e) { // vkCreateShaderModule out of memory
+            if (mod) d->destroyShaderModule(mod);
+            try {
+                fail_system(e, "vkCreateShaderModule", lost_flag.get());
+            } catch (...) {
+                prom->set_exception(std::current_exception());
+            }
         } catch (...) {
             if (mod) d->destroyShaderModule(mod);
             prom->set_exception(std::current_exception());
@@ -189,6 +211,7 @@ Program Device::program(py::bytes spirv, const std::vector<Buffer*>& bufs, std::
     std::string s = spirv;
     if (s.size() % 4 != 0 || s.empty()) throw std::invalid_argument("SPIR-V size is not a multiple of 4");
     if (bufs.empty()) throw std::invalid_argument("a program needs at least one buffer");
+    check_lost(lost.get());
     auto pc = std::make_shared<ProgramCore>();
     pc->dev = dev;
     // Shaders without push constants get one ignored word, so every layout has a push range (as with
@@ -198,18 +221,24 @@ Program Device::program(py::bytes spirv, const std::vector<Buffer*>& bufs, std::
     for (auto* b : bufs) pc->tensors.push_back(b->t);
     uint32_t nbind = (uint32_t)bufs.size(), push_bytes = (uint32_t)(4 * pc->push.size());
     std::lock_guard<std::mutex> lk(m);
-    auto [dsl, pl] = layout_for(nbind, push_bytes);
-    pc->layout = pl;
-    vk::DescriptorPoolSize ps(vk::DescriptorType::eStorageBuffer, nbind);
-    pc->pool = dev->createDescriptorPool(vk::DescriptorPoolCreateInfo(vk::DescriptorPoolCreateFlags(), 1, 1, &ps));
-    pc->set = dev->allocateDescriptorSets(vk::DescriptorSetAllocateInfo(pc->pool, 1, &dsl))[0];
+    vk::DescriptorSetLayout dsl;
+    try { // out of memory here is a session's error like any other allocation's (pc's destructor frees the pool)
+        auto [l, pl] = layout_for(nbind, push_bytes);
+        dsl = l;
+        pc->layout = pl;
+        vk::DescriptorPoolSize ps(vk::DescriptorType::eStorageBuffer, nbind);
+        pc->pool = dev->createDescriptorPool(vk::DescriptorPoolCreateInfo(vk::DescriptorPoolCreateFlags(), 1, 1, &ps));
+        pc->set = dev->allocateDescriptorSets(vk::DescriptorSetAllocateInfo(pc->pool, 1, &dsl))[0];
+    } catch (const vk::SystemError& e) {
+        fail_system(e, "creating a descriptor set", lost.get());
+    }
     std::vector<vk::DescriptorBufferInfo> infos;
     for (auto* b : bufs) infos.push_back(b->t->constructDescriptorBufferInfo());
     std::vector<vk::WriteDescriptorSet> writes;
     for (uint32_t i = 0; i < nbind; i++)
         writes.emplace_back(pc->set, i, 0, 1, vk::DescriptorType::eStorageBuffer, nullptr, &infos[i]);
     dev->updateDescriptorSets(writes, nullptr);
-    pc->kernel = kernel_for(s, spec, pl, nbind, push_bytes);
+    pc->kernel = kernel_for(s, spec, pc->layout, nbind, push_bytes);
     return Program{ pc };
 }
 

@@ -41,28 +41,44 @@ void host_read_barrier(const vk::CommandBuffer& cb)
 
 } // namespace
 
-Sequence::Sequence(std::shared_ptr<vk::Device> d, vk::Queue q, uint32_t family, uint32_t ts_bits, float period)
-  : dev(std::move(d)), queue(q)
+Sequence::Sequence(std::shared_ptr<vk::Device> d, std::shared_ptr<std::atomic<bool>> lost_, vk::Queue q,
+                   uint32_t family, uint32_t ts_bits, float period)
+  : dev(std::move(d)), lost(std::move(lost_)), queue(q)
 {
-    pool = dev->createCommandPool(vk::CommandPoolCreateInfo(vk::CommandPoolCreateFlags(), family));
-    auto cb = dev->allocateCommandBuffers(vk::CommandBufferAllocateInfo(pool, vk::CommandBufferLevel::ePrimary, 2));
-    cbs[0] = cb[0];
-    cbs[1] = cb[1];
-    fence = dev->createFence(vk::FenceCreateInfo());
-    if (ts_bits > 0) {
-        queries = dev->createQueryPool(vk::QueryPoolCreateInfo(vk::QueryPoolCreateFlags(), vk::QueryType::eTimestamp, 2));
-        period_ns = period;
-        ts_mask = ts_bits >= 64 ? ~0ull : ((1ull << ts_bits) - 1);
+    try {
+        pool = dev->createCommandPool(vk::CommandPoolCreateInfo(vk::CommandPoolCreateFlags(), family));
+        auto cb = dev->allocateCommandBuffers(vk::CommandBufferAllocateInfo(pool, vk::CommandBufferLevel::ePrimary, 2));
+        cbs[0] = cb[0];
+        cbs[1] = cb[1];
+        fence = dev->createFence(vk::FenceCreateInfo());
+        if (ts_bits > 0) {
+            queries = dev->createQueryPool(
+              vk::QueryPoolCreateInfo(vk::QueryPoolCreateFlags(), vk::QueryType::eTimestamp, 2));
+            period_ns = period;
+            ts_mask = ts_bits >= 64 ? ~0ull : ((1ull << ts_bits) - 1);
+        }
+    } catch (const vk::SystemError& e) { // out of memory: release what was made (no destructor runs)
+        destroy();
+        fail_system(e, "creating a command sequence", lost.get());
     }
 }
 
-Sequence::~Sequence()
+void Sequence::destroy()
 {
+    if (in_flight && fence) // a wait that failed or timed out: let the work end before its objects go
+        (void)dev->waitForFences(1, &fence, VK_TRUE, fence_timeout_ns());
     if (queries) dev->destroyQueryPool(queries);
-    dev->destroyFence(fence);
-    dev->freeCommandBuffers(pool, 2, cbs); // implied by destroying the pool; explicit for clarity
-    dev->destroyCommandPool(pool);
+    if (fence) dev->destroyFence(fence);
+    if (pool) {
+        if (cbs[0]) dev->freeCommandBuffers(pool, 2, cbs); // implied by destroying the pool; explicit for clarity
+        dev->destroyCommandPool(pool);
+    }
+    queries = nullptr;
+    fence = nullptr;
+    pool = nullptr;
 }
+
+Sequence::~Sequence() { destroy(); }
 
 void Sequence::add(SeqOp op)
 {
@@ -130,6 +146,7 @@ void Sequence::record(const vk::CommandBuffer& cb, bool timed)
 
 std::optional<uint64_t> Sequence::run_nogil(bool timed)
 {
+    check_lost(lost.get());
     if (!commands) {
         // Only global barriers (e.g. an upload of direct memory followed by a barrier): every earlier
         // submit was waited for, and every sequence starts with its own barrier, so there is nothing
@@ -143,23 +160,36 @@ std::optional<uint64_t> Sequence::run_nogil(bool timed)
     if (!recorded_cb[use_ts]) {
         try {
             record(cbs[use_ts], use_ts); // waits here for pipelines still being created
-        } catch (...) {
-            dev->resetCommandPool(pool); // both buffers back to the initial state: a later run retries
+        } catch (const vk::SystemError& e) { // vkBeginCommandBuffer / vkEndCommandBuffer out of memory
+            (void)vkResetCommandPool(static_cast<VkDevice>(*dev), static_cast<VkCommandPool>(pool), 0);
+            recorded_cb[0] = recorded_cb[1] = false;
+            fail_system(e, "recording the command buffer", lost.get());
+        } catch (...) { // both buffers back to the initial state: a later run retries
+            (void)vkResetCommandPool(static_cast<VkDevice>(*dev), static_cast<VkCommandPool>(pool), 0);
             recorded_cb[0] = recorded_cb[1] = false;
             throw;
         }
         recorded_cb[use_ts] = true;
     }
     vk::SubmitInfo si(0, nullptr, nullptr, 1, &cbs[use_ts]);
-    if (queue.submit(1, &si, fence) != vk::Result::eSuccess) throw std::runtime_error("vkQueueSubmit failed");
-    vk::Result r = dev->waitForFences(1, &fence, VK_TRUE, UINT64_MAX);
-    if (r != vk::Result::eSuccess) throw std::runtime_error("vkWaitForFences: " + vk::to_string(r));
-    if (dev->resetFences(1, &fence) != vk::Result::eSuccess) throw std::runtime_error("vkResetFences failed");
+    vk::Result r = injected(FAULT_SUBMIT); // the test hook (vk_faults.cpp): an injected fault submits nothing
+    if (r == vk::Result::eSuccess) r = queue.submit(1, &si, fence);
+    if (r != vk::Result::eSuccess) fail(r, "vkQueueSubmit", lost.get());
+    in_flight = true;
+    // Never an unbounded wait: a device that does not finish within the timeout is taken as lost (a hang).
+    r = dev->waitForFences(1, &fence, VK_TRUE, fence_timeout_ns());
+    if (r == vk::Result::eSuccess) {
+        in_flight = false;
+        r = dev->resetFences(1, &fence);
+        if (r != vk::Result::eSuccess) fail(r, "vkResetFences", lost.get());
+    }
+    if (vk::Result inj = injected(FAULT_WAIT); inj != vk::Result::eSuccess) r = inj; // after the real wait
+    if (r != vk::Result::eSuccess) fail(r, "vkWaitForFences", lost.get());
     if (!use_ts) return std::nullopt;
     uint64_t ts[2] = { 0, 0 };
     r = dev->getQueryPoolResults(queries, 0, 2, sizeof ts, ts, sizeof(uint64_t),
                                  vk::QueryResultFlagBits::e64 | vk::QueryResultFlagBits::eWait);
-    if (r != vk::Result::eSuccess) throw std::runtime_error("vkGetQueryPoolResults: " + vk::to_string(r));
+    if (r != vk::Result::eSuccess) fail(r, "vkGetQueryPoolResults", lost.get());
     uint64_t ticks = (ts[1] - ts[0]) & ts_mask;
     return (uint64_t)((double)ticks * period_ns + 0.5);
 }
@@ -233,6 +263,9 @@ int api_run(vki_vk_seq* s, int timed, uint64_t* ns, char* err, size_t errlen)
         if (!r) return 0;
         *ns = *r;
         return 1;
+    } catch (const VkFault& e) {
+        copy_message(e.what(), err, errlen);
+        return e.lost() ? -2 : -3;
     } catch (const std::exception& e) {
         copy_message(e.what(), err, errlen);
     } catch (...) {
