@@ -21,7 +21,7 @@ APT_PKGS := mesa-vulkan-drivers libvulkan-dev glslang-tools spirv-tools vulkan-v
 APT_NORECOMMENDS := chromium-common
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup apt native cpu test demo bench lint clean gpu-check gpu-prep wheel wheel-check
+.PHONY: setup apt native cpu test demo bench lint clean gpu-check gpu-prep wheel wheel-check fuzz
 
 setup: apt $(VENV)/.installed native cpu
 
@@ -110,6 +110,21 @@ PYTEST_WORKERS ?= auto
 test: setup
 	$(VPY) -m ruff check vkinfer tests bench
 	$(VPY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile tests
+
+# Differential fuzzing (vkinfer/testing/fuzz, docs/development.md): the ONNX and TFLite importers and
+# InferenceSession.run, seeded from the zoos, every input on the reference, cpu and vulkan devices; a non-clean
+# exception, a disagreement, a hang (FUZZ_TIMEOUT s), a crash or a runaway allocation is a finding, kept under
+# build/fuzz/findings/<kind>/ (exit 1). FUZZ_RUNS executions or FUZZ_SECONDS in all, whichever ends first;
+# FUZZ_ENGINE=plain: the seeded mutation loop (tests/fuzz/test_fuzz_smoke.py runs it 45 s in `make test`).
+FUZZ_ENGINE ?= atheris
+FUZZ_TARGETS ?= all
+FUZZ_RUNS ?= 1000000
+FUZZ_SECONDS ?= 3600
+FUZZ_SEED ?= 0
+FUZZ_TIMEOUT ?= 20
+fuzz: setup
+	$(VPY) -m vkinfer.testing.fuzz --engine $(FUZZ_ENGINE) --targets $(FUZZ_TARGETS) --runs $(FUZZ_RUNS) \
+	  --seconds $(FUZZ_SECONDS) --seed $(FUZZ_SEED) --timeout $(FUZZ_TIMEOUT) --out build/fuzz
 
 demo: setup
 	$(VPY) -m vkinfer.demo

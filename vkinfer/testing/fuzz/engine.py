@@ -1,0 +1,352 @@
+"""The two engines: a plain seeded mutation loop, and atheris (libFuzzer, coverage-guided).
+
+Both run the targets in a child process watched by this one, so that a crash (a signal), a hang in native code
+or a runaway allocation is recorded as a finding instead of ending the campaign:
+
+- plain: input i of target i % len(targets) is made from `random.Random(f"{seed}:{i}")` alone (any input is
+  reproduced from the seed and its index, `--start i --runs 1`). The child announces each input and keeps its
+  bytes in out/current.*; it stops a Python-level hang itself (SIGALRM at `timeout`), the parent kills it
+  `GRACE_S` later (a hang in native code) or when its resident memory passes `rss_mb`, writes the input in flight
+  as a finding and starts a new child at the next index.
+- atheris: one child per target in turn, the seeds as the starting corpus, libFuzzer's -timeout, -rss_limit_mb,
+  -runs, -max_total_time and -seed; differential findings are written by the harness as it goes (the campaign
+  goes on), libFuzzer's own crash/timeout/oom artifacts are moved into the findings by the parent, which
+  restarts the target while time and runs are left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from .check import Finding, Hang, suffix, write_finding
+
+GRACE_S = 15  # past the per-input limit before the parent kills a child stuck in native code
+KINDS = ("nonclean", "disagree", "hang", "crash", "memory")
+
+
+def _child_env(out: Path) -> dict[str, str]:
+    """One CPU thread per run (the campaign is one process), vkinfer on the path, and the shader and pipeline
+    caches under `out` unless $VKINFER_CACHE says otherwise (thousands of mutants' shapes stay out of the user's)."""
+    env = dict(os.environ, VKINFER_CPU_THREADS="1", PYTHONUNBUFFERED="1")
+    env.setdefault("VKINFER_CACHE", str((out / "cache").resolve()))
+    root = str(Path(__file__).resolve().parents[3])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+    return env
+
+
+# ---------------------------------------------------------------------------------------------------- plain
+
+def plain_worker(target_names: str, seed: int, start: int, stop: int, deadline: float, out: Path,
+                 timeout: float, devices, skip: frozenset[int] = frozenset()) -> None:
+    """The child: inputs start..stop-1 until `deadline` (epoch seconds); protocol on stdout, one line each: "S i"
+    (started), "E i" (ended), "F i <json>" (a finding, written under out/findings), "DONE"."""
+    import warnings
+
+    from .targets import targets
+
+    warnings.simplefilter("ignore")
+    ts = targets(target_names, devices)
+    findings = out / "findings"
+    cur = out / "current"
+
+    def alarm(signum, frame):
+        raise Hang(f"input ran past {timeout} s")
+
+    signal.signal(signal.SIGALRM, alarm)
+    for i in range(start, stop):
+        if time.time() > deadline:
+            break
+        if i in skip:
+            continue
+        t = ts[i % len(ts)]
+        what, data = t.make(random.Random(f"{seed}:{i}"))
+        cur.with_suffix(".bin").write_bytes(data)
+        cur.with_suffix(".json").write_text(json.dumps({"target": t.name, "index": i, "seed": seed, "what": what}))
+        print(f"S {i}", flush=True)
+        ran = (data, None, None, "")
+        t0 = time.perf_counter()
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+        try:
+            finding, ran = t.execute(data)
+        except Hang as e:
+            finding = Finding("hang", str(e), "hang (Python)")
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        if finding is not None:
+            blob, feed, names, how = ran
+            finding.meta.update(engine="plain", seed=seed, index=i, what=f"{what} {how}".strip())
+            write_finding(findings, t.name, finding, blob, feed, names)
+            print(f"F {i} {json.dumps({'target': t.name, 'kind': finding.kind, 'signature': finding.signature})}",
+                  flush=True)
+            if finding.kind == "hang":  # interrupted mid-run: start afresh
+                sys.exit(3)
+        print(f"E {i} {time.perf_counter() - t0:.3f}", flush=True)
+    print("DONE", flush=True)
+
+
+def _expand(target_names: str) -> str:
+    names = target_names.split(",")
+    return "onnx,tflite,run" if "all" in names else ",".join(names)
+
+
+def _rss_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def _record_in_flight(out: Path, kind: str, detail: str) -> dict:
+    """The child's input in flight as a finding of `kind` (the parent's view: a crash, a native hang, memory)."""
+    cur = out / "current"
+    meta = json.loads(cur.with_suffix(".json").read_text())
+    data = cur.with_suffix(".bin").read_bytes()
+    target = meta["target"]
+    blob, feed, names = data, None, None
+    if target == "run":  # keep the model and feed the decisions made
+        from .targets import RunTarget
+
+        name, feed, names, how = RunTarget(("reference",)).decode(data)  # the reference only reads the model
+        from .seeds import seeds
+
+        blob = seeds("any")[name]
+        meta["what"] = how
+    f = Finding(kind, detail, f"{kind} {target}", {"engine": "plain", **meta})
+    write_finding(out / "findings", target, f, blob, feed, names, keep=5)
+    return {"target": target, "kind": kind, "signature": f.signature}
+
+
+def plain_campaign(target_names: str, runs: int, seconds: float, seed: int, out: Path, timeout: float,
+                   rss_mb: float, devices, start: int = 0, log=sys.stderr, grace: float = GRACE_S,
+                   skip: frozenset[int] = frozenset()) -> dict:
+    """Inputs start..start+runs-1 (or until `seconds` pass; but the indices in `skip`: known findings kept as
+    regression tests) through children restarted after each crash, hang or runaway; returns the summary (also
+    written to out/summary.json)."""
+    target_names = _expand(target_names)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    deadline = t0 + seconds
+    i, stop = start, start + runs
+    executed: Counter = Counter()
+    found: list[dict] = []
+    slowest: list[tuple[float, int]] = []  # (seconds, index) of the slowest inputs that ended
+    restarts = 0
+    while i < stop and time.time() < deadline:
+        cmd = [sys.executable, "-m", "vkinfer.testing.fuzz", "_plain", "--targets", target_names, "--seed",
+               str(seed), "--start", str(i), "--stop", str(stop), "--deadline", repr(deadline), "--out", str(out),
+               "--timeout", str(timeout), "--devices", ",".join(devices), "--skip", ",".join(map(str, sorted(skip)))]
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, env=_child_env(out), text=True, start_new_session=True)
+        started: float | None = None
+        current: int | None = None
+        done = killed = False
+        buf = ""
+        while True:
+            ready, _, _ = select.select([p.stdout], [], [], 0.5)
+            if ready:
+                chunk = os.read(p.stdout.fileno(), 65536).decode()
+                if not chunk:
+                    break
+                buf += chunk
+                *lines, buf = buf.split("\n")
+                for line in lines:
+                    tag, _, rest = line.partition(" ")
+                    if tag == "S":
+                        current, started = int(rest), time.time()
+                    elif tag == "E":
+                        k, took = rest.split()
+                        executed[int(k) % len(target_names.split(","))] += 1
+                        slowest = sorted([*slowest, (float(took), int(k))], reverse=True)[:5]
+                        i, current, started = int(k) + 1, None, None
+                    elif tag == "F":
+                        found.append(json.loads(rest.partition(" ")[2]))
+                        print(f"fuzz: finding at input {rest.partition(' ')[0]}: {found[-1]}", file=log, flush=True)
+                    elif tag == "DONE":
+                        done = True
+            why = None
+            if started is not None and time.time() - started > timeout + grace:
+                why = ("hang", f"input ran past {timeout + grace:.0f} s (native code; killed)")
+            elif rss_mb and _rss_mb(p.pid) > rss_mb:
+                why = ("memory", f"resident memory past {rss_mb:.0f} MB (killed)")
+            if why:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+                killed = True
+                found.append(_record_in_flight(out, *why))
+                print(f"fuzz: {why[0]} at input {current}: {why[1]}", file=log, flush=True)
+                i = (current if current is not None else i) + 1
+                break
+            if p.poll() is not None and not ready:
+                break
+        rc = p.wait()
+        if done:
+            break
+        if killed:
+            pass
+        elif rc == 3:  # the child stopped itself after a Python-level hang (already recorded)
+            i = (current if current is not None else i) + 1
+        elif rc != 0 and current is not None:
+            sig = -rc if rc < 0 else None
+            detail = f"the process died: {signal.Signals(sig).name if sig else f'exit {rc}'}"
+            found.append(_record_in_flight(out, "crash", detail))
+            print(f"fuzz: crash at input {current}: {detail}", file=log, flush=True)
+            i = current + 1
+        elif rc != 0:
+            raise RuntimeError(f"the fuzzing child failed outside an input (exit {rc}); run it alone to see why: "
+                               + " ".join(cmd))
+        restarts += 1
+    return _summary(out, "plain", target_names, executed, found, time.time() - t0, seed, restarts, log,
+                    slowest=[{"index": k, "seconds": t} for t, k in slowest])
+
+
+def _summary(out: Path, engine: str, target_names: str, executed: Counter, found: list[dict], elapsed: float,
+             seed: int, restarts: int, log, **extra) -> dict:
+    names = target_names.split(",")
+    total = sum(executed.values())
+    summary = {"engine": engine, "seed": seed, "elapsed_s": round(elapsed, 1), "executions": total,
+               "per_target": {names[k] if isinstance(k, int) else k: v for k, v in sorted(executed.items(),
+                                                                                           key=str)},
+               "exec_per_s": round(total / max(elapsed, 1e-9), 2), "restarts": restarts,
+               "findings": len(found), "by_kind": dict(Counter(f["kind"] for f in found)),
+               "by_signature": dict(Counter(f"{f['target']} {f['signature']}" for f in found)), **extra}
+    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    print(f"fuzz: {json.dumps(summary)}", file=log, flush=True)
+    return summary
+
+
+# -------------------------------------------------------------------------------------------------- atheris
+
+def _instrument_vkinfer() -> int:
+    """atheris coverage for every loaded vkinfer function outside vkinfer.testing (vkinfer is imported before the
+    harness can wrap the import, and imports modules lazily, so this runs after a warm-up)."""
+    import gc
+    import types
+
+    import atheris
+
+    n = 0
+    for f in gc.get_objects():
+        if (isinstance(f, types.FunctionType) and (f.__module__ or "").startswith("vkinfer")
+                and not f.__module__.startswith("vkinfer.testing")):
+            try:
+                atheris.instrument_func(f)
+                n += 1
+            except Exception:  # noqa: BLE001, S112 - a function atheris cannot rewrite stays uninstrumented
+                continue
+    return n
+
+
+def atheris_worker(target_name: str, out: Path, devices, libfuzzer_args: list[str]) -> None:
+    """The child: one target under atheris.Fuzz (which does not return: libFuzzer exits the process)."""
+    import warnings
+
+    import atheris
+
+    from .targets import targets
+
+    warnings.simplefilter("ignore")
+    (t,) = targets(target_name, devices)
+    corpus = out / "corpus" / t.name
+    corpus.mkdir(parents=True, exist_ok=True)
+    for k, c in enumerate(t.corpus()):
+        p = corpus / f"seed-{k}"
+        if not p.exists():
+            p.write_bytes(c)
+        t.execute(c)  # warm-up: every lazily imported module is loaded before instrumenting
+    print(f"fuzz: instrumented {_instrument_vkinfer()} vkinfer functions", file=sys.stderr, flush=True)
+    findings = out / "findings"
+
+    def one(data: bytes) -> None:
+        finding, ran = t.execute(data)
+        if finding is not None:
+            blob, feed, names, how = ran
+            finding.meta.update(engine="atheris", what=how)
+            with open(out / "findings.log", "a") as log:  # every finding, kept or not (the parent counts them)
+                log.write(json.dumps({"target": t.name, "kind": finding.kind, "signature": finding.signature}) + "\n")
+            if write_finding(findings, t.name, finding, blob, feed, names):
+                print(f"fuzz: finding {finding.kind}: {finding.detail[:300]}", file=sys.stderr, flush=True)
+
+    mutator = getattr(t, "mutate", None)
+    max_len = max(4096, 2 * max(len(c) for c in t.corpus()))
+    args = [sys.argv[0], f"-max_len={max_len}", *libfuzzer_args, str(corpus)]
+    if mutator is not None:
+        atheris.Setup(args, one, custom_mutator=mutator)
+    else:
+        atheris.Setup(args, one)
+    atheris.Fuzz()
+
+
+def _adopt_artifacts(out: Path, target: str) -> list[dict]:
+    """libFuzzer's crash-/timeout-/oom- artifacts of `target` moved into the findings with a .json."""
+    found = []
+    art = out / "artifacts" / target
+    for p in sorted(art.glob("*-*")) if art.exists() else []:
+        kind = {"crash": "crash", "timeout": "hang", "oom": "memory", "leak": "memory"}.get(p.name.split("-")[0])
+        if kind is None:
+            continue
+        data = p.read_bytes()
+        folder = out / "findings" / kind
+        folder.mkdir(parents=True, exist_ok=True)
+        dst = folder / f"{target}-libfuzzer-{p.name.split('-', 1)[1][:10]}{suffix(data) if target != 'run' else '.bin'}"
+        p.replace(dst)
+        dst.with_suffix(".json").write_text(json.dumps({"target": target, "kind": kind, "engine": "atheris",
+                                                        "detail": f"libFuzzer {p.name.split('-')[0]}"}) + "\n")
+        found.append({"target": target, "kind": kind, "signature": f"libfuzzer {kind}"})
+    return found
+
+
+def _logged(out: Path) -> list[dict]:
+    log = out / "findings.log"
+    return [json.loads(x) for x in log.read_text().splitlines() if x.strip()] if log.exists() else []
+
+
+def atheris_campaign(target_names: str, runs: int, seconds: float, seed: int, out: Path, timeout: float,
+                     rss_mb: float, devices, log=sys.stderr) -> dict:
+    """Each target in turn for runs/len(targets) executions or seconds/len(targets) seconds."""
+    import re
+
+    target_names = _expand(target_names)
+    out.mkdir(parents=True, exist_ok=True)
+    names = target_names.split(",")
+    t0 = time.time()
+    executed: Counter = Counter()
+    found: list[dict] = []
+    restarts = 0
+    for name in names:
+        left_runs, end = runs // len(names), time.time() + seconds / len(names)
+        (out / "artifacts" / name).mkdir(parents=True, exist_ok=True)
+        while left_runs > 0 and time.time() < end - 1:
+            before = len(_logged(out))
+            args = [f"-runs={left_runs}", f"-max_total_time={max(1, int(end - time.time()))}",
+                    f"-seed={seed + restarts}", f"-timeout={int(timeout)}", f"-rss_limit_mb={int(rss_mb)}",
+                    "-print_final_stats=1",
+                    f"-artifact_prefix={out / 'artifacts' / name}/"]
+            cmd = [sys.executable, "-m", "vkinfer.testing.fuzz", "_atheris", "--targets", name, "--out", str(out),
+                   "--devices", ",".join(devices), "--", *args]
+            p = subprocess.run(cmd, capture_output=True, text=True, env=_child_env(out),
+                               timeout=end - time.time() + 120 + timeout)
+            m = re.findall(r"stat::number_of_executed_units:\s*(\d+)", p.stderr)
+            n = int(m[-1]) if m else 0
+            executed[name] += n
+            left_runs -= max(n, 1)
+            found += _logged(out)[before:]
+            adopted = _adopt_artifacts(out, name)
+            found += adopted
+            if p.returncode != 0 and not adopted and not m:
+                raise RuntimeError(f"atheris child failed (exit {p.returncode}):\n{p.stderr[-3000:]}")
+            restarts += 1
+    return _summary(out, "atheris", target_names, executed, found, time.time() - t0, seed, restarts, log)
+
+
+__all__ = ["plain_campaign", "plain_worker", "atheris_campaign", "atheris_worker", "KINDS", "GRACE_S"]
