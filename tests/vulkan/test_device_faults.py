@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -250,22 +251,35 @@ def test_session_churn_after_faults_grows_nothing(faults):
     assert grown < 24 << 20, [r >> 20 for r in rss]
 
 
-def test_every_fault_under_validation_leaves_no_object_and_no_message(tmp_path):
-    """Object tracking: a device destroyed with a buffer, pipeline, descriptor pool, command pool, fence or query
-    pool still alive, or an instance destroyed with a device alive, is a validation error."""
+def _validated(mode: str, tmp_path: Path) -> tuple[str, list[str]]:
+    """This file run as a script in `mode` under the validation layer: (its output, the validation errors)."""
     settings = tmp_path / "vk_layer_settings.txt"
     settings.write_text("khronos_validation.debug_action = VK_DBG_LAYER_ACTION_LOG_MSG\n"
                         "khronos_validation.log_filename = stdout\n")
     env = dict(os.environ, VK_INSTANCE_LAYERS="VK_LAYER_KHRONOS_validation", VK_LAYER_SETTINGS_PATH=str(settings),
                VK_LOADER_DEBUG="layer")
     env.pop("VKINFER_VK_FAULT", None)
-    r = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True, timeout=300)
+    r = subprocess.run([sys.executable, __file__, mode], env=env, capture_output=True, text=True, timeout=300)
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-3000:]
     assert "VK_LAYER_KHRONOS_validation" in r.stderr, r.stderr[-2000:]  # the loader put the layer in
+    return out, [line for line in out.splitlines() if "Validation Error" in line or "OBJ ERROR" in line]
+
+
+def test_every_fault_under_validation_leaves_no_object_and_no_message(tmp_path):
+    """Object tracking: a device destroyed with a buffer, pipeline, descriptor pool, command pool, fence or query
+    pool still alive, or an instance destroyed with a device alive, is a validation error."""
+    out, errors = _validated("faults", tmp_path)
     assert f"RESULT faults {len(CASES)}/{len(CASES)} clean 1 closed" in out, out[-3000:]
-    errors = [line for line in out.splitlines() if "Validation Error" in line or "OBJ ERROR" in line]
     assert not errors, out[:3000]
+
+
+def test_negative_control_a_leaked_fence_is_reported(tmp_path):
+    """The same layer settings catch a leak: a device destroyed with a fence still alive (plain Vulkan calls)."""
+    out, errors = _validated("leak", tmp_path)
+    assert "RESULT leaked a fence" in out, out[-3000:]
+    assert any("VUID-vkDestroyDevice-device" in line and "OBJ ERROR" in line and "VkFence" in line
+               for line in errors), out[:3000]
 
 
 def _validated_faults() -> None:
@@ -294,5 +308,41 @@ def _validated_faults() -> None:
           f"{_vk.live_objects()}", flush=True)
 
 
+def _leaked_fence() -> None:
+    """vkCreateInstance, vkCreateDevice, vkCreateFence, then vkDestroyDevice with the fence alive (through ctypes:
+    vkinfer's own objects cannot outlive their device)."""
+    import ctypes as C
+
+    vk = C.CDLL("libvulkan.so.1")
+    p, u32 = C.c_void_p, C.c_uint32
+
+    class Info(C.Structure):  # VkInstanceCreateInfo
+        _fields_ = [("sType", u32), ("pNext", p), ("flags", u32), ("app", p), ("nl", u32), ("layers", p),
+                    ("ne", u32), ("exts", p)]
+
+    class QueueInfo(C.Structure):  # VkDeviceQueueCreateInfo
+        _fields_ = [("sType", u32), ("pNext", p), ("flags", u32), ("family", u32), ("count", u32),
+                    ("prio", C.POINTER(C.c_float))]
+
+    class DeviceInfo(C.Structure):  # VkDeviceCreateInfo
+        _fields_ = [("sType", u32), ("pNext", p), ("flags", u32), ("nq", u32), ("queues", C.POINTER(QueueInfo)),
+                    ("nl", u32), ("layers", p), ("ne", u32), ("exts", p), ("features", p)]
+
+    class FenceInfo(C.Structure):  # VkFenceCreateInfo
+        _fields_ = [("sType", u32), ("pNext", p), ("flags", u32)]
+
+    inst, dev, fence, n = p(), p(), C.c_uint64(), u32(1)
+    assert vk.vkCreateInstance(C.byref(Info(1)), None, C.byref(inst)) == 0
+    pd = p()
+    assert vk.vkEnumeratePhysicalDevices(inst, C.byref(n), C.byref(pd)) in (0, 5)  # VK_INCOMPLETE: more than one
+    prio = C.c_float(1.0)
+    q = QueueInfo(2, None, 0, 0, 1, C.pointer(prio))
+    assert vk.vkCreateDevice(pd, C.byref(DeviceInfo(3, None, 0, 1, C.pointer(q))), None, C.byref(dev)) == 0
+    assert vk.vkCreateFence(dev, C.byref(FenceInfo(8)), None, C.byref(fence)) == 0
+    vk.vkDestroyDevice(dev, None)
+    vk.vkDestroyInstance(inst, None)
+    print("RESULT leaked a fence", flush=True)
+
+
 if __name__ == "__main__":
-    _validated_faults()
+    _leaked_fence() if sys.argv[1:] == ["leak"] else _validated_faults()
