@@ -168,7 +168,7 @@ def _not(node, x, memo):
     v = np.asarray(x[0])
     if v.dtype != np.bool_:
         raise TypeError(f"Not input must be bool, got {v.dtype}")
-    return [np.logical_not(v)]
+    return [np.asarray(np.logical_not(v))]
 
 
 @_op("IsNaN")
@@ -350,7 +350,7 @@ def _binary(name: str, fn, kinds: str = "fiub") -> None:
         if a.dtype.kind not in kinds:
             raise TypeError(f"{node.op} does not take {a.dtype} inputs")
         with np.errstate(all="ignore"):
-            return [fn(a, b)]
+            return [np.asarray(fn(a, b))]  # an array for 0-d operands too (numpy's ufuncs give a scalar)
     kernel.__name__ = f"_{name.lower()}"
     kernel.__doc__ = f"{name}, broadcasting, exact (one operation per element)."
     OPS.setdefault(name, kernel)
