@@ -25,6 +25,7 @@ import os
 import sys
 import threading
 import warnings
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -37,7 +38,7 @@ from .cpu import threads_for_run
 from .dispatch.placement import OBJECTIVES
 from .errors import HostNodeWarning, PlacementError, VulkanDeviceError, VulkanUnavailableError
 from .model.graph import Graph, TensorInfo
-from .model.onnx_import import import_onnx
+from .model.onnx_import import MAX_MODEL_BYTES, import_onnx, read_model_file
 from .model.op_table import OPS
 from .model.tflite_import import import_tflite, is_tflite
 from .model.value_shapes import value_inputs
@@ -46,12 +47,31 @@ if TYPE_CHECKING:
     from .dispatch.profile import Profile
 
 
-MAX_PLANS = 32  # compiled plans a session keeps (input signatures; the oldest goes first)
+MAX_PLANS = 16  # compiled plans a session keeps by default (input signatures; the least recently used goes first)
 
 
 
 
 _FAULT_LOCK = threading.Lock()  # a device="auto" session's switch to the CPU after a Vulkan fault
+
+
+def _positive(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def _import_model(model, max_model_bytes: int, external_data_dir: str | os.PathLike | None) -> Graph:
+    """The model's graph: a path is read once, as a regular file of at most `max_model_bytes` (never a FIFO or a
+    device: vkinfer.model.onnx_import.read_model_file), then imported as TFLite or ONNX."""
+    supported = {name: None for name in OPS}
+    if isinstance(model, str | os.PathLike):
+        if external_data_dir is None:  # an ONNX model's external data lies beside it
+            external_data_dir = os.path.dirname(os.path.abspath(os.fspath(model)))
+        model = read_model_file(model, max_model_bytes)
+    if is_tflite(model):
+        return import_tflite(model, supported)
+    return import_onnx(model, supported, external_data_dir, max_model_bytes)
 
 
 class Compiled(NamedTuple):
@@ -118,7 +138,8 @@ class InferenceSession:
 
     def __init__(self, model: str | os.PathLike | bytes, device: str = "auto",
                  placement: dict[str, str] | None = None, threads: int | None = None, objective: str = "median",
-                 profile: str | os.PathLike | Profile | None = None):
+                 profile: str | os.PathLike | Profile | None = None, max_plans: int = MAX_PLANS,
+                 max_model_bytes: int = MAX_MODEL_BYTES, external_data_dir: str | os.PathLike | None = None):
         """`placement`: node name -> "cpu", "cpu:<variant>", "vulkan", "vulkan:<which>" or "host", overriding
         where those nodes run (the rest follow `device`); a name or device that does not exist, or a node the
         device cannot run, raises ValueError naming the node and the reason. `threads`: CPU threads per run
@@ -132,7 +153,13 @@ class InferenceSession:
 
         `device="auto"`: `objective` is what the dispatcher minimises, "median" latency or "p90" (tail);
         `profile`: a calibration profile (a path or vkinfer.dispatch.Profile) to plan from instead of this
-        machine's cached calibration; its entries must have been measured on this machine's devices."""
+        machine's cached calibration; its entries must have been measured on this machine's devices.
+
+        `max_plans`: compiled plans kept for input signatures (symbolic shapes: one per shape fed), the least
+        recently used evicted first. `max_model_bytes`: a model path must be a regular file of at most this many
+        bytes (a FIFO or a device is refused; its external data counts too). `external_data_dir`: the folder an
+        ONNX model's external-data tensors are read from (default: the model file's folder; a model given as
+        bytes or a ModelProto has none, and such tensors are refused: stricter than ONNX Runtime)."""
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {', '.join(map(repr, OBJECTIVES))}, got {objective!r}")
         self.device = device
@@ -143,8 +170,8 @@ class InferenceSession:
         self.threads = threads
         # Resolved once: reading $VKINFER_CPU_THREADS took 1.3 us per run, twice a tiny model's compute.
         self._run_threads = threads if threads is not None else threads_for_run()
-        supported = {name: None for name in OPS}
-        self.graph: Graph = import_tflite(model, supported) if is_tflite(model) else import_onnx(model, supported)
+        self.max_plans = _positive("max_plans", max_plans)
+        self.graph: Graph = _import_model(model, _positive("max_model_bytes", max_model_bytes), external_data_dir)
         # Streaming TFLite models: resource variables carried between runs (vkinfer.model.tflite_import.StateVariable).
         self._variables = list(getattr(self.graph, "variables", ()))
         self._user_outputs = getattr(self.graph, "user_outputs", len(self.graph.outputs))
@@ -157,7 +184,8 @@ class InferenceSession:
         self._state: dict[str, np.ndarray] = {}
         self.reset_state()
         self._given = self._check_placement(placement)
-        self._plans: dict[tuple, Plan] = {}
+        self._plans: OrderedDict[tuple, Plan] = OrderedDict()  # least recently used first
+        self._plans_lock = threading.Lock()
         self._latest: Plan | None = None
         self._host_warned = False  # HostNodeWarning: once per session
         # For static shapes: the plan compiled at creation and what the common call checks against it.
@@ -266,10 +294,11 @@ class InferenceSession:
         of the declared shapes at creation)."""
         sig = (tuple((k, v.shape, v.dtype.str, v.tobytes() if k in self._value_inputs else b"")
                      for k, v in sorted(feed.items())), extra)
-        plan = self._plans.get(sig)
+        with self._plans_lock:
+            plan = self._plans.get(sig)
+            if plan is not None:
+                self._plans.move_to_end(sig)
         if plan is None:
-            if len(self._plans) >= MAX_PLANS:  # a shape fed at run time may take new values every run
-                del self._plans[next(iter(self._plans))]
             g = self.graph
             if extra:
                 g = dataclasses.replace(g, outputs=[*g.outputs, *(TensorInfo(n, None, None) for n in extra)])
@@ -280,7 +309,10 @@ class InferenceSession:
                         self._dispatcher.place if self._dispatcher else None,
                         [(v.input, v.output) for v in self._carried if v.assigned is None])
             _check_output_types(g, plan.info)
-            self._plans[sig] = plan
+            with self._plans_lock:  # a shape fed at run time may take new values every run: bounded, LRU
+                self._plans[sig] = plan
+                while len(self._plans) > self.max_plans:
+                    self._plans.popitem(last=False)  # its native memory goes with its last reference
             self._warn_host(plan)
         self._latest = plan
         return plan
@@ -433,20 +465,31 @@ class InferenceSession:
              run_options=None) -> list[np.ndarray]:
         """`run` on the session's plans (a Vulkan device's failure raised)."""
         native = self._native
-        if native is not None and run_options is None and (output_names is None or output_names == self._outs):
+        try:  # free when nothing is raised; names that are arrays make == ambiguous: the checks below name them
+            common = run_options is None and (output_names is None or output_names == self._outs)
+        except (ValueError, TypeError):
+            common = False
+        if native is not None and common:
             out = native(input_feed)  # None: a feed the general path must check (and name what is wrong)
             if type(out) is list:
                 return out
             if out is not None:  # a CPU graph's status: raise its error
                 self._native_failed(out, input_feed)
         stateful = self._stateful
-        if stateful is not None and run_options is None and (output_names is None or output_names == self._outs):
+        if stateful is not None and common:
             with self._state_lock:  # a failed run leaves the state as it was (the runner copies after success)
                 out = stateful.raw.run_feed(input_feed)
             if type(out) is list:
                 return out
             if out is not None:
                 stateful._failed(out, input_feed)
+        if not isinstance(input_feed, Mapping):  # ONNX Runtime takes a dict only (a list gave an ambiguous truth)
+            raise TypeError(f"input_feed must be a dict of input name -> array, got {type(input_feed).__name__}")
+        if output_names is not None and (not isinstance(output_names, list | tuple)
+                                         or not all(isinstance(n, str) for n in output_names)):
+            kinds = sorted({type(n).__name__ for n in output_names}) if isinstance(output_names, list | tuple) else []
+            raise TypeError(f"output_names must be None or a list of output names (str), got "
+                            f"{type(output_names).__name__}" + (f" of {', '.join(kinds)}" if kinds else ""))
         if run_options is not None and getattr(run_options, "terminate", False):
             raise RuntimeError("run refused: the RunOptions' terminate flag is set")
         if not output_names:

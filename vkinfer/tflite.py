@@ -118,8 +118,9 @@ class Interpreter:
         if model_path is not None:
             if not isinstance(model_path, str | os.PathLike):
                 raise ValueError(f"model_path must be a path, got {type(model_path).__name__}")
-            with open(os.fspath(model_path), "rb") as f:
-                blob = f.read()
+            from .model.onnx_import import read_model_file
+
+            blob = read_model_file(model_path)  # a regular file of bounded size (never a FIFO or a device)
         else:
             if not isinstance(model_content, bytes | bytearray | memoryview):
                 raise ValueError(f"model_content must be bytes, got {type(model_content).__name__}")

@@ -35,10 +35,6 @@ OPEN_LIMIT_S = 10  # a known-open hang fails (as its xfail expects) without hold
 OPEN: dict[str, str] = {
     "onnx-89662c5d-5bf6da45e9.onnx": "issue 26 item 1 (sizes before memory): a 1x8x1048576x8 QLinearConv is traced "
                                      "and run for over 20 s instead of being refused or bounded",
-    "tflite-fcce39bb-ded20bfc5c.tflite": "issue 26 item 4 (0-sized declared dims): a TFLite CONCATENATION input "
-                                         "of shape [1, 4, 4, 0] runs on the reference (an output of [1, 4, 4, 8] "
-                                         "where [1, 4, 4, 16] is declared), cpu and vulkan refuse it with "
-                                         "ValueErrors about an empty operand and a 0-workgroup dispatch",
 }
 
 

@@ -10,6 +10,7 @@ the session; all unsupported nodes are reported together, each with its name, op
 from __future__ import annotations
 
 import os
+import stat
 
 import numpy as np
 import onnx
@@ -28,33 +29,117 @@ class UnsupportedModelError(VkInferError, ValueError):
     """The model uses ops or patterns vkinfer cannot run; the message lists every offending node."""
 
 
-def _load(model: str | os.PathLike | bytes | onnx.ModelProto) -> onnx.ModelProto:
+MAX_MODEL_BYTES = 2 << 30  # a model file's (and its external data's) default size limit: 2 GiB
+
+
+def read_model_file(path: str | os.PathLike, limit: int = MAX_MODEL_BYTES, what: str = "model file",
+                    offset: int = 0, length: int | None = None) -> bytes:
+    """The bytes of the file at `path` (from `offset`, `length` of them or all the rest), read only when it is a
+    regular file and they are at most `limit` bytes: a FIFO, a device (/dev/zero) or a directory raises ValueError
+    naming the path, as does a larger read (the file is opened with O_NONBLOCK, so a FIFO without a writer does not
+    hang the open). OSError (FileNotFoundError, PermissionError) propagates."""
+    p = os.fspath(path)
+    fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
+                    else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "not a file")
+            raise ValueError(f"{what} {p!r} is {kind}, not a regular file")
+        want = st.st_size - offset if length is None else length
+        if want < 0 or offset + want > st.st_size:
+            raise ValueError(f"{what} {p!r}: {want} bytes at offset {offset} asked for, the file has {st.st_size}")
+        if want > limit:
+            raise ValueError(f"{what} {p!r}: {want} bytes to read, over the limit of {limit} bytes "
+                             f"(InferenceSession's max_model_bytes=)")
+        chunks, got = [], 0
+        while got < want:
+            chunk = os.pread(fd, want - got, offset + got)
+            if not chunk:  # the file shrank under us
+                raise ValueError(f"{what} {p!r}: read {got} bytes, expected {want}")
+            chunks.append(chunk)
+            got += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+class _ExternalData:
+    """Where a model's external-data tensors may be read from: `base` (the model file's folder, or the folder the
+    caller gave; None for a model given as bytes without one: such tensors are refused, since reading them
+    relative to the current folder would let an uploaded model read a server file into its output), at most
+    `limit` bytes in all, from regular files inside `base` only."""
+
+    def __init__(self, base: str | os.PathLike | None, limit: int):
+        self.base = None if base is None else os.path.realpath(os.fspath(base))
+        self.left = limit
+
+    def load(self, t: onnx.TensorProto, what: str) -> onnx.TensorProto:
+        """A copy of `t` with its external data read in (ValueError naming `what` when it may not be read)."""
+        info = {e.key: e.value for e in t.external_data}
+        loc = info.get("location", "")
+        if self.base is None:
+            raise ValueError(f"{what}: its data is in an external file ({loc!r}); a model given as bytes or a "
+                             f"ModelProto reads external data only from a folder given as external_data_dir= "
+                             f"(vkinfer is stricter than ONNX Runtime here)")
+        real = os.path.realpath(os.path.join(self.base, loc))
+        if not loc or os.path.isabs(loc) or os.path.commonpath([real, self.base]) != self.base:
+            raise ValueError(f"{what}: external data location {loc!r} is not a file inside {self.base!r}")
+        try:
+            offset, length = int(info.get("offset", 0)), int(info["length"]) if "length" in info else None
+        except ValueError:
+            raise ValueError(f"{what}: external data offset/length {info.get('offset')!r}/{info.get('length')!r} "
+                             f"are not integers") from None
+        if offset < 0 or (length is not None and length < 0):
+            raise ValueError(f"{what}: external data offset {offset} / length {length} is negative")
+        try:
+            data = read_model_file(real, self.left, f"{what}: external data file", offset, length)
+        except OSError as e:  # missing, unreadable: the model's fault, named like any other
+            raise ValueError(f"{what}: external data file {loc!r} cannot be read ({e.strerror or e})") from None
+        self.left -= len(data)
+        out = onnx.TensorProto()
+        out.CopyFrom(t)
+        del out.external_data[:]
+        out.data_location = onnx.TensorProto.DEFAULT
+        out.raw_data = data
+        return out
+
+
+def _load(model: str | os.PathLike | bytes | onnx.ModelProto, limit: int = MAX_MODEL_BYTES) -> onnx.ModelProto:
     if isinstance(model, onnx.ModelProto):
         return model
+    if not isinstance(model, bytes | bytearray | memoryview):
+        model = read_model_file(model, limit)
     try:
-        if isinstance(model, bytes | bytearray):
-            return onnx.load_model_from_string(bytes(model))
-        return onnx.load(os.fspath(model))
-    except FileNotFoundError:
-        raise
+        return onnx.load_model_from_string(bytes(model))
     except Exception as e:  # protobuf's DecodeError and friends: a corrupt or truncated file
         raise ValueError(f"not a readable ONNX model ({type(e).__name__}: {e})") from None
 
 
-def _info(vi: onnx.ValueInfoProto) -> TensorInfo:
+def _info(vi: onnx.ValueInfoProto, what: str = "graph input/output") -> TensorInfo:
+    """A graph input's or output's name, shape and type. A declared dimension of 0 is a 0-sized tensor, not a
+    symbolic one: vkinfer does not run empty tensors, so a graph input declaring one (or a negative one) is refused
+    by name. An output's declared shape is only reported (get_outputs), as ONNX Runtime only warns on it."""
     t = vi.type.tensor_type
     if t.elem_type not in _ELEM:
-        raise UnsupportedModelError(f"graph input/output {vi.name!r} has unsupported element type {t.elem_type}")
+        raise UnsupportedModelError(f"{what} {vi.name!r} has unsupported element type {t.elem_type}")
     shape = None
     if t.HasField("shape"):
         shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in t.shape.dim)
+        for axis, d in enumerate(shape):
+            if isinstance(d, int) and d <= 0 and what == "graph input":
+                raise ValueError(f"{what} {vi.name!r} declares dimension {d} on axis {axis} (shape {list(shape)})"
+                                 f": {'a 0-sized tensor, which vkinfer does not run' if d == 0 else 'negative'}")
     if shape is not None and np.prod([d for d in shape if isinstance(d, int) and d > 0], dtype=np.float64) >= 2 ** 31:
-        raise ValueError(f"graph input/output {vi.name!r} has shape {list(shape)}: over {2 ** 31 - 1} elements")
+        raise ValueError(f"{what} {vi.name!r} has shape {list(shape)}: over {2 ** 31 - 1} elements")
     return TensorInfo(vi.name, shape, np.dtype(_ELEM[t.elem_type]))
 
 
-def _array(t: onnx.TensorProto, what: str) -> np.ndarray:
-    """An initializer's or a Constant's tensor as numpy; ValueError naming it when its type or data is bad."""
+def _array(t: onnx.TensorProto, what: str, external: _ExternalData | None = None) -> np.ndarray:
+    """An initializer's or a Constant's tensor as numpy; ValueError naming it when its type or data is bad, or
+    when its data is external and may not be read (`external`; see _ExternalData)."""
+    if t.data_location == onnx.TensorProto.EXTERNAL:
+        t = (external or _ExternalData(None, 0)).load(t, what)
     try:
         return numpy_helper.to_array(t)
     except Exception as e:  # an unknown data_type (KeyError in onnx.helper), data not matching the dims, ...
@@ -62,18 +147,31 @@ def _array(t: onnx.TensorProto, what: str) -> np.ndarray:
                          f"{type(e).__name__}: {e}") from e
 
 
-def import_onnx(model, supported: dict[str, str | None]) -> Graph:
+def import_onnx(model, supported: dict[str, str | None], external_data_dir: str | os.PathLike | None = None,
+                max_model_bytes: int = MAX_MODEL_BYTES) -> Graph:
     """Graph of an ONNX model. `supported` maps op names (with 'domain:' prefix for non-default
-    domains) to None, or to a reason string for ops recognised but not supported."""
-    m = _load(model)
+    domains) to None, or to a reason string for ops recognised but not supported.
+
+    `model`: a path (a regular file of at most `max_model_bytes` bytes), bytes or an onnx.ModelProto.
+    External-data tensors are read from `external_data_dir`, by default the model file's folder; a model given as
+    bytes or a ModelProto has no default folder, and its external-data tensors are refused (ValueError) unless
+    `external_data_dir` is given. The external data read may total at most `max_model_bytes`."""
+    if external_data_dir is None and isinstance(model, str | os.PathLike):
+        external_data_dir = os.path.dirname(os.path.abspath(os.fspath(model)))
+    external = _ExternalData(external_data_dir, max_model_bytes)
+    m = _load(model, max_model_bytes)
     g = m.graph
-    consts = {t.name: _array(t, f"initializer {t.name!r}") for t in g.initializer}
+    consts = {t.name: _array(t, f"initializer {t.name!r}", external) for t in g.initializer}
     nodes, problems = [], []
     opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), None)
+    taken = {n.name for n in g.node if n.name}
+    seen: dict[str, int] = {}
+    names: list[str] = []
     for i, n in enumerate(g.node):
         domain = n.domain if n.domain not in ("", "ai.onnx") else ""
         op = f"{domain}:{n.op_type}" if domain else n.op_type
-        name = n.name or f"{n.op_type}_{i}"
+        name = _unique_name(n, i, taken, seen)
+        names.append(name)
         attrs = {}
         for a in n.attribute:
             try:
@@ -91,7 +189,7 @@ def import_onnx(model, supported: dict[str, str | None]) -> Graph:
                                  f"{type(value).__name__}")
             if len(n.output) != 1 or not n.output[0]:
                 raise ValueError(f"node {name!r} (Constant) must have one output, has {list(n.output)}")
-            consts[n.output[0]] = _array(value, f"node {name!r} (Constant) attribute 'value'")
+            consts[n.output[0]] = _array(value, f"node {name!r} (Constant) attribute 'value'", external)
             continue
         # The op's version (kernels whose semantics changed between opsets read it) and the node itself (its
         # attributes, with the types the model gave them).
@@ -99,6 +197,7 @@ def import_onnx(model, supported: dict[str, str | None]) -> Graph:
         attrs["_proto"] = n
         if not domain and opset is not None:
             _check_input_count(n, name, opset)
+        _check_output_count(n, name, domain, opset, supported)
         if op == "Softmax" and opset is not None and opset < 13:
             attrs["_coerce_2d"] = True  # Softmax-1/11: over all axes from `axis` on, default axis 1
         if op in ("MatMul", "Gemm") and len(n.input) > 1:
@@ -106,8 +205,9 @@ def import_onnx(model, supported: dict[str, str | None]) -> Graph:
             # (a DequantizeLinear of a constant): vkinfer/reference/float_matmul.py
             attrs["_b_initializer"] = n.input[1] in consts
         nodes.append(Node(op, name, list(n.input), list(n.output), attrs))
-    inputs = [_info(vi) for vi in g.input if vi.name not in consts]
-    graph = optimize(Graph(nodes, inputs, [_info(vi) for vi in g.output], consts))
+    _check_kernel_shapes(g, consts, names)
+    inputs = [_info(vi, "graph input") for vi in g.input if vi.name not in consts]
+    graph = optimize(Graph(nodes, inputs, [_info(vi, "graph output") for vi in g.output], consts))
     nodes = graph.nodes
     for n in nodes:
         if n.op not in supported:
@@ -137,6 +237,61 @@ def _check_input_count(n: onnx.NodeProto, name: str, opset: int) -> None:
     if len(n.input) > schema.max_input:
         raise ValueError(f"node {name!r} ({n.op_type}) has {len(n.input)} inputs; opset {opset}'s {n.op_type} takes "
                          f"at most {schema.max_input}")
+
+
+def _unique_name(n: onnx.NodeProto, i: int, taken: set[str], seen: dict[str, int]) -> str:
+    """The node's name, unique in the graph. Two nodes of one name: ValueError naming both, as ONNX Runtime refuses
+    the model ('two nodes with same node name'); vkinfer keys placement, lowering and timings by name, and ran the
+    second into a KeyError. A node without a name is called '<op type>_<index>' (with a further '_<k>' where a
+    node of the model already has that name)."""
+    name = n.name
+    if name in seen:
+        raise ValueError(f"nodes {seen[name]} and {i} ({n.op_type}) are both named {name!r}: node names must be "
+                         f"unique")
+    if not name:
+        base = name = f"{n.op_type}_{i}"
+        k = 1
+        while name in taken or name in seen:
+            name, k = f"{base}_{k}", k + 1
+    seen[name] = i
+    return name
+
+
+def _check_output_count(n: onnx.NodeProto, name: str, domain: str, opset: int | None, supported) -> None:
+    """More outputs than the op makes: ValueError naming the node, as ONNX Runtime refuses the model (the attack's
+    spliced graphs listed an extra output first, so the real one was never written and a later node's read of
+    it was a KeyError)."""
+    if domain == "com.microsoft" and f"{domain}:{n.op_type}" in supported:
+        most = 1  # every com.microsoft op vkinfer runs makes one output (ORT's contrib schemas)
+    elif domain or opset is None:
+        return
+    else:
+        try:
+            most = onnx.defs.get_schema(n.op_type, opset).max_output
+        except Exception:  # noqa: BLE001 - an op onnx does not define: the op table's check names it
+            return
+    if len(n.output) > most:
+        raise ValueError(f"node {name!r} ({n.op_type}) lists {len(n.output)} outputs {list(n.output)}; the op "
+                         f"makes at most {most}")
+
+
+_CONV_WEIGHTS = {"QLinearConv": 3, "Conv": 1, "ConvInteger": 1, "ConvTranspose": 1}
+
+
+def _check_kernel_shapes(g: onnx.GraphProto, consts: dict[str, np.ndarray], names: list[str]) -> None:
+    """A convolution whose kernel_shape contradicts its weights' spatial shape (an initializer, or a
+    DequantizeLinear of one): ValueError naming the node, as ONNX Runtime refuses it ('kernel_shape is not
+    compatible with W shape'); vkinfer took the weights' shape and ignored the attribute."""
+    dq = {n.output[0]: n.input[0] for n in g.node if n.op_type == "DequantizeLinear" and n.output and n.input}
+    for n, name in zip(g.node, names, strict=True):
+        slot = _CONV_WEIGHTS.get(n.op_type) if n.domain in ("", "ai.onnx") else None
+        if slot is None or slot >= len(n.input):
+            continue
+        ks = next((list(a.ints) for a in n.attribute if a.name == "kernel_shape"), None)
+        w = consts.get(n.input[slot], consts.get(dq.get(n.input[slot], ""), None))
+        if ks is not None and w is not None and ks != list(w.shape[2:]):
+            raise ValueError(f"node {name!r} ({n.op_type}): kernel_shape {ks} contradicts its weights "
+                             f"{n.input[slot]!r} of shape {list(w.shape)} (spatial {list(w.shape[2:])})")
 
 
 # Quantized ops as the model writes them: the input positions of their output's scale and zero point, and of

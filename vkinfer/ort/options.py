@@ -15,7 +15,11 @@ VULKAN_PROVIDER = "VulkanExecutionProvider"
 CPU_PROVIDER = "CPUExecutionProvider"
 PROVIDERS = (VULKAN_PROVIDER, CPU_PROVIDER)
 _PROVIDER_KEYS = {VULKAN_PROVIDER: ("device_id", "device"), CPU_PROVIDER: ("variant",)}
-_VKINFER_KEYWORDS = ("device", "placement", "threads", "objective", "profile")
+_VKINFER_KEYWORDS = ("device", "placement", "threads", "objective", "profile", "max_plans", "max_model_bytes",
+                     "external_data_dir", "max_tensor_bytes", "max_session_bytes")
+# Session config entries vkinfer reads (SessionOptions.add_session_config_entry), each the keyword it sets.
+CONFIG_KEYWORDS = {f"vkinfer.{k}": k for k in ("max_plans", "max_model_bytes", "external_data_dir",
+                                               "max_tensor_bytes", "max_session_bytes")}
 
 
 class GraphOptimizationLevel(enum.IntEnum):
@@ -164,8 +168,30 @@ class SessionOptions(_Options):
                  "use_deterministic_compute": False, "use_per_session_threads": True, "optimized_model_filepath": ""}
 
     def add_session_config_entry(self, key: str, value: str) -> None:
-        """Set a session config entry (strings; kept, as ONNX Runtime keeps entries it does not read)."""
+        """Set a session config entry (strings; kept, as ONNX Runtime keeps entries it does not read). vkinfer
+        reads "vkinfer.max_plans" (compiled plans kept per session), "vkinfer.max_model_bytes" (the model file's
+        size limit), "vkinfer.max_tensor_bytes", "vkinfer.max_session_bytes" (positive integers) and
+        "vkinfer.external_data_dir" (vkinfer.session.InferenceSession's keywords of those names); a bad value
+        raises ValueError naming the entry when the session is made."""
         self._add_entry(key, value)
+
+    def _keywords(self) -> dict[str, Any]:
+        """The vkinfer keywords the config entries set (CONFIG_KEYWORDS), their values checked."""
+        out: dict[str, Any] = {}
+        for key, kw in CONFIG_KEYWORDS.items():
+            if key not in self._config:
+                continue
+            value = self._config[key]
+            if kw == "external_data_dir":
+                out[kw] = value
+                continue
+            try:
+                out[kw] = int(value)
+            except ValueError:
+                raise ValueError(f"session config entry {key!r} must be a positive integer, got {value!r}") from None
+            if out[kw] < 1:
+                raise ValueError(f"session config entry {key!r} must be a positive integer, got {value!r}")
+        return out
 
     def get_session_config_entry(self, key: str) -> str:
         """A config entry's value; RuntimeError for a key never set (ONNX Runtime's error)."""
@@ -187,6 +213,11 @@ class SessionOptions(_Options):
                     continue  # onnxruntime's "not set"
                 setattr(new, name, int(value) if isinstance(value, enum.Enum) or type(value).__module__.startswith(
                     "onnxruntime") else value)
+        for key in CONFIG_KEYWORDS:  # onnxruntime's options list no entries: vkinfer's are asked for by name
+            try:
+                new._config[key] = str(other.get_session_config_entry(key))
+            except Exception:  # noqa: BLE001 - onnxruntime raises for a key never set
+                pass
         return new
 
 

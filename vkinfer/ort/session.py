@@ -7,6 +7,7 @@ import os
 import sys
 import time
 import warnings
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,8 +34,9 @@ class InferenceSession(_Session):
     path_or_bytes: an .onnx or int8/uint8 .tflite file, its bytes, or an onnx.ModelProto. sess_options: a
     SessionOptions (or, as before, a device string). providers / provider_options: ONNX Runtime's execution
     providers, mapped onto vkinfer's devices. kwargs: vkinfer's own `device`, `placement`, `threads`, `objective`,
-    `profile` (vkinfer.session.InferenceSession); `device` and `providers` may not both be given, nor
-    `threads` and a different intra_op_num_threads."""
+    `profile`, `max_plans`, `max_model_bytes`, `external_data_dir` (vkinfer.session.InferenceSession; the last
+    three also as session config entries, SessionOptions.add_session_config_entry); `device` and `providers` may
+    not both be given, nor `threads` and a different intra_op_num_threads."""
 
     def __init__(self, path_or_bytes: str | os.PathLike | bytes | Any, sess_options: SessionOptions | str | None = None,
                  providers: Sequence[str | tuple[str, dict]] | None = None,
@@ -57,6 +59,10 @@ class InferenceSession(_Session):
             raise ValueError(f"give device= or providers=, not both (device={device!r}, providers={providers!r})")
         if device is None:
             device = mapped
+        for kw, value in opts._keywords().items():  # vkinfer's session config entries (options.CONFIG_KEYWORDS)
+            if kwargs.get(kw, value) != value:
+                raise ValueError(f"{kw}={kwargs[kw]!r} and the session config entry for it ({value!r}) disagree")
+            kwargs[kw] = value
         threads = kwargs.pop("threads", None)
         if opts.intra_op_num_threads:
             if threads is not None and threads != opts.intra_op_num_threads:
@@ -67,7 +73,7 @@ class InferenceSession(_Session):
         self._given_providers = given
         self._profiler: _Profiler | None = None
         self._profiling = opts.enable_profiling
-        self._prof_plans: set[int] = set()
+        self._prof_plans: weakref.WeakSet = weakref.WeakSet()  # plans instrumented (evicted ones drop out)
         quiet = opts.log_severity_level >= 3  # ONNX Runtime's "error" and "fatal": no warnings
         if opts.optimized_model_filepath:
             notes.append(f"SessionOptions.optimized_model_filepath={opts.optimized_model_filepath!r}: vkinfer writes "
@@ -210,8 +216,8 @@ class InferenceSession(_Session):
         """As vkinfer.session.InferenceSession.plan; a profiling session also instruments the plan's
         segments (their runs are timed) the first time it sees the plan."""
         plan = super().plan(feed, trial, extra)
-        if getattr(self, "_profiling", False) and id(plan) not in self._prof_plans:
-            self._prof_plans.add(id(plan))
+        if getattr(self, "_profiling", False) and plan not in self._prof_plans:
+            self._prof_plans.add(plan)
             _instrument(self, plan)
         return plan
 

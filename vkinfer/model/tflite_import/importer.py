@@ -8,7 +8,7 @@ import os
 import numpy as np
 
 from ..graph import Graph, TensorInfo
-from ..onnx_import import UnsupportedModelError
+from ..onnx_import import UnsupportedModelError, read_model_file
 from ..passes import check_graph
 from ..transpose_fold import fold_stream_transposes
 from .builder import Builder
@@ -28,9 +28,8 @@ def import_tflite(model: str | os.PathLike | bytes, supported: dict[str, str | N
     the graph's `variables` (StateVariable) after its `user_outputs` first outputs. The session carries them."""
     if isinstance(model, bytes | bytearray | memoryview):
         blob = bytes(model)
-    else:
-        with open(os.fspath(model), "rb") as f:
-            blob = f.read()
+    else:  # a regular file of bounded size only (never a FIFO or a device)
+        blob = read_model_file(model)
     subgraphs = parse_all(blob)
     names = builtin_names()
     m = Model(subgraphs, names, supported)

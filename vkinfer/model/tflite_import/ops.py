@@ -77,12 +77,14 @@ def check(code, ins, outs, opts, tensors) -> str | None:
 
 
 _MAX_ELEMENTS = 2 ** 31 - 1  # the native kernels index with 32-bit integers
+_MULTI_OUTPUT = ("SPLIT", "SPLIT_V", "UNPACK")  # the table's ops that write more than one tensor
 
 
 def validate(tensors, ops, ins, outs, names, main: bool = True) -> None:
     """ValueError naming the op and field when the flatbuffer's structure is inconsistent: tensor indices out of
     range (a negative one other than -1, "no tensor", is never read from the end), an op without the inputs or
-    outputs its kind needs, builtin options of another op's type, non-positive strides, filters or dilations."""
+    outputs its kind needs or with more outputs than it writes, builtin options of another op's type, non-positive
+    strides, filters or dilations, a negative dimension, a subgraph input declaring a dimension of 0."""
     import tflite
 
     n = len(tensors)
@@ -95,6 +97,13 @@ def validate(tensors, ops, ins, outs, names, main: bool = True) -> None:
     for t in tensors:
         if int(np.prod([max(d, 1) for d in t.shape], dtype=np.float64)) > _MAX_ELEMENTS:
             raise ValueError(f"tensor {t.name!r} has shape {list(t.shape)}: over {_MAX_ELEMENTS} elements")
+        if any(d < 0 for d in t.shape):
+            raise ValueError(f"tensor {t.name!r} has a negative dimension: shape {list(t.shape)}")
+    for i in ins:  # a declared 0 is a 0-sized tensor (never a symbolic one), which vkinfer does not run
+        if 0 in tensors[i].shape:
+            raise ValueError(f"subgraph input tensor {tensors[i].name!r} declares dimension 0 on axis "
+                             f"{tensors[i].shape.index(0)} (shape {list(tensors[i].shape)}): a 0-sized tensor, "
+                             f"which vkinfer does not run")
     options_type = {v: k for k, v in vars(tflite.BuiltinOptions).items() if not k.startswith("_")}
     for k, (code, op_in, op_out, otype, tab) in enumerate(ops):
         where = f"op {k} ({names.get(code, f'builtin {code}')})"
@@ -109,6 +118,8 @@ def validate(tensors, ops, ins, outs, names, main: bool = True) -> None:
                 raise ValueError(f"{where}: output tensor index {i} is out of range (the model has {n} tensors)")
         if op is None:
             continue  # reported as unsupported
+        if len(op_out) > 1 and names.get(code) not in _MULTI_OUTPUT:
+            raise ValueError(f"{where} lists {len(op_out)} output tensors {op_out}; the op writes one")
         need = op.min_inputs
         if len(op_in) < need or any(i < 0 for i in op_in[:need]):
             raise ValueError(f"{where} needs {need} input tensors, has {op_in}")

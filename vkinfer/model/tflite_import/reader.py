@@ -6,6 +6,7 @@ Nothing here knows an op's meaning: vkinfer/model/tflite/ops.py holds the op tab
 from __future__ import annotations
 
 import os
+import stat
 
 import numpy as np
 
@@ -21,11 +22,16 @@ def is_tflite(model) -> bool:
     if isinstance(model, bytes | bytearray | memoryview):
         return bytes(model[4:8]) == b"TFL3"
     if isinstance(model, str | os.PathLike):
-        try:
-            with open(model, "rb") as f:
-                return f.read(8)[4:8] == b"TFL3"
+        try:  # without blocking: a FIFO's open would wait for a writer, and only a regular file is a model
+            fd = os.open(model, os.O_RDONLY | os.O_NONBLOCK)
         except OSError:
             return False
+        try:
+            return stat.S_ISREG(os.fstat(fd).st_mode) and os.pread(fd, 8, 0)[4:8] == b"TFL3"
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
     return False
 
 
