@@ -241,12 +241,30 @@ def test_softmax_bounded(opset, shape, axis):
     assert _ulps(got[0], want[0]).max() <= 8
 
 
-@pytest.mark.parametrize("op", ["ReduceMean", "ReduceSum", "ReduceSumSquare", "ReduceL2"])
+@pytest.mark.parametrize("op", ["ReduceMean", "ReduceSum"])
+@pytest.mark.parametrize("opset", [13, 18])
+def test_sum_and_mean_reductions_exact(op, opset):
+    """ReduceSum / ReduceMean in ORT's own orders (vkinfer/reference/float_reduce.py): the generic loop, its RK
+    path, Eigen's per-row redux where the reduced axes are innermost (KR, every axis), MLAS's M = 1 SGEMM of ones
+    (KRK), Eigen sums of each run (RKR): bit-equal to ORT on every axis set of a rank-4 tensor (the whole tables:
+    tests/ops/test_float_reduce.py)."""
+    x = (np.random.default_rng(3).standard_normal((2, 8, 9, 11)) * 3).astype(F32)
+    for axes in ([1], [2, 3], [-1], [0, 1, 2, 3], [0], [0, 2], [1, 3], [0, 3], [1, 2], [0, 1], [0, 2, 3]):
+        if opset >= 18 or (op in ("ReduceSum",) and opset >= 13):
+            node, inputs = helper.make_node(op, ["x", "ax"], ["y"]), [x, np.array(axes, np.int64)]
+        else:
+            node, inputs = helper.make_node(op, ["x"], ["y"], axes=axes), [x]
+        got, want = _both(node, inputs, opset=opset)
+        _bits_equal(got[0], want[0])
+
+
+@pytest.mark.parametrize("op", ["ReduceSumSquare", "ReduceL2"])
 @pytest.mark.parametrize("opset", [13, 18])
 def test_reductions_bounded(op, opset):
     """Sum-based reductions: ORT's Eigen vectorised summation order against numpy's pairwise sum. Bound: the
     error of a float32 sum, |got - want| <= 2 * n * eps * sum(|terms|) (measured far below; a few ulps of the
-    sum when the terms do not cancel). ReduceMax/ReduceMin are exact (test_data_movement_and_comparisons_exact)."""
+    sum when the terms do not cancel). ReduceMax/ReduceMin are exact (test_data_movement_and_comparisons_exact),
+    ReduceSum/ReduceMean too (test_sum_and_mean_reductions_exact)."""
     x = (np.random.default_rng(3).standard_normal((2, 8, 9, 11)) * 3).astype(F32)
     for axes in ([1], [2, 3], [-1], [0, 1, 2, 3]):
         if opset >= 18 or (op in ("ReduceSum",) and opset >= 13):

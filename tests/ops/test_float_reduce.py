@@ -6,8 +6,10 @@ The data is tie-prone: sums of values of very different magnitudes (1e8 and 0.1)
 sums to +0 in ORT's generic loop and to -0 on its RK path), NaN and infinities for Max/Min (which of +0/-0, and
 whether a NaN stays, follow the loop's order). Any other summation order (pairwise, reversed, lanes of 4 or 8,
 blocks of 128) fails these tables; `test_orders_are_distinguished` shows it. Every device is compared with ORT,
-the reference device too (its own kernels: vkinfer/reference/float_reduce.py). Shapes ORT reduces with Eigen or
-MLAS (KR, every axis, KRK with several outer blocks) stay on the host with that reason."""
+the reference device too (its own kernels: vkinfer/reference/float_reduce.py). Shapes whose reduced axes are
+innermost (KR, every axis) take Eigen's per-row 4-lane order (ORT's FastReduceKR and aggall), reproduced and asserted
+native here with +-0 and NaN at every position of rows at every 16-byte phase; shapes ORT reduces with MLAS's SGEMM
+or Eigen's rowwise reductions (KRK with several outer blocks, RKR) stay on the host with that reason."""
 
 from __future__ import annotations
 
@@ -60,18 +62,41 @@ def _zeros(rng, shape) -> np.ndarray:
 
 def _check(blob: bytes, feeds: list[dict]) -> None:
     for feed in feeds:
+        feed = {k: _aligned(v) for k, v in feed.items()}  # Eigen's packets start at ORT's 16-byte boundaries
         run_devices(blob, feed, want=ort_run(blob, feed))
     for dev in ("cpu", "vulkan"):
         sess = vkinfer.InferenceSession(blob, device=dev)
         assert sess.placement[NAME] == "cpu", (dev, sess.placement)
 
 
-# (shape, axes, ORT's loop): 1 = its RK path (first row copied), 0 = its generic loop.
+# (shape, axes, ORT's loop): 1 = its RK path (first row copied), 0 = its generic loop, 3 = Eigen's redux of each
+# contiguous row (the reduced axes innermost: KR, or every axis).
 SHAPES = [((1, 7, 7, 1024), [1, 2], 0),  # open_nsfw's global pool (K R K with one outer block)
           ((1, 7, 7, 33), [-3, -2], 0), ((49, 1024), [0], 1), ((17, 300), [0], 1), ((17, 256), [0], 0),
           ((16, 300), [0], 0), ((10, 20), [0], 0), ((30, 4), [0], 0), ((1, 5), [0], 0), ((6, 5, 4), [0, 1], 0),
           ((4, 7, 3, 5), [0, 2], 0), ((4, 7, 3, 5), [1, 3], 0), ((3, 1, 4), [0, 2], 0), ((2, 3, 4, 5, 3), [0, 2, 4], 0),
-          ((1, 1, 9), [1], 0), ((1, 300, 3), [1], 0), ((1, 3, 5, 7), [3, 1], 0)]
+          ((1, 1, 9), [1], 0), ((1, 300, 3), [1], 0), ((1, 3, 5, 7), [3, 1], 0),
+          ((300, 17), [1], 3), ((5, 3), [-1], 3), ((2, 3, 4), [0, 1, 2], 3), ((37,), [0], 3),
+          ((2, 8, 9, 11), [2, 3], 3), ((1, 16, 7, 7), [2, 3], 3), ((2, 3, 14, 14), [-2, -1], 3), ((4, 1), [1], 3),
+          ((3, 2, 1), [1, 2], 3), ((1, 1, 8, 32), [0, 1, 2, 3], 3), ((2, 5, 257), [1, 2], 3), ((3, 1030), [1], 3)]
+# ORT's KRK path with several outer blocks (4: MLAS's M = 1 SGEMM per block for sums, Eigen's rowwise redux for
+# Max/Min) and RKR path with several kept elements (5: Eigen's redux of each contiguous run, folded). Vkinfer ran
+# these on the host in the generic loop's order before: with NaN that differs from ORT by more than a zero's sign.
+BLOCK_SHAPES = [((2, 49, 33), [1], 4), ((3, 130, 5), [1], 4), ((2, 7, 1), [1], 4), ((4, 3, 2), [1], 4),
+                ((2, 9, 6, 5), [1, 2], 4), ((5, 9, 13), [1], 4), ((3, 4, 5), [0, 2], 5), ((2, 6, 7, 3), [0, 3], 5),
+                ((5, 2, 1), [0, 2], 5), ((4, 3, 2, 9), [0, 2, 3], 5)]
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("case", BLOCK_SHAPES, ids=[f"{s}{a}" for s, a, _ in BLOCK_SHAPES])
+def test_reduce_table_krk_rkr(op, case):
+    shape, axes, loop = case
+    sizes, red = fast_shape(shape, [a % len(shape) for a in axes])
+    assert ort_loop(sizes, red) == loop
+    rng = np.random.default_rng(len(shape) * 100 + shape[-1])
+    blob = _blob(op, shape, axes, keepdims=len(shape) % 2)
+    _check(blob, [{"x": _data(rng, shape, op), "q": np.arange(4, dtype=np.uint8)},
+                  {"x": _zeros(rng, shape), "q": np.arange(4, dtype=np.uint8)}])
 
 
 @pytest.mark.parametrize("op", OPS)
@@ -98,27 +123,27 @@ def test_noop_with_empty_axes_copies():
     _check(blob, [{"x": _data(np.random.default_rng(4), (3, 4), "ReduceMax"), "q": np.arange(4, dtype=np.uint8)}])
 
 
-REFUSED = [((300, 17), [1]), ((5, 3), [-1]), ((2, 3, 4), [0, 1, 2]), ((37,), [0]), ((2, 49, 33), [1]),
-           ((3, 130, 5), [1]), ((3, 4, 5), [0, 2])]
+def test_every_merged_shape_has_an_order():
+    """No float reduction is left to the host for its order: every merged shape of up to 3 axes (and the generic
+    loop's 4 or more) maps to a loop vkinfer reproduces."""
+    for shape, axes in (((2, 49, 33), [1]), ((3, 130, 5), [1]), ((3, 4, 5), [0, 2]), ((300, 17), [1]), ((37,), [0]),
+                        ((17, 300), [0]), ((2, 3, 4, 5), [0, 2])):
+        assert ort_loop(*fast_shape(shape, axes)) is not None
 
 
 @pytest.mark.parametrize("op", OPS)
-@pytest.mark.parametrize("case", REFUSED, ids=[f"{s}{a}" for s, a in REFUSED])
-def test_eigen_and_mlas_paths_stay_on_the_host(op, case):
-    """KR, R (sums), KRK with several outer blocks, RKR with several kept elements: Eigen's or MLAS's order, refused.
-    ReduceMax/ReduceMin over every axis (R) are native (test_reduce_all_max_min_*) and asserted there."""
-    shape, axes = case
-    if op in ("ReduceMax", "ReduceMin") and len(axes) == len(shape):
-        blob = _blob(op, shape, axes)
-        x = _data(np.random.default_rng(5), shape, op)
-        _check(blob, [{"x": x, "q": np.arange(4, dtype=np.uint8)}])
-        return
-    blob = _blob(op, shape, axes)
-    feed = {"x": _data(np.random.default_rng(5), shape, op), "q": np.arange(4, dtype=np.uint8)}
-    for dev in ("cpu", "vulkan"):
-        sess = vkinfer.InferenceSession(blob, device=dev)
-        assert sess.placement[NAME] == "host", sess.placement
-        assert "Eigen" in sess.plan(feed).why_host[NAME]
+def test_random_shapes_and_axes_with_nan(op):
+    """Random shapes, random axes sets (every merged kind), data with +-0, NaN and infinities: every device equals
+    ORT bit for bit, the node on the cpu device."""
+    rng = np.random.default_rng(OPS.index(op) + 40)
+    for _ in range(10):
+        rank = int(rng.integers(1, 5))
+        shape = tuple(int(v) for v in rng.integers(1, 8, rank))
+        axes = sorted(int(a) for a in rng.choice(rank, int(rng.integers(1, rank + 1)), replace=False))
+        n = int(np.prod(shape))
+        x = np.where(rng.random(n) < 0.25, rng.choice(F32([np.nan, np.inf, -np.inf, 0.0, -0.0]), n),
+                     rng.standard_normal(n)).astype(F32).reshape(shape)
+        _check(_blob(op, shape, axes, keepdims=rank % 2), [{"x": x, "q": np.arange(4, dtype=np.uint8)}])
 
 
 def test_non_constant_axes_stay_on_the_host():
@@ -228,3 +253,75 @@ def test_reduce_all_order_is_eigen_not_sequential():
     want = ort_run(_all_blob("ReduceMax", (8,)), {"x": _aligned(x), "q": np.arange(4, dtype=np.uint8)})[0]
     assert np.signbit(fold_first(x[:, None], "ReduceMax")[0])
     assert np.signbit(want) == np.signbit(eigen_redux(x, "ReduceMax"))
+
+
+# KR: Eigen's redux of each contiguous row, row r starting r * W floats into ORT's aligned buffer (its first
+# (-r * W) % 4 elements the unaligned head). Row lengths around the packet (4), the two accumulators' step (8) and
+# the head (W % 4 = 1, 2, 3 put rows at every phase).
+ROW_LENGTHS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 15, 16, 17, 19, 21, 23, 25, 31, 33, 49]
+
+
+def _position_rows(w: int, op: str) -> np.ndarray:
+    """One row per (position, pattern): +0 among -0, -0 among +0, NaN among zeros, NaN among -inf, and for sums
+    1e8 among ties (the rounding tells the order); each pattern repeated 4 times so it meets every row phase."""
+    pats = [(-0.0, 0.0), (0.0, -0.0), (0.0, np.nan), (-np.inf, np.nan)] if op in ("ReduceMax", "ReduceMin") else \
+        [(-0.0, 0.0), (0.0, -0.0), (0.3, 1e8), (1e8, 0.3), (-0.0, np.nan)]
+    rows = []
+    for i in range(w):
+        for base, odd in pats:
+            r = np.full(w, base, F32)
+            r[i] = odd
+            rows += [r] * 4
+    if op in ("ReduceSum", "ReduceMean"):
+        rng = np.random.default_rng(w)
+        rows += list(rng.choice(TIES, (16, w)) * rng.choice(F32([1, -1]), (16, w)))
+    return np.stack(rows).astype(F32)
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("w", ROW_LENGTHS)
+def test_eigen_rows_signed_zero_nan_and_rounding_at_every_position(op, w):
+    """Rows of W over the last axis (KR): every position of each pattern at every 16-byte phase of its row; every
+    device equals ORT, the node on the cpu device."""
+    x = _position_rows(w, op)
+    blob = _blob(op, x.shape, [1], keepdims=w % 2)
+    _check(blob, [{"x": x, "q": np.arange(4, dtype=np.uint8)}])
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean"])
+def test_random_shapes_with_innermost_axes(op):
+    """Random shapes and innermost axes (KR, R), normal data of mixed magnitudes: every device equals ORT."""
+    rng = np.random.default_rng(11)
+    for _ in range(12):
+        rank = int(rng.integers(1, 5))
+        shape = tuple(int(v) for v in rng.integers(1, 9, rank))
+        k = int(rng.integers(1, rank + 1))
+        x = (rng.standard_normal(shape) * rng.choice(F32([1e-3, 1, 1e4]), shape)).astype(F32)
+        blob = _blob(op, shape, list(range(rank - k, rank)), keepdims=k % 2)
+        _check(blob, [{"x": x, "q": np.arange(4, dtype=np.uint8)}])
+
+
+def test_spatial_max_of_a_quantize_static_model_is_native():
+    """ReduceMax over axes (2, 3) of an NCHW tensor (a quantize_static model's spatial max): native, ORT's bits on
+    +-0/NaN/inf tables."""
+    rng = np.random.default_rng(12)
+    shape = (1, 24, 7, 7)
+    blob = _blob("ReduceMax", shape, [2, 3], keepdims=1)
+    _check(blob, [{"x": _data(rng, shape, "ReduceMax"), "q": np.arange(4, dtype=np.uint8)},
+                  {"x": _zeros(rng, shape), "q": np.arange(4, dtype=np.uint8)}])
+
+
+def test_generic_order_is_not_orts_for_innermost_axes():
+    """The tables tell Eigen's per-row order from the generic loop vkinfer ran before (from 0.0f, in index order):
+    on KR rows of tie-prone data the generic order differs from ORT, Eigen's (eigen_rows) does not."""
+    from vkinfer.reference.float_reduce import eigen_rows
+
+    rng = np.random.default_rng(13)
+    x = _aligned(_data(rng, (64, 37), "ReduceSum"))
+    want = ort_run(_blob("ReduceSum", x.shape, [1], keepdims=0), {"x": x, "q": np.arange(4, dtype=np.uint8)})[0]
+    generic = np.zeros(64, F32)
+    for c in range(37):
+        generic = generic + x[:, c]
+    eigen = eigen_rows(x, np.arange(64) * 37, "ReduceSum")
+    assert np.array_equal(want.view(np.uint32), eigen.view(np.uint32))
+    assert not np.array_equal(want.view(np.uint32), generic.view(np.uint32))

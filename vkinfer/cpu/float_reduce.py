@@ -1,5 +1,6 @@
 """float32 ReduceSum, ReduceMean, ReduceMax and ReduceMin in the native CPU graph with ONNX Runtime 1.31's bits
-(cpu_fallback/src/ops/float_reduce.c), where ORT's CPU kernel is a plain loop.
+(cpu_fallback/src/ops/float_reduce.c), in the order ORT's CPU kernel takes for the shape (its plain loops, Eigen's and
+MLAS's vectorised paths).
 
 ORT (reduction_ops.cc) first merges neighbouring axes that are both reduced or both kept into its "fast shape"
 (size-1 axes are not dropped: (1, 7, 7, 1024) over axes [1, 2] is K R K = [1, 49, 1024]) and names it: K, R, KR,
@@ -14,13 +15,22 @@ thread, which is what vkinfer reproduces; tests/ops/test_float_reduce.py):
 - R (every axis) for ReduceMax/ReduceMin: Eigen's 4-lane maxCoeff/minCoeff (ORT's aggall), whose +-0 and NaN
   choices follow its packet order over ORT's 64-byte aligned buffer -> reproduced, `init_first` = 2
   (vkinfer/reference/float_reduce.py, probed against ORT at every position of +-0/NaN tables);
-- KR, R for sums, KRK with several outer blocks, RKR with several kept elements: Eigen's vectorised
-  reductions (sum(), colwise/rowwise maxCoeff) or MLAS's SGEMM against a vector of ones, whose summation order
-  and NaN/+-0 choices follow the build's SIMD width and the data's alignment -> refused with that reason (the host
-  runs them; measured against ORT: KR (300, 17), KRK (2, 49, 33) and (3, 130, 5) differ from both loops above).
+- KR (the reduced axes innermost), and R for sums: Eigen's redux of each contiguous row as ORT maps it in place
+  (FastReduceKR; aggall's sum() / mean()): 4-lane packets from the row's first 16-byte aligned element, two
+  accumulators, the head and tail folded in after -> reproduced, `init_first` = 3 (reference/float_reduce.py
+  eigen_rows; measured against ORT on random shapes and +-0/NaN tables);
+- KRK with several outer blocks (FastReduceKRK): for sums per block MLAS's M = 1 SGEMM of a vector of ones (rows
+  in groups of 4, 2, 1 added from +0), for Max/Min Eigen's rowwise maxCoeff (packetwise over the output row's
+  aligned packets, in order elsewhere) -> reproduced, `init_first` = 4 (reference/float_reduce.py mlas_m1_sum,
+  eigen_krk);
+- RKR with several kept elements (FastReduceRKR): per kept index, Eigen's redux of each contiguous run folded in
+  turn (sums from 0.0f, Max/Min from the first element) -> reproduced, `init_first` = 5.
+Measured bit-equal to ORT on random shapes and axes with +-0, NaN and infinities (900 cases; the tables are
+tests/ops/test_float_reduce.py). With NaN, Eigen's packet orders can give a result far from the plain loops' (a
+NaN lane drops the values folded before it), so no order is left to the host.
 
-Max keeps the running value unless the next one is greater (Min: smaller), so the first of +0/-0 wins, a NaN met
-first stays and one met later is skipped, in both loops. With P > 1 ORT takes the RK path less often; the two
+In the plain loops Max keeps the running value unless the next one is greater (Min: smaller), so the first of
++0/-0 wins, a NaN met first stays and one met later is skipped. With P > 1 ORT takes the RK path less often; the two
 loops differ only in the sign of an all-zero column's sum (-0 against +0)."""
 
 from __future__ import annotations
@@ -82,8 +92,8 @@ def lower_float_reduce(ctx, node, backend):
     if loop is None:
         kind = "".join("R" if r else "K" for r in red)
         raise ValueError(f"{node.op} of {list(shape)} over axes {axes}: ONNX Runtime reduces this {kind} shape "
-                         f"{sizes} with Eigen's or MLAS's vectorised sums, whose order vkinfer does not reproduce "
-                         "(the host runs it)")
+                         f"{sizes} with Eigen's or MLAS's vectorised reductions in an order vkinfer does not "
+                         "reproduce (the host runs it)")
     if len(sizes) > _MAX_RANK or max(sizes) >= 2 ** 32:
         raise ValueError(f"{node.op}: merged shape {sizes} past the native graph's rank 6 (the host runs it)")
     mask = sum(1 << i for i, r in enumerate(red) if r)

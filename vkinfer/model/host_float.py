@@ -30,9 +30,6 @@ Where bits can differ from ORT (pinned in tests/numerics/test_host_float.py):
 - Softmax / LogSoftmax: ORT's MLAS kernels follow the CPU (16 lanes on AVX-512F, 8 on FMA3-only CPUs); vkinfer
   gives the AVX-512F bits everywhere (reference/float_softmax.py: exact there, bound pinned in
   tests/ops/test_float_softmax.py).
-- ReduceSum / ReduceMean where ORT sums with Eigen (float_reduce.py's KR / R cases): a few ulps of the sum
-  (host_norm.eigen_sum reproduces Eigen's order: ReduceL1/L2/SumSquare/Prod/LogSum/LogSumExp, Instance/Group/
-  MeanVariance normalization are exact with it).
 - LayerNormalization: ORT's row kernel follows the CPU (MLAS's AVX2 kernel from 8 elements, a Welford loop without
   AVX2); vkinfer gives the AVX2 bits everywhere (bound pinned in tests/ops/test_layer_normalization.py).
 - MatMul / Gemm / Conv between float tensors: MLAS SGEMM's order is reproduced (vkinfer/reference/float_matmul.py)
@@ -43,8 +40,7 @@ Where bits can differ from ORT (pinned in tests/numerics/test_host_float.py):
 Float32 ops with kernels of their own (vkinfer/reference/float_*.py, registered at the end of this module;
 onnx.reference is only an oracle for them): MaxPool (ORT's four loops), Max/Min (+0/-0 by ORT's broadcast spans),
 PRelu, LeakyRelu, Clip (ORT's select order), BatchNormalization (ORT's float32 fold), ReduceSum/Mean/Max/Min (ORT's
-loop orders and Eigen's reduce-all Max/Min; sums ORT hands to Eigen keep the generic loop's order, a few ulps of
-the sum apart).
+loop orders, Eigen's per-row and rowwise reductions and MLAS's M = 1 SGEMM where ORT hands the shape to them: exact).
 
 ORT's graph optimizer at ORT_ENABLE_ALL fuses float patterns of a *float* model (the Erf GELU chain into
 com.microsoft Gelu, ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add into LayerNormalization, x * Sigmoid(x)

@@ -31,9 +31,6 @@ class Inexact:
     when: Callable[[Node], bool] | None = None  # only nodes of the op for which this holds (None: all)
 
 
-_HF = "tests/numerics/test_host_float.py"
-_EIGEN_SUM = "ORT hands this reduction to Eigen, whose vectorised summation order is not reproduced"
-
 INEXACT: dict[str, Inexact] = {
     "Atan": Inexact("Eigen's packet atan in ORT (a polynomial vkinfer does not reproduce), numpy's here", "3 ulps",
                     "tests/numerics/test_host_ops_elementwise.py::test_unary_bounded"),
@@ -55,10 +52,6 @@ INEXACT: dict[str, Inexact] = {
         "the fused ReduceMean-Sub-Pow-ReduceMean-Add-Sqrt-Div chain has vkinfer's bits of the ops one by one; ORT "
         "sums each ReduceMean with Eigen", "8 ulps, 1e-4 relative with offsets (measured 4, 3.1e-5)",
         "tests/ops/test_layer_norm_chain.py::test_random_shapes_fused_equals_unfused_and_bound_against_ort"),
-    "ReduceSum": Inexact(f"{_EIGEN_SUM} where the reduced axes are innermost",
-                         "2 n eps sum(|terms|)", f"{_HF}::test_reductions_bounded"),
-    "ReduceMean": Inexact(f"{_EIGEN_SUM} where the reduced axes are innermost",
-                          "2 n eps sum(|terms|)", f"{_HF}::test_reductions_bounded"),
     "MatMul": Inexact("MLAS SGEMM, exact against ORT on one intra-op thread; ORT's K blocks follow each thread's "
                       "slice of N, so its bits change with its thread count; a vector operand takes MLAS's "
                       "dot-product kernel (8 ulps)", "8 ulps of the largest partial sum (measured 4)",

@@ -27,9 +27,10 @@ Mean and InvStdDev have X's shape with the axes from `axis` on set to 1. stash_t
 vkinfer:LayerNormChain (inputs X, eps, gamma, beta; gamma/beta optional; attributes `axes` as the ReduceMeans had
 them, `eps_first`, `gamma_first`, `beta_first`: the operand order of the Add/Mul/Add) is the chain
 ReduceMean(X) -> Sub(X, mean) -> Pow(d, 2) -> ReduceMean -> Add(eps) -> Sqrt -> Div(d, std) [-> Mul(gamma)
--> Add(beta)] computed as vkinfer runs those ops one by one: both means in vkinfer/reference/float_reduce.py's
-order (its generic loop: 0.0f + x0, each element added in turn, one division by (float)count), d * d for the Pow,
-then one IEEE operation per element in the chain's order, so fusing never changes an output's bits.
+-> Add(beta)] computed as vkinfer runs those ops one by one: both means in ReduceMean's order
+(vkinfer/reference/float_reduce.py reduce_ort: over the last axes ORT's FastReduceKR, Eigen's 4-lane sum of each
+row, one division by (float)count), d * d for the Pow, then one IEEE operation per element in the chain's order,
+so fusing never changes an output's bits.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ import numpy as np
 
 from ._float32 import fma32
 from ._opdef import OpDef
-from .float_reduce import reduce_float
+from .float_reduce import reduce_ort
 
 F32 = np.float32
 F64 = np.float64
@@ -202,9 +203,9 @@ def layer_norm_chain(x: np.ndarray, eps: np.ndarray, gamma: np.ndarray | None, b
         raise TypeError(f"vkinfer:LayerNormChain: X must be float32, got {x.dtype}")
     eps = np.asarray(eps, F32)
     with np.errstate(all="ignore"):
-        mean = reduce_float("ReduceMean", x, axes)
+        mean = reduce_ort("ReduceMean", x, axes)
         d = x - mean
-        var = reduce_float("ReduceMean", d * d, axes)
+        var = reduce_ort("ReduceMean", d * d, axes)
         std = np.sqrt(eps + var if eps_first else var + eps)
         y = d / std
         if gamma is not None:

@@ -10,8 +10,9 @@
  * - mode 1, ORT's generic broadcast path (ComputeJobGeneric): float64 sums in order, y = (float)(((x - mean) / den)
  *   * scale + bias), bias 0.0 when absent; scale/bias already broadcast to n floats per row.
  * - mode 2, vkinfer:LayerNormChain: ReduceMean -> Sub -> Pow 2 -> ReduceMean -> Add(eps) -> Sqrt -> Div
- *   [-> Mul(gamma) -> Add(beta)] as vkinfer runs the ops one by one: each mean 0.0f + x0, then each element added
- *   in turn, one division by (float)n (ReduceMean's generic loop, ops/float_reduce.c), d * d rounded, then one
+ *   [-> Mul(gamma) -> Add(beta)] as vkinfer runs the ops one by one: each mean ReduceMean's order over the last
+ *   axes (ORT's FastReduceKR, ops/float_reduce.c's init_first 3: Eigen's 4-lane sum of the row, its unaligned head
+ *   (-row * n) % 4 by the row's start, then one division by (float)n), d * d rounded, then one
  *   IEEE operation per element; flags bit 0: eps + var (else var + eps), bit 1: gamma * y, bit 2: beta + y (the
  *   node's operand order). scale = gamma, bias = beta (NULL: absent).
  *
@@ -102,19 +103,48 @@ static void ln_double(const ln_t* t, const uf32* x, uf32* y)
     }
 }
 
-static void ln_chain(const ln_t* t, const uf32* x, uf32* y)
+/* Element i of the row (sq: (x[i] - mean)^2, the Pow's output). */
+static inline float ln_val(const uf32* x, uint64_t i, int sq, float mean)
 {
-    uint64_t n = t->n;
-    float s = 0.0f + x[0];
-    for (uint64_t h = 1; h < n; h++) s = s + x[h];
-    float mean = s / (float)n;
-    float d0 = x[0] - mean;
-    float q = 0.0f + d0 * d0;
-    for (uint64_t h = 1; h < n; h++) {
-        float d = x[h] - mean;
-        q = q + d * d;
+    float d = x[i] - mean;
+    return sq ? d * d : x[i];
+}
+
+/* Eigen's 4-lane sum of a row whose first `head` values are unaligned (float_reduce.c's fr_eigen for sums). */
+static float ln_eigen_sum(const uf32* x, uint64_t n, uint64_t head, int sq, float mean)
+{
+    uint64_t h = head < n ? head : n, full = (n - h) / 4 * 4, packets = full / 4, i;
+    float res;
+    if (!full) {
+        res = ln_val(x, 0, sq, mean);
+        for (i = 1; i < n; i++) res = res + ln_val(x, i, sq, mean);
+        return res;
     }
-    float var = q / (float)n;
+    float r0[4], r1[4];
+    for (int l = 0; l < 4; l++) r0[l] = ln_val(x, h + l, sq, mean);
+    if (packets > 1) {
+        uint64_t pairs = packets / 2 * 2;
+        for (int l = 0; l < 4; l++) r1[l] = ln_val(x, h + 4 + l, sq, mean);
+        for (i = 2; i < pairs; i += 2)
+            for (int l = 0; l < 4; l++) {
+                r0[l] = r0[l] + ln_val(x, h + 4 * i + l, sq, mean);
+                r1[l] = r1[l] + ln_val(x, h + 4 * i + 4 + l, sq, mean);
+            }
+        for (int l = 0; l < 4; l++) r0[l] = r0[l] + r1[l];
+        if (packets > pairs)
+            for (int l = 0; l < 4; l++) r0[l] = r0[l] + ln_val(x, h + 4 * pairs + l, sq, mean);
+    }
+    res = (r0[0] + r0[2]) + (r0[1] + r0[3]);
+    for (i = 0; i < h; i++) res = res + ln_val(x, i, sq, mean);
+    for (i = h + full; i < n; i++) res = res + ln_val(x, i, sq, mean);
+    return res;
+}
+
+static void ln_chain(const ln_t* t, const uf32* x, uf32* y, uint64_t row)
+{
+    uint64_t n = t->n, head = (4 - ((row * n) & 3)) & 3;
+    float mean = ln_eigen_sum(x, n, head, 0, 0.0f) / (float)n;
+    float var = ln_eigen_sum(x, n, head, 1, mean) / (float)n;
     float std = sqrtf((t->flags & 1) ? t->eps + var : var + t->eps);
     for (uint64_t h = 0; h < n; h++) {
         float v = (x[h] - mean) / std;
@@ -139,7 +169,7 @@ static void ln_item(void* ctx, size_t row)
         ln_double(t, x, y);
         break;
     default:
-        ln_chain(t, x, y);
+        ln_chain(t, x, y, row);
         break;
     }
 }
