@@ -297,10 +297,11 @@ def test_matmul_float_output_reference_equals_ort(dt, wdt, per_column, monkeypat
 
 def test_matmul_float_output_not_folded(monkeypatch):
     """Where ORT keeps the float MatMul, the fold leaves it: DQ -> MatMul -> Add(bias) with no Q (ORT's
-    MatMulAddFusion makes a float Gemm first), a Gemm with a float C (float in ORT), and int8 activations with uint8
-    weights (no such ORT kernel). A Gemm with an int32 DQ C is ORT's QGemm with a float output, and so here
-    (tests/importers/test_qgemm_float.py checks the bits)."""
+    MatMulAddFusion, vkinfer's too, makes a float Gemm first), a Gemm with a float C (float in ORT), and int8
+    activations with uint8 weights (no such ORT kernel). A Gemm with an int32 DQ C is ORT's QGemm with a float
+    output, and so here (tests/importers/test_qgemm_float.py checks the bits)."""
     from vkinfer.model import onnx_import
+    from vkinfer.model.matmul_add_fuse import fuse_matmul_add
     from vkinfer.model.op_table import OPS
     from vkinfer.model.qdq_rules import fold_matmul_to_float
 
@@ -310,7 +311,9 @@ def test_matmul_float_output_not_folded(monkeypatch):
         blob, _ = mm_float(dt, np.int8, True, True)
         _, ops = ort_session(blob, dt)
         assert ops == "DequantizeLinear,DequantizeLinear,Gemm", ops
-        g = onnx_import.import_onnx(blob, dict.fromkeys(OPS))
+        # MatMulAddFusion first, as in ORT (vkinfer/model/matmul_add_fuse.py), then the fold keeps the float Gemm
+        g = fuse_matmul_add(onnx_import.import_onnx(blob, dict.fromkeys(OPS)))
+        assert [n.op for n in g.nodes] == ["DequantizeLinear", "DequantizeLinear", "Gemm"], g.nodes
         assert fold_matmul_to_float(g) is g
     # Gemm with a float C: ORT keeps a float Gemm too.
     blob, c = mm_float(np.uint8, np.int8, True, False, trans_b=0)

@@ -541,6 +541,7 @@ def optimize(g: Graph) -> Graph:
     from .conv_transpose import expand_conv_transpose
     from .layer_norm_fuse import fuse_layer_norm_chains
     from .lstm_outputs import pack_lstm_state
+    from .matmul_add_fuse import fuse_matmul_add
     from .moves import split_to_slices
     from .qdq_rules import drop_argmax_dq, fold_matmul_to_float, propagate_qdq
     from .quant_ops import split_transposed_a
@@ -549,6 +550,7 @@ def optimize(g: Graph) -> Graph:
 
     check_graph(g)
     g = fold_constants(g, keep=frozenset({"DequantizeLinear"}))
+    g = fuse_matmul_add(g)  # ORT's MatMulAddFusion, before its QDQ passes (vkinfer/model/matmul_add_fuse.py)
     g = quantize_float_weights(g)  # ORT's WeightBiasQuantization: float weights before a Q become int8
     g = split_to_slices(g)
     g = pack_lstm_state(g)  # an LSTM whose Y_h or Y_c is read: one output, then Slices (vkinfer/model/lstm_outputs.py)

@@ -183,8 +183,10 @@ def fold_matmul_to_float(g: Graph) -> Graph:
     """ORT's MatMul QDQ rule without a Q (MatMulReplaceWithQLinear's float branch): DequantizeLinear(a 8-bit
     activation, scalar parameters) and DequantizeLinear(b, constant, scalar or per-column parameters) -> MatMul whose
     output no QuantizeLinear reads becomes com.microsoft MatMulIntegerToFloat (int32 sums, one float32 multiply:
-    vkinfer/reference/matmul_integer_to_float.py). A MatMul read by an Add is left alone: ORT's MatMulAddFusion
-    makes it a float Gemm first (measured against ORT 1.31.1, tests/importers/test_qdq_rules.py). A Gemm (alpha 1,
+    vkinfer/reference/matmul_integer_to_float.py). A MatMul -> Add(bias) that ORT's MatMulAddFusion makes a Gemm is
+    one already (vkinfer/model/matmul_add_fuse.py, which runs first): a float bias keeps it a float Gemm, an int32 DQ
+    bias makes it a QGemm (below); one it does not fuse (a bias of another shape) becomes MatMulIntegerToFloat before
+    the Add, as in ORT (measured against ORT 1.31.1, tests/importers/test_matmul_add_fusion.py). A Gemm (alpha 1,
     transA 0) without C is the same (ORT's QGemm with a float output: the same bits). Other Gemms ORT makes a QGemm
     with a float output become one here too (`_qgemm_float_ok`: alpha != 1 or transA without C, or an int32 C with
     alpha 1 and beta 1, added to the int32 sums before the multiply: vkinfer/reference/qgemm.py); a float C stays a
@@ -206,7 +208,7 @@ def fold_matmul_to_float(g: Graph) -> Graph:
         if ((gemm_ok or qgemm) and a is not None and b is not None and a.op == b.op == "DequantizeLinear"
                 and _scalar_params(g, a) and b.inputs[0] in g.consts and _column_params(g, b, 1 - trans_b)
                 and _kernel_types(g, a, b)
-                and not any(r.op in ("QuantizeLinear", "Add") for r in readers.get(n.outputs[0], []))):
+                and not any(r.op == "QuantizeLinear" for r in readers.get(n.outputs[0], []))):
             if qgemm:  # ORT's QGemm with a float output: an int32 C joins the sums (reference/qgemm.py)
                 c = prod[n.inputs[2]].inputs[0] if len(n.inputs) > 2 and n.inputs[2] else ""
                 za, zb = (d.inputs[2] if len(d.inputs) > 2 else "" for d in (a, b))
