@@ -182,6 +182,8 @@ def test_qdq_greater_where_is_one_native_call(dt):
     sess = check(blob, feeds, [ort_run(blob, f, optimize=True, config=config) for f in feeds], where="cpu")
     for s in sess.values():  # check() asserted each on the cpu in cpu and vulkan sessions
         assert set(s.placement) == {"dqa", "dqb", "gt", NAME, "q"}, s.placement
+    segments = [(sg.device, len(sg.nodes)) for sg in sess["cpu"].plan(feeds[0]).segments]
+    assert segments == [("cpu", 5)], segments  # one native segment: the bool tensor never leaves the graph
 
 
 def test_quantize_static_model(tmp_path):
