@@ -175,11 +175,13 @@ def _conv_model(kernel_shape, qdq: bool) -> onnx.ModelProto:
 
 @pytest.mark.parametrize("qdq", [False, True], ids=["qoperator", "qdq"])
 def test_kernel_shape_contradicting_the_weights_refused(qdq):
+    """QOperator: vkinfer/model/attrs.py's check; QDQ (weights a DequantizeLinear of an initializer): the importer's
+    (the pair became a QLinearConv that ignored the attribute)."""
     m = _conv_model([1, 1], qdq)
     feed = {"x": np.random.default_rng(2).integers(0, 256, (1, 3, 6, 6)).astype(np.uint8)}
     assert isinstance(_ort(m, feed), Exception)  # ORT: "kernel_shape is not compatible with W shape"
-    refused_devices(m, match=r"node 'conv' \((QLinear)?Conv\): kernel_shape \[1, 1\] contradicts its weights "
-                             r"'wf?' of shape \[4, 3, 3, 3\]")
+    refused_devices(m, match=r"node 'conv' \((QLinear)?Conv\): attribute 'kernel_shape' = \[1, 1\]: contradicts "
+                             r"the weights 'wf?' of shape \[4, 3, 3, 3\]")
     good = _conv_model([3, 3], qdq)  # the consistent attribute runs, as ORT
     want = _ort(good, feed)
     assert isinstance(want, list), want

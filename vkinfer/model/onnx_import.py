@@ -279,19 +279,22 @@ _CONV_WEIGHTS = {"QLinearConv": 3, "Conv": 1, "ConvInteger": 1, "ConvTranspose":
 
 
 def _check_kernel_shapes(g: onnx.GraphProto, consts: dict[str, np.ndarray], names: list[str]) -> None:
-    """A convolution whose kernel_shape contradicts its weights' spatial shape (an initializer, or a
-    DequantizeLinear of one): ValueError naming the node, as ONNX Runtime refuses it ('kernel_shape is not
-    compatible with W shape'); vkinfer took the weights' shape and ignored the attribute."""
+    """A convolution whose kernel_shape contradicts weights that are a DequantizeLinear of an initializer (a QDQ
+    model): ValueError naming the node, as ONNX Runtime refuses it ('kernel_shape is not compatible with W
+    shape'); vkinfer folded the pair into a QLinearConv and ignored the attribute. Weights that are an initializer
+    themselves are checked with the other geometry attributes (vkinfer/model/attrs.py, in the same words)."""
     dq = {n.output[0]: n.input[0] for n in g.node if n.op_type == "DequantizeLinear" and n.output and n.input}
     for n, name in zip(g.node, names, strict=True):
         slot = _CONV_WEIGHTS.get(n.op_type) if n.domain in ("", "ai.onnx") else None
-        if slot is None or slot >= len(n.input):
+        if slot is None or slot >= len(n.input) or n.input[slot] in consts:
             continue
-        ks = next((list(a.ints) for a in n.attribute if a.name == "kernel_shape"), None)
-        w = consts.get(n.input[slot], consts.get(dq.get(n.input[slot], ""), None))
+        ks = next((list(a.ints) for a in n.attribute
+                   if a.name == "kernel_shape" and a.type == onnx.AttributeProto.INTS), None)
+        w = consts.get(dq.get(n.input[slot], ""))
         if ks is not None and w is not None and ks != list(w.shape[2:]):
-            raise ValueError(f"node {name!r} ({n.op_type}): kernel_shape {ks} contradicts its weights "
-                             f"{n.input[slot]!r} of shape {list(w.shape)} (spatial {list(w.shape[2:])})")
+            raise ValueError(f"node {name!r} ({n.op_type}): attribute 'kernel_shape' = {ks}: contradicts the weights "
+                             f"{n.input[slot]!r} of shape {list(w.shape)} (a DequantizeLinear of "
+                             f"{dq[n.input[slot]]!r})")
 
 
 # Quantized ops as the model writes them: the input positions of their output's scale and zero point, and of
