@@ -97,3 +97,53 @@ def test_indices_output_stays_on_the_host():
     sess = vkinfer.InferenceSession(blob, device="cpu")
     assert sess.placement[NAME] == "host"
     assert "Indices" in sess.plan(_feed(x)).why_host[NAME]
+
+
+# GlobalMaxPool (and MaxPool whose kernel is the image): MLAS's global kernel, 4 lanes over the flat image from the
+# lowest float by SSE's max (r > x ? r : x), the lanes folded (l0, l2), (l1, l3), then the hw % 4 rest by std::max.
+GLOBAL_SPATIAL = [(1,), (3,), (7,), (1, 1), (1, 3), (2, 2), (3, 3), (1, 8), (3, 5), (4, 4), (5, 7), (3, 11),
+                  (2, 2, 3), (1, 3, 3)]
+
+
+def _global_rows(hw: int) -> np.ndarray:
+    """One channel per (position, pattern): a NaN among zeros, among -inf, among 1 and among 5; 1 among NaN; +0
+    among -0 and -0 among +0; -inf everywhere; and random +-0/NaN/+-inf/-FLT_MAX rows."""
+    rows = []
+    for i in range(hw):
+        for base, odd in ((0.0, np.nan), (-np.inf, np.nan), (1.0, np.nan), (5.0, np.nan), (np.nan, 1.0),
+                          (-0.0, 0.0), (0.0, -0.0), (np.nan, -np.inf)):
+            r = np.full(hw, base, F32)
+            r[i] = odd
+            rows.append(r)
+    rng = np.random.default_rng(hw)
+    rows += list(rng.choice(F32([0.0, -0.0, np.nan, np.inf, -np.inf, -3.4028235e38, 1.0]), (24, hw)))
+    rows.append(np.full(hw, -np.inf, F32))
+    return np.stack(rows).astype(F32)
+
+
+@pytest.mark.parametrize("op", ["GlobalMaxPool", "MaxPool"])
+@pytest.mark.parametrize("spatial", GLOBAL_SPATIAL, ids=[str(s) for s in GLOBAL_SPATIAL])
+def test_global_max_pool_nan_and_signed_zero_at_every_position(op, spatial):
+    """NaN, +-0 and -inf at every position of images of 1 to 35 values (1-, 2- and 3-D): every device equals ORT,
+    GlobalMaxPool on the cpu device (MaxPool of other ranks than 2 stays on the host)."""
+    hw = int(np.prod(spatial))
+    x = _global_rows(hw).reshape(1, -1, *spatial)
+    attrs = {"kernel_shape": list(spatial)} if op == "MaxPool" else {}
+    blob = model([node(op, ["x"], ["y"], **attrs), node("DequantizeLinear", ["q", "s"], ["qf"], name="dq")],
+                 {"x": (F32, x.shape), "q": (np.uint8, (4,))}, {"s": F32(0.5)}, {"y": F32, "qf": F32}, opset=13)
+    run_devices(blob, _feed(x), want=ort_run(blob, _feed(x)))
+    if op == "GlobalMaxPool" or len(spatial) == 2:
+        for d in ("cpu", "vulkan"):
+            assert vkinfer.InferenceSession(blob, device=d).placement[NAME] == "cpu"
+
+
+def test_global_max_pool_random_shapes():
+    """Random NCHW shapes and values (with a few NaN and zeros): every device equals ORT, native."""
+    rng = np.random.default_rng(21)
+    for _ in range(6):
+        shape = (int(rng.integers(1, 3)), int(rng.integers(1, 9)), int(rng.integers(1, 15)), int(rng.integers(1, 15)))
+        x = rng.uniform(-3, 3, shape).astype(F32)
+        x = np.where(rng.random(shape) < 0.05, rng.choice(F32([np.nan, 0.0, -0.0, -np.inf]), shape), x).astype(F32)
+        blob = model([node("GlobalMaxPool", ["x"], ["y"]), node("DequantizeLinear", ["q", "s"], ["qf"], name="dq")],
+                     {"x": (F32, shape), "q": (np.uint8, (4,))}, {"s": F32(0.5)}, {"y": F32, "qf": F32}, opset=13)
+        check(blob, _feed(x), ort_run(blob, _feed(x)), where="cpu", nodes=[NAME])

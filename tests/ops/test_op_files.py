@@ -21,6 +21,7 @@ FAMILY = {"vkinfer:QGemmClamp": "qgemm", "vkinfer:Table2": "table", "LSTM": "lst
 FAMILY |= {"Pow": "float_pow", "Softmax": "float_softmax", "LogSoftmax": "float_softmax"}
 FAMILY |= {"ArgMax": "argmax", "ArgMin": "argmax"}  # 8-bit ReduceMax/ReduceMin: test_byte_reduce.py as well
 FAMILY |= {"AveragePool": "float_average_pool"}
+FAMILY |= {"Exp": "float_unary", "Log": "float_unary", "GlobalMaxPool": "float_max_pool"}
 FAMILY |= {op: "float_compare" for op in ("Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "And", "Or",
                                     "Xor", "Not")}
 

@@ -1,8 +1,9 @@
 """Elementwise float32 ops between quantized ones in the native CPU graph, with ONNX Runtime 1.31's CPU bits:
 binary Add, Sub, Mul, Div, Max, Min (two inputs), PRelu and Pow (the C library's powf; x * x and x * x * x where
 ORT's broadcaster takes the exponent as a span scalar: vkinfer/reference/float_pow.py) with numpy broadcasting
-(cpu_fallback/src/ops/float_binary.c), unary Relu, LeakyRelu, Clip, Neg, Abs, Sqrt, HardSigmoid, HardSwish and
-MLAS's Sigmoid, Tanh, Erf (ops/float_unary.c, step by step as vkinfer/model/host_float.py reproduces them).
+(cpu_fallback/src/ops/float_binary.c), unary Relu, LeakyRelu, Clip, Neg, Abs, Sqrt, HardSigmoid, HardSwish,
+MLAS's Sigmoid, Tanh, Erf, Exp and Eigen's Log with the C library's logf on the tensor's last n % 4 elements
+(ops/float_unary.c, step by step as vkinfer/model/host_float.py and host_eigen.py reproduce them).
 float32 tensors live in the CPU graph in the host's layout (NCHW, plain: vkinfer/layout.py), as DequantizeLinear
 writes and QuantizeLinear reads them, so these operators run between the two in the same native call.
 
@@ -28,7 +29,7 @@ _F32 = np.dtype(np.float32)
 BINARY = {"Add": 0, "Sub": 1, "Mul": 2, "Div": 3, "Max": 4, "Min": 5, "PRelu": 6, "Pow": 7}
 _POW_SCALAR_EXP = 8  # float_binary.c: Pow with ORT's x * x / x * x * x for a span-scalar exponent 2 / 3
 UNARY = {"Relu": 0, "LeakyRelu": 1, "Clip": 2, "Neg": 3, "Abs": 4, "Sqrt": 5, "HardSigmoid": 6, "HardSwish": 7,
-         "Sigmoid": 8, "Tanh": 9, "Erf": 10}
+         "Sigmoid": 8, "Tanh": 9, "Erf": 10, "Exp": 11, "Log": 12}
 _MAX_RANK = 6  # float_binary.c's FB_RANK
 
 

@@ -14,6 +14,9 @@ std_max(r, x) = r < x ? x : r:
 - MLAS's vector kernel (horizontal stride <= 2, kernel sides <= 32): per output row, each column folds its window's
   rows (sse_max from the first row on for the columns in whole groups of 4, std_max for the last w % 4), into a row
   buffer padded with lowest; each output folds its kw buffer entries by sse_max from the first.
+MlasPool takes the global kernel for every spatial rank (1 to 3): GlobalMaxPool and a MaxPool whose kernel is the
+image (strides 1, no pads, no dilation, no Indices), over each channel's flat image; measured against ORT with NaN,
++-0 and -inf at every position of 1-, 2- and 3-D images (tests/ops/test_float_max_pool.py).
 Rows of a window are clipped to the image as MLAS clips them. Other ranks, and the Indices output, take MaxPool-8's
 loop (its own kernel for those; Indices as ORT: the flat input index of the value kept, row-major or, with
 storage_order=1, column-major within the image, plus the channel's offset).
@@ -128,7 +131,13 @@ def max_pool_float(x: np.ndarray, kernel_shape, strides=None, pads=None, dilatio
     n, c, sp = x.shape[0], x.shape[1], x.shape[2:]
     nd = len(k)
     flat = x.reshape(n * c, *sp)
-    kind = "dilated" if nd != 2 or indices or min(p) < 0 else pool_kind(sp[0], sp[1], k, s, d, p)
+    if (not indices and nd <= 3 and tuple(k) == tuple(sp) and all(v == 1 for v in s) and all(v == 1 for v in d)
+            and not any(p)):
+        kind = "global"  # MlasPool's global case, for every spatial rank (GlobalMaxPool's too)
+    elif nd != 2 or indices or min(p) < 0:
+        kind = "dilated"
+    else:
+        kind = pool_kind(sp[0], sp[1], k, s, d, p)
     if kind == "global":
         y = _global(flat)
     elif kind == "vector":

@@ -15,7 +15,16 @@
  *   Tanh         MLAS tanh: clamp to [-9, 9], p = v * P(v^2), q = Q(v^2) (Horner, fused), p / q
  *   Erf          MLAS erf: |x| < 0.921875 an odd polynomial (fused); above (clamped to 3.925) 1 - exp(-r(|x|))
  *                with MLAS's exp (two-part ln 2 reduction, 2^n built in the exponent); sign copied from x.
- * NaN gives x itself (ORT's, payloads aside) in all five. */
+ * NaN gives x itself (ORT's, payloads aside) in all five.
+ *   Exp          MLAS exp (host_eigen.mlas_exp): x clamped to [-103.972, 88.776], m = round(x / ln 2) by the
+ *                1.5 * 2^23 trick, r = x - m ln 2 in two fused steps, a degree-6 polynomial (fused Horner), then
+ *                p * 2^m rounded once: p times 2^m in double (exact: m in [-150, 128]) converted to float once, as
+ *                the numpy does and as AVX-512F's vscalefps rounds (a subnormal result rounds once, not twice).
+ *   Log          Eigen's plog_float (host_eigen.eigen_log: frexp, mantissa folded to [sqrt(1/2), sqrt(2)), a (3,3)
+ *                rational in unfused steps, + e ln 2; 0 -> -inf, x < 0 or NaN -> the default quiet NaN, +inf ->
+ *                +inf) on Eigen's whole packets, and the C library's logf on the tensor's last n % 4 elements
+ *                (Eigen's scalar tail over ORT's single-threaded, 16-byte aligned output: host_eigen's
+ *                eigen_elementwise), so the element's position in the tensor picks the function. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +38,7 @@
 typedef float uf32 __attribute__((aligned(1), may_alias));
 
 enum { FU_RELU, FU_LEAKY_RELU, FU_CLIP, FU_NEG, FU_ABS, FU_SQRT, FU_HARD_SIGMOID, FU_HARD_SWISH, FU_SIGMOID, FU_TANH,
-       FU_ERF, FU_COUNT };
+       FU_ERF, FU_EXP, FU_LOG, FU_COUNT };
 #define FU_ITEM 16384  /* values per parallel item */
 
 typedef struct {
@@ -119,6 +128,47 @@ static inline float fu_erf(float x)
     return signbit(x) ? -out : out;
 }
 
+/* MLAS's exp constants (host_eigen.py _MLAS_*). */
+static const float FU_MLAS_EXP_P[7] = {0x1.694000p-10f, 0x1.125edcp-7f, 0x1.555b5ap-5f, 0x1.555450p-3f,
+                                       0x1.fffff6p-2f, 0x1.000000p+0f, 0x1.000000p+0f};
+
+static inline float fu_exp(float x)
+{
+    if (isnan(x)) return x + x;  /* quiet, as numpy's arithmetic leaves it */
+    float c = x > 0x1.631ae4p+6f ? 0x1.631ae4p+6f : x;  /* the constants: float32(MLAS's), hex */
+    c = -0x1.9fe36ap+6f > c ? -0x1.9fe36ap+6f : c;
+    float biased = fmaf(c, 0x1.715476p+0f, 0x1.8p+23f);
+    float m = biased - 0x1.8p+23f;
+    float r = fmaf(m, -0x1.62e4p-1f, c);
+    r = fmaf(m, -0x1.7f7d1cp-20f, r);
+    float p = fu_horner(r, FU_MLAS_EXP_P, 7);
+    uint64_t bits = (uint64_t)((int64_t)m + 1023) << 52;  /* 2^m as a double: m in [-150, 128] */
+    double scale;
+    memcpy(&scale, &bits, 8);
+    return (float)((double)p * scale);
+}
+
+/* Eigen's plog_float on one packet lane (host_eigen.eigen_log; ORT's x86-64 Eigen has no FMA: a * b + c is two
+ * roundings, -ffp-contract=off). */
+static inline float fu_log_packet(float x)
+{
+    if (x == 0.0f) return -INFINITY;
+    if (x < 0.0f || isnan(x)) return NAN;  /* numpy's float32(nan): the default quiet NaN, positive */
+    if (x == INFINITY) return x;
+    int ex;
+    float m = frexpf(x, &ex), e = (float)ex;
+    int small = m < 0x1.6a09e6p-1f;  /* the constants: numpy's float32() of Eigen's, in hex */
+    float v = (m - 1.0f) + (small ? m : 0.0f);
+    e = e - (small ? 1.0f : 0.0f);
+    float p = v * 0x1.75e392p-3f + 1.0f;
+    p = v * p + 1.0f;
+    p = v * p;
+    float q = v * 0x1.9674d0p-5f + 0x1.32ce9ap-1f;
+    q = v * q + 1.5f;
+    q = v * q + 1.0f;
+    return e * 0x1.62e430p-1f + p / q;
+}
+
 #define FU_LOOP(EXPR) for (uint64_t i = 0; i < m; i++) { float v = x[i]; y[i] = (EXPR); }
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__) && \
@@ -144,6 +194,8 @@ static void fu_part(uint32_t op, float alpha, float beta, const uf32* restrict x
     case FU_HARD_SWISH: FU_LOOP(v * fu_hard_sigmoid(v, (float)(1.0 / 6.0), 0.5f)); break;
     case FU_SIGMOID: FU_LOOP(fu_sigmoid(v)); break;
     case FU_TANH: FU_LOOP(fu_tanh(v)); break;
+    case FU_EXP: FU_LOOP(fu_exp(v)); break;
+    case FU_LOG: FU_LOOP(fu_log_packet(v)); break;  /* the tail's logf: fu_item */
     default: FU_LOOP(fu_erf(v)); break;
     }
 }
@@ -153,6 +205,12 @@ static void fu_item(void* ctx, size_t item)
     const fun_job* j = ctx;
     uint64_t i0 = (uint64_t)item * FU_ITEM, m = j->t->n - i0 < FU_ITEM ? j->t->n - i0 : FU_ITEM;
     fu_part(j->t->op, j->t->alpha, j->t->beta, (const uf32*)j->x + i0, (uf32*)j->y + i0, m);
+    if (j->t->op == FU_LOG) {  /* Eigen's scalar path on the tensor's last n % 4 elements (FU_ITEM % 4 == 0) */
+        uint64_t tail0 = j->t->n - j->t->n % 4;
+        const uf32* x = (const uf32*)j->x;
+        uf32* y = (uf32*)j->y;
+        for (uint64_t i = tail0 > i0 ? tail0 : i0; i < i0 + m; i++) y[i] = logf(x[i]);
+    }
 }
 
 static vki_status fu_run(void* p, uint8_t* const* ptr, uint32_t threads)
