@@ -6,7 +6,9 @@
 #include "internal.h"
 #include "vkinfer_graph.h"
 
-#define VKI_GRAPH_MAX_REFS 64
+/* Operands of one operator (its inputs and output): each operator's list is allocated to its own length, so the
+ * bound only keeps counts sane; a Concat of any input count ORT runs (64 or more were refused) fits. */
+#define VKI_GRAPH_MAX_REFS 65536
 #define VKI_GRAPH_NAME_LEN 48  /* bytes of an operator's name, with its NUL ("conv:avx512vnni") */
 #define VKI_GRAPH_MAX_RANK 6   /* transpose and pad */
 

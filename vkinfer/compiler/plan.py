@@ -36,6 +36,7 @@ from ..model.graph import Graph, Node
 from ..model.interpreter import Memo, interpret, trace  # noqa: F401 (also vkinfer.compiler.plan API)
 from ..model.lowering import EIGHT_BIT, Ctx, Layer, lower_node, lowerings
 from ..model.op_table import OPS  # noqa: F401 (vkinfer.compiler.plan API)
+from ..model.sizes import Limits
 
 HOST = "host"
 
@@ -161,13 +162,15 @@ class Plan:
 
     def __init__(self, g: Graph, feed: dict[str, np.ndarray], backend, placement: dict[str, str] | None = None,
                  resolve: Callable[[str], object] | None = None, auto_place: Callable | None = None,
-                 state: list[tuple[str, str]] | None = None):
+                 state: list[tuple[str, str]] | None = None, limits: Limits | None = None):
         """`state`: a streaming model's (state input, output carrying its next value) pairs: where one CPU segment
         reads the input and makes the output (and no other segment touches them), the graph keeps that state in
-        its own form (`state_forms`; `run` converts host arrays at its edges, the stateful runner never does)."""
+        its own form (`state_forms`; `run` converts host arrays at its edges, the stateful runner never does).
+        `limits`: the session's size limits (vkinfer/model/sizes.py; default sizes.DEFAULT), checked by the trace
+        before any tensor is allocated: past them, SizeLimitError names the node, its output shape and the limit."""
         self.g, self.backend = g, backend
         self._state_pairs = list(state or [])
-        self.info = trace(g, feed)
+        self.info = trace(g, feed, limits)
         ctx = Ctx(g, self.info)
         backends = {} if backend is None else {backend.name: backend}
         self.placement: dict[str, str] = {}
@@ -283,13 +286,16 @@ class Plan:
                         readers.setdefault(t, set()).add(i)
         segs = []
         for i, (dev, nodes) in enumerate(runs):
-            made: list[str] = []
-            ins: list[str] = []
+            made: dict[str, None] = {}  # ordered sets: a segment of 20k nodes was quadratic in lists
+            ins: dict[str, None] = {}
             for n in nodes:
                 reads = layers[n.name].acts if dev != HOST else [t for t in n.inputs if t]
-                ins.extend(t for t in reads if t not in made and t not in ins)
-                made.extend(o for o in (n.outputs if dev == HOST else [layers[n.name].out]) if o)
+                for t in reads:
+                    if t not in made:
+                        ins.setdefault(t)
+                made.update(dict.fromkeys(o for o in (n.outputs if dev == HOST else [layers[n.name].out]) if o))
             outs = [t for t in made if t in graph_outs or any(j > i for j in readers.get(t, ()))]
+            ins = list(ins)
             segs.append(Segment(dev, nodes, ins, outs))
         return segs
 
@@ -314,6 +320,10 @@ class Plan:
         segment): written in the device's layout, so the Vulkan side copies nothing (the model's quantized
         input above all)."""
         out = set()
+        read_by: dict[str, list[str]] = {}
+        for s in self.segments:
+            for t in s.inputs:
+                read_by.setdefault(t, []).append(s.device)
         for seg in self.segments:
             if seg.device == HOST or self.backends[seg.device].kind != "cpu":
                 continue
@@ -323,7 +333,7 @@ class Plan:
                 t = lay.out
                 if t not in form_io or lay.packed is None or lay.alias or t in inner or t not in seg.outputs:
                     continue
-                readers = [s.device for s in self.segments if t in s.inputs]
+                readers = read_by.get(t, [])
                 if readers and all(d != HOST and self.backends[d].kind == "vulkan" for d in readers):
                     out.add(t)
         return frozenset(out)
@@ -337,9 +347,11 @@ class Plan:
         if be.kind == "cpu":
             from ..cpu.segment import CpuSegment
 
-            touched = [t for s in self.segments if s is not seg for t in (*s.inputs, *s.outputs)]
-            state_io = {i: o for i, o in self._state_pairs
-                        if i in seg.inputs and o in seg.outputs and i not in touched and o not in touched}
+            state_io = {}
+            if self._state_pairs:
+                touched = {t for s in self.segments if s is not seg for t in (*s.inputs, *s.outputs)}
+                state_io = {i: o for i, o in self._state_pairs
+                            if i in seg.inputs and o in seg.outputs and i not in touched and o not in touched}
             return CpuSegment(lays, seg.inputs, seg.outputs, self.info, self.g.consts, form_io, packed_io, state_io)
         from ..vulkan.segment import VulkanSegment
 

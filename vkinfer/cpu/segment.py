@@ -121,33 +121,59 @@ def _fold_moves(layers: list, info: dict, keep: set[str]) -> list:
     """Layers where each pair of byte moves (Transposes, one-transpose reshapes, aliases in between) along a
     tensor with one reader becomes one move, or an alias where the bytes end where they started: micro_wakeword's
     input Reshape + Transpose and its last ring buffer's Transpose + Reshape (flatten) before the dense layer
-    cost four transposes, ~0.45 us of its ~3 us run. `keep`: tensors others read (outputs), never folded away."""
+    cost four transposes, ~0.45 us of its ~3 us run. `keep`: tensors others read (outputs), never folded away.
+
+    Pairs fold first in layer order, each fold then rechecking the layers from the first one it can have changed:
+    after the layer at i folds into its reader, only the producer of its input can fold anew (its reader is now
+    the folded layer), so the scan goes on there, else at i (a rescan from the start each time was quadratic: a
+    20k-Transpose chain took minutes)."""
     layers = list(layers)
+    readers: dict[str, list[int]] = {}
+    producer: dict[str, int] = {}
+    for i, lay in enumerate(layers):
+        for a in dict.fromkeys(lay.acts):
+            readers.setdefault(a, []).append(i)
+        producer.setdefault(lay.out, i)
+
+    def fold(i: int):
+        """(reader index, folded layer) of the layer at i, or None."""
+        lay = layers[i]
+        rd = readers.get(lay.out, [])
+        if lay.out in keep or len(rd) != 1 or len(lay.acts) != 1:
+            return None
+        nxt = layers[rd[0]]
+        if lay.alias and nxt.alias or len(nxt.acts) != 1 or nxt.alias and nxt.out in keep:
+            return None  # an alias writes nothing: a segment output it made would stay unwritten
+        m1, m2 = _move_of(lay, info), _move_of(nxt, info)
+        m = _chain(m1, m2) if m1 is not None and m2 is not None else None
+        if m is None:
+            return None
+        if m == ((), ()):
+            return rd[0], Layer(nxt.node, list(lay.acts), nxt.out, alias=True)
+        return rd[0], Layer(nxt.node, list(lay.acts), nxt.out, _transpose_emitter(*m), move=m)
+
+    i, retry = 0, None  # every layer before i but `retry` is known not to fold
     while True:
-        readers: dict[str, list[int]] = {}
-        for i, lay in enumerate(layers):
-            for a in dict.fromkeys(lay.acts):
-                readers.setdefault(a, []).append(i)
-        for i, lay in enumerate(layers):
-            rd = readers.get(lay.out, [])
-            if lay.out in keep or len(rd) != 1 or len(lay.acts) != 1:
+        if retry is not None:
+            at, retry = retry, None
+            if (done := fold(at)) is None:
                 continue
-            nxt = layers[rd[0]]
-            if lay.alias and nxt.alias or len(nxt.acts) != 1 or nxt.alias and nxt.out in keep:
-                continue  # an alias writes nothing: a segment output it made would stay unwritten
-            m1, m2 = _move_of(lay, info), _move_of(nxt, info)
-            m = _chain(m1, m2) if m1 is not None and m2 is not None else None
-            if m is None:
-                continue
-            if m == ((), ()):
-                new = Layer(nxt.node, list(lay.acts), nxt.out, alias=True)
-            else:
-                new = Layer(nxt.node, list(lay.acts), nxt.out, _transpose_emitter(*m), move=m)
-            layers[rd[0]] = new
-            del layers[i]
-            break
         else:
-            return layers
+            while i < len(layers) and (layers[i] is None or (done := fold(i)) is None):
+                i += 1
+            if i == len(layers):
+                break
+            at = i
+        r, new = done
+        lay = layers[at]
+        src = lay.acts[0]
+        layers[r], layers[at] = new, None
+        del readers[lay.out]
+        readers[src] = [r if k == at else k for k in readers[src]]
+        producer.pop(lay.out, None)
+        p = producer.get(src)
+        retry = p if p is not None and p < at and layers[p] is not None else None
+    return [lay for lay in layers if lay is not None]
 
 
 class StateForm(NamedTuple):

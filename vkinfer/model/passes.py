@@ -387,60 +387,73 @@ def _roundtrip_scale(s) -> bool:
 
 def fuse_activations(g: Graph) -> Graph:
     """QLinearConv / QGemm followed by an activation on its 8-bit output become their clamp variants (see above).
-    Repeats until nothing changes (a chain of activations narrows the clamp step by step)."""
+    Repeats until nothing changes (a chain of activations narrows the clamp step by step).
+
+    In one sweep: a fusion changes only the fused node (now writing the activation's output) and drops nodes
+    read by it alone, so the nodes before it never fuse anew and the sweep retries the fused node in place; the
+    former rescan of the whole graph after each fusion was quadratic (a 20k-layer conv + relu chain)."""
     from ..reference.quantize_linear import quantize_values
 
-    while True:
-        outputs = {t.name for t in g.outputs}
-        producer, consumers = _maps(g)
+    outputs = {t.name for t in g.outputs}
+    _, consumers = _maps(g)
 
-        def only_user(name: str, consumers=consumers, outputs=outputs) -> Node | None:
-            users = consumers.get(name, [])
-            return users[0] if len(users) == 1 and name not in outputs else None
+    def only_user(name: str) -> Node | None:
+        users = consumers.get(name, [])
+        return users[0] if len(users) == 1 and name not in outputs else None
 
-        change = None
-        for p in g.nodes:
-            if p.op not in CLAMP_OPS or not p.outputs or (u := only_user(p.outputs[0])) is None:
-                continue
-            b = _int_bounds(g, p)
-            if b is None:
-                continue
-            _, _, scale, zp, dt = b
-            qmin, qmax = _QRANGE[dt]
-            if u.op in ACT_OPS and u.outputs:  # integer Relu / Clip on the 8-bit tensor
-                bounds = None
-                if u.op == "Relu":
-                    bounds = (0, qmax) if dt == np.int8 else None  # Relu has no uint8 form in ONNX
-                elif (cb := _clip_bounds(g, u)) is not None and all(
-                        not name or np.asarray(g.consts[name]).dtype == dt for name in u.inputs[1:3]):
-                    bounds = (int(np.clip(np.ceil(cb[0]), qmin, qmax)), int(np.clip(np.floor(cb[1]), qmin, qmax)))
-                if bounds is not None and (new := _clamped(g, p, bounds[0], bounds[1], u.outputs[0])) is not None:
-                    change = (p, [u], new)
-                    break
-            elif u.op == "DequantizeLinear" and (a := only_user(u.outputs[0])) is not None and a.op in ACT_OPS:
-                q = only_user(a.outputs[0])
-                if q is None or q.op != "QuantizeLinear" or not all(not i or i in g.consts for i in u.inputs[1:]):
-                    continue
-                if not all(not i or i in g.consts for i in q.inputs[1:]) or not _same_qparams(g, u, q):
-                    continue
-                us = np.asarray(g.consts[u.inputs[1]])
-                uz = (np.asarray(g.consts[u.inputs[2]]) if len(u.inputs) > 2 and u.inputs[2]
-                      else np.zeros((), np.uint8))
-                if us.size != 1 or np.float32(us.reshape(())) != scale or int(uz.reshape(())) != zp or uz.dtype != dt:
-                    continue
-                cb = _clip_bounds(g, a)
-                if cb is None or np.isnan(cb).any() or cb[0] > cb[1]:
-                    continue
-                with np.errstate(over="ignore"):
-                    lo, hi = (int(v) for v in quantize_values(np.array(cb, np.float32), scale, zp, dt))
-                if (new := _clamped(g, p, lo, hi, q.outputs[0])) is not None:
-                    change = (p, [u, a, q], new)
-                    break
-        if change is None:
-            return g
-        p, gone, new = change
-        gone_ids = {id(n) for n in gone}
-        g = Graph([new if n is p else n for n in g.nodes if id(n) not in gone_ids], g.inputs, g.outputs, g.consts)
+    nodes = list(g.nodes)
+    gone_ids: set[int] = set()
+    k = 0
+    while k < len(nodes):
+        p = nodes[k]
+        if id(p) in gone_ids or (change := _fusion(g, p, only_user, quantize_values)) is None:
+            k += 1
+            continue
+        _, gone, new = change
+        gone_ids.update(id(n) for n in gone)
+        nodes[k] = new  # retried: a chain of activations narrows the clamp step by step
+    if not gone_ids:
+        return g
+    return Graph([n for n in nodes if id(n) not in gone_ids], g.inputs, g.outputs, g.consts)
+
+
+def _fusion(g: Graph, p: Node, only_user, quantize_values) -> tuple[Node, list[Node], Node] | None:
+    """(p, the nodes fused away, p's clamp variant) where `p` fuses with the activation after it, else None."""
+    if p.op not in CLAMP_OPS or not p.outputs or (u := only_user(p.outputs[0])) is None:
+        return None
+    b = _int_bounds(g, p)
+    if b is None:
+        return None
+    _, _, scale, zp, dt = b
+    qmin, qmax = _QRANGE[dt]
+    if u.op in ACT_OPS and u.outputs:  # integer Relu / Clip on the 8-bit tensor
+        bounds = None
+        if u.op == "Relu":
+            bounds = (0, qmax) if dt == np.int8 else None  # Relu has no uint8 form in ONNX
+        elif (cb := _clip_bounds(g, u)) is not None and all(
+                not name or np.asarray(g.consts[name]).dtype == dt for name in u.inputs[1:3]):
+            bounds = (int(np.clip(np.ceil(cb[0]), qmin, qmax)), int(np.clip(np.floor(cb[1]), qmin, qmax)))
+        if bounds is not None and (new := _clamped(g, p, bounds[0], bounds[1], u.outputs[0])) is not None:
+            return p, [u], new
+    elif u.op == "DequantizeLinear" and (a := only_user(u.outputs[0])) is not None and a.op in ACT_OPS:
+        q = only_user(a.outputs[0])
+        if q is None or q.op != "QuantizeLinear" or not all(not i or i in g.consts for i in u.inputs[1:]):
+            return None
+        if not all(not i or i in g.consts for i in q.inputs[1:]) or not _same_qparams(g, u, q):
+            return None
+        us = np.asarray(g.consts[u.inputs[1]])
+        uz = (np.asarray(g.consts[u.inputs[2]]) if len(u.inputs) > 2 and u.inputs[2]
+              else np.zeros((), np.uint8))
+        if us.size != 1 or np.float32(us.reshape(())) != scale or int(uz.reshape(())) != zp or uz.dtype != dt:
+            return None
+        cb = _clip_bounds(g, a)
+        if cb is None or np.isnan(cb).any() or cb[0] > cb[1]:
+            return None
+        with np.errstate(over="ignore"):
+            lo, hi = (int(v) for v in quantize_values(np.array(cb, np.float32), scale, zp, dt))
+        if (new := _clamped(g, p, lo, hi, q.outputs[0])) is not None:
+            return p, [u, a, q], new
+    return None
 
 
 def _detach_float_activations(g: Graph) -> tuple[Graph, list[tuple[Node, Node, Node]]]:
@@ -479,12 +492,15 @@ def _reattach(g: Graph, taken: list[tuple[Node, Node, Node]]) -> Graph:
     if not taken:
         return g
     producer, _ = _maps(g)
-    nodes = list(g.nodes)
+    # Each node's replacement list, spliced in once at the end (a search and an insertion per activation was
+    # quadratic on a long conv chain).
+    nodes: list[list[Node]] = [[n] for n in g.nodes]
+    where = {id(n): k for k, n in enumerate(g.nodes)}
     for _src, a, q in taken:
         p = producer[q.outputs[0]]
-        i = next(k for k, n in enumerate(nodes) if n is p)
+        i = where[id(p)]
         if p.op == "QuantizeLinear":  # nothing folded: the activation goes back between its producer and the Q
-            nodes[i:i + 1] = [a, q]  # (the original Q, which reads the activation)
+            nodes[i] = [a, q]  # (the original Q, which reads the activation)
             continue
         new = None
         if p.op in CLAMP_OPS and (b := _int_bounds(g, p)) is not None:
@@ -494,15 +510,14 @@ def _reattach(g: Graph, taken: list[tuple[Node, Node, Node]]) -> Graph:
                     qlo, qhi = _activation_bounds(("clip", lo, hi), b[2], b[3], b[4])
                 new = _clamped(g, p, qlo, qhi, q.outputs[0])
         if new is not None:
-            nodes[i] = new
+            nodes[i] = [new]
             continue
         # Folded, but with no clamp form: the activation runs between a DQ and a Q with the output's parameters
         # (what the clamp would compute; fuse_activations may still turn it into one).
         tmp = f"{q.outputs[0]}__pre_activation"
-        nodes[i] = Node(p.op, p.name, p.inputs, [tmp], p.attrs)
         dq = Node("DequantizeLinear", f"{a.name}__dq", [tmp, *q.inputs[1:]], [a.inputs[0]], dict(q.attrs))
-        nodes[i + 1:i + 1] = [dq, a, q]
-    return Graph(nodes, g.inputs, g.outputs, g.consts)
+        nodes[i] = [Node(p.op, p.name, p.inputs, [tmp], p.attrs), dq, a, q]
+    return Graph([n for run in nodes for n in run], g.inputs, g.outputs, g.consts)
 
 
 def fold_constants(g: Graph, keep: frozenset[str] = frozenset()) -> Graph:

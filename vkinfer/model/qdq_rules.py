@@ -72,15 +72,49 @@ def propagate_qdq(g: Graph) -> Graph:
     """ORT's QDQ propagation (module docstring) on `g` (each node's opset is its "_opset" attribute)."""
     if not any(_propagates(n) for n in g.nodes):
         return g
-    nodes = list(g.nodes)
     outputs = {t.name for t in g.outputs}
     fresh = iter(range(1 << 30))
+    # The node list as slots with sort keys (a node inserted after `src` sorts right after it, before anything
+    # inserted there earlier) and reader / producer indexes kept up to date: scanning the list for each reader
+    # and producer was quadratic on long QDQ models. A node replaced keeps its slot; a replaced node object
+    # still names its slot (`slot_of`, with `held` keeping those objects, hence their ids, alive).
+    key: list[tuple] = [(k,) for k in range(len(g.nodes))]
+    node_at: list[Node] = []
+    slot_of: dict[int, int] = {}
+    held: list[Node] = []
+    readers_of: dict[str, dict[int, None]] = {}
+    producer_of: dict[str, int] = {}
+    stamp = iter(range(1, 1 << 62))
+
+    def put(slot: int, node: Node) -> Node:
+        if slot == len(node_at):
+            node_at.append(node)
+        else:
+            old = node_at[slot]
+            for i in old.inputs:
+                readers_of.get(i, {}).pop(slot, None)
+            for o in old.outputs:
+                if producer_of.get(o) == slot:
+                    del producer_of[o]
+            node_at[slot] = node
+        slot_of[id(node)] = slot
+        held.append(node)
+        for i in node.inputs:
+            readers_of.setdefault(i, {})[slot] = None
+        for o in node.outputs:
+            producer_of.setdefault(o, slot)
+        return node
+
+    for k, n in enumerate(g.nodes):
+        put(k, n)
 
     def readers(name: str) -> list[tuple[Node, int]]:
-        return [(n, k) for n in nodes for k, i in enumerate(n.inputs) if i == name]
+        slots = sorted(readers_of.get(name, ()), key=key.__getitem__)
+        return [(node_at[s], k) for s in slots for k, i in enumerate(node_at[s].inputs) if i == name]
 
     def producer(name: str) -> Node | None:
-        return next((n for n in nodes if name in n.outputs), None)
+        s = producer_of.get(name)
+        return None if s is None else node_at[s]
 
     def insert_pair(name: str, edges: list[tuple[Node, int]], like: Node, src: Node | None) -> list[Node]:
         """Q(name) -> one DQ per reader edge (`like`'s parameters and opset); a graph output `name` keeps its
@@ -91,22 +125,26 @@ def propagate_qdq(g: Graph) -> Graph:
         attrs = {a: v for a, v in like.attrs.items() if a == "_opset"}
         pre = name
         new: list[Node] = []
+        src_slot = slot_of[id(src)] if src is not None else None
         if name in outputs and src is not None:
             pre = base + "_pre"
-            nodes[nodes.index(src)] = src = Node(src.op, src.name, src.inputs,
-                                                 [pre if o == name else o for o in src.outputs], src.attrs)
+            src = node_at[src_slot]
+            src = put(src_slot, Node(src.op, src.name, src.inputs, [pre if o == name else o for o in src.outputs],
+                                     src.attrs))
             new.append(Node("DequantizeLinear", base + "_dqout", [base + "_q", *params], [name], dict(attrs)))
         new.insert(0, Node("QuantizeLinear", base + "_q", [pre, *params], [base + "_q"], dict(attrs)))
         rewired = []
         for e, (dst, arg) in enumerate(edges):
             out = f"{base}_dq{e}"
             new.append(Node("DequantizeLinear", out, [base + "_q", *params], [out], dict(attrs)))
-            i = nodes.index(dst)
-            nodes[i] = Node(dst.op, dst.name, [out if j == arg else v for j, v in enumerate(dst.inputs)],
-                            dst.outputs, dst.attrs)
-            rewired.append(nodes[i])
-        at = nodes.index(src) + 1 if src is not None else 0
-        nodes[at:at] = new
+            i = slot_of[id(dst)]
+            cur = node_at[i]
+            rewired.append(put(i, Node(cur.op, cur.name, [out if j == arg else v for j, v in enumerate(cur.inputs)],
+                                       cur.outputs, cur.attrs)))
+        at = (key[src_slot] if src_slot is not None else ()) + (-next(stamp),)
+        for j, n in enumerate(new):
+            key.append(at + (j,))
+            put(len(node_at), n)
         return rewired
 
     # DQ forward (PropagateDQForward): only a DQ read by exactly one node, through node input 0.
@@ -147,8 +185,9 @@ def propagate_qdq(g: Graph) -> Graph:
                 break
             insert_pair(name, [(p, 0)], q, src)
             p = src
-    if len(nodes) == len(g.nodes):
+    if len(node_at) == len(g.nodes):
         return g
+    nodes = [node_at[s] for s in sorted(range(len(node_at)), key=key.__getitem__)]
     return Graph(nodes, g.inputs, g.outputs, g.consts, dict(g.meta))
 
 

@@ -200,14 +200,15 @@ def fold_tables(g: Graph) -> Graph:
     if not replace:
         return g
     nodes = [replace.get(id(n), n) for n in g.nodes]
-    # Drop what nothing reads any more (the chains, and DequantizeLinear nodes only they read).
-    while True:
-        used = {i for n in nodes for i in n.inputs} | outputs
-        keep = [n for n in nodes if any(o and o in used for o in n.outputs)]
-        if len(keep) == len(nodes):
-            break
-        nodes = keep
-    return Graph(nodes, g.inputs, g.outputs, g.consts)
+    # Drop what nothing reads any more (the chains, and DequantizeLinear nodes only they read): one sweep from the
+    # end, as nodes come in topological order (dropping round by round took a round per chain link).
+    used = set(outputs)
+    keep = []
+    for n in reversed(nodes):
+        if any(o and o in used for o in n.outputs):
+            keep.append(n)
+            used.update(n.inputs)
+    return Graph(keep[::-1], g.inputs, g.outputs, g.consts)
 
 
 BINARY_QOPS = ("com.microsoft:QLinearAdd", "com.microsoft:QLinearMul", "vkinfer:TFLiteAdd")

@@ -69,7 +69,7 @@ static vki_status concat_run(void* p, uint8_t* const* ptr, uint32_t threads)
 vki_status vki_graph_add_concat(vki_graph* g, uint32_t n_in, uint64_t rows, const uint32_t* widths,
                                 const uint8_t* const* tables, const vki_ref* xs, vki_ref y)
 {
-    if (n_in < 1 || n_in + 1 > VKI_GRAPH_MAX_REFS || !widths || !xs)
+    if (n_in < 1 || n_in >= VKI_GRAPH_MAX_REFS || !widths || !xs)
         FAIL(VKI_EINVAL, "concat: 1 to %d inputs", VKI_GRAPH_MAX_REFS - 1);
     concat_t* t = calloc(1, sizeof *t);
     if (!t) FAIL(VKI_ENOMEM, "concat: out of memory");
@@ -78,9 +78,12 @@ vki_status vki_graph_add_concat(vki_graph* g, uint32_t n_in, uint64_t rows, cons
     t->widths = malloc(n_in * sizeof *t->widths);
     t->tables = calloc(n_in, 256);
     t->has_table = calloc(n_in, 1);
-    vki_ref refs[VKI_GRAPH_MAX_REFS];
-    uint64_t need[VKI_GRAPH_MAX_REFS];
-    if (!t->widths || !t->tables || !t->has_table) {
+    /* On the heap: up to VKI_GRAPH_MAX_REFS operands. */
+    vki_ref* refs = malloc((n_in + 1) * sizeof *refs);
+    uint64_t* need = malloc((n_in + 1) * sizeof *need);
+    if (!t->widths || !t->tables || !t->has_table || !refs || !need) {
+        free(refs);
+        free(need);
         concat_free(t);
         FAIL(VKI_ENOMEM, "concat: out of memory");
     }
@@ -96,5 +99,8 @@ vki_status vki_graph_add_concat(vki_graph* g, uint32_t n_in, uint64_t rows, cons
     }
     refs[n_in] = y;
     need[n_in] = vki_mul2(rows, t->out_w);
-    return vki_graph_push(g, "concat", concat_run, concat_free, t, n_in + 1, refs, need);
+    vki_status st = vki_graph_push(g, "concat", concat_run, concat_free, t, n_in + 1, refs, need);
+    free(refs);
+    free(need);
+    return st;
 }

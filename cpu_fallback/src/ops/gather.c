@@ -136,7 +136,7 @@ vki_status vki_graph_add_gather(vki_graph* g, uint32_t n_in, const uint64_t* in_
                                 uint64_t n_rows, const int64_t* rows, uint64_t fill, uint32_t elem, const vki_ref* xs,
                                 vki_ref y)
 {
-    if (n_in < 1 || n_in + 1 > VKI_GRAPH_MAX_REFS || !in_elems || !xs || (n_rows && !rows))
+    if (n_in < 1 || n_in >= VKI_GRAPH_MAX_REFS || !in_elems || !xs || (n_rows && !rows))
         FAIL(VKI_EINVAL, "gather: 1 to %d inputs", VKI_GRAPH_MAX_REFS - 1);
     if (elem != 1 && elem != 2 && elem != 4 && elem != 8) FAIL(VKI_EINVAL, "gather: element size must be 1, 2, 4 or 8");
     if (elem < 8 && fill >> (8 * elem)) FAIL(VKI_EINVAL, "gather: fill must fit in one %u-byte element", elem);
@@ -189,17 +189,29 @@ vki_status vki_graph_add_gather(vki_graph* g, uint32_t n_in, const uint64_t* in_
         free(t->rows); /* the runs say everything the walk needs */
         t->rows = NULL;
     }
-    vki_ref refs[VKI_GRAPH_MAX_REFS];
-    uint64_t need[VKI_GRAPH_MAX_REFS];
+    /* On the heap: up to VKI_GRAPH_MAX_REFS operands. */
+    vki_ref* refs = malloc((n_in + 1) * sizeof *refs);
+    uint64_t* need = malloc((n_in + 1) * sizeof *need);
+    if (!refs || !need) {
+        free(refs);
+        free(need);
+        gather_free(t);
+        FAIL(VKI_ENOMEM, "gather: out of memory");
+    }
     for (uint32_t i = 0; i < n_in; i++) {
         refs[i] = xs[i];
         need[i] = vki_mul2(in_elems[i], elem);
         if (vki_refs_overlap(xs[i], y)) {
+            free(refs);
+            free(need);
             gather_free(t);
             FAIL(VKI_EINVAL, "gather: input %u overlaps the output", i);
         }
     }
     refs[n_in] = y;
     need[n_in] = out;
-    return vki_graph_push(g, "gather", gather_run, gather_free, t, n_in + 1, refs, need);
+    vki_status st = vki_graph_push(g, "gather", gather_run, gather_free, t, n_in + 1, refs, need);
+    free(refs);
+    free(need);
+    return st;
 }
