@@ -48,10 +48,6 @@ INEXACT: dict[str, Inexact] = {
         "exact against ORT's AVX2 kernel (rows of 8 or more); ORT on CPUs without AVX2 (and ARM) runs a Welford "
         "loop", "16 ulps of the row's max |y| at offset 0, 64 at 10, 4096 at 1000 over a spread of 3 (measured 9, "
         "22, 1825)", "tests/ops/test_layer_normalization.py::test_welford_bound_for_cpus_without_avx2"),
-    "vkinfer:LayerNormChain": Inexact(
-        "the fused ReduceMean-Sub-Pow-ReduceMean-Add-Sqrt-Div chain has vkinfer's bits of the ops one by one; ORT "
-        "sums each ReduceMean with Eigen", "8 ulps, 1e-4 relative with offsets (measured 4, 3.1e-5)",
-        "tests/ops/test_layer_norm_chain.py::test_random_shapes_fused_equals_unfused_and_bound_against_ort"),
     "MatMul": Inexact("MLAS SGEMM, exact against ORT on one intra-op thread; ORT's K blocks follow each thread's "
                       "slice of N, so its bits change with its thread count; a vector operand takes MLAS's "
                       "dot-product kernel (8 ulps)", "8 ulps of the largest partial sum (measured 4)",
