@@ -1,7 +1,8 @@
 """The native graph's Eigen-order float32 operators under AddressSanitizer + UBSan, and equal bit for bit to their
 numpy definitions: float_reduce.c's per-row Eigen redux (init_first 3: ReduceSum/Mean/Max/Min over innermost axes,
-rows at every 16-byte phase), float_unary.c's Exp (MLAS's) and Log (Eigen's packets, logf on the tensor's last
-n % 4 elements, tails in the last of several work items), float_maxpool.c's global kernel with NaN and signed zeros.
+rows at every 16-byte phase), ORT's KRK and RKR paths (init_first 4 and 5), float_unary.c's Exp (MLAS's) and Log
+(Eigen's packets, logf on the tensor's last n % 4 elements, tails in the last of several work items),
+float_maxpool.c's global kernel with NaN and signed zeros.
 A subprocess over each build of the library (sanitized and normal) runs them on external buffers, some not 4-byte
 aligned; this process compares the two builds and the normal build with vkinfer/reference/float_reduce.py,
 host_eigen.mlas_exp / eigen_log + logf and reference/float_max_pool.py. tests/ops/test_float_reduce.py,
@@ -61,6 +62,13 @@ for k, (rows, w) in enumerate(((1, 1), (1, 7), (5, 3), (9, 5), (4, 8), (7, 13), 
         else:
             add = lambda g, r, op=op, s=(rows, w): g.add("float_reduce", op, 2, u32(s), 2, 3, r[0], r[1])
         outs[f"r{k}_{op}"] = run(add, [x], (rows,), (k + op) % 2 == 1)
+for k, (shape, mask, order) in enumerate((((3, 7, 9), 2, 4), ((2, 5, 1), 2, 4), ((4, 9, 300), 2, 4),
+                                          ((3, 4, 5), 5, 5), ((2, 6, 1), 5, 5), ((5, 3, 13), 5, 5))):
+    x = vals(rng, int(np.prod(shape))).reshape(shape)
+    outs[f"bin{k}"] = x
+    for op in range(4):
+        add = lambda g, r, op=op, s=shape, mk=mask, o=order: g.add("float_reduce", op, 3, u32(s), mk, o, r[0], r[1])
+        outs[f"b{k}_{op}"] = run(add, [x], (shape[0] * shape[2],) if mask == 2 else (shape[1],), (k + op) % 2 == 1)
 for k, n in enumerate((1, 2, 3, 4, 5, 1001, 2 * 16384 + 3)):
     x = np.concatenate([vals(rng, n // 2), rng.uniform(-110, 90, n - n // 2).astype(F)])
     outs[f"uin{k}"] = x
@@ -91,6 +99,12 @@ def test_eigen_order_operators_under_asan_and_ubsan_equal_numpy(tmp_path):
         for op in range(4):
             want = reduce_ort(OPS[op], x, [x.ndim - 1], keepdims=False)
             assert _same(normal[f"r{k}_{op}"], want).all(), (k, OPS[op])
+    for k in range(6):
+        x = normal[f"bin{k}"]
+        axes = [1] if k < 3 else [0, 2]
+        for op in range(4):
+            want = reduce_ort(OPS[op], x, axes, keepdims=False).reshape(-1)
+            assert _same(normal[f"b{k}_{op}"], want).all(), (x.shape, axes, OPS[op])
     for k in range(7):
         x = normal[f"uin{k}"]
         assert _same(normal[f"u{k}_11"], mlas_exp(x)).all(), ("Exp", x.size)
