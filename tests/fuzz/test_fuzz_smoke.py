@@ -30,7 +30,7 @@ KNOWN_OPEN = {
 
 def test_fuzz_smoke(tmp_path):
     log = io.StringIO()
-    s = plain_campaign("onnx,tflite,run", SMOKE_RUNS, SMOKE_SECONDS, 0, tmp_path, timeout=20.0, rss_mb=3072,
+    s = plain_campaign("onnx,tflite,run", SMOKE_RUNS, SMOKE_SECONDS, 0, tmp_path, timeout=20.0, rss_mb=2048,
                        devices=["reference", "cpu", "vulkan"], log=log, skip=frozenset(KNOWN_OPEN))
     print(json.dumps(s))
     found = [json.loads(p.read_text()) for p in sorted((tmp_path / "findings").glob("*/*.json"))]

@@ -11,6 +11,7 @@ The campaign prints and writes out/summary.json (executions per target, findings
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from pathlib import Path
@@ -30,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--start", type=int, default=0, help="plain: the first input's index")
     ap.add_argument("--out", type=Path, default=Path("build/fuzz"))
     ap.add_argument("--timeout", type=float, default=20.0, help="seconds one input may take (more is a hang)")
-    ap.add_argument("--rss-mb", type=float, default=4096.0, help="resident memory past which a child is killed")
+    ap.add_argument("--rss-mb", type=float, default=2048.0, help="resident memory past which a child is killed")
     ap.add_argument("--devices", default=",".join(DEVICES))
     ap.add_argument("--skip", default="", help="plain: comma-separated input indices not to run")
     return ap
@@ -40,11 +41,23 @@ def main(argv: list[str] | None = None) -> int:
     """The command line (module docstring)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["check"]:
+        import resource
+
+        ap = argparse.ArgumentParser(prog="python -m vkinfer.testing.fuzz check")
+        ap.add_argument("inputs", nargs="+", type=Path)
+        ap.add_argument("--rss-mb", type=float, default=0.0, help="fail when this process's peak resident memory "
+                        "passes this (a memory finding's bound)")
+        a = ap.parse_args(argv[1:])
         bad = 0
-        for path in argv[1:]:
+        for path in a.inputs:
             f = check_input(path)
             print(f"{path}: {'ok' if f is None else f'{f.kind}: {f.detail}'}")
             bad += f is not None
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"peak resident memory: {peak:.0f} MB")
+        if a.rss_mb and peak > a.rss_mb:
+            print(f"memory: the peak passed {a.rss_mb:.0f} MB")
+            bad += 1
         return 1 if bad else 0
     if argv[:1] == ["_plain"]:
         ap = _parser()
@@ -61,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     a = _parser().parse_args(argv)
     devices = a.devices.split(",")
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # a stopped campaign still writes its summary
     t0 = time.time()
     if a.engine == "plain":
         s = plain_campaign(a.targets, a.runs, a.seconds, a.seed, a.out, a.timeout, a.rss_mb, devices, a.start,

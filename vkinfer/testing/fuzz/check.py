@@ -57,7 +57,7 @@ class Finding:
     meta: dict = field(default_factory=dict)
 
 
-def _where(e: BaseException) -> str:
+def where(e: BaseException) -> str:
     """The innermost frame inside vkinfer (else the innermost one) as file:line."""
     frames = traceback.extract_tb(e.__traceback__)
     ours = [f for f in frames if f"{os.sep}vkinfer{os.sep}" in f.filename and f"{os.sep}fuzz{os.sep}" not in
@@ -68,9 +68,9 @@ def _where(e: BaseException) -> str:
 
 
 def nonclean(e: BaseException, device: str, stage: str) -> Finding:
-    where = _where(e)
-    return Finding("nonclean", f"{device} {stage}: {type(e).__name__}: {str(e)[:300]} (at {where})",
-                   f"nonclean {type(e).__name__} {where}")
+    at = where(e)
+    return Finding("nonclean", f"{device} {stage}: {type(e).__name__}: {str(e)[:300]} (at {at})",
+                   f"nonclean {type(e).__name__} {at}")
 
 
 def _bits_equal(g: np.ndarray, w: np.ndarray) -> bool:
@@ -286,4 +286,4 @@ def check_input(path: str | os.PathLike, devices: Sequence[str] = DEVICES) -> Fi
 
 
 __all__ = ["DEVICES", "Finding", "Hang", "check_model", "check_input", "compare", "differ", "default_feed", "load",
-           "read_input", "run_all", "write_finding", "clean_errors", "layout_of", "with_layout"]
+           "read_input", "run_all", "write_finding", "clean_errors", "layout_of", "with_layout", "where"]

@@ -27,7 +27,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from .check import Finding, Hang, suffix, write_finding
+from .check import Finding, Hang, suffix, where, write_finding
 
 GRACE_S = 15  # past the per-input limit before the parent kills a child stuck in native code
 KINDS = ("nonclean", "disagree", "hang", "crash", "memory")
@@ -77,8 +77,8 @@ def plain_worker(target_names: str, seed: int, start: int, stop: int, deadline: 
         signal.setitimer(signal.ITIMER_REAL, timeout)
         try:
             finding, ran = t.execute(data)
-        except Hang as e:
-            finding = Finding("hang", str(e), "hang (Python)")
+        except Hang as e:  # where it was when the alarm rang tells one hang from another
+            finding = Finding("hang", f"{e} (at {where(e)})", f"hang {where(e)}")
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
         if finding is not None:
@@ -123,7 +123,8 @@ def _record_in_flight(out: Path, kind: str, detail: str) -> dict:
 
         blob = seeds("any")[name]
         meta["what"] = how
-    f = Finding(kind, detail, f"{kind} {target}", {"engine": "plain", **meta})
+    seed_model = str(meta.get("what", "")).split(":")[0].split(",")[0]
+    f = Finding(kind, detail, f"{kind} {target} {seed_model}".strip(), {"engine": "plain", **meta})
     write_finding(out / "findings", target, f, blob, feed, names, keep=5)
     return {"target": target, "kind": kind, "signature": f.signature}
 
@@ -133,81 +134,104 @@ def plain_campaign(target_names: str, runs: int, seconds: float, seed: int, out:
                    skip: frozenset[int] = frozenset()) -> dict:
     """Inputs start..start+runs-1 (or until `seconds` pass; but the indices in `skip`: known findings kept as
     regression tests) through children restarted after each crash, hang or runaway; returns the summary (also
-    written to out/summary.json)."""
-    target_names = _expand(target_names)
+    written to out/summary.json, also when interrupted)."""
+    st = _Plain(_expand(target_names), seed, out, timeout, rss_mb, devices, grace, skip, log, start)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     deadline = t0 + seconds
-    i, stop = start, start + runs
-    executed: Counter = Counter()
-    found: list[dict] = []
-    slowest: list[tuple[float, int]] = []  # (seconds, index) of the slowest inputs that ended
-    restarts = 0
-    while i < stop and time.time() < deadline:
-        cmd = [sys.executable, "-m", "vkinfer.testing.fuzz", "_plain", "--targets", target_names, "--seed",
-               str(seed), "--start", str(i), "--stop", str(stop), "--deadline", repr(deadline), "--out", str(out),
-               "--timeout", str(timeout), "--devices", ",".join(devices), "--skip", ",".join(map(str, sorted(skip)))]
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, env=_child_env(out), text=True, start_new_session=True)
+    try:
+        while st.i < start + runs and time.time() < deadline:
+            if st.child(start + runs, deadline):
+                break
+            st.restarts += 1
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (the command line's handler): the summary of what ran
+        print("fuzz: interrupted", file=log, flush=True)
+    return _summary(out, "plain", st.targets, st.executed, st.found, time.time() - t0, seed, st.restarts, log,
+                    slowest=[{"index": k, "seconds": t} for t, k in st.slowest], next_index=st.i)
+
+
+class _Plain:
+    """The parent's state: the next index, executions per target, findings, restarts, the slowest inputs."""
+
+    def __init__(self, targets, seed, out, timeout, rss_mb, devices, grace, skip, log, start):
+        self.targets, self.seed, self.out, self.timeout, self.rss_mb = targets, seed, out, timeout, rss_mb
+        self.devices, self.grace, self.skip, self.log, self.i = devices, grace, skip, log, start
+        self.executed: Counter = Counter()
+        self.found: list[dict] = []
+        self.slowest: list[tuple[float, int]] = []  # (seconds, index) of the slowest inputs that ended
+        self.restarts = 0
+
+    def child(self, stop: int, deadline: float) -> bool:
+        """One child from self.i on, followed to its end; True when the campaign is done."""
+        cmd = [sys.executable, "-m", "vkinfer.testing.fuzz", "_plain", "--targets", self.targets, "--seed",
+               str(self.seed), "--start", str(self.i), "--stop", str(stop), "--deadline", repr(deadline), "--out",
+               str(self.out), "--timeout", str(self.timeout), "--devices", ",".join(self.devices), "--skip",
+               ",".join(map(str, sorted(self.skip)))]
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, env=_child_env(self.out), start_new_session=True)
+        try:
+            return self._follow(p, cmd)
+        finally:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+    def _follow(self, p, cmd) -> bool:
         started: float | None = None
         current: int | None = None
         done = killed = False
-        buf = ""
+        buf = b""
         while True:
             ready, _, _ = select.select([p.stdout], [], [], 0.5)
             if ready:
-                chunk = os.read(p.stdout.fileno(), 65536).decode()
+                chunk = os.read(p.stdout.fileno(), 65536)
                 if not chunk:
                     break
-                buf += chunk
-                *lines, buf = buf.split("\n")
+                *lines, buf = (buf + chunk).split(b"\n")
                 for line in lines:
-                    tag, _, rest = line.partition(" ")
+                    tag, _, rest = line.decode().partition(" ")
                     if tag == "S":
                         current, started = int(rest), time.time()
                     elif tag == "E":
                         k, took = rest.split()
-                        executed[int(k) % len(target_names.split(","))] += 1
-                        slowest = sorted([*slowest, (float(took), int(k))], reverse=True)[:5]
-                        i, current, started = int(k) + 1, None, None
+                        self.executed[int(k) % len(self.targets.split(","))] += 1
+                        self.slowest = sorted([*self.slowest, (float(took), int(k))], reverse=True)[:5]
+                        self.i, current, started = int(k) + 1, None, None
                     elif tag == "F":
-                        found.append(json.loads(rest.partition(" ")[2]))
-                        print(f"fuzz: finding at input {rest.partition(' ')[0]}: {found[-1]}", file=log, flush=True)
+                        self.found.append(json.loads(rest.partition(" ")[2]))
+                        print(f"fuzz: finding at input {rest.partition(' ')[0]}: {self.found[-1]}", file=self.log,
+                              flush=True)
                     elif tag == "DONE":
                         done = True
             why = None
-            if started is not None and time.time() - started > timeout + grace:
-                why = ("hang", f"input ran past {timeout + grace:.0f} s (native code; killed)")
-            elif rss_mb and _rss_mb(p.pid) > rss_mb:
-                why = ("memory", f"resident memory past {rss_mb:.0f} MB (killed)")
+            if started is not None and time.time() - started > self.timeout + self.grace:
+                why = ("hang", f"input ran past {self.timeout + self.grace:.0f} s (native code; killed)")
+            elif self.rss_mb and _rss_mb(p.pid) > self.rss_mb:
+                why = ("memory", f"resident memory past {self.rss_mb:.0f} MB (killed)")
             if why:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
                 killed = True
-                found.append(_record_in_flight(out, *why))
-                print(f"fuzz: {why[0]} at input {current}: {why[1]}", file=log, flush=True)
-                i = (current if current is not None else i) + 1
+                self.found.append(_record_in_flight(self.out, *why))
+                print(f"fuzz: {why[0]} at input {current}: {why[1]}", file=self.log, flush=True)
+                self.i = (current if current is not None else self.i) + 1
                 break
             if p.poll() is not None and not ready:
                 break
         rc = p.wait()
-        if done:
-            break
-        if killed:
-            pass
-        elif rc == 3:  # the child stopped itself after a Python-level hang (already recorded)
-            i = (current if current is not None else i) + 1
+        if done or killed:
+            return done
+        if rc == 3:  # the child stopped itself after a Python-level hang (already recorded)
+            self.i = (current if current is not None else self.i) + 1
         elif rc != 0 and current is not None:
             sig = -rc if rc < 0 else None
             detail = f"the process died: {signal.Signals(sig).name if sig else f'exit {rc}'}"
-            found.append(_record_in_flight(out, "crash", detail))
-            print(f"fuzz: crash at input {current}: {detail}", file=log, flush=True)
-            i = current + 1
+            self.found.append(_record_in_flight(self.out, "crash", detail))
+            print(f"fuzz: crash at input {current}: {detail}", file=self.log, flush=True)
+            self.i = current + 1
         elif rc != 0:
             raise RuntimeError(f"the fuzzing child failed outside an input (exit {rc}); run it alone to see why: "
                                + " ".join(cmd))
-        restarts += 1
-    return _summary(out, "plain", target_names, executed, found, time.time() - t0, seed, restarts, log,
-                    slowest=[{"index": k, "seconds": t} for t, k in slowest])
+        return False
 
 
 def _summary(out: Path, engine: str, target_names: str, executed: Counter, found: list[dict], elapsed: float,
