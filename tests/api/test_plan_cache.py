@@ -147,3 +147,30 @@ def test_evicted_plans_are_freed(device, sizes):
     gc.collect()
     grown = _rss_mb() - before
     assert grown < 8, f"RSS grew by {grown:.1f} MB over a second pass of {sizes} batch sizes"
+
+
+def test_concurrent_runs_with_evictions():
+    """Runs from several threads on more shapes than the cache holds: each gets its shape's right answer (a plan
+    evicted while another thread runs it stays alive for that run), and the cache stays within its bound."""
+    import threading
+
+    blob = _mlp()
+    oracle = ort.InferenceSession(blob, providers=["CPUExecutionProvider"])
+    want = {b: oracle.run(None, {"x": _x(b)}) for b in range(1, 9)}
+    sess = vkinfer.InferenceSession(blob, device="cpu", max_plans=3)
+    errors: list[BaseException] = []
+
+    def work(seed: int) -> None:
+        try:
+            for b in np.random.default_rng(seed).integers(1, 9, 30):
+                assert_same(sess.run(None, {"x": _x(int(b))}), want[int(b)], f"batch {b}")
+        except BaseException as e:  # noqa: BLE001 - reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+    assert len(sess._plans) <= 3
