@@ -13,6 +13,7 @@ allocated, and the graph runs.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -223,11 +224,14 @@ class CpuSegment:
         packed_io = frozenset(t for t in packed_io if t in self.outputs)  # Plan._packed_handoffs chose them
         layers = _fold_moves(layers, info, set(self.outputs) | set(self.inputs))
 
+        sized: dict[str, int] = {}
+
         def nbytes(t: str) -> int:
-            shape, dt = info[t]
-            if t in packed_io:
-                return packed_nbytes(shape)
-            return int(np.prod(shape, dtype=np.int64)) * np.dtype(dt).itemsize
+            n = sized.get(t)
+            if n is None:  # memoised, with math.prod: np.prod per call was a quarter of a long chain's segment
+                shape, dt = info[t]
+                n = sized[t] = packed_nbytes(shape) if t in packed_io else math.prod(shape) * np.dtype(dt).itemsize
+            return n
 
         readers: dict[str, list[int]] = {}
         for i, lay in enumerate(layers):
