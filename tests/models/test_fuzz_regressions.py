@@ -36,7 +36,8 @@ OPEN_LIMIT_S = 8  # a known-open hang fails (as its xfail expects) without holdi
 # file name -> the issue-26 item whose fix makes it pass (a strict xfail until then).
 OPEN: dict[str, str] = {
     "onnx-89662c5d-5bf6da45e9.onnx": "issue 26 item 1 (sizes before memory): a 1x8x1048576x8 QLinearConv is traced "
-                                     "and run for over 20 s instead of being refused or bounded",
+                                     "and run for over 20 s instead of being refused or bounded (input 429 of the "
+                                     "smoke's seed: drop it from tests/fuzz/test_fuzz_smoke.py's KNOWN_OPEN too)",
     "onnx-libfuzzer-e4986fdbbe.onnx": "issue 26 item 1 (sizes before memory): a 1x8x8x16777216 uint8 input "
                                       "to tiny_conv's QLinearConv: creating the sessions peaks at 3.27 GB",
     "onnx-0d46852e-15c4c45378.onnx": "issue 26 item 1 (sizes before memory): a [1048576, 8] float input through "
