@@ -45,10 +45,6 @@ OPEN: dict[str, str] = {
                                      "20 s",
     "tflite-89662c5d-79a24a2c1d.tflite": "issue 26 item 1 (sizes before memory): a RESIZE_NEAREST_NEIGHBOR input "
                                          "of height 16777216: over 20 s",
-    "onnx-77994c6f-0243e05c1c.onnx": "issue 26 item 7 (a disagreement, not yet fixed): a QLinearConv with a top "
-                                     "pad of 65535 (output 1x4x65541x8) runs on the reference and cpu, vulkan "
-                                     "refuses its dispatch of 65541 z-workgroups (maxComputeWorkGroupCount 65535): "
-                                     "the dispatch must be split, or the node placed on the CPU",
 }
 
 
@@ -91,3 +87,15 @@ def test_fuzz_finding_passes_the_check(path):
     except subprocess.TimeoutExpired:
         pytest.fail(f"still past {limit} s (found as: {meta['detail']}; {meta.get('what')})")
     assert p.returncode == 0, f"{p.stdout}{p.stderr[-2000:]}\n(found as: {meta['detail']}; {meta.get('what')})"
+
+
+def test_a_convolution_past_the_workgroup_limit_runs_on_the_cpu_of_a_vulkan_session():
+    """disagree/onnx-77994c6f: a top pad of 65535 makes a 1x4x65541x8 output, 65541 rows of workgroups where Vulkan
+    guarantees 65535; device="vulkan" refused the model the reference and the CPU run. Now that node is placed on
+    the CPU (the same on every Vulkan device) and the rest stays on Vulkan."""
+    import vkinfer
+
+    sess = vkinfer.InferenceSession(str(FOUND / "disagree" / "onnx-77994c6f-0243e05c1c.onnx"), device="vulkan")
+    assert sess.placement["conv_16_node"] == "cpu", sess.placement
+    assert sess.placement["conv_3_node"].startswith("vulkan"), sess.placement
+

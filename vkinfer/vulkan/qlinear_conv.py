@@ -21,6 +21,9 @@ from ..reference.requant import split_float32
 # Every convolution kernel variant; the tests check the shape table reaches each one and the
 # benchmark reports which one ran.
 KERNELS = ("qlinear_gemm", "qlinear_gemv", "qlinear_dwconv3x3", "qlinear_dwconv", "qlinear_conv")
+# The least maxComputeWorkGroupCount the Vulkan spec allows, in each dimension: a convolution that needs more is
+# placed elsewhere (checked at lowering, without opening the device, so the placement is the same on every device).
+MIN_WORKGROUP_COUNT = 65535
 # Below this many output pixels (rows), a 32-row GEMM tile is mostly waste: stream K per row.
 GEMV_MAX_ROWS = 8
 
@@ -53,6 +56,23 @@ def choose_kernel(s: ConvSpec) -> str:
         _, _, oh, ow = s.out_shape
         return "qlinear_gemv" if s.strides == (1, 1) and oh * ow < GEMV_MAX_ROWS else "qlinear_gemm"
     return "qlinear_conv"
+
+
+def dispatch_groups(s: ConvSpec, kernel: str) -> tuple[int, int, int]:
+    """The workgroups `kernel` dispatches for this convolution."""
+    n, c, _, _ = s.x.shape
+    m = s.w.shape[0]
+    _, _, oh, ow = s.out_shape
+    c4, m4 = ceil4(c), ceil4(m)
+    if kernel == "qlinear_gemv":
+        return (-(-m4 // 64), oh * ow, n)
+    if kernel == "qlinear_gemm":
+        return (-(-m4 // 8), -(-(oh * ow) // 32), n)
+    if kernel == "qlinear_dwconv3x3":
+        return (-(-c4 // 8), -(-ow // 32), n * oh)  # 8 x 8 invocations, 4 pixels each
+    if kernel == "qlinear_dwconv":
+        return (-(-c4 // 4), -(-ow // 16), n * oh)
+    return (-(-m4 // 4), -(-ow // 64), n * oh)  # 16 invocations x 4 pixels along W
 
 
 def requant_table(term: np.ndarray, w_zp: np.ndarray, m: np.ndarray, channels_padded: int) -> np.ndarray:
@@ -89,11 +109,9 @@ class QLinearConv:
             rows = oh * ow
             if self.kernel == "qlinear_gemv":  # stride 1: row r is input pixel r
                 self.spec_consts = [c4, m4, rows, h * w * c4, 0, sx, sw_, m, 0]
-                self.groups = (-(-m4 // 64), rows, n)
             else:
                 self.spec_consts = [c4, m4, rows, h * w * c4, 0, ow, w, sh, sww, sx, sw_,
                                     int(np.any(s.w_zp != 0)), m, 0, gemm_shared_tile(dev)]
-                self.groups = (-(-m4 // 8), -(-rows // 32), n)
         elif self.kernel.startswith("qlinear_dwconv"):
             # [C/4][kH][kW] words of 4 channels.
             b = np.zeros((4 * c4, kh, kw), np.uint8)
@@ -101,10 +119,8 @@ class QLinearConv:
             packed = np.ascontiguousarray(b.reshape(c4, 4, kh, kw).transpose(0, 2, 3, 1)).view(np.uint32)
             if self.kernel == "qlinear_dwconv3x3":
                 self.spec_consts = [c4, h, w, oh, ow, c, sh, pt, pl, sx, sw_]
-                self.groups = (-(-c4 // 8), -(-ow // 32), n * oh)  # 8 x 8 invocations, 4 pixels each
             else:
                 self.spec_consts = [c4, h, w, oh, ow, c, kh, kw, sh, sww, dh, dw, pt, pl, sx, sw_]
-                self.groups = (-(-c4 // 4), -(-ow // 16), n * oh)
         else:
             # [M/4][kH][kW][CG/4][4 output channels] words of 4 input channels; input channels past
             # the group padded with w_zp (cancels in the shader), padding output channels with 0.
@@ -115,7 +131,7 @@ class QLinearConv:
             words = b.view(np.uint32).reshape(m4, 4, kh, kw, cg4 // 4)
             packed = np.ascontiguousarray(words.transpose(0, 2, 3, 4, 1))
             self.spec_consts = [c4, h, w, oh, ow, m, kh, kw, sh, sww, dh, dw, pt, pl, cg, m // s.group, sx, sw_]
-            self.groups = (-(-m4 // 4), -(-ow // 64), n * oh)  # 16 invocations x 4 pixels along W
+        self.groups = dispatch_groups(s, self.kernel)
         q = requant_table(term, s.w_zp, s.out.m, 4 * m4)
         self.push = [s.x_zp, s.out.zero_point, s.out.lo, s.out.hi]
         self.w_buf = _upload_const(dev, packed)
@@ -145,9 +161,17 @@ from ..model.lowering import Layer, conv_spec_of, lower, qgemm_spec_of  # noqa: 
 
 
 def _layer(node, spec, backend):
-    """The convolution layer of a spec (None: not this device's), built when first used."""
+    """The convolution layer of a spec (None: not this device's), built when first used. A dispatch past
+    MIN_WORKGROUP_COUNT in any dimension is refused here, so the plan places the node on the CPU (the fuzzers'
+    finding: a top pad of 65535 made 65541 rows of workgroups, and device="vulkan" refused a model the reference
+    and the CPU run)."""
     if spec is None:
         return None
+    kernel = choose_kernel(spec)
+    groups = dispatch_groups(spec, kernel)
+    if max(groups) > MIN_WORKGROUP_COUNT:
+        raise ValueError(f"{kernel}: a dispatch of {groups} workgroups passes {MIN_WORKGROUP_COUNT}, the least "
+                         "maxComputeWorkGroupCount Vulkan guarantees")
     return Layer(node, [node.inputs[0]], node.outputs[0], make=lambda: QLinearConv(spec, backend.dev))
 
 
