@@ -40,6 +40,7 @@ from .errors import HostNodeWarning, PlacementError, VulkanDeviceError, VulkanUn
 from .model.graph import Graph, TensorInfo
 from .model.onnx_import import MAX_MODEL_BYTES, import_onnx, read_model_file
 from .model.op_table import OPS
+from .model.sizes import Limits, SizeLimitError, check_inputs
 from .model.tflite_import import import_tflite, is_tflite
 from .model.value_shapes import value_inputs
 
@@ -139,7 +140,8 @@ class InferenceSession:
     def __init__(self, model: str | os.PathLike | bytes, device: str = "auto",
                  placement: dict[str, str] | None = None, threads: int | None = None, objective: str = "median",
                  profile: str | os.PathLike | Profile | None = None, max_plans: int = MAX_PLANS,
-                 max_model_bytes: int = MAX_MODEL_BYTES, external_data_dir: str | os.PathLike | None = None):
+                 max_model_bytes: int = MAX_MODEL_BYTES, external_data_dir: str | os.PathLike | None = None,
+                 max_tensor_bytes: int | None = None, max_session_bytes: int | None = None):
         """`placement`: node name -> "cpu", "cpu:<variant>", "vulkan", "vulkan:<which>" or "host", overriding
         where those nodes run (the rest follow `device`); a name or device that does not exist, or a node the
         device cannot run, raises ValueError naming the node and the reason. `threads`: CPU threads per run
@@ -150,6 +152,11 @@ class InferenceSession:
         each Vulkan segment's buffers serve one run at a time (a lock each), so concurrent runs on one
         session are correct and take turns segment by segment; use one session per thread for parallel
         throughput.
+
+        `max_tensor_bytes` (default 2 GiB) and `max_session_bytes` (default 8 GiB, the live activations of a run):
+        every tensor's size is checked against them before it is allocated, when the session is made and for
+        each new input shape fed (vkinfer/model/sizes.py); past them, `vkinfer.model.sizes.SizeLimitError` (a
+        ValueError) names the node, its output shape and the limit.
 
         `device="auto"`: `objective` is what the dispatcher minimises, "median" latency or "p90" (tail);
         `profile`: a calibration profile (a path or vkinfer.dispatch.Profile) to plan from instead of this
@@ -170,6 +177,7 @@ class InferenceSession:
         self.threads = threads
         # Resolved once: reading $VKINFER_CPU_THREADS took 1.3 us per run, twice a tiny model's compute.
         self._run_threads = threads if threads is not None else threads_for_run()
+        self._limits = Limits.of(max_tensor_bytes, max_session_bytes)
         self.max_plans = _positive("max_plans", max_plans)
         self.graph: Graph = _import_model(model, _positive("max_model_bytes", max_model_bytes), external_data_dir)
         # Streaming TFLite models: resource variables carried between runs (vkinfer.model.tflite_import.StateVariable).
@@ -227,6 +235,7 @@ class InferenceSession:
         if not self._value_inputs and all(s is not None and all(isinstance(d, int) and d > 0 for d in s)
                                           for s in shapes):
             # Static input shapes: compile now (trace, placement, packing, buffers, recording).
+            check_inputs(self.graph.inputs, self._limits)  # before zeros of them are made
             try:
                 plan = self.plan({t.name: np.zeros(t.shape, t.dtype) for t in self.graph.inputs}, trial=True)
                 ins = [(t.name, np.dtype(t.dtype), tuple(t.shape)) for t in self.graph.inputs]
@@ -239,7 +248,7 @@ class InferenceSession:
                     # micro_wakeword's streaming models (pymicro-wakeword's wheel, 1 thread): 18 us per call through
                     # the state dict and the general path against 2.9 us for litert; the runner keeps the state.
                     self._stateful = NativePlan.build(plan, self._run_threads, self._variables, self._outs)
-            except PlacementError:
+            except (PlacementError, SizeLimitError):
                 raise
             except (ValueError, TypeError):
                 pass  # zeros are not valid for some input (a scale, say): compile on the first run instead
@@ -307,7 +316,7 @@ class InferenceSession:
             # A streaming model's carried state stays in the CPU graph's own form (Plan.state_forms).
             plan = Plan(g, feed, self._backend, self._given, self._resolve,
                         self._dispatcher.place if self._dispatcher else None,
-                        [(v.input, v.output) for v in self._carried if v.assigned is None])
+                        [(v.input, v.output) for v in self._carried if v.assigned is None], limits=self._limits)
             _check_output_types(g, plan.info)
             with self._plans_lock:  # a shape fed at run time may take new values every run: bounded, LRU
                 self._plans[sig] = plan

@@ -36,6 +36,7 @@ from ..model.graph import Graph, Node
 from ..model.interpreter import Memo, interpret, trace  # noqa: F401 (also vkinfer.compiler.plan API)
 from ..model.lowering import EIGHT_BIT, Ctx, Layer, lower_node, lowerings
 from ..model.op_table import OPS  # noqa: F401 (vkinfer.compiler.plan API)
+from ..model.sizes import Limits
 
 HOST = "host"
 
@@ -161,13 +162,15 @@ class Plan:
 
     def __init__(self, g: Graph, feed: dict[str, np.ndarray], backend, placement: dict[str, str] | None = None,
                  resolve: Callable[[str], object] | None = None, auto_place: Callable | None = None,
-                 state: list[tuple[str, str]] | None = None):
+                 state: list[tuple[str, str]] | None = None, limits: Limits | None = None):
         """`state`: a streaming model's (state input, output carrying its next value) pairs: where one CPU segment
         reads the input and makes the output (and no other segment touches them), the graph keeps that state in
-        its own form (`state_forms`; `run` converts host arrays at its edges, the stateful runner never does)."""
+        its own form (`state_forms`; `run` converts host arrays at its edges, the stateful runner never does).
+        `limits`: the session's size limits (vkinfer/model/sizes.py; default sizes.DEFAULT), checked by the trace
+        before any tensor is allocated: past them, SizeLimitError names the node, its output shape and the limit."""
         self.g, self.backend = g, backend
         self._state_pairs = list(state or [])
-        self.info = trace(g, feed)
+        self.info = trace(g, feed, limits)
         ctx = Ctx(g, self.info)
         backends = {} if backend is None else {backend.name: backend}
         self.placement: dict[str, str] = {}

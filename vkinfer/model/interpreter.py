@@ -7,10 +7,16 @@ the kernels too slow to run just for shapes.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .graph import Graph, Node
 from .op_table import OPS, SHAPES
+from .size_rules import BOUNDS, WORK
+from .sizes import DEFAULT, Arena, Limits, SizeLimitError
+from .slab import DATA, SLAB_BYTES, scratch, slab
+from .value_shapes import SHAPE_INPUTS
 
 
 class Memo(dict):
@@ -53,33 +59,150 @@ def interpret(g: Graph, values: dict[str, np.ndarray], nodes: list[Node] | None 
 _VALUE_SHAPED = frozenset({"NonZero", "Unique", "NonMaxSuppression", "Compress"})
 
 
-def trace(g: Graph, feed: dict[str, np.ndarray]) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+def trace(g: Graph, feed: dict[str, np.ndarray],
+          limits: Limits | None = None) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
     """Shape and dtype of every tensor for `feed`, in numpy. Each node is run by its kernel, or checked by its
     shape rule (convolutions and matrix products), whose output stands in as zeros of the right shape: MobileNetV2
     traces in 12 ms, where running its convolutions in numpy took 130-200 ms. Values after a stand-in are not the
     model's, so where they make a later kernel refuse (a float Div of zeros is NaN, which QuantizeLinear refuses)
     the trace runs again on real values, which gives the model's own error if there is one; a graph with an op
-    whose output shape depends on values traces on real values throughout."""
+    whose output shape depends on values traces on real values throughout.
+
+    Sizes before memory (vkinfer/model/sizes.py): the feed, each node's outputs (from its shape rule, or from its
+    size rule before its kernel runs: model/size_rules.py) and the scratch of each kernel run are checked against
+    `limits` (default sizes.DEFAULT) before they are allocated; past them, SizeLimitError (a ValueError) names
+    the node, the tensor, its shape and the limit."""
+    limits = DEFAULT if limits is None else limits
     if not any(n.op in _VALUE_SHAPED for n in g.nodes):
         try:
-            return _trace(g, feed, SHAPES)
+            return _trace(g, feed, SHAPES, limits)
+        except (SizeLimitError, ShapeError):
+            raise
         except (ValueError, TypeError):
             pass
-    return _trace(g, feed, {})
+    return _trace(g, feed, {}, limits)
 
 
-def _trace(g: Graph, feed: dict[str, np.ndarray], rules: dict) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+class ShapeError(ValueError):
+    """A node whose input shapes alone make its kernel refuse (a broadcast or a Reshape that cannot be): the model's
+    own error in either pass of the trace, so it is raised at once (the values pass would run every kernel on the
+    whole tensors only to raise it again: a mutated batch-65536 ShuffleNet took 21 s and 2.3 GB)."""
+
+
+def _shape_check(node: Node, args: list, stood_in: set[str]) -> None:
+    """ShapeError where `node` cannot run for its input shapes, whatever the values (see ShapeError)."""
+    data = DATA.get(node.op, ())
+    if node.op in DATA or node.op == "Where":
+        idx = range(len(args)) if data is None else data
+        shapes = [np.shape(args[i]) for i in idx if i < len(args) and isinstance(args[i], np.ndarray)]
+        try:
+            np.broadcast_shapes(*shapes)
+        except ValueError:
+            raise ShapeError(f"node {node.name} ({node.op}): input shapes {[list(s) for s in shapes]} do not "
+                             f"broadcast") from None
+    elif node.op == "Reshape" and len(args) > 1 and isinstance(args[0], np.ndarray) and node.inputs[1] not in stood_in:
+        want = [int(v) for v in np.asarray(args[1]).reshape(-1)]
+        if not node.attrs.get("allowzero", 0):
+            want = [args[0].shape[i] if v == 0 and i < args[0].ndim else v for i, v in enumerate(want)]
+        known = [v for v in want if v != -1]
+        if want.count(-1) <= 1 and all(v >= 0 for v in known) and (
+                (-1 not in want and math.prod(known) != args[0].size)
+                or (-1 in want and (math.prod(known) == 0 or args[0].size % math.prod(known)))):
+            raise ShapeError(f"node {node.name} ({node.op}): cannot reshape {list(args[0].shape)} "
+                             f"({args[0].size} elements) into {want}")
+
+
+def _trace(g: Graph, feed: dict[str, np.ndarray], rules: dict,
+           limits: Limits) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    arena = Arena(g, limits)
+    info = {k: (tuple(v.shape), v.dtype) for k, v in g.consts.items() if isinstance(v, np.ndarray)}
     values: dict[str, np.ndarray] = dict(g.consts)
-    values.update(feed)
+    for k, v in feed.items():
+        if isinstance(v, np.ndarray):
+            arena.made(None, k, v.shape, v.dtype)
+            info[k] = (tuple(v.shape), v.dtype)
+        values[k] = v
     memo = Memo()
-    for node in g.nodes:
+    stood_in: set[str] = set()  # tensors whose values come from a stand-in (zeros), directly or through nodes
+    for i, node in enumerate(g.nodes):
         args = [values[n] if n else None for n in node.inputs]
-        rule = rules.get(node.op)
-        if rule is not None:
-            outs = [np.zeros(shape, dt) for shape, dt in _call(node, args, rule)]
-        else:
-            outs = _call(node, args, OPS[node.op], memo.node(g, node))
-        for name, v in zip(node.outputs, outs, strict=False):
-            if name:
-                values[name] = v
-    return {k: (tuple(v.shape), v.dtype) for k, v in values.items() if isinstance(v, np.ndarray)}
+        try:
+            _shape_check(node, args, stood_in)
+            outs, standin = _checked(g, node, args, rules, arena, memo)
+            for j, (name, v) in enumerate(zip(node.outputs, outs, strict=False)):
+                if name:
+                    values[name] = v
+                    if isinstance(v, np.ndarray):
+                        info[name] = (tuple(v.shape), v.dtype)
+                        arena.made(node, name, v.shape, v.dtype, j)
+        except SizeLimitError:
+            shape_from = [node.inputs[k] for k in SHAPE_INPUTS.get(node.op, ()) if k < len(node.inputs)]
+            if rules and any(t in stood_in for t in shape_from):  # a size from stand-in values: retry on real ones
+                raise ValueError("a size computed from stand-in values") from None
+            raise
+        if standin or node.op not in ("Shape", "Size") and any(t in stood_in for t in node.inputs):
+            stood_in.update(node.outputs)
+        for t in arena.done(i):  # read for the last time: only its shape is kept
+            if t not in g.consts:
+                values.pop(t, None)
+    return info
+
+
+def _checked(g: Graph, node: Node, args: list, rules: dict, arena: Arena, memo: Memo) -> tuple[list, bool]:
+    """A node's outputs in the trace, and whether they stand in for the model's values: its stand-ins (shape rule in
+    `rules`, or a slab of an element-wise op on large inputs: model/slab.py) or its kernel's, each size checked by
+    `arena` before the allocation: from the shape rule, else from the size rule (outputs and the kernel's own
+    scratch); ops with neither make outputs no larger than a small multiple of their inputs."""
+    rule = SHAPES.get(node.op)
+    if rule is not None and node.op in rules:
+        # A slab's broadcast view is given to the rule as zeros (which a rule may make contiguous at no cost: numpy
+        # takes zeroed pages from the kernel for large arrays, touched only when written).
+        args = [np.zeros(v.shape, v.dtype) if isinstance(v, np.ndarray) and v.nbytes > SLAB_BYTES
+                and not v.flags.c_contiguous else v for v in args]
+        shapes = _call(node, args, rule)
+        arena.expect(node, [(j, s, dt) for j, (s, dt) in enumerate(shapes)])
+        return [np.zeros(s, dt) for s, dt in shapes], True
+    if rule is None:
+        got = _call(node, args, lambda n, a: slab(n, a, lambda n2, a2: OPS[n2.op](n2, a2, memo.node(g, n2))))
+        if got is not None:
+            views, shapes = got
+            arena.expect(node, [(j, s, dt) for j, (s, dt) in enumerate(shapes)])
+            return views, True
+    needs = _needs(node, args)
+    if node.op not in WORK and node.op not in BOUNDS:
+        needs += scratch(node, args)
+    arena.expect(node, needs)
+    return _call(node, args, OPS[node.op], memo.node(g, node)), False
+
+
+def _needs(node: Node, args: list) -> list:
+    """What running the node's kernel on `args` allocates, as far as its rules tell: its outputs (shape rule, else
+    size rule) and its scratch."""
+    rule = SHAPES.get(node.op)
+    if rule is None:
+        return _bound(node, args, BOUNDS[node.op]) if node.op in BOUNDS else []
+    needs = [(j, s, dt) for j, (s, dt) in enumerate(_bound(node, args, rule))]
+    if needs and node.op in WORK:
+        needs += _bound(node, args, WORK[node.op], [(s, dt) for _, s, dt in needs])
+    return needs
+
+
+def _bound(node: Node, args: list, fn, *extra) -> list:
+    """A size rule's needs; none where it cannot read the node (an attribute or input the kernel refuses: the
+    kernel gives the node's own error before allocating)."""
+    try:
+        return fn(node, args, *extra)
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, ZeroDivisionError):
+        return []
+
+
+def within(node: Node, args: list, limits: Limits | None = None) -> bool:
+    """Whether a kernel run of `node` on `args` stays within `limits` per tensor (default sizes.DEFAULT), by its
+    shape or size rule (outputs and scratch), for callers that run kernels outside the trace: constant folding
+    leaves a node that would not fit to the trace, which refuses it naming the node."""
+    arena = Arena(Graph([], [], [], {}), DEFAULT if limits is None else limits)
+    try:
+        arena.expect(node, _needs(node, args))
+    except SizeLimitError:
+        return False
+    return True
