@@ -67,14 +67,7 @@ from vkinfer.reference.lstm import check_inputs, lstm_config
 F = np.float32
 
 
-def ext(a, misalign):
-    """`a` as an external buffer, at an odd address when `misalign`."""
-    if not misalign:
-        return np.ascontiguousarray(a)
-    raw = np.zeros(a.nbytes + 1, np.uint8)
-    v = np.frombuffer(raw, dtype=a.dtype, count=a.size, offset=1).reshape(a.shape)
-    v[...] = a
-    return v
+from vkinfer.testing.buffers import external as ext
 
 
 outs = {}

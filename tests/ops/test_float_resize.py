@@ -344,13 +344,7 @@ EDGE = F([0.0, -0.0, np.nan, np.inf, -np.inf, 1.0, -1.0, 1e-45, 3.4e38, 2.5])
 CASES = @CASES@
 
 
-def ext(a, misalign):
-    if not misalign:
-        return np.ascontiguousarray(a)
-    raw = np.zeros(a.nbytes + 1, np.uint8)
-    v = np.frombuffer(raw, dtype=a.dtype, count=a.size, offset=1).reshape(a.shape)
-    v[...] = a
-    return v
+from vkinfer.testing.buffers import external as ext
 
 
 rng = np.random.default_rng(int(sys.argv[2]))

@@ -195,14 +195,7 @@ F = np.float32
 EDGE = F([0.0, -0.0, np.nan, np.inf, -np.inf, 1.0, -1.0, 1e-45, -3e38, 3e38, -90.0, -104.0])
 
 
-def ext(a, misalign):
-    """`a` as an external buffer, at an odd address when `misalign`."""
-    if not misalign:
-        return np.ascontiguousarray(a)
-    raw = np.zeros(a.nbytes + 1, np.uint8)
-    v = np.frombuffer(raw, dtype=a.dtype, count=a.size, offset=1).reshape(a.shape)
-    v[...] = a
-    return v
+from vkinfer.testing.buffers import external as ext
 
 
 rng = np.random.default_rng(int(sys.argv[2]))
