@@ -25,7 +25,7 @@ import vkinfer
 from vkinfer.model.graph import Node
 from vkinfer.model.op_table import OPS
 from vkinfer.model.size_rules import BOUNDS
-from vkinfer.model.sizes import GiB, Limits, SizeLimitError
+from vkinfer.model.sizes import CURRENT, GiB, Limits, SizeLimitError
 from vkinfer.session import InferenceSession
 
 REGRESSIONS = Path(__file__).parent.parent / "models" / "regressions"
@@ -72,6 +72,11 @@ def bombs() -> dict[str, tuple[bytes, str]]:
     out["maxpool"] = (_model([helper.make_node("MaxPool", ["x"], ["y"], name="pool", kernel_shape=[k, k],
                                                pads=[k - 1] * 4, strides=[k, k])],
                              [_u8("x", [1, 1, 4, 4])], [_u8("y", None)]), "pool")
+    # Constant inputs: constant folding at import runs the kernel (guarded: op_table.GUARDED), the trace refuses.
+    const = [numpy_helper.from_array(np.zeros((1, 1), np.uint8), "c"), _i64("r", [BIG, BIG])]
+    out["const tile"] = (_model([helper.make_node("Tile", ["c", "r"], ["t"], name="ctile"),
+                                 helper.make_node("Add", ["t", "x"], ["y"], name="add")],
+                                [_u8("x", [1, 1])], [_u8("y", None)], const), "ctile")
     inits, dq = _dq("x", "xf")
     out["float maxpool"] = (_model([dq, helper.make_node("MaxPool", ["xf"], ["y"], name="fpool", kernel_shape=[k, k],
                                                          pads=[k - 1] * 4, strides=[k, k])],
@@ -283,3 +288,18 @@ def test_op_without_size_rule_checked_once_made():
                    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1 << 20])])
     with pytest.raises(SizeLimitError, match=r"node 'cast' \(Cast\): output 'y' of shape \[1048576\] \(float32\)"):
         InferenceSession(model, device="reference", max_tensor_bytes=3 << 20)
+
+
+def test_guarded_kernels_check_the_current_limits():
+    """The amplifying kernels check their output's size wherever they run (constant folding included), against the
+    limits of the trace running them (sizes.CURRENT), else the defaults."""
+    node = Node("Tile", "t", ["x", "r"], ["y"], {})
+    args = [np.zeros((2, 3), np.uint8), np.array([100, 10], np.int64)]
+    assert OPS["Tile"](node, args, {})[0].shape == (200, 30)
+    token = CURRENT.set(Limits(tensor_bytes=5000))
+    try:
+        with pytest.raises(SizeLimitError, match=r"node 't' \(Tile\): output 'y' of shape \[200, 30\]"):
+            OPS["Tile"](node, args, {})
+    finally:
+        CURRENT.reset(token)
+

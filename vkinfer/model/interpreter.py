@@ -14,7 +14,7 @@ import numpy as np
 from .graph import Graph, Node
 from .op_table import OPS, SHAPES
 from .size_rules import BOUNDS, WORK
-from .sizes import DEFAULT, Arena, Limits, SizeLimitError
+from .sizes import CURRENT, DEFAULT, Arena, Limits, SizeLimitError
 from .slab import DATA, SLAB_BYTES, scratch, slab
 from .value_shapes import SHAPE_INPUTS
 
@@ -73,14 +73,18 @@ def trace(g: Graph, feed: dict[str, np.ndarray],
     `limits` (default sizes.DEFAULT) before they are allocated; past them, SizeLimitError (a ValueError) names
     the node, the tensor, its shape and the limit."""
     limits = DEFAULT if limits is None else limits
-    if not any(n.op in _VALUE_SHAPED for n in g.nodes):
-        try:
-            return _trace(g, feed, SHAPES, limits)
-        except (SizeLimitError, ShapeError):
-            raise
-        except (ValueError, TypeError):
-            pass
-    return _trace(g, feed, {}, limits)
+    token = CURRENT.set(limits)  # for the guarded kernels (op_table.guard)
+    try:
+        if not any(n.op in _VALUE_SHAPED for n in g.nodes):
+            try:
+                return _trace(g, feed, SHAPES, limits)
+            except (SizeLimitError, ShapeError):
+                raise
+            except (ValueError, TypeError):
+                pass
+        return _trace(g, feed, {}, limits)
+    finally:
+        CURRENT.reset(token)
 
 
 class ShapeError(ValueError):

@@ -273,3 +273,35 @@ from . import (  # noqa: E402,F401
     resize,
     tables,
 )
+
+# Kernels whose output can be far larger than their inputs check its size first (the session's limits in a trace,
+# sizes.DEFAULT elsewhere), wherever they run: constant folding at import runs them on constants too, where a
+# Tile of a constant by 2**20 x 2**20 raised MemoryError; now the node stays, and the trace refuses it by name.
+GUARDED = ("Tile", "Expand", "Pad", "ConstantOfShape", "Range", "OneHot", "Resize", "Upsample", "CenterCropPad",
+           "vkinfer:ZeroInsert")
+
+
+def guard(op: str, fn: Kernel) -> Kernel:
+    """`fn` checking its outputs' size rule (size_rules.BOUNDS) against sizes.CURRENT before it runs."""
+    from .size_rules import BOUNDS
+    from .sizes import CURRENT, check_tensor
+
+    bound = BOUNDS[op]
+
+    def guarded(node, x, memo):
+        try:
+            needs = bound(node, x)
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, ZeroDivisionError):
+            needs = []  # the kernel gives the node's own error
+        for what, shape, dt in needs:
+            name = node.outputs[what] if isinstance(what, int) and what < len(node.outputs) else what
+            check_tensor(f"node {node.name!r} ({node.op}): output {name!r}", [max(int(d), 0) for d in shape], dt,
+                         CURRENT.get())
+        return fn(node, x, memo)
+    guarded.__wrapped__ = fn  # type: ignore[attr-defined]
+    return guarded
+
+
+for _name in GUARDED:
+    OPS[_name] = guard(_name, OPS[_name])
+

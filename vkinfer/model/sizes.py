@@ -16,6 +16,7 @@ Settable per session: `InferenceSession(max_tensor_bytes=, max_session_bytes=)`,
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import math
 
@@ -54,6 +55,9 @@ class Limits:
 
 
 DEFAULT = Limits()
+# The limits of the trace running now (interpreter.trace sets them): what a guarded kernel (op_table.guard) checks
+# against when it runs outside a trace too, e.g. in constant folding at import (DEFAULT there).
+CURRENT: contextvars.ContextVar[Limits] = contextvars.ContextVar("vkinfer_size_limits", default=DEFAULT)
 
 
 def elements(shape) -> int:
