@@ -198,15 +198,3 @@ def _bound(node: Node, args: list, fn, *extra) -> list:
         return fn(node, args, *extra)
     except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, ZeroDivisionError):
         return []
-
-
-def within(node: Node, args: list, limits: Limits | None = None) -> bool:
-    """Whether a kernel run of `node` on `args` stays within `limits` per tensor (default sizes.DEFAULT), by its
-    shape or size rule (outputs and scratch), for callers that run kernels outside the trace: constant folding
-    leaves a node that would not fit to the trace, which refuses it naming the node."""
-    arena = Arena(Graph([], [], [], {}), DEFAULT if limits is None else limits)
-    try:
-        arena.expect(node, _needs(node, args))
-    except SizeLimitError:
-        return False
-    return True
