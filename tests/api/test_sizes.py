@@ -1,11 +1,12 @@
-"""Sizes before memory (vkinfer/model/sizes.py, size_rules.py): every tensor's size is checked against the session's
-limits (2 GiB per tensor, 8 GiB of live activations by default; `max_tensor_bytes=`, `max_session_bytes=`) before it
-is allocated. Models asking for 2**40 elements (Tile, Expand, Pad, a MaxPool whose padded input is that large),
-the mutated models of ../shared/regressions (tests/models/regressions/{nonclean,hang}: pads or dims of 2**32 and
-2**40, inputs of batch 65536 and 1048576) and a symbolic-batch MLP fed a batch of 2**20 are refused with a
-ValueError naming the node, its shape and the limit, in under a second and at a peak RSS under 200 MB (measured in
-a fresh interpreter: resource.getrusage). Before, numpy allocated them in the trace (MemoryError, or minutes of
-work at gigabytes). The size rules are checked against the kernels: a bound never understates an output.
+"""Sizes before memory (vkinfer/model/sizes.py, size_rules.py, slab.py): every tensor's size is checked against the
+session's limits (2 GiB per tensor, 8 GiB of live activations by default; `max_tensor_bytes=`, `max_session_bytes=`)
+before it is allocated. Models asking for 2**40 elements (Tile, Expand, Pad, a MaxPool whose padded input is that
+large, a Tile of constants), mutated models of ../shared/regressions (tests/models/regressions/{nonclean,hang}: an
+input of 4 GiB, a batch-65536 ShuffleNet, pads of 2**20) and a symbolic-batch MLP fed a batch of 2**20 are refused
+with a ValueError naming the node (or input), its shape and the limit, in under a second at a peak RSS under 200 MB
+(measured in a fresh interpreter: VmHWM, since getrusage's ru_maxrss keeps the forking parent's peak over exec).
+Before, numpy allocated them in the trace (MemoryError, or minutes of work at gigabytes). The size rules are checked
+against the kernels: a bound never understates an output.
 """
 
 from __future__ import annotations
@@ -102,7 +103,12 @@ _PROBE = textwrap.dedent("""
             out[name] = [time.perf_counter() - t0, "ok", ""]
         except Exception as e:
             out[name] = [time.perf_counter() - t0, type(e).__name__, str(e)]
-    out["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    # This process's peak RSS: VmHWM (getrusage's ru_maxrss keeps the forking parent's peak across exec on Linux).
+    try:
+        hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")][0].split()[1]
+        out["rss_mb"] = int(hwm) / 1024
+    except (OSError, IndexError):
+        out["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(out))
 """)
 
