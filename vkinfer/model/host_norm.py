@@ -7,8 +7,8 @@ ORT's generic loop order (index order) or, where ORT reduces every element (`agg
 with Eigen, Eigen's 4-lane SSE packet order (eigen_sum); exp and log are the C library's expf / logf as ORT's
 std::exp / std::log; InstanceNormalization, GroupNormalization (its ONNX function body, which ORT runs node by
 node) and MeanVarianceNormalization sum with eigen_sum as ORT's kernels do. LRN's pow is bounded (2 ulps).
-GlobalMaxPool is MLAS's global max kernel (float_max_pool: exact on -0 and infinities; a NaN inside the image is
-not claimed). Hardmax selects the first maximum as ORT does. Integer reductions wrap as C++'s do.
+GlobalMaxPool is MLAS's global max kernel for every rank (float_max_pool: exact on -0, infinities and NaN at any
+position). Hardmax selects the first maximum as ORT does. Integer reductions wrap as C++'s do.
 Eigen's order assumes 16-byte aligned buffers (ORT's allocator's and numpy's are): a misaligned user input shifts
 Eigen's packets in ORT.
 """
