@@ -128,8 +128,9 @@ def _info(vi: onnx.ValueInfoProto, what: str = "graph input/output") -> TensorIn
         shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in t.shape.dim)
         for axis, d in enumerate(shape):
             if isinstance(d, int) and d <= 0 and what == "graph input":
-                raise ValueError(f"{what} {vi.name!r} declares dimension {d} on axis {axis} (shape {list(shape)})"
-                                 f": {'a 0-sized tensor, which vkinfer does not run' if d == 0 else 'negative'}")
+                why = "a 0-sized tensor, which vkinfer does not run" if d == 0 else "negative"
+                raise UnsupportedModelError(f"{what} {vi.name!r} declares dimension {d} on axis {axis} (shape "
+                                            f"{list(shape)}): {why}")
     if shape is not None and np.prod([d for d in shape if isinstance(d, int) and d > 0], dtype=np.float64) >= 2 ** 31:
         raise ValueError(f"{what} {vi.name!r} has shape {list(shape)}: over {2 ** 31 - 1} elements")
     return TensorInfo(vi.name, shape, np.dtype(_ELEM[t.elem_type]))

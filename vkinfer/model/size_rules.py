@@ -232,10 +232,13 @@ def _spatial(node, xs: tuple[int, ...], k: list[int]) -> tuple[list[int], list[i
         raise ValueError("strides, dilations or pads do not fit the kernel")
     padded, out = [], []
     auto = str(a.get("auto_pad", "NOTSET")).strip("b'\"") not in ("NOTSET", "")
+    ceil = 1 if int(a.get("ceil_mode", 0) or 0) else 0
     for i in range(r):
         span = di[i] * (k[i] - 1) + 1
         p = xs[2 + i] + (pads[i] + pads[i + r] if not auto else span + st[i])
-        o = max(p - span, 0) // st[i] + 2  # + 2: ceil_mode's extra window
+        # + ceil: ceil_mode's extra window (only then: a stride of 2**31 - 1 keeps one window and needs no more
+        # input than the padded one; counting a second window asked for 2**31 rows)
+        o = max(p - span, 0) // st[i] + 1 + ceil
         padded.append(max(p, (o - 1) * st[i] + span))
         out.append(o)
     return padded, out
