@@ -248,8 +248,9 @@ def test_session_churn_after_faults_grows_nothing(faults):
     assert {**live[-1], "devices": 0} == {**base, "devices": 0}, (base, live)
     assert base["devices"] <= live[-1]["devices"] <= base["devices"] + 1, (base, live)
     # RSS swings by 30 MB within a cycle here (a lost device's replacement opened before the old one goes: 150-185
-    # MB over 24 rounds, no trend), so the peaks of the two halves are compared; the counts above are exact.
-    assert max(rss[6:]) - max(rss[:6]) < 16 << 20, [r >> 20 for r in rss]
+    # MB over 24 rounds, no trend), and in a full-suite worker (635 MB) it still grew 20 MB over the first 5 rounds
+    # before levelling off: the last third's peak is compared with the middle third's; the counts above are exact.
+    assert max(rss[8:]) - max(rss[4:8]) < 16 << 20, [r >> 20 for r in rss]
 
 
 def _validated(mode: str, tmp_path: Path) -> tuple[str, list[str]]:
