@@ -220,7 +220,7 @@ def test_vulkan_module_import_errors_become_vulkan_unavailable(monkeypatch, msg,
 # Top-level modules vkinfer imports at run time, by the distribution that provides them (core or an extra).
 _PROVIDERS = {"numpy": "numpy", "onnx": "onnx", "tflite": "tflite", "flatbuffers": "flatbuffers", "scipy": "scipy",
               "onnxruntime": "onnxruntime", "ai_edge_litert": "ai-edge-litert", "ncnn": "ncnn", "tqdm": "tqdm",
-              "matplotlib": "matplotlib", "ray": "ray"}
+              "matplotlib": "matplotlib", "ray": "ray", "atheris": "atheris"}
 # The GPU machine's versions (seen by scripts/wheel-gpu.sh): the wheel must install beside them with no download.
 _GPU_MACHINE = {"numpy": "2.5.2", "onnx": "1.23.1", "onnxruntime": "1.30.0", "scipy": "1.18.1", "protobuf": "7.36.2"}
 
