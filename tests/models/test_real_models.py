@@ -35,17 +35,32 @@ SEEDS = (0, 7)
 NOT_NATIVE: dict[tuple[str, str], str] = {}
 
 
-def _path(name: str, fmt: str):
-    """The cached model, made offline from float_opt when only that is missing; skips when not cached."""
+def _unavailable(name: str, fmt: str) -> str | None:
+    """Why the form cannot be had offline (None when cached, or makeable from the cached float_opt)."""
     if rm.missing_reason(name, fmt) and rm.model_path(name, "float_opt").is_file():
+        return None
+    return rm.missing_reason(name, fmt)
+
+
+def needs(name: str, *fmts: str):
+    """A collection-time skip mark for tests of real model `name`, naming what to run when its cache is absent."""
+    why = next((w for w in (_unavailable(name, f) for f in fmts) if w), None)
+    return pytest.mark.skipif(why is not None, reason=why or "")
+
+
+def _param(name: str, fmt: str, *marks):
+    return pytest.param(name, fmt, marks=[needs(name, fmt), *marks], id=f"{name}-{fmt}")
+
+
+def _path(name: str, fmt: str):
+    """The cached model, made offline from float_opt when only that is missing (the test's `needs` mark has
+    checked one of the two is there)."""
+    if rm.missing_reason(name, fmt):
         logging.disable(logging.WARNING)
         try:
             rm.prepare([name], [fmt], log=lambda _: None)
         finally:
             logging.disable(logging.NOTSET)
-    why = rm.missing_reason(name, fmt)
-    if why:
-        pytest.skip(why)
     return rm.model_path(name, fmt)
 
 
@@ -58,7 +73,7 @@ def _oracle(name: str, fmt: str, path, feed) -> list[np.ndarray] | None:
     return rm.ort_session(path, fmt).run(None, feed)
 
 
-@pytest.mark.parametrize("name,fmt", CASES, ids=[f"{n}-{f}" for n, f in CASES])
+@pytest.mark.parametrize("name,fmt", [_param(n, f) for n, f in CASES])
 def test_every_device_gives_ort_bits(name, fmt):
     path = _path(name, fmt)
     sess = sessions(str(path))  # reference, cpu, vulkan
@@ -72,7 +87,7 @@ def _native_params():
     for name, fmt in CASES:
         why = NOT_NATIVE.get((name, fmt))
         marks = [pytest.mark.xfail(strict=True, raises=AssertionError, reason=why)] if why else []
-        out.append(pytest.param(name, fmt, marks=marks, id=f"{name}-{fmt}"))
+        out.append(_param(name, fmt, *marks))
     return out
 
 
@@ -88,7 +103,7 @@ def test_runs_natively_in_one_call(name, fmt):
     assert plan.native_calls == 1, f"{plan.native_calls} native calls per run"
 
 
-@pytest.mark.parametrize("name,fmt", CASES, ids=[f"{n}-{f}" for n, f in CASES])
+@pytest.mark.parametrize("name,fmt", [_param(n, f) for n, f in CASES])
 def test_no_python_kernel_runs(name, fmt, monkeypatch):
     """Once the cpu session exists, a run calls no Python kernel at all: none of the interpreter's numpy kernels
     (every op of the model is native; onnx.reference is no kernel at all: tests/numerics/test_host_ops_coverage.py)."""
@@ -133,6 +148,7 @@ def test_empty_cache_says_what_to_run(tmp_path, monkeypatch):
     assert not (tmp_path / "wheels").exists()  # nothing fetched
 
 
+@needs("mtcnn_rnet", "float_opt")
 def test_prepare_reproduces_the_cached_files(tmp_path):
     """From the cached float_opt alone, offline: the quantized forms byte for byte (seeded calibration), listed by
     `cached`."""

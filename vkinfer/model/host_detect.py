@@ -1,4 +1,4 @@
-"""Detector and image host kernels of vkinfer's own (issue 25: onnx.reference is an oracle in tests only):
+"""Detector and image host kernels of vkinfer's own (issue 25: ONNX's evaluator is an oracle in tests only):
 NonMaxSuppression with ONNX Runtime's semantics, Upsample (opset 7-9, through the Resize kernel of
 vkinfer/model/resize.py) and CenterCropPad.
 

@@ -1,4 +1,4 @@
-"""Elementwise host kernels of vkinfer's own (issue 25: onnx.reference is an oracle in tests only): the unary math
+"""Elementwise host kernels of vkinfer's own (issue 25: ONNX's evaluator is an oracle in tests only): the unary math
 and activation ops, the binary and variadic arithmetic, comparison, logic and bitwise ops a quantized model may
 carry between its quantized ops or in its shape subgraphs.
 

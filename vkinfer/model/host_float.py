@@ -1,7 +1,7 @@
 """Float (and other non-8-bit) ops on the host: every default-domain ONNX op ORT's quantizer may leave between
 the quantized ones, with ONNX Runtime 1.31's CPU numerics where they can be reproduced.
 
-Every op here has a numpy kernel of vkinfer's own (issue 25): onnx.reference never runs a model (it is an oracle
+Every op here has a numpy kernel of vkinfer's own (issue 25): ONNX's evaluator never runs a model (it is an oracle
 in the tests only), neither at run time nor when a session is created (shape trace, constant folding, the
 256-entry tables of vkinfer/model/tables.py all call these kernels). Ops that are one correctly rounded operation
 per element (Add, Sub, Mul, Div, Sqrt, Neg, Abs, Floor, Ceil, Round, Reciprocal, Max, Min, Where, Equal, Greater,
@@ -38,7 +38,7 @@ Where bits can differ from ORT (pinned in tests/numerics/test_host_float.py):
 - Resize nearest, half_pixel_symmetric: ORT's pick at coordinates within ulps of a rounding edge (test_float_resize.py).
 
 Float32 ops with kernels of their own (vkinfer/reference/float_*.py, registered at the end of this module;
-onnx.reference is only an oracle for them): MaxPool (ORT's four loops), Max/Min (+0/-0 by ORT's broadcast spans),
+ONNX's evaluator is only an oracle for them): MaxPool (ORT's four loops), Max/Min (+0/-0 by ORT's broadcast spans),
 PRelu, LeakyRelu, Clip (ORT's select order), BatchNormalization (ORT's float32 fold), ReduceSum/Mean/Max/Min (ORT's
 loop orders, Eigen's per-row and rowwise reductions and MLAS's M = 1 SGEMM where ORT hands the shape to them: exact).
 
@@ -65,7 +65,7 @@ _F32 = np.dtype(np.float32)
 
 # The default-domain ONNX ops vkinfer refuses by name (no kernel of its own: none is in OPS, so the importer
 # lists each such node as "<node> (<op>): op not supported"). Kept to document the choice and checked by
-# tests/numerics/test_host_ops_coverage.py against the ops onnx.reference implements: attention and sequence
+# tests/numerics/test_host_ops_coverage.py against the ops ONNX's evaluator implements: attention and sequence
 # models' ops, signal processing, training losses, sampling, control flow, sequences and optionals, strings, and
 # random ops (ORT's generator differs, so no output could match).
 REFUSED = frozenset({
@@ -200,7 +200,7 @@ for _name in ("Sigmoid", "Tanh", "Erf", "HardSigmoid", "HardSwish"):
 
 # Pow (every type pair ORT takes) and float32 Softmax/LogSoftmax: kernels of their own with ORT's bits
 # (vkinfer/reference/float_pow.py, float_softmax.py; the native graph runs the float32 ones, ops/float_binary.c and
-# ops/float_softmax.c). They replace op_table's numpy Softmax and onnx.reference's LogSoftmax.
+# ops/float_softmax.c). They replace op_table's numpy Softmax and ONNX's evaluator's LogSoftmax.
 from ..reference import float_pow, float_softmax  # noqa: E402
 
 OPS["Pow"] = float_pow.kernel
@@ -240,7 +240,7 @@ def _float32_only(node, x, memo):
 # and host_float's MLAS functions.
 from . import host_detect, host_elementwise, host_index, host_norm  # noqa: E402,F401
 
-# ORT-exact float32 kernels of their own (onnx.reference is an oracle only for these, issue 25): MaxPool, Max/Min,
+# ORT-exact float32 kernels of their own (ONNX's evaluator is an oracle only for these, issue 25): MaxPool, Max/Min,
 # PRelu/LeakyRelu/Clip, BatchNormalization, ReduceSum/Mean/Max/Min; other dtypes take the integer kernels.
 # (A kernel registered before, e.g. an op's own vkinfer/reference/<op>.py, stays the other types' kernel.)
 _OTHER_TYPES = {"Max": host_elementwise.int_minmax, "Min": host_elementwise.int_minmax, "PRelu": _float32_only,

@@ -1,4 +1,4 @@
-"""Shape, index and selection host kernels of vkinfer's own (issue 25: onnx.reference is an oracle in tests only):
+"""Shape, index and selection host kernels of vkinfer's own (issue 25: ONNX's evaluator is an oracle in tests only):
 the ops of shape subgraphs (Shape, Size, ConstantOfShape, Range, EyeLike, CastLike) and the index and selection
 ops detectors and OCR models carry (ArgMax/ArgMin, TopK, NonZero, OneHot, Trilu, CumSum, GatherElements,
 GatherND, ScatterElements, ScatterND, Compress, ReverseSequence, NonMaxSuppression, CenterCropPad, Upsample).

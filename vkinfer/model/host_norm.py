@@ -1,4 +1,4 @@
-"""Reduction and normalization host kernels of vkinfer's own (issue 25: onnx.reference is an oracle in tests only):
+"""Reduction and normalization host kernels of vkinfer's own (issue 25: ONNX's evaluator is an oracle in tests only):
 ReduceL1/L2/LogSum/LogSumExp/Prod/SumSquare, the integer reductions of shape subgraphs, GlobalMaxPool, Hardmax,
 LpNormalization, InstanceNormalization, GroupNormalization, LRN and MeanVarianceNormalization.
 

@@ -9,7 +9,7 @@ element numpy's max/min picks: ties cannot differ. Axes: input 1 (opset 18) or t
 counted from the end; none reduces every axis unless `noop_with_empty_axes` (then a copy). An empty reduction fills
 with the type's lowest (Max) or highest (Min) value, as ORT's reduce aggregators (measured:
 tests/ops/test_byte_reduce.py). Other dtypes than integers and float32 (float16, float64) take numpy's max/min
-(which propagates NaN), as onnx.reference did for them before.
+(which propagates NaN), as ONNX's evaluator did for them before.
 """
 
 from __future__ import annotations
