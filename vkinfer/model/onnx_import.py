@@ -291,11 +291,12 @@ def _check_kernel_shapes(g: onnx.GraphProto, consts: dict[str, np.ndarray], name
             continue
         ks = next((list(a.ints) for a in n.attribute
                    if a.name == "kernel_shape" and a.type == onnx.AttributeProto.INTS), None)
-        w = consts.get(dq.get(n.input[slot], ""))
+        src = dq.get(n.input[slot])  # None where no DequantizeLinear makes it (an initializer may be named "")
+        w = consts.get(src) if src is not None else None
         if ks is not None and w is not None and ks != list(w.shape[2:]):
             raise ValueError(f"node {name!r} ({n.op_type}): attribute 'kernel_shape' = {ks}: contradicts the weights "
                              f"{n.input[slot]!r} of shape {list(w.shape)} (a DequantizeLinear of "
-                             f"{dq[n.input[slot]]!r})")
+                             f"{src!r})")
 
 
 # Quantized ops as the model writes them: the input positions of their output's scale and zero point, and of
