@@ -12,7 +12,16 @@ from typing import TYPE_CHECKING
 from . import ops
 from ._version import __version__
 from ._vk import DeviceInfo
-from .errors import HostNodeWarning, PlacementError, ShaderCompileError, VkInferError, VulkanUnavailableError
+from .errors import (
+    HostNodeWarning,
+    PlacementError,
+    ShaderCompileError,
+    VkInferError,
+    VulkanDeviceError,
+    VulkanDeviceLostError,
+    VulkanOutOfMemoryError,
+    VulkanUnavailableError,
+)
 
 
 def devices() -> list[DeviceInfo]:
@@ -54,6 +63,10 @@ def __getattr__(name: str):
         from . import ort
 
         return getattr(ort, name)
+    if name == "SizeLimitError":  # vkinfer/model/sizes.py: a ValueError; numpy only, loaded when first asked for
+        from .model.sizes import SizeLimitError
+
+        return SizeLimitError
     if name in ("ort", "tflite"):
         import importlib
 
@@ -62,6 +75,7 @@ def __getattr__(name: str):
 
 
 __all__ = ["ops", "devices", "DeviceInfo", "VkInferError", "VulkanUnavailableError", "PlacementError",
-           "HostNodeWarning", "ShaderCompileError", "__version__", "InferenceSession", "SessionOptions", "RunOptions",
-           "GraphOptimizationLevel", "ExecutionMode", "ModelMetadata", "IOBinding", "OrtValue", "NodeArg",
+           "HostNodeWarning", "ShaderCompileError", "VulkanDeviceError", "VulkanDeviceLostError",
+           "VulkanOutOfMemoryError", "SizeLimitError", "__version__", "InferenceSession", "SessionOptions",
+           "RunOptions", "GraphOptimizationLevel", "ExecutionMode", "ModelMetadata", "IOBinding", "OrtValue", "NodeArg",
            "get_available_providers", "get_all_providers", "get_device"]
