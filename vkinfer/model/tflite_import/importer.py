@@ -105,7 +105,8 @@ def import_tflite(model: str | os.PathLike | bytes, supported: dict[str, str | N
     graph.variables = variables
     graph.user_outputs = user_outputs
     try:
-        graph.meta = file_meta(blob, ins, outs, [t.name for t in inputs[:len(ins)]], out_names, imp.names)
+        graph.meta = file_meta(blob, ins, outs, [t.name for t in inputs[:len(ins)]], out_names, imp.names,
+                               tensors)
     except Exception as e:  # noqa: BLE001 - flatbuffers reads lazily: a corrupt table fails here
         raise ValueError(f"not a readable TFLite model ({type(e).__name__}: {e})") from None
     return graph

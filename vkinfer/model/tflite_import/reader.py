@@ -44,9 +44,10 @@ def builtin_names() -> dict[int, str]:
 class Tensor:
     """A parsed TFLite tensor."""
 
-    def __init__(self, name, shape, dtype, data, scale, zero_point, qdim):
+    def __init__(self, name, shape, dtype, data, scale, zero_point, qdim, raw=None):
         self.name, self.shape, self.dtype, self.data = name, shape, dtype, data
         self.scale, self.zero_point, self.qdim = scale, zero_point, qdim
+        self.raw = raw  # the fields as read (fastread.RawTensor), which file_meta reuses; None when read slowly
 
 
 def parse(blob: bytes):
@@ -69,7 +70,11 @@ def parse_all(blob: bytes):
         for i in range(model.OperatorCodesLength()):
             oc = model.OperatorCodes(i)
             codes.append(max(int(oc.BuiltinCode()), int(oc.DeprecatedBuiltinCode())))
-        subgraphs = [parse_subgraph(blob, model, model.Subgraphs(k), codes) for k in range(model.SubgraphsLength())]
+        try:  # the fast reader; where it finds anything odd, the tflite classes (the same values or error)
+            subgraphs = _parse_fast(blob, codes)
+        except Exception:  # noqa: BLE001 - read again below, which raises what the file deserves
+            subgraphs = [parse_subgraph(blob, model, model.Subgraphs(k), codes)
+                         for k in range(model.SubgraphsLength())]
     except UnsupportedModelError:
         raise
     except ValueError as e:
@@ -77,6 +82,31 @@ def parse_all(blob: bytes):
     except Exception as e:  # flatbuffers reads lazily: a corrupt file fails here with struct/index errors
         raise ValueError(f"not a readable TFLite model ({type(e).__name__}: {e})") from None
     return subgraphs
+
+
+def _parse_fast(blob: bytes, codes: list[int]):
+    """parse_all's subgraphs read by fastread (its values are parse_subgraph's; it raises where it is unsure)."""
+    from . import fastread as fr
+
+    b, n = blob, len(blob)
+    root = fr._U32(b, 0)[0]
+    f = fr._slots(b, n, root, 3)
+    bufs = fr.buffers(b, root)
+    out = []
+    for sg in fr._tables(b, n, root + f[2]) if f[2] else []:
+        tensors = []
+        for i, t in enumerate(fr.tensors(b, sg)):
+            data = fr.buffer_data(b, bufs[t.buffer]) if t.buffer > 0 else None
+            scale, zp, qdim = t.scale, t.zero_point, t.qdim
+            if scale is None:
+                zp, qdim = None, 0
+            elif zp is None:
+                zp = np.zeros(scale.size, np.int64)
+            tensors.append(Tensor(t.name.decode() if t.name else f"tensor_{i}", tuple(t.shape) if t.shape else (),
+                                  t.type, data, scale, zp, qdim, t))
+        ins, outs = fr.io(b, sg)
+        out.append((tensors, fr.operators(b, sg, codes), ins, outs))
+    return out
 
 
 def parse_subgraph(blob, model, sg, codes):
@@ -130,23 +160,8 @@ DETAIL_TYPES = {0: np.float32, 1: np.float16, 2: np.int32, 3: np.uint8, 4: np.in
                  16: np.uint16}
 
 
-def file_meta(blob: bytes, ins: list[int], outs: list[int], in_names: list[str], out_names: list[str],
-              graph_names: list[str]) -> dict:
-    """Graph.meta of a TFLite model: what the file says beside the computation, read as it is written.
-
-    "tflite": "tensors" (subgraph 0's tensors by index: name, shape, shape_signature (None where the file has
-    none: the shape is the signature), TFLite type, numpy type or None, scales, zero_points,
-    quantized_dimension); "inputs" / "outputs" (the subgraph's tensor indices, in order) with "input_names" /
-    "output_names" (the graph tensor each one is: the TFLite name, or "name:index" where names repeat);
-    "graph_names" (that name for every tensor: the graph's name of its NHWC form); "signatures" (SignatureDef
-    key -> {"inputs": {name: tensor index}, "outputs": {...}, "subgraph_index"}); "subgraphs" (their count).
-    "model": ONNX Runtime's ModelMetadata fields (the file's description as producer and description, subgraph
-    0's name as graph name, the schema version, metadata entries as strings). "quantization": each 8-bit graph
-    input and output's per-tensor (scale, zero point)."""
-    import tflite
-
-    model = tflite.Model.GetRootAsModel(blob, 0)
-    sg = model.Subgraphs(0)
+def _tensor_meta_slow(sg) -> list[dict]:
+    """file_meta's "tensors", read with the tflite classes."""
     tensors = []
     for i in range(sg.TensorsLength()):
         t = sg.Tensors(i)
@@ -159,6 +174,53 @@ def file_meta(blob: bytes, ins: list[int], outs: list[int], in_names: list[str],
         tensors.append({"name": t.Name().decode() if t.Name() else "", "shape": shape, "shape_signature": sig,
                         "type": int(t.Type()), "dtype": DETAIL_TYPES.get(int(t.Type())), "scales": scales,
                         "zero_points": zps, "quantized_dimension": int(q.QuantizedDimension()) if q is not None else 0})
+    return tensors
+
+
+def _tensor_meta(blob: bytes, parsed: list[Tensor]) -> list[dict]:
+    """file_meta's "tensors" from the fields parse_all read (fastread), the shape signatures read now."""
+    from .fastread import shape_signature
+
+    tensors = []
+    for t in parsed:
+        r = t.raw
+        scales = r.scale if r.scale is not None else np.zeros(0, np.float32)
+        zps = r.zero_point.astype(np.int32) if r.zero_point is not None else np.zeros(scales.size, np.int32)
+        tensors.append({"name": r.name.decode() if r.name else "", "shape": list(r.shape) if r.shape else [],
+                        "shape_signature": shape_signature(blob, r), "type": r.type, "dtype": DETAIL_TYPES.get(r.type),
+                        "scales": scales, "zero_points": zps,
+                        "quantized_dimension": r.qdim if r.quant is not None else 0})
+    return tensors
+
+
+def file_meta(blob: bytes, ins: list[int], outs: list[int], in_names: list[str], out_names: list[str],
+              graph_names: list[str], parsed: list[Tensor] | None = None) -> dict:
+    """Graph.meta of a TFLite model: what the file says beside the computation, read as it is written.
+
+    "tflite": "tensors" (subgraph 0's tensors by index: name, shape, shape_signature (None where the file has
+    none: the shape is the signature), TFLite type, numpy type or None, scales, zero_points,
+    quantized_dimension); "inputs" / "outputs" (the subgraph's tensor indices, in order) with "input_names" /
+    "output_names" (the graph tensor each one is: the TFLite name, or "name:index" where names repeat);
+    "graph_names" (that name for every tensor: the graph's name of its NHWC form); "signatures" (SignatureDef
+    key -> {"inputs": {name: tensor index}, "outputs": {...}, "subgraph_index"}); "subgraphs" (their count).
+    "model": ONNX Runtime's ModelMetadata fields (the file's description as producer and description, subgraph
+    0's name as graph name, the schema version, metadata entries as strings). "quantization": each 8-bit graph
+    input and output's per-tensor (scale, zero point).
+
+    `parsed`: subgraph 0's tensors as parse_all read them, whose fields are not read again where the fast reader
+    read them (reading every tensor twice was a third of a TFLite chain's import)."""
+    import tflite
+
+    model = tflite.Model.GetRootAsModel(blob, 0)
+    sg = model.Subgraphs(0)
+    tensors = None
+    if parsed is not None and all(t.raw is not None for t in parsed):
+        try:
+            tensors = _tensor_meta(blob, parsed)
+        except Exception:  # noqa: BLE001 - read again below, which raises what the file deserves
+            tensors = None
+    if tensors is None:
+        tensors = _tensor_meta_slow(sg)
     signatures = {}
     for k in range(model.SignatureDefsLength()):
         d = model.SignatureDefs(k)

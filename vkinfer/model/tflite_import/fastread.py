@@ -1,0 +1,214 @@
+"""A subgraph's tensors and operators read straight from the flatbuffer with `struct`, for reader.py.
+
+The generated `tflite` classes take about 100 us of Python calls per tensor (each field is an object, a vtable
+walk and type checks): 5 s of a 20k-layer TFLite chain's load, with file_meta reading every tensor again. Here a
+tensor is a vtable read and a few `unpack_from`s, read once for both.
+
+The values are the ones the `tflite` classes give, read at the same offsets. This reader is stricter: any offset
+outside the file (or negative: the flatbuffers runtime raises on those too), an index past its vector, a vtable
+running off the end, raises `_Corrupt`; the caller then reads the file again with the `tflite` classes, so that a
+corrupt file fails (or, where that runtime reads on regardless, succeeds) exactly as it did, with the same error.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+from flatbuffers.table import Table
+
+_U8 = struct.Struct("<B").unpack_from
+_I8 = struct.Struct("<b").unpack_from
+_U16 = struct.Struct("<H").unpack_from
+_I32 = struct.Struct("<i").unpack_from
+_U32 = struct.Struct("<I").unpack_from
+_U64 = struct.Struct("<Q").unpack_from
+_F32 = np.dtype("<f4")
+_I64 = np.dtype("<i8")
+
+
+class _Corrupt(Exception):
+    """Something this reader does not read the way the flatbuffers runtime would: read the slow way."""
+
+
+def _slots(b: bytes, n: int, pos: int, count: int) -> tuple[int, ...]:
+    """The first `count` vtable entries (field offsets from `pos`, 0 where absent) of the table at `pos`."""
+    if pos < 0 or pos + 4 > n:
+        raise _Corrupt
+    vt = pos - _I32(b, pos)[0]
+    if vt < 0 or vt + 4 > n:
+        raise _Corrupt
+    have = max(0, (_U16(b, vt)[0] - 3) // 2)  # entries at vt + 4 + 2k < vt + vtable length
+    if have >= count:
+        if vt + 4 + 2 * count > n:
+            raise _Corrupt
+        return struct.unpack_from(f"<{count}H", b, vt + 4)
+    if vt + 4 + 2 * have > n:
+        raise _Corrupt
+    return struct.unpack_from(f"<{have}H", b, vt + 4) + (0,) * (count - have)
+
+
+def _vector(b: bytes, n: int, at: int, width: int) -> tuple[int, int]:
+    """(start of the data, length) of the vector whose offset is stored at `at`."""
+    if at + 4 > n:
+        raise _Corrupt
+    v = at + _U32(b, at)[0]
+    if v + 4 > n:
+        raise _Corrupt
+    length = _U32(b, v)[0]
+    if v + 4 + length * width > n:
+        raise _Corrupt
+    return v + 4, length
+
+
+def _ints(b: bytes, n: int, at: int) -> list[int]:
+    start, length = _vector(b, n, at, 4)
+    return list(struct.unpack_from(f"<{length}i", b, start))
+
+
+def _table(b: bytes, n: int, at: int) -> int:
+    """The table whose offset is stored at `at`."""
+    if at + 4 > n:
+        raise _Corrupt
+    return at + _U32(b, at)[0]
+
+
+def _tables(b: bytes, n: int, at: int) -> list[int]:
+    start, length = _vector(b, n, at, 4)
+    return [start + 4 * j + off for j, off in enumerate(struct.unpack_from(f"<{length}I", b, start))]
+
+
+class RawTensor:
+    """A tensor's fields as read: `name` (bytes, None when absent), `shape` (list, None when absent), `type`,
+    `buffer` (index), `quant` (the QuantizationParameters table's position, None when absent), its `scale`
+    (float32 array) and `zero_point` (int64 array; each None when absent or empty), `qdim`, and the
+    position `pos` of the tensor's table (for the fields read only for the file's metadata)."""
+
+    __slots__ = ("name", "shape", "type", "buffer", "quant", "scale", "zero_point", "qdim", "pos")
+
+
+def tensors(b: bytes, sg: int) -> list[RawTensor]:
+    """The tensors of the SubGraph table at `sg`."""
+    n = len(b)
+    f = _slots(b, n, sg, 1)
+    if not f[0]:
+        return []
+    out = []
+    for pos in _tables(b, n, sg + f[0]):
+        t = RawTensor()
+        t.pos = pos
+        s_shape, s_type, s_buf, s_name, s_quant = _slots(b, n, pos, 5)
+        t.shape = _ints(b, n, pos + s_shape) if s_shape else None
+        if s_type:
+            if pos + s_type >= n:
+                raise _Corrupt
+            t.type = _I8(b, pos + s_type)[0]
+        else:
+            t.type = 0
+        if s_buf:
+            if pos + s_buf + 4 > n:
+                raise _Corrupt
+            t.buffer = _U32(b, pos + s_buf)[0]
+        else:
+            t.buffer = 0
+        if s_name:
+            start, length = _vector(b, n, pos + s_name, 1)
+            t.name = b[start:start + length]
+        else:
+            t.name = None
+        t.scale = t.zero_point = None
+        t.qdim = 0
+        if s_quant:
+            q = t.quant = _table(b, n, pos + s_quant)
+            _, _, s_scale, s_zp, _, _, s_qdim = _slots(b, n, q, 7)
+            if s_scale:
+                start, length = _vector(b, n, q + s_scale, 4)
+                if length:
+                    t.scale = np.frombuffer(b, _F32, length, start).astype(np.float32)
+            if s_zp:
+                start, length = _vector(b, n, q + s_zp, 8)
+                if length:
+                    t.zero_point = np.frombuffer(b, _I64, length, start).astype(np.int64)
+            if s_qdim:
+                if q + s_qdim + 4 > n:
+                    raise _Corrupt
+                t.qdim = _I32(b, q + s_qdim)[0]
+        else:
+            t.quant = None
+        out.append(t)
+    return out
+
+
+def buffers(b: bytes, model: int) -> list[int]:
+    """The Buffer tables of the Model table at `model`."""
+    n = len(b)
+    f = _slots(b, n, model, 5)
+    return _tables(b, n, model + f[4]) if f[4] else []
+
+
+def buffer_data(b: bytes, pos: int) -> bytes | None:
+    """The data of the Buffer table at `pos` (kept after the flatbuffer in large models), None when empty."""
+    n = len(b)
+    s_data, s_off, s_size = _slots(b, n, pos, 3)
+    offset = size = 0
+    if s_off:
+        if pos + s_off + 8 > n:
+            raise _Corrupt
+        offset = _U64(b, pos + s_off)[0]
+    if offset > 1:
+        if s_size:
+            if pos + s_size + 8 > n:
+                raise _Corrupt
+            size = _U64(b, pos + s_size)[0]
+        raw = b[offset:offset + size]
+    elif s_data:
+        start, length = _vector(b, n, pos + s_data, 1)
+        raw = b[start:start + length]
+    else:
+        raw = b""
+    return raw or None
+
+
+def operators(b: bytes, sg: int, codes: list[int]) -> list[tuple]:
+    """(builtin code, inputs, outputs, options type, options Table or None) of each op of the SubGraph at `sg`;
+    an opcode index out of range raises ValueError (as reader.parse_subgraph did)."""
+    n = len(b)
+    f = _slots(b, n, sg, 4)
+    if not f[3]:
+        return []
+    ops = []
+    for pos in _tables(b, n, sg + f[3]):
+        s_code, s_in, s_out, s_otype, s_opts = _slots(b, n, pos, 5)
+        code = 0
+        if s_code:
+            if pos + s_code + 4 > n:
+                raise _Corrupt
+            code = _U32(b, pos + s_code)[0]
+        if not 0 <= code < len(codes):
+            raise _Corrupt  # the slow reader names it
+        otype = 0
+        if s_otype:
+            if pos + s_otype >= n:
+                raise _Corrupt
+            otype = _U8(b, pos + s_otype)[0]
+        opts = Table(b, _table(b, n, pos + s_opts)) if s_opts else None
+        ops.append((codes[code], _ints(b, n, pos + s_in) if s_in else [], _ints(b, n, pos + s_out) if s_out else [],
+                    otype, opts))
+    return ops
+
+
+def io(b: bytes, sg: int) -> tuple[list[int], list[int]]:
+    """The SubGraph's input and output tensor indices."""
+    n = len(b)
+    _, s_in, s_out = _slots(b, n, sg, 3)
+    return _ints(b, n, sg + s_in) if s_in else [], _ints(b, n, sg + s_out) if s_out else []
+
+
+def shape_signature(b: bytes, t: RawTensor) -> list[int] | None:
+    """The tensor's shape_signature, None when the file has none (or an empty one)."""
+    n = len(b)
+    s = _slots(b, n, t.pos, 8)[7]
+    if not s:
+        return None
+    sig = _ints(b, n, t.pos + s)
+    return sig or None
