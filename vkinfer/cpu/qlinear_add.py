@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..layout import ceil4, form_perm, form_shape, table2
-from ..model.lowering import Layer, binary_fn, binary_mode, lower
+from ..model.lowering import Layer, attrs_key, binary_fn, binary_mode, lower, memo, value_key
 from ..reference import _qcheck as qc
 from ..reference.requant import QRANGE
 from . import _check, _ptr, lib
@@ -102,6 +102,23 @@ def lower_qadd(ctx, node, backend):
     mode = binary_mode(ctx, node, general=True)
     if mode is None or ctx.dtype(y) != ctx.dtype(ins[0]):
         return None
+    # A pure function of the shapes and the constant parameters: once per distinct one (a chain's nodes repeat it;
+    # 90 us a node).
+    ak = attrs_key(node)
+    vk = None if ak is None else value_key(ctx, [ins[i] if i < len(ins) else "" for i in (0, 3, 1, 2, 4, 5, 6, 7)]
+                                           + [y], by_shape=(0, 1))
+    form = memo(ctx, None if vk is None else ("qadd", node.op, ak, vk), lambda: _qadd_form(ctx, node))
+    swap, args = form
+
+    def emit(g, refs, out_ref, scratch):
+        ra_, rb_ = (refs[1], refs[0]) if swap else (refs[0], refs[1])
+        g.add("qadd", *args, ra_, rb_, out_ref)
+    return Layer(node, [ins[0], ins[3]], y, emit)
+
+
+def _qadd_form(ctx, node) -> tuple[bool, tuple]:
+    """(ORT's operand swap, the qadd operator's arguments before its refs) of a QLinearAdd/Mul node."""
+    ins, y = node.inputs, node.outputs[0]
     c, dt = ctx.g.consts, ctx.dtype(ins[0])
     a, b = ins[0], ins[3]
     out = tuple(ctx.shape(y))
@@ -126,12 +143,7 @@ def lower_qadd(ctx, node, backend):
     signed = int(np.dtype(dt) == np.int8)
     shape_arr, sa_arr, sb_arr = (np.asarray(v, np.uint32 if k == 0 else np.uint64)
                                  for k, v in enumerate((dims, sa, sb)))
-
-    def emit(g, refs, out_ref, scratch):
-        ra_, rb_ = (refs[1], refs[0]) if swap else (refs[0], refs[1])
-        g.add("qadd", len(dims), shape_arr, sa_arr, sb_arr, signed, mul, mza, mzb, ra, rb, fixed, lo, hi, table,
-              ra_, rb_, out_ref)
-    return Layer(node, [ins[0], ins[3]], y, emit)
+    return swap, (len(dims), shape_arr, sa_arr, sb_arr, signed, mul, mza, mzb, ra, rb, fixed, lo, hi, table)
 
 
 def binary_table_of(node, consts, dt) -> np.ndarray:

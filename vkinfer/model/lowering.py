@@ -41,9 +41,14 @@ def lower(kind: str, *ops: str, fallback: bool = False) -> Callable[[LoweringFn]
     return deco
 
 
+_LOADED: set[str] = set()  # kinds whose op files are imported (import_module per node was 3 us of a chain's node)
+
+
 def lowerings(kind: str, op: str) -> list[LoweringFn]:
     """The lowerings registered for `op` on `kind` (importing that kind's op files on first use)."""
-    importlib.import_module(_MODULES[kind])
+    if kind not in _LOADED:
+        importlib.import_module(_MODULES[kind])
+        _LOADED.add(kind)
     return _REGISTRY.get((kind, op), [])
 
 
@@ -173,15 +178,94 @@ def _once(ctx: Ctx, key: tuple, make: Callable[[], object]):
     return value
 
 
+def memo(ctx: Ctx, key: tuple | None, make: Callable[[], object]):
+    """`make()` once per Ctx and `key` (None: no memo, `make()` every time), its ValueError remembered as well.
+    For lowerings' pure functions of shapes and constant values: a chain's nodes repeat them (QLinearAdd's
+    constants, strides and collapsed axes were 90 us a node, 20k times)."""
+    if key is None:
+        return make()
+    return _once(ctx, ("memo", key), make)
+
+
+def attrs_key(node: Node) -> tuple | None:
+    """The node's attributes as a hashable key, or None where a value is not a plain int, float, str or a
+    list of them (a tensor attribute: no memo). The importer's `_proto` (the node's own proto, names included;
+    its attributes are the others) is left out: no memoised lowering reads it."""
+    out = []
+    for k, v in node.attrs.items():
+        if k == "_proto":
+            continue
+        if isinstance(v, (list, tuple)):
+            if not all(type(e) in (int, float, str) for e in v):
+                return None
+            v = (type(v).__name__, tuple((type(e).__name__, e) for e in v))
+        elif v is not None and type(v) not in (int, float, str):
+            return None
+        out.append((k, type(v).__name__, v))
+    return tuple(sorted(out))
+
+
+def value_key(ctx: Ctx, names, by_shape=()) -> tuple | None:
+    """A hashable key of tensors `names`: a constant by its dtype, shape and bytes (those at positions `by_shape`
+    by dtype and shape only), an activation by its traced shape and dtype, an empty name as None; None where a
+    constant is not a numpy array or scalar."""
+    c, info = ctx.g.consts, ctx.info
+    out = []
+    for i, n in enumerate(names):
+        if not n:
+            out.append(None)
+        elif n in c:
+            v = c[n]
+            if not isinstance(v, (np.ndarray, np.generic)) or v.dtype.hasobject:
+                return None
+            out.append((type(v), v.dtype.str, v.shape, None if i in by_shape else v.tobytes()))
+        else:
+            shape, dt = info[n]
+            out.append(("act", tuple(shape), np.dtype(dt).str))
+    return tuple(out)
+
+
 def conv_spec_of(ctx: Ctx, node: Node):
     """The ConvSpec of a QLinearConv(Clamp) node with constant weights on a quantized 4-D input, else None (a
-    ValueError from the spec is a refusal with its reason)."""
+    ValueError from the spec is a refusal with its reason).
+
+    Computed once per distinct (input shape, attributes, scales, zero points, weight and bias dtypes and shapes):
+    another node of the same gets that spec with its own weights and bias (the spec's only parts taken from
+    their values; conv_node_spec checks them by dtype and shape), 120 us a node otherwise."""
     from ..reference.qlinear_conv import conv_node_spec
 
     x = node.inputs[0]
     if not (static(ctx, node, 1) and ctx.quantized(x)) or len(ctx.shape(x)) != 4:
         return None
-    return _once(ctx, ("conv", node.name), lambda: conv_node_spec(node, ctx.args(node), node.attrs.get("activation")))
+    ins = node.inputs
+    w_name, b_name = ins[3] if len(ins) > 3 else "", ins[8] if len(ins) > 8 else ""
+    act, attrs = node.attrs.get("activation"), attrs_key(node)
+    key = vk = None
+    if attrs is not None and w_name and (act is None or isinstance(act, (str, tuple))):
+        vk = value_key(ctx, ins, by_shape=(3, 8))
+        key = None if vk is None else ("conv", node.op, attrs, vk)
+    try:
+        hash(key)
+    except TypeError:  # an activation tuple holding something unhashable
+        key = None
+    if key is None:
+        return _once(ctx, ("conv", node.name),
+                     lambda: conv_node_spec(node, ctx.args(node), node.attrs.get("activation")))
+    memo_ = ctx.__dict__.setdefault("_conv_specs", {})
+    base = memo_.get(key)
+    if base is None:
+        spec = _once(ctx, ("conv", node.name), lambda: conv_node_spec(node, ctx.args(node), act))
+        memo_[key] = (spec, w_name, b_name)
+        return spec
+    spec, w0, b0 = base
+    if w0 == w_name and b0 == b_name:
+        return spec
+    c = ctx.g.consts
+    w = np.asarray(c[w_name])
+    if w.ndim == 3:  # as conv_node_spec: a 1-D convolution's weights get H = 1
+        w = w[:, :, None, :]
+    bias = np.ascontiguousarray(c[b_name]) if b_name else np.zeros(spec.bias.shape, np.int32)
+    return dataclasses.replace(spec, w=np.ascontiguousarray(w), bias=bias)
 
 
 def qgemm_spec_of(ctx: Ctx, node: Node):
@@ -263,20 +347,27 @@ def binary_mode(ctx: Ctx, node: Node, general: bool = False) -> str | None:
     "general" for any other numpy broadcast (either side, scalars, ranks up to 6) whose output has the
     broadcast shape, run at per-axis strides (cpu/qlinear_add.py, vulkan/qlinear_lut.py), the operand swap
     included."""
-    from ..reference.qlinear_add import _input0_is_scalar
-
     a, b, y = node.inputs[0], node.inputs[3], node.outputs[0]
     if not (ctx.quantized(a, b) and y in ctx.info and static_params(ctx, node, (1, 2, 4, 5, 6, 7))):
         return None
-    sa, sb = ctx.shape(a), ctx.shape(b)
+    sa, sb, sy = tuple(ctx.shape(a)), tuple(ctx.shape(b)), tuple(ctx.shape(y))
+    key = ("binary_mode", sa, sb, sy, general and ctx.quantized(y))
+    return memo(ctx, key, lambda: _binary_mode(sa, sb, sy, key[-1]))
+
+
+def _binary_mode(sa: tuple, sb: tuple, sy: tuple, general: bool) -> str | None:
+    """binary_mode of operand shapes `sa`, `sb` and output shape `sy` (`general`: asked for, on a quantized
+    output)."""
+    from ..reference.qlinear_add import _input0_is_scalar
+
     broadcast = None
-    if general and len(sa) <= 6 and len(sb) <= 6 and ctx.quantized(y):
+    if general and len(sa) <= 6 and len(sb) <= 6:
         try:
-            broadcast = tuple(np.broadcast_shapes(tuple(sa), tuple(sb)))
+            broadcast = tuple(np.broadcast_shapes(sa, sb))
         except ValueError:
             broadcast = None
-    wide = "general" if broadcast is not None and tuple(ctx.shape(y)) == broadcast else None
-    if ctx.shape(y) != sa or not sa or _input0_is_scalar(sa, sb):
+    wide = "general" if broadcast is not None and sy == broadcast else None
+    if sy != sa or not sa or _input0_is_scalar(sa, sb):
         return wide
     if sa == sb:
         return "equal"
