@@ -81,3 +81,15 @@ class OnlyNonclean(Target):
             except KeyError as e:
                 return nonclean(e, "cpu", "run"), (bytes(data), None, None, "")
         return None, (bytes(data), None, None, "")
+
+
+class Clean(Target):
+    """For atheris: every input clean (a second target to run beside OnlyNonclean)."""
+
+    name = "clean"
+
+    def corpus(self) -> list[bytes]:
+        return [b"ok"]
+
+    def execute(self, data: bytes) -> tuple[Finding | None, tuple]:
+        return None, (bytes(data), None, None, "")

@@ -118,3 +118,42 @@ def test_atheris_engine_runs_a_target_and_keeps_its_findings(tmp_path, monkeypat
                          devices=["cpu"], log=io.StringIO())
     assert s["executions"] >= 50 and s["by_kind"] == {"nonclean": s["findings"]} and s["findings"] >= 1
     assert list((tmp_path / "findings" / "nonclean").glob("planted-*.json"))
+
+
+def test_atheris_engine_runs_targets_at_once(tmp_path, monkeypatch):
+    """`jobs=2`: both targets fuzzed in their own processes at the same time, each its share of the runs, the
+    findings of each kept."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([TESTS, os.environ.get("PYTHONPATH", "")]))
+    s = atheris_campaign("fuzz.planted:OnlyNonclean,fuzz.planted:Clean", 600, 60, 1, tmp_path, timeout=10,
+                         rss_mb=2048, devices=["cpu"], log=io.StringIO(), jobs=2)
+    assert s["jobs"] == 2 and s["per_target"]["fuzz.planted:OnlyNonclean"] >= 300
+    assert s["per_target"]["fuzz.planted:Clean"] >= 300
+    assert s["by_kind"] == {"nonclean": s["findings"]} and s["findings"] >= 1
+    logs = sorted(p.name for p in (tmp_path / "logs").glob("*.log"))
+    assert any(n.startswith("fuzz.planted:Clean") for n in logs) and any("OnlyNonclean" in n for n in logs)
+
+
+def test_a_stopped_atheris_campaign_writes_what_ran(tmp_path):
+    """SIGTERM mid-campaign (a long `make fuzz` stopped by hand): the children go, and summary.json counts the
+    executions so far (from the children's progress files: libFuzzer's own count comes only at a normal exit)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([TESTS, os.environ.get("PYTHONPATH", "")]))
+    cmd = [sys.executable, "-m", "vkinfer.testing.fuzz", "--engine", "atheris", "--targets", "fuzz.planted:Clean",
+           "--runs", str(10 ** 8), "--seconds", "300", "--out", str(tmp_path), "--devices", "cpu"]
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    progress = tmp_path / "progress"
+    t0 = time.time()
+    while time.time() - t0 < 120 and not (progress.exists() and any(progress.iterdir())):
+        time.sleep(0.2)
+    time.sleep(0.5)
+    p.send_signal(signal.SIGTERM)
+    text = p.communicate(timeout=60)[0]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary.get("interrupted") is True and summary["executions"] >= 256, text[-2000:]
+    assert "fuzz: interrupted" in text
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout.splitlines()
+    assert not any(f"_atheris --targets fuzz.planted:Clean --out {tmp_path}" in line for line in ps)

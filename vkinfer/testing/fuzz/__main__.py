@@ -1,6 +1,6 @@
 """`python -m vkinfer.testing.fuzz`: a fuzzing campaign (`make fuzz`), or `check` of kept inputs.
 
-    python -m vkinfer.testing.fuzz --engine atheris --targets all --runs 1000000 --seconds 3600
+    python -m vkinfer.testing.fuzz --engine atheris --targets all --runs 1000000 --seconds 3600 --jobs 2
     python -m vkinfer.testing.fuzz --engine plain --seed 0 --runs 300 --seconds 45 --out build/fuzz
     python -m vkinfer.testing.fuzz check build/fuzz/findings/nonclean/onnx-*.onnx
 
@@ -34,6 +34,7 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--rss-mb", type=float, default=2048.0, help="resident memory past which a child is killed")
     ap.add_argument("--devices", default=",".join(DEVICES))
     ap.add_argument("--skip", default="", help="plain: comma-separated input indices not to run")
+    ap.add_argument("--jobs", type=int, default=1, help="atheris: targets fuzzed at once, one process each")
     return ap
 
 
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         s = plain_campaign(a.targets, a.runs, a.seconds, a.seed, a.out, a.timeout, a.rss_mb, devices, a.start,
                            skip=frozenset(int(k) for k in a.skip.split(",") if k))
     else:
-        s = atheris_campaign(a.targets, a.runs, a.seconds, a.seed, a.out, a.timeout, a.rss_mb, devices)
+        s = atheris_campaign(a.targets, a.runs, a.seconds, a.seed, a.out, a.timeout, a.rss_mb, devices, jobs=a.jobs)
     print(f"{s['executions']} executions in {time.time() - t0:.0f} s, {s['findings']} findings "
           f"{s['by_kind']}; inputs under {a.out / 'findings'}")
     return 1 if s["findings"] else 0

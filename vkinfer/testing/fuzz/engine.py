@@ -291,7 +291,15 @@ def atheris_worker(target_name: str, out: Path, devices, libfuzzer_args: list[st
     print(f"fuzz: instrumented {_instrument_vkinfer()} vkinfer functions", file=sys.stderr, flush=True)
     findings = out / "findings"
 
+    progress = out / "progress"
+    progress.mkdir(parents=True, exist_ok=True)
+    mine = progress / f"{target_name}.{os.getpid()}"
+    count = [0]
+
     def one(data: bytes) -> None:
+        count[0] += 1
+        if count[0] % 256 == 0:  # what the parent counts if libFuzzer dies before its final stats (an oom)
+            mine.write_text(str(count[0]))
         finding, ran = t.execute(data)
         if finding is not None:
             blob, feed, names, how = ran
@@ -336,41 +344,133 @@ def _logged(out: Path) -> list[dict]:
 
 
 def atheris_campaign(target_names: str, runs: int, seconds: float, seed: int, out: Path, timeout: float,
-                     rss_mb: float, devices, log=sys.stderr) -> dict:
-    """Each target in turn for runs/len(targets) executions or seconds/len(targets) seconds."""
-    import re
-
-    target_names = _expand(target_names)
+                     rss_mb: float, devices, log=sys.stderr, jobs: int = 1) -> dict:
+    """runs/len(targets) executions of each target: in turn (`jobs` 1, each for seconds/len(targets) seconds), or up
+    to `jobs` targets at once (one process each, so a campaign can use every core; each target then gets its share
+    of `seconds` times `jobs`). A child that stops (a libFuzzer crash, timeout or oom artifact) is restarted with the
+    next seed while its target has runs and time left. Returns the summary, also written to out/summary.json every
+    30 s while running (with "running": true) and when stopped (Ctrl-C or SIGTERM: the executions counted so far)."""
+    names = _expand(target_names).split(",")
+    jobs = max(1, min(int(jobs), len(names)))
     out.mkdir(parents=True, exist_ok=True)
-    names = target_names.split(",")
     t0 = time.time()
-    executed: Counter = Counter()
-    found: list[dict] = []
-    restarts = 0
-    for name in names:
-        left_runs, end = runs // len(names), time.time() + seconds / len(names)
-        (out / "artifacts" / name).mkdir(parents=True, exist_ok=True)
-        while left_runs > 0 and time.time() < end - 1:
-            before = len(_logged(out))
-            args = [f"-runs={left_runs}", f"-max_total_time={max(1, int(end - time.time()))}",
-                    f"-seed={seed + restarts}", f"-timeout={int(timeout)}", f"-rss_limit_mb={int(rss_mb)}",
-                    "-print_final_stats=1",
-                    f"-artifact_prefix={out / 'artifacts' / name}/"]
-            cmd = [sys.executable, "-m", "vkinfer.testing.fuzz", "_atheris", "--targets", name, "--out", str(out),
-                   "--devices", ",".join(devices), "--", *args]
-            p = subprocess.run(cmd, capture_output=True, text=True, env=_child_env(out),
-                               timeout=end - time.time() + 120 + timeout)
-            m = re.findall(r"stat::number_of_executed_units:\s*(\d+)", p.stderr)
-            n = int(m[-1]) if m else 0
-            executed[name] += n
-            left_runs -= max(n, 1)
-            found += _logged(out)[before:]
-            adopted = _adopt_artifacts(out, name)
-            found += adopted
-            if p.returncode != 0 and not adopted and not m:
-                raise RuntimeError(f"atheris child failed (exit {p.returncode}):\n{p.stderr[-3000:]}")
-            restarts += 1
-    return _summary(out, "atheris", target_names, executed, found, time.time() - t0, seed, restarts, log)
+    deadline = t0 + seconds
+    share = seconds * jobs / len(names)
+    lanes = [_Lane(name, runs // len(names)) for name in names]
+    st = {"restarts": 0, "seed": seed}
+    logged_before = len(_logged(out))
+    adopted: list[dict] = []
+    running: list[_Lane] = []
+    last_note = time.time()
+
+    def summary(**extra) -> dict:
+        found = _logged(out)[logged_before:] + adopted
+        executed = Counter({ln.name: ln.executed + ln.in_flight() for ln in lanes})
+        return _summary(out, "atheris", ",".join(names), executed, found, time.time() - t0, seed, st["restarts"],
+                        log, jobs=jobs, **extra)
+
+    try:
+        while True:
+            for ln in lanes:
+                if len(running) >= jobs:
+                    break
+                if ln not in running and ln.wants(deadline, share):
+                    ln.start(out, devices, timeout, rss_mb, st, deadline, share)
+                    running.append(ln)
+            if not running:
+                break
+            time.sleep(0.2)
+            for ln in list(running):
+                if ln.poll(timeout):
+                    running.remove(ln)
+                    adopted += _adopt_artifacts(out, ln.name)
+                    ln.check_failed(adopted)
+            if time.time() - last_note > 30:
+                summary(running=True)
+                last_note = time.time()
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (the command line's handler): what ran so far
+        print("fuzz: interrupted", file=log, flush=True)
+        for ln in running:
+            ln.stop()
+        adopted += [f for ln in running for f in _adopt_artifacts(out, ln.name)]
+        return summary(interrupted=True)
+    finally:
+        for ln in running:  # a failed child's error: the others do not outlive the campaign
+            ln.stop()
+    return summary()
+
+
+class _Lane:
+    """One target's libFuzzer children, one at a time: runs left, its time window, executions counted."""
+
+    def __init__(self, name: str, runs: int):
+        self.name, self.left, self.executed = name, runs, 0
+        self.began: float | None = None
+        self.p: subprocess.Popen | None = None
+        self.err: Path | None = None
+
+    def end(self, deadline: float, share: float) -> float:
+        return deadline if self.began is None else min(deadline, self.began + share)
+
+    def wants(self, deadline: float, share: float) -> bool:
+        return self.left > 0 and time.time() < (deadline if self.began is None else self.end(deadline, share)) - 1
+
+    def start(self, out: Path, devices, timeout: float, rss_mb: float, st: dict, deadline: float,
+              share: float) -> None:
+        if self.began is None:
+            self.began = time.time()
+        end = self.end(deadline, share)
+        self.out, self.limit = out, end + 120 + timeout
+        (out / "artifacts" / self.name).mkdir(parents=True, exist_ok=True)
+        (out / "logs").mkdir(parents=True, exist_ok=True)
+        args = [f"-runs={self.left}", f"-max_total_time={max(1, int(end - time.time()))}",
+                f"-seed={st['seed'] + st['restarts']}", f"-timeout={int(timeout)}", f"-rss_limit_mb={int(rss_mb)}",
+                "-print_final_stats=1", f"-artifact_prefix={out / 'artifacts' / self.name}/"]
+        st["restarts"] += 1
+        cmd = [sys.executable, "-m", "vkinfer.testing.fuzz", "_atheris", "--targets", self.name, "--out", str(out),
+               "--devices", ",".join(devices), "--", *args]
+        self.err = out / "logs" / f"{self.name}-{st['restarts']}.log"
+        with open(self.err, "w") as err:  # libFuzzer's output (a file: a pipe nobody reads would block it)
+            self.p = subprocess.Popen(cmd, stdout=err, stderr=subprocess.STDOUT, env=_child_env(out),
+                                      start_new_session=True)
+
+    def in_flight(self) -> int:
+        """Executions of the running child so far (its progress file, written every 256)."""
+        if self.p is None:
+            return 0
+        try:
+            return int((self.out / "progress" / f"{self.name}.{self.p.pid}").read_text() or 0)
+        except (OSError, ValueError):
+            return 0
+
+    def poll(self, timeout: float) -> bool:
+        """True when the child has ended (killed past its time window plus grace: libFuzzer did not stop it)."""
+        killed = False
+        if self.p.poll() is None:
+            if time.time() < self.limit:
+                return False
+            self.stop()
+            killed = True
+        import re
+
+        text = self.err.read_text(errors="replace")
+        m = re.findall(r"stat::number_of_executed_units:\s*(\d+)", text)
+        n = int(m[-1]) if m else self.in_flight()
+        self.executed += n
+        self.left -= max(n, 1)
+        self.last = (self.p.returncode, text, bool(m) or killed)
+        self.p = None
+        return True
+
+    def check_failed(self, adopted: list[dict]) -> None:
+        rc, text, counted = self.last
+        if rc != 0 and not counted and not any(f["target"] == self.name for f in adopted):
+            raise RuntimeError(f"atheris child failed (exit {rc}):\n{text[-3000:]}")
+
+    def stop(self) -> None:
+        if self.p is not None and self.p.poll() is None:
+            os.killpg(self.p.pid, signal.SIGKILL)
+            self.p.wait()
 
 
 __all__ = ["plain_campaign", "plain_worker", "atheris_campaign", "atheris_worker", "KINDS", "GRACE_S"]
