@@ -40,6 +40,11 @@ def _fail(node: Node, attr: str, value, why: str) -> ValueError:
 
 def _int_values(v) -> list[int] | None:
     """The attribute's integers (an INT or INTS attribute), else None (floats, strings, tensors, graphs)."""
+    kind = type(v)  # plain ints and lists of them first: the abstract-class checks below were a cost per node
+    if kind is int:
+        return [v]
+    if kind is list and v and all(type(i) is int for i in v):
+        return list(v)
     if isinstance(v, bool):
         return [int(v)]
     if isinstance(v, numbers.Integral):

@@ -9,8 +9,10 @@ the session; all unsupported nodes are reported together, each with its name, op
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
+import sys
 
 import numpy as np
 import onnx
@@ -18,7 +20,7 @@ from onnx import helper, numpy_helper
 
 from ..errors import VkInferError
 from ..reference._opdef import definitions
-from .graph import Graph, Node, TensorInfo
+from .graph import Graph, Node, TensorInfo, gc_paused
 from .passes import optimize
 
 _ELEM = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.UINT8: np.uint8, onnx.TensorProto.INT8: np.int8,
@@ -136,11 +138,25 @@ def _info(vi: onnx.ValueInfoProto, what: str = "graph input/output") -> TensorIn
     return TensorInfo(vi.name, shape, np.dtype(_ELEM[t.elem_type]))
 
 
+# Element types whose raw_data numpy_helper.to_array reads with one np.frombuffer (little-endian hosts only).
+_RAW_DTYPES = {} if sys.byteorder == "big" else {
+    d: helper.tensor_dtype_to_np_dtype(d) for d in (
+        onnx.TensorProto.FLOAT, onnx.TensorProto.UINT8, onnx.TensorProto.INT8, onnx.TensorProto.UINT16,
+        onnx.TensorProto.INT16, onnx.TensorProto.INT32, onnx.TensorProto.INT64, onnx.TensorProto.BOOL,
+        onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE, onnx.TensorProto.UINT32, onnx.TensorProto.UINT64)}
+
+
 def _array(t: onnx.TensorProto, what: str, external: _ExternalData | None = None) -> np.ndarray:
     """An initializer's or a Constant's tensor as numpy; ValueError naming it when its type or data is bad, or
     when its data is external and may not be read (`external`; see _ExternalData)."""
     if t.data_location == onnx.TensorProto.EXTERNAL:
         t = (external or _ExternalData(None, 0)).load(t, what)
+    dtype = _RAW_DTYPES.get(t.data_type)
+    if dtype is not None and t.HasField("raw_data") and not t.HasField("segment"):
+        try:  # numpy_helper.to_array's own path for these (its dispatch was 5 us a tensor: 20k tiny initializers)
+            return np.frombuffer(t.raw_data, dtype=dtype).reshape(t.dims)
+        except Exception:  # noqa: BLE001 - to_array below raises the same error, reported as before
+            pass
     try:
         return numpy_helper.to_array(t)
     except Exception as e:  # an unknown data_type (KeyError in onnx.helper), data not matching the dims, ...
@@ -157,6 +173,11 @@ def import_onnx(model, supported: dict[str, str | None], external_data_dir: str 
     External-data tensors are read from `external_data_dir`, by default the model file's folder; a model given as
     bytes or a ModelProto has no default folder, and its external-data tensors are refused (ValueError) unless
     `external_data_dir` is given. The external data read may total at most `max_model_bytes`."""
+    with gc_paused():  # (graph.gc_paused: its full collections grew faster than the graph)
+        return _import_onnx(model, supported, external_data_dir, max_model_bytes)
+
+
+def _import_onnx(model, supported: dict[str, str | None], external_data_dir, max_model_bytes: int) -> Graph:
     if external_data_dir is None and isinstance(model, str | os.PathLike):
         external_data_dir = os.path.dirname(os.path.abspath(os.fspath(model)))
     external = _ExternalData(external_data_dir, max_model_bytes)
@@ -168,15 +189,20 @@ def import_onnx(model, supported: dict[str, str | None], external_data_dir: str 
     taken = {n.name for n in g.node if n.name}
     seen: dict[str, int] = {}
     names: list[str] = []
+    # Each node's (op, op type, inputs, outputs, proto), read from the protobuf once for the checks and _meta.
+    records: list[tuple[str, str, list[str], list[str], onnx.NodeProto]] = []
     for i, n in enumerate(g.node):
-        domain = n.domain if n.domain not in ("", "ai.onnx") else ""
-        op = f"{domain}:{n.op_type}" if domain else n.op_type
+        op_type, domain = n.op_type, n.domain
+        domain = domain if domain not in ("", "ai.onnx") else ""
+        op = f"{domain}:{op_type}" if domain else op_type
+        ins, outs = list(n.input), list(n.output)
+        records.append((op, op_type, ins, outs, n))
         name = _unique_name(n, i, taken, seen)
         names.append(name)
         attrs = {}
         for a in n.attribute:
             try:
-                attrs[a.name] = helper.get_attribute_value(a)
+                attrs[a.name] = _attribute(a)
             except Exception as e:  # an attribute type onnx does not know
                 raise ValueError(f"node {name!r} ({n.op_type}): unreadable attribute {a.name!r} "
                                  f"(type {a.type}): {e}") from e
@@ -201,12 +227,12 @@ def import_onnx(model, supported: dict[str, str | None], external_data_dir: str 
         _check_output_count(n, name, domain, opset, supported)
         if op == "Softmax" and opset is not None and opset < 13:
             attrs["_coerce_2d"] = True  # Softmax-1/11: over all axes from `axis` on, default axis 1
-        if op in ("MatMul", "Gemm") and len(n.input) > 1:
+        if op in ("MatMul", "Gemm") and len(ins) > 1:
             # ORT prepacks B (its K blocks of 256) only when B is an initializer, not when vkinfer folds it later
             # (a DequantizeLinear of a constant): vkinfer/reference/float_matmul.py
-            attrs["_b_initializer"] = n.input[1] in consts
-        nodes.append(Node(op, name, list(n.input), list(n.output), attrs))
-    _check_kernel_shapes(g, consts, names)
+            attrs["_b_initializer"] = ins[1] in consts
+        nodes.append(Node(op, name, ins[:], outs[:], attrs))
+    _check_kernel_shapes(records, consts, names)
     inputs = [_info(vi, "graph input") for vi in g.input if vi.name not in consts]
     graph = optimize(Graph(nodes, inputs, [_info(vi, "graph output") for vi in g.output], consts))
     nodes = graph.nodes
@@ -224,20 +250,47 @@ def import_onnx(model, supported: dict[str, str | None], external_data_dir: str 
     if not eight_bit and not any(n.op in quant_ops or n.op.split(":")[-1].startswith("QLinear") for n in nodes):
         raise UnsupportedModelError("the model has no quantized tensors or ops: vkinfer runs 8-bit models; "
                                     "quantize it first, e.g. with onnxruntime.quantization.quantize_static")
-    graph.meta = _meta(m, consts, graph)
+    graph.meta = _meta(m, consts, graph, records)
     return graph
+
+
+_INTS, _INT, _FLOAT, _STRING = (onnx.AttributeProto.INTS, onnx.AttributeProto.INT, onnx.AttributeProto.FLOAT,
+                                onnx.AttributeProto.STRING)
+
+
+def _attribute(a: onnx.AttributeProto):
+    """onnx.helper.get_attribute_value(a), its common types first (its chain of comparisons was a cost per node)."""
+    if not a.ref_attr_name:
+        t = a.type
+        if t == _INTS:
+            return list(a.ints)
+        if t == _INT:
+            return a.i
+        if t == _FLOAT:
+            return a.f
+        if t == _STRING:
+            return a.s
+    return helper.get_attribute_value(a)
+
+
+@functools.cache
+def _schema_limits(op_type: str, opset: int) -> tuple[int, int] | None:
+    """(max inputs, max outputs) of ONNX's schema of `op_type` at `opset`, None where onnx does not define it
+    (looked up once per op and opset: onnx.defs.get_schema was 10 us a node)."""
+    try:
+        schema = onnx.defs.get_schema(op_type, opset)
+    except Exception:  # noqa: BLE001 - an op onnx does not define: the op table's check names it
+        return None
+    return schema.max_input, schema.max_output
 
 
 def _check_input_count(n: onnx.NodeProto, name: str, opset: int) -> None:
     """More inputs than the ONNX op has at this opset: ValueError, as ONNX Runtime refuses the model (tests/ops
     found an Identity with two inputs running, its second ignored)."""
-    try:
-        schema = onnx.defs.get_schema(n.op_type, opset)
-    except Exception:  # noqa: BLE001 - an op onnx does not define: the op table's check names it
-        return
-    if len(n.input) > schema.max_input:
+    limits = _schema_limits(n.op_type, opset)
+    if limits is not None and len(n.input) > limits[0]:
         raise ValueError(f"node {name!r} ({n.op_type}) has {len(n.input)} inputs; opset {opset}'s {n.op_type} takes "
-                         f"at most {schema.max_input}")
+                         f"at most {limits[0]}")
 
 
 def _unique_name(n: onnx.NodeProto, i: int, taken: set[str], seen: dict[str, int]) -> str:
@@ -267,10 +320,10 @@ def _check_output_count(n: onnx.NodeProto, name: str, domain: str, opset: int | 
     elif domain or opset is None:
         return
     else:
-        try:
-            most = onnx.defs.get_schema(n.op_type, opset).max_output
-        except Exception:  # noqa: BLE001 - an op onnx does not define: the op table's check names it
+        limits = _schema_limits(n.op_type, opset)
+        if limits is None:
             return
+        most = limits[1]
     if len(n.output) > most:
         raise ValueError(f"node {name!r} ({n.op_type}) lists {len(n.output)} outputs {list(n.output)}; the op "
                          f"makes at most {most}")
@@ -279,23 +332,24 @@ def _check_output_count(n: onnx.NodeProto, name: str, domain: str, opset: int | 
 _CONV_WEIGHTS = {"QLinearConv": 3, "Conv": 1, "ConvInteger": 1, "ConvTranspose": 1}
 
 
-def _check_kernel_shapes(g: onnx.GraphProto, consts: dict[str, np.ndarray], names: list[str]) -> None:
+def _check_kernel_shapes(records: list[tuple], consts: dict[str, np.ndarray], names: list[str]) -> None:
     """A convolution whose kernel_shape contradicts weights that are a DequantizeLinear of an initializer (a QDQ
     model): ValueError naming the node, as ONNX Runtime refuses it ('kernel_shape is not compatible with W
     shape'); vkinfer folded the pair into a QLinearConv and ignored the attribute. Weights that are an initializer
-    themselves are checked with the other geometry attributes (vkinfer/model/attrs.py, in the same words)."""
-    dq = {n.output[0]: n.input[0] for n in g.node if n.op_type == "DequantizeLinear" and n.output and n.input}
-    for n, name in zip(g.node, names, strict=True):
-        slot = _CONV_WEIGHTS.get(n.op_type) if n.domain in ("", "ai.onnx") else None
-        if slot is None or slot >= len(n.input) or n.input[slot] in consts:
+    themselves are checked with the other geometry attributes (vkinfer/model/attrs.py, in the same words).
+    `records`: import_onnx's (op, op type, inputs, outputs, proto) of every node."""
+    dq = {outs[0]: ins[0] for _, op_type, ins, outs, _ in records if op_type == "DequantizeLinear" and outs and ins}
+    for (op, op_type, ins, _, n), name in zip(records, names, strict=True):
+        slot = _CONV_WEIGHTS.get(op)  # the default domain's only (op has a "domain:" prefix otherwise)
+        if slot is None or slot >= len(ins) or ins[slot] in consts:
             continue
         ks = next((list(a.ints) for a in n.attribute
                    if a.name == "kernel_shape" and a.type == onnx.AttributeProto.INTS), None)
-        src = dq.get(n.input[slot])  # None where no DequantizeLinear makes it (an initializer may be named "")
+        src = dq.get(ins[slot])  # None where no DequantizeLinear makes it (an initializer may be named "")
         w = consts.get(src) if src is not None else None
         if ks is not None and w is not None and ks != list(w.shape[2:]):
-            raise ValueError(f"node {name!r} ({n.op_type}): attribute 'kernel_shape' = {ks}: contradicts the weights "
-                             f"{n.input[slot]!r} of shape {list(w.shape)} (a DequantizeLinear of "
+            raise ValueError(f"node {name!r} ({op_type}): attribute 'kernel_shape' = {ks}: contradicts the weights "
+                             f"{ins[slot]!r} of shape {list(w.shape)} (a DequantizeLinear of "
                              f"{src!r})")
 
 
@@ -309,15 +363,12 @@ _Y_PARAMS.update({d.op: d.y_params for d in definitions().values() if d.y_params
 _X_SLOTS.update({d.op: d.x_slots for d in definitions().values() if d.x_slots})
 
 
-def _meta(m: onnx.ModelProto, consts: dict[str, np.ndarray], graph: Graph) -> dict:
+def _meta(m: onnx.ModelProto, consts: dict[str, np.ndarray], graph: Graph, records: list[tuple]) -> dict:
     """Graph.meta of an ONNX model: ONNX Runtime's ModelMetadata fields, and the scale and zero point of each 8-bit
     graph input and output where the model gives them (the QuantizeLinear or QLinear op writing it, else the
-    DequantizeLinear or QLinear op reading it: QDQ and QOperator models alike)."""
-    def op(n) -> str:
-        return f"{n.domain}:{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type
-
-    def params(n, i: int, j: int, dtype: np.dtype) -> tuple[float, int] | None:
-        ins = list(n.input)
+    DequantizeLinear or QLinear op reading it: QDQ and QOperator models alike). `records`: import_onnx's (op, op
+    type, inputs, outputs, proto) of every node."""
+    def params(ins: list[str], i: int, j: int, dtype: np.dtype) -> tuple[float, int] | None:
         scale = consts.get(ins[i]) if i < len(ins) else None
         zp = consts.get(ins[j]) if j < len(ins) and ins[j] else np.zeros((), dtype)
         if scale is None or zp is None or scale.size != 1 or zp.size != 1 or scale.dtype.kind != "f":
@@ -325,17 +376,18 @@ def _meta(m: onnx.ModelProto, consts: dict[str, np.ndarray], graph: Graph) -> di
         return float(scale.reshape(())), int(zp.reshape(()))
 
     quant: dict[str, tuple[float, int]] = {}
+    # Only these ops give parameters (the scan of every node's protobuf fields was a cost per node).
+    relevant = [(o, ins, outs) for o, _, ins, outs, _ in records if o in _Y_PARAMS or o == "DequantizeLinear"]
     for t in [*graph.inputs, *graph.outputs]:
         if t.dtype not in (np.uint8, np.int8) or t.name in quant:
             continue
-        for n in m.graph.node:
-            o = op(n)
-            if t.name in n.output and o in _Y_PARAMS and n.output[0] == t.name:
-                q = params(n, *_Y_PARAMS[o], t.dtype)
-            elif t.name in n.input and (o in _Y_PARAMS or o == "DequantizeLinear") and o != "QuantizeLinear":
-                slots = _X_SLOTS.get(o, range(2, len(n.input), 3) if o.endswith("QLinearConcat") else (0,))
-                i = next((i for i in slots if i < len(n.input) and n.input[i] == t.name), None)
-                q = None if i is None else params(n, i + 1, i + 2, t.dtype)
+        for o, ins, outs in relevant:
+            if t.name in outs and o in _Y_PARAMS and outs[0] == t.name:
+                q = params(ins, *_Y_PARAMS[o], t.dtype)
+            elif t.name in ins and o != "QuantizeLinear":
+                slots = _X_SLOTS.get(o, range(2, len(ins), 3) if o.endswith("QLinearConcat") else (0,))
+                i = next((i for i in slots if i < len(ins) and ins[i] == t.name), None)
+                q = None if i is None else params(ins, i + 1, i + 2, t.dtype)
             else:
                 continue
             if q is not None:

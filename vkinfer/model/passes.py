@@ -68,17 +68,23 @@ def check_graph(g: Graph) -> None:
 
 
 def _maps(g: Graph) -> tuple[dict[str, Node], dict[str, list[Node]]]:
+    """(tensor -> the node writing it, tensor -> the nodes reading it, once per input slot, in order)."""
     producer, consumers = {}, {}
+    get = consumers.get
     for n in g.nodes:
         for o in n.outputs:
             producer[o] = n
         for i in n.inputs:
-            consumers.setdefault(i, []).append(n)
+            users = get(i)
+            if users is None:
+                consumers[i] = [n]
+            else:
+                users.append(n)
     return producer, consumers
 
 
 def fold_qdq(g: Graph) -> Graph:
-    from .qdq_rules import REDUCE_RULE, fold_rule, positive_scale
+    from .qdq_rules import REDUCE_RULE, fold_pad, fold_rule, positive_scale
 
     outputs = {t.name for t in g.outputs}
     producer, consumers = _maps(g)
@@ -162,7 +168,7 @@ def fold_qdq(g: Graph) -> Graph:
         elif n.op in ROUNDTRIP_MOVE_OPS and ins[0] and _same_qparams(g, ins[0], q) and _exact_roundtrip(g, q):
             new = Node(n.op, n.name, [ins[0].inputs[0]] + n.inputs[1:], [q.outputs[0]], dict(n.attrs))
         elif n.op == "Pad" and ins[0] and _same_qparams(g, ins[0], q) and _exact_roundtrip(g, q):
-            new = _fold_pad(g, n, ins[0], q, dq)
+            new = fold_pad(g, n, ins[0], q, dq)
         elif n.op == "Softmax" and ins and ins[0]:  # ORT fuses it into com.microsoft:QLinearSoftmax
             from .quant_ops import fold_softmax
 
@@ -203,47 +209,6 @@ def _exact_roundtrip(g: Graph, q: Node) -> bool:
         return False
     v = float(s.reshape(()))
     return np.isfinite(np.float32(v) * np.float32(256)) and v >= float(np.finfo(np.float32).tiny)
-
-
-def _fold_pad(g: Graph, n: Node, x: Node, q: Node, dq) -> Node | None:
-    """Pad on the 8-bit tensor: DQ -> Pad(c) -> Q is Pad(Q(c)) when both sides share (scale, zero point)."""
-    from ..reference.dequantize_linear import dequantize_linear
-    from ..reference.quantize_linear import quantize_linear
-
-    mode = n.attrs.get("mode", "constant")
-    mode = mode.decode() if isinstance(mode, bytes) else mode
-    if len(n.inputs) > 1:  # opset 11+: pads, constant_value, axes as inputs
-        pads = n.inputs[1]
-        axes = n.inputs[3] if len(n.inputs) > 3 else ""
-        cname = n.inputs[2] if len(n.inputs) > 2 else ""
-        if not cname:
-            c = np.float32(0)
-        elif cname in g.consts:
-            c = g.consts[cname]
-        elif (cdq := dq(cname)) is not None and cdq.inputs[0] in g.consts:
-            c = dequantize_linear(g.consts[cdq.inputs[0]], *(g.consts[i] for i in cdq.inputs[1:] if i))
-        else:
-            return None
-    elif "pads" not in n.attrs:
-        return None
-    else:  # opset 2: attributes
-        pads = f"{n.name}__pads"
-        g.consts[pads] = np.asarray(n.attrs["pads"], np.int64)
-        axes, c = "", np.float32(n.attrs.get("value", 0.0))
-    c = np.asarray(c)
-    if c.size != 1 or c.dtype != np.float32 or np.isnan(c).any():
-        return None
-    scale, zero = g.consts[q.inputs[1]], g.consts[q.inputs[2]] if len(q.inputs) > 2 and q.inputs[2] else None
-    value = f"{n.name}__qpad_value"
-    g.consts[value] = np.asarray(quantize_linear(c.reshape(()), scale.reshape(()),
-                                                 None if zero is None else zero.reshape(()), dtype=_q_dtype(g, q)))
-    args = [x.inputs[0], pads, value if mode == "constant" else ""] + ([axes] if axes else [])
-    return Node("Pad", n.name, args, [q.outputs[0]], {"mode": mode})
-
-
-def _q_dtype(g: Graph, q: Node):
-    """The 8-bit type of the folded tensor: the Q's zero point type, else uint8 (ONNX's default)."""
-    return g.consts[q.inputs[2]].dtype if len(q.inputs) > 2 and q.inputs[2] else np.dtype(np.uint8)
 
 
 # ------------------------------------------------------------------------------------- activations
@@ -531,9 +496,17 @@ def fold_constants(g: Graph, keep: frozenset[str] = frozenset()) -> Graph:
     consts = g.consts
     nodes = []
     for n in g.nodes:
-        args = [i for i in n.inputs if i]
-        if (n.op in OPS and n.op not in keep and args and all(i in consts for i in args)
-                and not any(o in inputs for o in n.outputs)):
+        foldable = n.op in OPS and n.op not in keep
+        if foldable:  # every input a constant (empty names skipped), and at least one given
+            given = False
+            for i in n.inputs:
+                if i:
+                    if i not in consts:
+                        foldable = False
+                        break
+                    given = True
+            foldable = foldable and given
+        if foldable and not any(o in inputs for o in n.outputs):
             try:
                 outs = OPS[n.op](Node(n.op, n.name, list(n.inputs), list(n.outputs), dict(n.attrs)),
                                  [consts[i] if i else None for i in n.inputs], {})
@@ -560,28 +533,54 @@ def optimize(g: Graph) -> Graph:
     from .moves import split_to_slices
     from .qdq_rules import drop_argmax_dq, fold_matmul_to_float, propagate_qdq
     from .quant_ops import split_transposed_a
-    from .tables import fold_constant_operands, fold_self_products, fold_tables
+    from .tables import BINARY_QOPS, TABLE2, fold_constant_operands, fold_self_products, fold_tables
+    from .weight_quant import OPS as WEIGHT_OPS
     from .weight_quant import quantize_float_weights
 
     check_graph(g)
-    g = fold_constants(g, keep=frozenset({"DequantizeLinear"}))
-    g = fuse_matmul_add(g)  # ORT's MatMulAddFusion, before its QDQ passes (vkinfer/model/matmul_add_fuse.py)
-    g = quantize_float_weights(g)  # ORT's WeightBiasQuantization: float weights before a Q become int8
-    g = split_to_slices(g)
-    g = pack_lstm_state(g)  # an LSTM whose Y_h or Y_c is read: one output, then Slices (vkinfer/model/lstm_outputs.py)
-    g = drop_argmax_dq(propagate_qdq(g))  # ORT's QDQ propagation and dropDQ (vkinfer/model/qdq_rules.py)
-    g = drop_redundant_activations(g)
-    g, taken = _detach_float_activations(g)
-    g = fold_qdq(g)
-    g = expand_conv_transpose(g)
-    g = _reattach(g, taken)
-    g = fuse_activations(g)
+    # Each pass runs only where an op it rewrites is in the graph (a pass finding none returns its graph as it is,
+    # at a cost per node: the 20k-layer QLinearAdd chain spent 0.6 s in passes that had nothing to do).
+    has, q, dq, act = _Ops(), "QuantizeLinear", "DequantizeLinear", ACT_OPS
+    g = fold_constants(g, keep=frozenset({dq}))
+    if has(g, "MatMul") and has(g, "Add"):
+        g = fuse_matmul_add(g)  # ORT's MatMulAddFusion, before its QDQ passes (vkinfer/model/matmul_add_fuse.py)
+    if has(g, q) and has(g, dq) and has(g, *WEIGHT_OPS):
+        g = quantize_float_weights(g)  # ORT's WeightBiasQuantization: float weights before a Q become int8
+    g = split_to_slices(g) if has(g, "Split") else g
+    if has(g, "LSTM"):
+        g = pack_lstm_state(g)  # an LSTM whose Y_h or Y_c is read: one output, then Slices (model/lstm_outputs.py)
+    g = propagate_qdq(g)  # ORT's QDQ propagation and dropDQ (vkinfer/model/qdq_rules.py)
+    g = drop_argmax_dq(g) if has(g, "ArgMax") else g
+    taken = []
+    if has(g, q) and has(g, *act):
+        g, taken = _detach_float_activations(drop_redundant_activations(g))
+    g = fold_qdq(g) if has(g, q, dq) else g
+    g = _reattach(expand_conv_transpose(g), taken)
+    g = fuse_activations(g) if has(g, *CLAMP_OPS) and has(g, dq, *act) else g
     # What QDQ folding left of DQ -> MatMul/Gemm with a float output: ORT's MatMulIntegerToFloat (qdq_rules.py)
-    g = fold_matmul_to_float(g)
-    g = split_transposed_a(g)  # QGemm transA=1 -> Transpose + QGemm (vkinfer/model/quant_ops.py)
-    g = fold_self_products(fold_constant_operands(fold_tables(fold_constants(g))))
+    g = fold_matmul_to_float(g) if has(g, dq) and has(g, "MatMul", "Gemm") else g
+    if has(g, "com.microsoft:QGemm", "vkinfer:QGemmClamp"):
+        g = split_transposed_a(g)  # QGemm transA=1 -> Transpose + QGemm (vkinfer/model/quant_ops.py)
+    g = folded = fold_constants(g)
+    g = fold_tables(g) if has(g, q) else g
+    g = fold_constant_operands(g) if has(g, *BINARY_QOPS) else g
+    g = fold_self_products(g) if has(g, *BINARY_QOPS, TABLE2) else g
     g = fuse_layer_norm_chains(g)  # the decomposed layer norm as one node, same bits (vkinfer/model/layer_norm_fuse.py)
-    return _explicit_pads(fold_constants(g))
+    # fold_constants is idempotent: on the graph it made, nothing more folds
+    return _explicit_pads(g if g is folded else fold_constants(g))
+
+
+class _Ops:
+    """has(g, *ops): whether `g` has a node of one of `ops` (its op set kept until another graph is asked about:
+    a pass that changes nothing returns its graph itself)."""
+
+    def __init__(self) -> None:
+        self.g, self.ops = None, frozenset()
+
+    def __call__(self, g: Graph, *ops: str) -> bool:
+        if g is not self.g:
+            self.g, self.ops = g, frozenset(n.op for n in g.nodes)
+        return not self.ops.isdisjoint(ops)
 
 
 def _explicit_pads(g: Graph) -> Graph:

@@ -307,3 +307,45 @@ def _column_params(g: Graph, dq: Node, axis: int) -> bool:
     if s.dtype != np.float32 or (per_col and (s.shape != (w.shape[axis],) or int(dq.attrs.get("axis", 1)) % 2 != axis)):
         return False
     return z is None or (np.asarray(z).dtype == w.dtype and np.asarray(z).size == s.size)
+
+
+def fold_pad(g: Graph, n: Node, x: Node, q: Node, dq) -> Node | None:
+    """Pad on the 8-bit tensor: DQ -> Pad(c) -> Q is Pad(Q(c)) when both sides share (scale, zero point) (a fold of
+    passes.fold_qdq; `dq` is its DequantizeLinear finder)."""
+    from ..reference.dequantize_linear import dequantize_linear
+    from ..reference.quantize_linear import quantize_linear
+
+    mode = n.attrs.get("mode", "constant")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if len(n.inputs) > 1:  # opset 11+: pads, constant_value, axes as inputs
+        pads = n.inputs[1]
+        axes = n.inputs[3] if len(n.inputs) > 3 else ""
+        cname = n.inputs[2] if len(n.inputs) > 2 else ""
+        if not cname:
+            c = np.float32(0)
+        elif cname in g.consts:
+            c = g.consts[cname]
+        elif (cdq := dq(cname)) is not None and cdq.inputs[0] in g.consts:
+            c = dequantize_linear(g.consts[cdq.inputs[0]], *(g.consts[i] for i in cdq.inputs[1:] if i))
+        else:
+            return None
+    elif "pads" not in n.attrs:
+        return None
+    else:  # opset 2: attributes
+        pads = f"{n.name}__pads"
+        g.consts[pads] = np.asarray(n.attrs["pads"], np.int64)
+        axes, c = "", np.float32(n.attrs.get("value", 0.0))
+    c = np.asarray(c)
+    if c.size != 1 or c.dtype != np.float32 or np.isnan(c).any():
+        return None
+    scale, zero = g.consts[q.inputs[1]], g.consts[q.inputs[2]] if len(q.inputs) > 2 and q.inputs[2] else None
+    value = f"{n.name}__qpad_value"
+    g.consts[value] = np.asarray(quantize_linear(c.reshape(()), scale.reshape(()),
+                                                 None if zero is None else zero.reshape(()), dtype=q_dtype(g, q)))
+    args = [x.inputs[0], pads, value if mode == "constant" else ""] + ([axes] if axes else [])
+    return Node("Pad", n.name, args, [q.outputs[0]], {"mode": mode})
+
+
+def q_dtype(g: Graph, q: Node):
+    """The 8-bit type of the folded tensor: the Q's zero point type, else uint8 (ONNX's default)."""
+    return g.consts[q.inputs[2]].dtype if len(q.inputs) > 2 and q.inputs[2] else np.dtype(np.uint8)

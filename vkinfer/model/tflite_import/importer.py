@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 
-from ..graph import Graph, TensorInfo
+from ..graph import Graph, TensorInfo, gc_paused
 from ..onnx_import import UnsupportedModelError, read_model_file
 from ..passes import check_graph
 from ..transpose_fold import fold_stream_transposes
@@ -26,6 +26,11 @@ def import_tflite(model: str | os.PathLike | bytes, supported: dict[str, str | N
     a resource variable the main subgraph reads before assigning it becomes an extra graph input (its value
     going into a run) and, when the run assigns it, an extra graph output (its value after the run), listed in
     the graph's `variables` (StateVariable) after its `user_outputs` first outputs. The session carries them."""
+    with gc_paused():  # (graph.gc_paused: its full collections grew faster than the graph)
+        return _import_tflite(model, supported)
+
+
+def _import_tflite(model: str | os.PathLike | bytes, supported: dict[str, str | None]) -> Graph:
     if isinstance(model, bytes | bytearray | memoryview):
         blob = bytes(model)
     else:  # a regular file of bounded size only (never a FIFO or a device)
