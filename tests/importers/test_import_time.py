@@ -91,3 +91,104 @@ def test_tflite_fast_reader_gives_up_on_offsets_outside_the_file(bad):
         blob[vec:vec + 4] = (10 ** 8).to_bytes(4, "little")  # a length past the end of the file
         with pytest.raises(fastread._Corrupt):
             fastread.tensors(bytes(blob), sg)
+
+
+# ---- ONNX import: passes skipped where they have nothing to do, the same graph ---------------------------------
+
+def _graph_key(g) -> tuple:
+    """A Graph as comparable values: its nodes (op, name, inputs, outputs, attributes but the NodeProto), inputs,
+    outputs and constants."""
+    def attrs(a: dict) -> tuple:
+        return tuple(sorted((k, repr(v)) for k, v in a.items() if k != "_proto"))
+
+    return (tuple((n.op, n.name, tuple(n.inputs), tuple(n.outputs), attrs(n.attrs)) for n in g.nodes),
+            repr(g.inputs), repr(g.outputs), tuple(sorted((k, _canon(np.asarray(v))) for k, v in g.consts.items())),
+            repr(g.meta))
+
+
+def test_skipped_passes_would_change_nothing(monkeypatch):
+    """passes.optimize runs a pass only where an op it rewrites is in the graph: on the mutation tests' ONNX models
+    (QOperator, QDQ, float ops between them) and the load chains, running every pass gives the same graph."""
+    from importers.test_mutations import _onnx_bases
+    from vkinfer.model import passes
+    from vkinfer.model.onnx_import import import_onnx
+    from vkinfer.model.op_table import OPS
+
+    supported = {name: None for name in OPS}
+    models = {name: m.SerializeToString() for name, m in _onnx_bases().items()}
+    models.update({kind: chain_model(kind, 12) for kind in ("transpose", "qlinear_add", "qlinear_conv", "qdq_conv")})
+    for name, blob in models.items():
+        gated = _graph_key(import_onnx(blob, supported))
+        with monkeypatch.context() as m:
+            m.setattr(passes._Ops, "__call__", lambda self, g, *ops: True)
+            assert _graph_key(import_onnx(blob, supported)) == gated, name
+
+
+def test_a_qlinear_chain_skips_the_qdq_passes(monkeypatch):
+    """A QLinearAdd chain has no DequantizeLinear, QuantizeLinear, activation or convolution: the passes for those
+    are not called (they cost a scan of every node each)."""
+    from vkinfer.model import passes, qdq_rules
+    from vkinfer.model.onnx_import import import_onnx
+    from vkinfer.model.op_table import OPS
+
+    def refuse(*a, **k):
+        raise AssertionError("called")
+
+    for mod, name in [(passes, "fold_qdq"), (passes, "drop_redundant_activations"), (passes, "fuse_activations"),
+                      (passes, "_detach_float_activations"), (qdq_rules, "fold_matmul_to_float")]:
+        monkeypatch.setattr(mod, name, refuse)
+    g = import_onnx(chain_model("qlinear_add", 5), {name: None for name in OPS})
+    assert [n.op for n in g.nodes] == ["com.microsoft:QLinearAdd"] * 5
+
+
+def test_raw_initializers_read_as_numpy_helper_reads_them():
+    """onnx_import._array's own path for raw data: numpy_helper.to_array's arrays for every type it takes, and its
+    error (named as before) where the data does not fit the dims."""
+    from onnx import TensorProto, numpy_helper
+
+    from vkinfer.model.onnx_import import _RAW_DTYPES, _array
+
+    rng = np.random.default_rng(3)
+    for dt in _RAW_DTYPES.values():
+        for shape in [(), (0,), (2, 3), (1, 4, 1)]:
+            a = (rng.standard_normal(shape) * 100).astype(dt)
+            t = numpy_helper.from_array(a, "w")
+            assert t.HasField("raw_data")
+            got, want = _array(t, "w"), numpy_helper.to_array(t)
+            assert got.dtype == want.dtype and got.shape == want.shape and got.tobytes() == want.tobytes()
+    bad = numpy_helper.from_array(np.zeros(6, np.uint8), "bad")
+    bad.dims[:] = [4]
+    with pytest.raises(ValueError, match=r"initializer 'bad': unreadable tensor \(data_type 2, dims \[4\]\): "
+                                         r"ValueError: cannot reshape"):
+        _array(bad, "initializer 'bad'")
+    assert TensorProto.UINT8 in _RAW_DTYPES
+
+
+def test_import_pauses_the_garbage_collector(monkeypatch):
+    """The import and the memory planner run with the cyclic GC off (its full collections walk every object alive:
+    1.2 s of a 100k-node chain's 3.2 s import), and leave it as they found it."""
+    import gc
+
+    from vkinfer.model import memory, passes
+    from vkinfer.model.onnx_import import import_onnx
+    from vkinfer.model.op_table import OPS
+    from vkinfer.session import _import_model
+
+    seen = []
+    optimize = passes.optimize
+    monkeypatch.setattr("vkinfer.model.onnx_import.optimize", lambda g: (seen.append(gc.isenabled()), optimize(g))[1])
+    check = passes.check_graph
+    monkeypatch.setattr("vkinfer.model.tflite_import.importer.check_graph",
+                        lambda g: (seen.append(gc.isenabled()), check(g))[1])
+    blob = chain_model("qlinear_add", 3)
+    assert gc.isenabled()
+    import_onnx(blob, {name: None for name in OPS})
+    _import_model(chain_model("tflite_add", 3), 1 << 30, None)
+    assert seen == [False, False] and gc.isenabled()
+    gc.disable()
+    try:
+        import_onnx(blob, {name: None for name in OPS})
+        memory.plan_offsets([memory.Lifetime("a", 10, 0, 1)])
+        assert not gc.isenabled()  # left off where it was off
+    finally:
+        gc.enable()
