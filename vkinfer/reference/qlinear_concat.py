@@ -25,25 +25,28 @@ def qlinear_concat(y_scale, y_zero_point, inputs, axis: int) -> np.ndarray:
     ys, yz = qc.scale("y_scale", y_scale), qc.zero_point("y_zero_point", y_zero_point, dtype)
     if not isinstance(inputs, list | tuple) or len(inputs) == 0:
         raise ValueError("inputs must be a non-empty sequence of (x, x_scale, x_zero_point) triples")
-    parts = []
+    checked = []
     for j, t in enumerate(inputs):
         if not isinstance(t, list | tuple) or len(t) != 3:
             raise ValueError(f"inputs[{j}] must be a (x, x_scale, x_zero_point) triple")
         x = qc.qtensor(f"inputs[{j}].x", t[0])
         if x.dtype != dtype:
             raise TypeError(f"inputs[{j}].x must be {dtype}, got {x.dtype}")
-        xs, xz = qc.scale(f"inputs[{j}].x_scale", t[1]), qc.zero_point(f"inputs[{j}].x_zero_point", t[2], dtype)
-        if xs == ys and xz == yz:
-            parts.append(x)
-        else:
-            parts.append(apply_table(x, build_table(dtype, xs, xz, ys, yz, lambda v: v)))
-    nd = parts[0].ndim
+        checked.append((x, qc.scale(f"inputs[{j}].x_scale", t[1]),
+                        qc.zero_point(f"inputs[{j}].x_zero_point", t[2], dtype)))
+    nd = checked[0][0].ndim
     if not isinstance(axis, int) or not -nd <= axis < nd:
         raise ValueError(f"axis {axis!r} is out of range for {nd}-D inputs")
-    try:
-        return np.concatenate(parts, axis=axis)
-    except ValueError as e:
-        raise ValueError(f"inputs cannot be concatenated on axis {axis}: {e}") from None
+    # The shapes before any requantization: a mismatch of a 1 GiB input took 4 s of table lookups to report
+    # (fuzz finding tflite slow-unit-612cda7d).
+    k = axis % nd
+    for j, (x, _, _) in enumerate(checked):
+        if x.ndim != nd or x.shape[:k] + x.shape[k + 1:] != checked[0][0].shape[:k] + checked[0][0].shape[k + 1:]:
+            raise ValueError(f"inputs cannot be concatenated on axis {axis}: inputs[{j}] has shape {list(x.shape)}, "
+                             f"inputs[0] {list(checked[0][0].shape)}")
+    parts = [x if xs == ys and xz == yz else apply_table(x, build_table(dtype, xs, xz, ys, yz, lambda v: v))
+             for x, xs, xz in checked]
+    return np.concatenate(parts, axis=axis)
 
 
 # --- the op (vkinfer/reference/_opdef.py) ---------------------------------------------------------------------
