@@ -43,9 +43,21 @@ def conv_emit(spec: ConvSpec, isa: str | None):
     return emit
 
 
+# The C convolution's indirection buffer holds a pointer per tap of every output pixel (cpu_fallback/src/conv.c
+# build_indirection): past this many bytes the node runs on the host (the reference convolves tile by tile). A
+# fuzzed 1x8x8x8 input with a top pad of 2**24 asked for 9.6 GB of pointers (an out-of-memory refusal, where the
+# reference answered); a 224x224 3x3 layer takes 3.6 MB.
+MAX_INDIRECTION_BYTES = 1 << 30
+
+
 @lower("cpu", "QLinearConv", "vkinfer:QLinearConvClamp")
 def lower_conv(ctx, node, backend):
     spec = conv_spec_of(ctx, node)
+    if spec is not None:
+        n, _, oh, ow = spec.out_shape
+        need = n * oh * ow * spec.w.shape[2] * spec.w.shape[3] * 8
+        if need > MAX_INDIRECTION_BYTES:
+            raise ValueError(f"its indirection buffer would take {need} bytes (limit {MAX_INDIRECTION_BYTES})")
     return None if spec is None else Layer(node, [node.inputs[0]], node.outputs[0], conv_emit(spec, backend.variant))
 
 

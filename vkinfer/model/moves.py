@@ -393,6 +393,11 @@ def data_inputs(node: Node) -> list[int]:
 
 
 MAX_ROWS = 1 << 22  # a gather table of more rows (40 bytes each) stays on the host
+# Elements (output and data inputs) past which a gather's table is not built and the node stays on the host: the
+# table is found from int64 codes of every element, about 80 bytes each at the peak. A fuzzed TFLite resize of a
+# 1x1048576x4x8 tensor (33554432 elements) took 52 s and 5 GB here before its table was refused by MAX_ROWS; the
+# zoo's and the real models' largest 8-bit moves are under 2 M elements.
+MAX_GATHER_ELEMENTS = 1 << 24
 # Element types a wide gather moves (vkinfer/cpu/float_moves.py): float32 and int32 (4 bytes), int64 (8 bytes), all
 # kept in the CPU graph in the host's plain row-major order.
 WIDE = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.int64))
@@ -426,6 +431,9 @@ def gather_spec(ctx, node: Node, wide: bool = False) -> tuple | None:
         return None
     if any(math.prod(ctx.shape(t)) == 0 for t in (*names, y)) or math.prod(ctx.shape(y)) >= 2 ** 31:
         return None  # nothing to move (or past the devices' int32 element indices): the host
+    total = sum(math.prod(ctx.shape(t)) for t in (*names, y))
+    if total > MAX_GATHER_ELEMENTS:
+        raise ValueError(f"its byte gather table would be found from {total} elements (limit {MAX_GATHER_ELEMENTS})")
 
     def make():
         shapes = [ctx.shape(node.inputs[i]) if i in data else None for i in range(len(node.inputs))]

@@ -257,27 +257,23 @@ def _pool(node, x):
 
 @_rule(BOUNDS, "ConvInteger")
 def _conv_integer(node, x):
+    # The integer convolutions' reference (vkinfer/reference/qlinear_conv.py) works tile by tile in at most 64 MiB
+    # of float64 scratch: their output is what grows (QLinearConv's is its shape rule's).
     xs, ws = _shape(x[0]), _shape(x[1])
-    padded, out = _spatial(node, xs, list(ws[2:]))
-    return [(0, (xs[0], ws[0], *out), 4), ("padded input", (*xs[:2], *padded), 8),
-            ("im2col panel", (xs[0], xs[1] * math.prod(ws[2:]), *out), 8)]
+    _, out = _spatial(node, xs, list(ws[2:]))
+    return [(0, (xs[0], ws[0], *out), 4)]
 
 
-def _conv_work(wi: int, item: int):
-    def work(node, x, outs):
-        xs, ws = _shape(x[0]), _shape(x[wi])
-        padded, _ = _spatial(node, xs, list(ws[2:]))
-        o = outs[0][0] if outs else ()
-        taps = math.prod(ws[2:]) if node.op == "Conv" else 1  # float Conv: im2col; QLinearConv: one tap at a time
-        return [("padded input", (*xs[:2], *padded), item),
-                ("im2col panel" if taps > 1 else "tap panel", (xs[0], xs[1] * taps, *o[2:]), item),
-                ("accumulator", tuple(o), 8)]
-    return work
+def _conv_work(node, x, outs):
+    """The float Conv's scratch: its padded input, im2col panel and float64 accumulator."""
+    xs, ws = _shape(x[0]), _shape(x[1])
+    padded, _ = _spatial(node, xs, list(ws[2:]))
+    o = outs[0][0] if outs else ()
+    return [("padded input", (*xs[:2], *padded), 4), ("im2col panel", (xs[0], xs[1] * math.prod(ws[2:]), *o[2:]), 4),
+            ("accumulator", tuple(o), 8)]
 
 
-WORK["Conv"] = _conv_work(1, 4)
-for _op in ("QLinearConv", "vkinfer:QLinearConvClamp"):
-    WORK[_op] = _conv_work(3, 8)
+WORK["Conv"] = _conv_work
 
 
 @_rule(BOUNDS, "ConvTranspose", "vkinfer:QLinearConvTranspose", "vkinfer:QDQConvTranspose",

@@ -7,13 +7,49 @@ x86 float -> int32 conversion, both provided here.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 _INT32_MIN = np.int32(-(2**31))
 
 
+# Elements of one block of `fma32`: its TwoSum keeps about 8 float64 temporaries per element, so a 2**27-element
+# activation (a fuzzed [16777216, 8] Sigmoid on the reference device) took 8 GB at once; by blocks, 64 MB.
+BLOCK = 1 << 20
+
+
+def blocks(shape: tuple[int, ...], block: int = BLOCK):
+    """Index tuples covering `shape` (row-major) in pieces of at most `block` elements (one piece: `()`)."""
+    k, inner = len(shape), 1
+    while k > 0 and inner * shape[k - 1] <= block:
+        k -= 1
+        inner *= shape[k]
+    if k == 0:
+        yield ()
+        return
+    step = max(1, block // inner)
+    for lead in np.ndindex(*shape[:k - 1]):
+        for i in range(0, shape[k - 1], step):
+            yield (*lead, slice(i, i + step))
+
+
 def fma32(a, b, c) -> np.ndarray:
-    """Single-rounding float32 a * b + c (the x86 VFMADD instruction), exact for finite inputs.
+    """Single-rounding float32 a * b + c (the x86 VFMADD instruction), exact for finite inputs (element-wise, by
+    blocks of at most BLOCK elements: the same bits)."""
+    a, b, c = (np.asarray(v, dtype=np.float32) for v in (a, b, c))
+    shape = np.broadcast_shapes(a.shape, b.shape, c.shape)
+    if math.prod(shape) <= BLOCK:
+        return _fma32(a, b, c)
+    a, b, c = (np.broadcast_to(v, shape) for v in (a, b, c))
+    out = np.empty(shape, np.float32)
+    for ix in blocks(shape):
+        out[ix] = _fma32(a[ix], b[ix], c[ix])
+    return out
+
+
+def _fma32(a, b, c) -> np.ndarray:
+    """fma32 of one block.
 
     a * b is exact in float64 (24 + 24 bit significands); s = a * b + c is rounded once in float64 and
     the rounding error e is recovered exactly (TwoSum). Rounding s to float32 is then correct unless s

@@ -105,9 +105,26 @@ def lane_sum(e: np.ndarray) -> np.ndarray:
     return ((a[:, 0] + a[:, 1]) + (a[:, 2] + a[:, 3])) + ((a[:, 4] + a[:, 5]) + (a[:, 6] + a[:, 7]))
 
 
+# Elements of one block of rows: the float32 exp's emulation keeps about 15 float64 temporaries per element, so a
+# [16777216, 8] input done at once took 5 GB (MemoryError under a 6 GiB address space); by blocks of 2**20
+# elements, about 120 MB. Rows are independent: the same bits.
+BLOCK = 1 << 20
+
+
 def softmax_rows(v: np.ndarray, log: bool) -> np.ndarray:
     """ORT's float32 Softmax (log: LogSoftmax) of each row of v (rows, D)."""
     v = np.asarray(v, F32)
+    rows, d = v.shape
+    step = max(1, BLOCK // max(d, 1))
+    if rows <= step:
+        return _softmax_block(v, log)
+    out = np.empty(v.shape, F32)
+    for i in range(0, rows, step):
+        out[i:i + step] = _softmax_block(v[i:i + step], log)
+    return out
+
+
+def _softmax_block(v: np.ndarray, log: bool) -> np.ndarray:
     neg_max = -row_max(v)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         shifted = v + neg_max[:, None]

@@ -14,33 +14,99 @@ from . import _auto_pad
 from ._opdef import OpDef, attr, cached_spec, check_auto_pad, ints
 from .requant import requantize
 
+# Float64 scratch one tile of output may take (its padded input slice, tap panel and accumulator): 64 MiB. A model's
+# layer (224x224, 64 channels: 25 MB) is one tile, as before; a legal but huge output (a fuzzed 1x8x8x1048583 one:
+# 21 s and 2.2 GB computed whole) is computed tile by tile, and its windows that read only padding not at all.
+TILE_BYTES = 64 << 20
 
-def conv_accumulate(s) -> np.ndarray:
-    """int32 accumulators (N, M, OH, OW) of a validated ConvSpec, bias included."""
+
+def touched(n: int, head: int, k: int, stride: int, dilation: int, n_out: int) -> tuple[int, int]:
+    """[lo, hi) of the output positions along one axis (input size `n`, head pad `head`, kernel `k`) whose window
+    reads an input element; the others read padding only, which is zero once the zero point is subtracted."""
+    lo = max(0, -(-(head - (k - 1) * dilation) // stride))  # o * stride + (k - 1) * dilation >= head
+    hi = min(n_out, -(-(head + n) // stride))  # o * stride < head + n
+    return lo, max(lo, hi)
+
+
+def _tile(s, wi: np.ndarray, hs: tuple[int, int], ws: tuple[int, int]) -> np.ndarray:
+    """float64 sums (N, G, th, tw, M/G) of output rows hs[0]:hs[1], columns ws[0]:ws[1] (no bias), from `wi`
+    (G, M/G, C/G, kH, kW; w less its zero points): the slice of x those windows read, less its zero point, padded
+    on its own (the same windows, so the same exact sums)."""
+    n, c, h, w = s.x.shape
+    g, mg, cg, kh, kw = wi.shape
+    (sh, sw), (dh, dw), (pt, pl, _, _) = s.strides, s.dilations, s.pads
+    th, tw = hs[1] - hs[0], ws[1] - ws[0]
+    rows = (hs[0] * sh, (hs[1] - 1) * sh + (kh - 1) * dh + 1)  # padded coordinates read
+    cols = (ws[0] * sw, (ws[1] - 1) * sw + (kw - 1) * dw + 1)
+    r0, r1 = min(max(rows[0] - pt, 0), h), min(max(rows[1] - pt, 0), h)
+    c0, c1 = min(max(cols[0] - pl, 0), w), min(max(cols[1] - pl, 0), w)
+    top, left = max(pt - rows[0], 0), max(pl - cols[0], 0)
+    # Integer products summed in float64 are exact: |sum| <= K * 255 * 255 < 2**53 for any real K.
+    part = np.pad(s.x[:, :, r0:r1, c0:c1].astype(np.float64) - s.x_zp,
+                  ((0, 0), (0, 0), (top, rows[1] - rows[0] - top - (r1 - r0)),
+                   (left, cols[1] - cols[0] - left - (c1 - c0))))
+    xg = part.reshape(n, g, cg, *part.shape[2:])
+    acc = np.zeros((n, g, th, tw, mg), np.float64)
+    for i in range(kh):
+        for j in range(kw):
+            patch = xg[:, :, :, i * dh: i * dh + (th - 1) * sh + 1: sh, j * dw: j * dw + (tw - 1) * sw + 1: sw]
+            # (n, g, th, tw, cg) @ (g, cg, mg) -> (n, g, th, tw, mg)
+            acc += np.matmul(patch.transpose(0, 1, 3, 4, 2), wi[:, :, :, i, j].transpose(0, 2, 1)[None, :, None])
+    return acc
+
+
+def _tiles(s):
+    """(rows, cols, wi, tiles): the output block whose windows read input (`touched`) and its tiles of at most
+    TILE_BYTES of scratch, each (rows range, cols range)."""
     n, c, h, w = s.x.shape
     m, cg, kh, kw = s.w.shape
     _, _, oh, ow = s.out_shape
-    (sh, sw), (dh, dw), (pt, pl, pb, pr) = s.strides, s.dilations, s.pads
+    (sh, sw), (dh, dw), (pt, pl, _, _) = s.strides, s.dilations, s.pads
     g, mg = s.group, m // s.group
-    # Integer products summed in float64 are exact: |sum| <= K * 255 * 255 < 2**53 for any real K.
-    xi = np.pad(s.x.astype(np.float64) - s.x_zp, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    hs, ws = touched(h, pt, kh, sh, dh, oh), touched(w, pl, kw, sw, dw, ow)
     wi = (s.w.astype(np.float64) - s.w_zp[:, None, None, None]).reshape(g, mg, cg, kh, kw)
-    xg = xi.reshape(n, g, cg, h + pt + pb, w + pl + pr)
-    acc = np.zeros((n, g, oh, ow, mg), np.float64)
-    for i in range(kh):
-        for j in range(kw):
-            patch = xg[:, :, :, i * dh: i * dh + (oh - 1) * sh + 1: sh, j * dw: j * dw + (ow - 1) * sw + 1: sw]
-            # (n, g, oh, ow, cg) @ (g, cg, mg) -> (n, g, oh, ow, mg)
-            acc += np.matmul(patch.transpose(0, 1, 3, 4, 2), wi[:, :, :, i, j].transpose(0, 2, 1)[None, :, None])
-    acc = acc.transpose(0, 1, 4, 2, 3).reshape(n, m, oh, ow).astype(np.int64) + s.bias[None, :, None, None]
-    return acc.astype(np.int32)  # int32 wrap-around, as an int32 accumulator would
+    # Per output pixel: its accumulators and tap panel, and the input rows and columns its window steps over.
+    per_pixel = max(1, 8 * n * (m + c) + 8 * n * c * sh * sw)
+    pixels = max(1, TILE_BYTES // per_pixel)
+    bw = min(max(ws[1] - ws[0], 1), pixels)
+    bh = max(1, pixels // bw)
+    tiles = [((r, min(r + bh, hs[1])), (q, min(q + bw, ws[1])))
+             for r in range(hs[0], hs[1], bh) for q in range(ws[0], ws[1], bw)]
+    return hs, ws, wi, tiles
+
+
+def _acc_int32(s, acc: np.ndarray) -> np.ndarray:
+    """float64 sums (N, G, th, tw, M/G) -> int32 accumulators (N, M, th, tw), bias added, wrapped as int32 would."""
+    n, g, th, tw, mg = acc.shape
+    acc = acc.transpose(0, 1, 4, 2, 3).reshape(n, g * mg, th, tw).astype(np.int64) + s.bias[None, :, None, None]
+    return acc.astype(np.int32)
+
+
+def conv_accumulate(s) -> np.ndarray:
+    """int32 accumulators (N, M, OH, OW) of a validated ConvSpec, bias included."""
+    n, m, oh, ow = s.out_shape
+    hs, ws, wi, tiles = _tiles(s)
+    out = np.empty((n, m, oh, ow), np.int32)
+    out[...] = np.asarray(s.bias, np.int64).astype(np.int32)[None, :, None, None]  # windows of padding only
+    for th, tw in tiles:
+        out[:, :, th[0]:th[1], tw[0]:tw[1]] = _acc_int32(s, _tile(s, wi, th, tw))
+    return out
 
 
 def qlinear_conv(s) -> np.ndarray:
-    """Quantized output (N, M, OH, OW) of a validated ConvSpec (see vkinfer.ops.qlinear_conv)."""
-    acc = conv_accumulate(s)
-    q = requantize(acc, s.out.m[None, :, None, None], s.out.zero_point, s.out.lo, s.out.hi)
-    return q.astype(s.out.dtype)
+    """Quantized output (N, M, OH, OW) of a validated ConvSpec (see vkinfer.ops.qlinear_conv): the accumulators
+    requantized tile by tile; the windows that read padding only hold the bias, requantized once per channel."""
+    n, m, oh, ow = s.out_shape
+    mult = s.out.m[None, :, None, None]
+    hs, ws, wi, tiles = _tiles(s)
+    y = np.empty((n, m, oh, ow), s.out.dtype)
+    if hs[1] - hs[0] < oh or ws[1] - ws[0] < ow:
+        bias = np.asarray(s.bias, np.int64).astype(np.int32)[None, :, None, None]
+        y[...] = requantize(bias, mult, s.out.zero_point, s.out.lo, s.out.hi).astype(s.out.dtype)
+    for th, tw in tiles:
+        acc = _acc_int32(s, _tile(s, wi, th, tw))
+        y[:, :, th[0]:th[1], tw[0]:tw[1]] = requantize(acc, mult, s.out.zero_point, s.out.lo, s.out.hi)
+    return y
 
 
 # --- the op (vkinfer/reference/_opdef.py) ---------------------------------------------------------------------

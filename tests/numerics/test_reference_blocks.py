@@ -1,0 +1,59 @@
+"""Reference kernels that work by blocks to bound their scratch (issue 26 item 1: a legal 512 MB activation on the
+reference device ran out of a 6 GiB address space in float64 temporaries): the float32 fused multiply-add
+(vkinfer/reference/_float32.py fma32, the MLAS polynomial kernels' step) and ORT's float Softmax rows
+(vkinfer/reference/float_softmax.py softmax_rows). Element-wise and row-wise work is independent per element and
+per row, so blocks of any size give the same bits: checked here with blocks of a few elements against one block,
+on values that hit fma32's float32 ties and Softmax's NaN, infinite and large rows."""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+
+f32 = importlib.import_module("vkinfer.reference._float32")
+sm = importlib.import_module("vkinfer.reference.float_softmax")
+
+
+@pytest.mark.parametrize("shape", [(7,), (3, 5), (2, 3, 4), (1, 1, 9), (4, 1)])
+@pytest.mark.parametrize("block", [1, 2, 5, 6, 1 << 20])
+def test_blocks_cover_every_element_once(shape, block):
+    hits = np.zeros(shape, np.int64)
+    for ix in f32.blocks(shape, block):
+        assert hits[ix].size <= block
+        hits[ix] += 1
+    assert np.all(hits == 1)
+
+
+def _ties(rng, n):
+    """a * b + c on and near float32 ties (c = -a * b rounded, plus a few ulps)."""
+    a = rng.standard_normal(n).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    c = (-(a.astype(np.float64) * b) + rng.integers(-3, 4, n) * 2.0 ** -30).astype(np.float32)
+    return a, b, c
+
+
+def test_fma32_by_blocks_same_bits(monkeypatch):
+    rng = np.random.default_rng(0)
+    a, b, c = _ties(rng, 3000)
+    a = a.reshape(30, 100)
+    c = c.reshape(30, 100)
+    cases = [(a, b[:100], c), (a, np.float32(1.4426950), c[:1]), (a, b[:100], np.float32(12582912.0))]
+    whole = [f32.fma32(*args) for args in cases]
+    monkeypatch.setattr(f32, "BLOCK", 7)
+    for args, want in zip(cases, whole, strict=True):
+        got = f32.fma32(*args)
+        assert got.dtype == np.float32 and got.shape == want.shape
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_softmax_rows_by_blocks_same_bits(monkeypatch):
+    rng = np.random.default_rng(1)
+    v = (rng.standard_normal((50, 37)) * 30).astype(np.float32)
+    v[3, 5], v[7, :], v[9, 2], v[11, :] = np.nan, -np.inf, np.inf, 1e30
+    want = {log: sm.softmax_rows(v, log) for log in (False, True)}
+    monkeypatch.setattr(sm, "BLOCK", 80)  # blocks of 2 rows
+    for log in (False, True):
+        got = sm.softmax_rows(v, log)
+        np.testing.assert_array_equal(got.view(np.uint32), want[log].view(np.uint32))
