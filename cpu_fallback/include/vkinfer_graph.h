@@ -152,6 +152,13 @@ typedef struct {
 } vki_graph_op_info;
 /* The table of `*count` operators (static storage). */
 const vki_graph_op_info* vki_graph_op_table(uint32_t* count);
+/* Operators from packed words, in order: per operator its index in the table, then one 64-bit word per argument
+ * (a vki_ref three: ext, offset, bytes; a float the bits of a double, narrowed as C converts; a pointer its
+ * address), each integer checked against its C type's range before the operator's add function runs with the
+ * values (VKI_EINVAL naming the argument otherwise); `words` holds n_words int64 values, any alignment. The
+ * operators before a failing one stay added. One call instead of a call of converted arguments per operator
+ * (vkinfer/cpu/graph.py). */
+vki_status vki_graph_packed_add(vki_graph* g, const void* words, uint64_t n_words);
 
 #ifdef __cplusplus
 }

@@ -243,3 +243,131 @@ const vki_graph_op_info* vki_graph_op_table(uint32_t* count)
     if (count) *count = (uint32_t)(sizeof op_table / sizeof op_table[0]);
     return op_table;
 }
+
+/* ---- vki_graph_packed_add: operators from one array of 64-bit words (vkinfer_graph.h) ----
+ * One decoder per operator, written by the preprocessor from the same list: each argument is read from its
+ * word(s) and checked against its C type's range exactly as the Python binding checks a ctypes argument
+ * (vkinfer/cpu/__init__.py `checked`: ctypes itself narrows silently), then the operator's own add function runs
+ * with the same values a direct call passes, so it checks its ranges and buffers as always. Pointers cross as
+ * addresses (the caller keeps what they point at alive, as for a direct call); a float is a double's bits,
+ * narrowed with the C conversion ctypes uses for a float argument. Measured on a 20k-node QLinearAdd chain: one
+ * ctypes call of 17 converted and range-checked arguments per node cost 22.5 us; packed, 6.6 us. */
+#define VKI_PK_SCALAR(ctype, lo, hi, name)                                                           \
+    ctype name;                                                                                     \
+    {                                                                                               \
+        int64_t v_ = pk_word(pk_w_, pk_k_++);                                                       \
+        if (v_ < (lo) || v_ > (hi)) FAIL(VKI_EINVAL, "packed %s: argument %s = %lld does not fit its type", \
+                                         pk_op_, #name, (long long)v_);                               \
+        name = (ctype)v_;                                                                           \
+    }
+#define VKI_PK_RD_u32(name) VKI_PK_SCALAR(uint32_t, 0, (int64_t)UINT32_MAX, name)
+#define VKI_PK_RD_i32(name) VKI_PK_SCALAR(int32_t, (int64_t)INT32_MIN, (int64_t)INT32_MAX, name)
+#define VKI_PK_RD_u64(name)                                                                         \
+    uint64_t name;                                                                                  \
+    {                                                                                               \
+        int64_t v_ = pk_word(pk_w_, pk_k_++);                                                       \
+        if (v_ < 0) FAIL(VKI_EINVAL, "packed %s: argument %s = %lld does not fit its type", pk_op_, #name, \
+                         (long long)v_);                                                            \
+        name = (uint64_t)v_;                                                                        \
+    }
+#define VKI_PK_RD_f32(name)                                                                         \
+    float name;                                                                                     \
+    {                                                                                               \
+        double d_;                                                                                  \
+        memcpy(&d_, pk_w_ + 8 * pk_k_++, sizeof d_);                                                    \
+        name = (float)d_;                                                                           \
+    }
+#define VKI_PK_RD_ref(name)                                                                         \
+    vki_ref name;                                                                                   \
+    {                                                                                               \
+        VKI_PK_RD_u32(ext_)                                                                         \
+        VKI_PK_RD_u64(offset_)                                                                      \
+        VKI_PK_RD_u64(bytes_)                                                                       \
+        name.ext = ext_;                                                                            \
+        name.unused = 0;                                                                            \
+        name.offset = offset_;                                                                      \
+        name.bytes = bytes_;                                                                        \
+    }
+#define VKI_PK_PTR(type, name) \
+    VKI_GRAPH_T_##type name = (VKI_GRAPH_T_##type)(uintptr_t)(uint64_t)pk_word(pk_w_, pk_k_++);
+#define VKI_PK_RD_p_u32(name) VKI_PK_PTR(p_u32, name)
+#define VKI_PK_RD_p_u64(name) VKI_PK_PTR(p_u64, name)
+#define VKI_PK_RD_p_i64(name) VKI_PK_PTR(p_i64, name)
+#define VKI_PK_RD_p_i32(name) VKI_PK_PTR(p_i32, name)
+#define VKI_PK_RD_p_u8(name) VKI_PK_PTR(p_u8, name)
+#define VKI_PK_RD_p_f32(name) VKI_PK_PTR(p_f32, name)
+#define VKI_PK_RD_p_ref(name) VKI_PK_PTR(p_ref, name)
+#define VKI_PK_RD_pp_u8(name) VKI_PK_PTR(pp_u8, name)
+#define VKI_PK_RD_p_conv_desc(name) VKI_PK_PTR(p_conv_desc, name)
+#define VKI_PK_DECODE(type, name) VKI_PK_RD_##type(name)
+#define VKI_PK_ARG(type, name) , name
+/* Words per argument: a ref is three (ext, offset, bytes), everything else one. */
+#define VKI_PK_WORDS(type, name) + VKI_PK_N_##type
+#define VKI_PK_N_u32 1
+#define VKI_PK_N_i32 1
+#define VKI_PK_N_u64 1
+#define VKI_PK_N_f32 1
+#define VKI_PK_N_ref 3
+#define VKI_PK_N_p_u32 1
+#define VKI_PK_N_p_u64 1
+#define VKI_PK_N_p_i64 1
+#define VKI_PK_N_p_i32 1
+#define VKI_PK_N_p_u8 1
+#define VKI_PK_N_p_f32 1
+#define VKI_PK_N_p_ref 1
+#define VKI_PK_N_pp_u8 1
+#define VKI_PK_N_p_conv_desc 1
+
+typedef vki_status (*pk_fn)(vki_graph* g, const unsigned char* w);
+
+/* Word i of packed bytes (any alignment: Python bytes are passed as they are). */
+static inline int64_t pk_word(const unsigned char* w, size_t i)
+{
+    int64_t v;
+    memcpy(&v, w + 8 * i, sizeof v);
+    return v;
+}
+
+#define VKI_GRAPH_OP(op, ...)                                                                       \
+    static vki_status pk_##op(vki_graph* pk_g_, const unsigned char* pk_w_)                               \
+    {                                                                                               \
+        static const char pk_op_[] = #op;                                                           \
+        size_t pk_k_ = 0;                                                                           \
+        VKI_GRAPH_EACH(VKI_PK_DECODE, __VA_ARGS__)                                                  \
+        (void)pk_k_;                                                                                \
+        return vki_graph_add_##op(pk_g_ VKI_GRAPH_EACH(VKI_PK_ARG, __VA_ARGS__));                   \
+    }
+#include "vkinfer_graph_ops.def"
+#undef VKI_GRAPH_OP
+
+#define VKI_GRAPH_OP(op, ...) {pk_##op, 0 VKI_GRAPH_EACH(VKI_PK_WORDS, __VA_ARGS__)},
+static const struct {
+    pk_fn fn;
+    uint32_t words;
+} pk_table[] = {
+#include "vkinfer_graph_ops.def"
+};
+#undef VKI_GRAPH_OP
+
+vki_status vki_graph_packed_add(vki_graph* g, const void* words, uint64_t n_words)
+{
+    const unsigned char* w = (const unsigned char*)words;
+    const uint64_t count = sizeof pk_table / sizeof pk_table[0];
+    if (!g) FAIL(VKI_EINVAL, "packed operators: no graph");
+    if (!words && n_words) FAIL(VKI_EINVAL, "packed operators: no words");
+    uint64_t at = 0;
+    while (at < n_words) {
+        int64_t op = pk_word(w, at);
+        if (op < 0 || (uint64_t)op >= count)
+            FAIL(VKI_EINVAL, "packed operators: word %llu names no operator (%lld; the table has %llu)",
+                 (unsigned long long)at, (long long)op, (unsigned long long)count);
+        if (n_words - at - 1 < pk_table[op].words)
+            FAIL(VKI_EINVAL, "packed operators: operator %s at word %llu needs %u words, %llu left",
+                 op_table[op].name, (unsigned long long)at, pk_table[op].words,
+                 (unsigned long long)(n_words - at - 1));
+        vki_status s = pk_table[op].fn(g, w + 8 * (at + 1));
+        if (s != VKI_OK) return s;
+        at += 1 + (uint64_t)pk_table[op].words;
+    }
+    return VKI_OK;
+}

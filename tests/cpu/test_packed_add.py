@@ -1,0 +1,181 @@
+"""vki_graph_packed_add (cpu_fallback/src/graph.c) and NativeGraph.add's packed path (vkinfer/cpu/graph.py), issue 26
+item 3: operators added from one array of words, each integer checked against its C type in C, instead of one ctypes
+call of converted, Python-checked arguments per operator (~35 us a node on a 20k-node chain).
+
+The C entry is driven under AddressSanitizer + UBSan with malformed words (truncated, no such operator, every integer
+type out of range, NULL); NativeGraph.add gives the same graphs as the direct call and, for every bad argument, the
+error the direct call gives (the packed call refuses; the direct call then raises its own error)."""
+
+from __future__ import annotations
+
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support.cpu_build import asan_env
+
+from vkinfer.cpu import graph as cg
+from vkinfer.cpu.graph import NativeGraph, Ref
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Under ASan: the raw entry with malformed words. Each case names the status it must return (1: VKI_EINVAL) and a
+# fragment of its message; a good operator after all of them proves nothing was left half-added.
+_DRIVER = r"""
+import ctypes, struct
+import numpy as np
+from vkinfer.cpu import lib
+from vkinfer.cpu.graph import NativeGraph, Ref, _declare, _pack
+
+so = _declare(lib())
+packers = so._vki_graph_packers
+assert packers, "the library has no vki_graph_packed_add"
+g = NativeGraph(64, [16, 16])
+idx, letters, st = packers["lut1"]
+table = np.arange(256, dtype=np.uint8)
+ptr = table.ctypes.data
+
+def call(words, n=None):
+    b = struct.pack("<%dq" % len(words), *words)
+    return so.vki_graph_packed_add(g.handle, b, len(words) if n is None else n)
+
+def lut1(n=16, x=(1, 0, 16), y=(2, 0, 16), op=idx):
+    return [op, n, ptr, *x, *y]
+
+ok = lut1()
+cases = [
+    ("truncated", ok[:-1], "needs"),
+    ("no words for an operator", [idx], "needs"),
+    ("no such operator", [len(packers)] + ok[1:], "names no operator"),
+    ("negative operator", [-1] + ok[1:], "names no operator"),
+    ("u64 negative", lut1(n=-1), "does not fit"),
+    ("ref ext past u32", lut1(x=(2 ** 32, 0, 16)), "does not fit"),
+    ("ref ext negative", lut1(x=(-5, 0, 16)), "does not fit"),
+    ("ref offset negative", lut1(y=(2, -16, 16)), "does not fit"),
+    ("ref past its buffer", lut1(y=(2, 8, 16)), ""),
+    ("wrong size", lut1(n=17), ""),
+]
+i_idx, i_letters, _ = packers["qadd"]
+shape = np.array([4], np.uint32)
+strides = np.array([1], np.uint64)
+def qadd(**kw):
+    a = dict(rank=1, shape=shape.ctypes.data, sa=strides.ctypes.data, sb=strides.ctypes.data, signed=0, mul=0,
+             za=0, zb=0, ra=0.5, rb=0.5, fixed=0.0, lo=0, hi=255, table=0)
+    a.update(kw)
+    f = lambda v: struct.unpack("<q", struct.pack("<d", v))[0]
+    return [i_idx, a["rank"], a["shape"], a["sa"], a["sb"], a["signed"], a["mul"], a["za"], a["zb"], f(a["ra"]),
+            f(a["rb"]), f(a["fixed"]), a["lo"], a["hi"], a["table"], 1, 0, 4, 1, 4, 4, 2, 0, 4]
+cases += [
+    ("u32 past its range", qadd(rank=2 ** 32), "does not fit"),
+    ("u32 negative", qadd(rank=-1), "does not fit"),
+    ("i32 past its range", qadd(za=2 ** 31), "does not fit"),
+    ("i32 below its range", qadd(zb=-2 ** 31 - 1), "does not fit"),
+]
+for what, words, msg in cases:
+    before = g.ops()
+    s = call(words)
+    err = so.vki_last_error().decode()
+    assert s == 1 and msg in err, (what, s, err)
+    assert g.ops() == before, (what, g.ops())
+assert so.vki_graph_packed_add(g.handle, None, 3) == 1
+assert so.vki_graph_packed_add(None, struct.pack("<6q", *ok[:6]), 6) == 1
+assert call(ok) == 0 and call(qadd()) == 0 and call([], 0) == 0
+assert call(ok + qadd()) == 0  # two in one call
+assert g.ops() == ["lut1", "qadd", "lut1", "qadd"], g.ops()
+a, b = np.arange(16, dtype=np.uint8), np.zeros(16, np.uint8)
+g.run([a, b])
+print("packed asan: ok")
+"""
+
+
+def test_packed_entry_refuses_malformed_words_under_asan_and_ubsan():
+    env = asan_env()
+    r = subprocess.run([sys.executable, "-c", _DRIVER], cwd=ROOT / "tests", env=env, capture_output=True, text=True,
+                       timeout=300)
+    where = f"exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
+    assert "AddressSanitizer" not in r.stderr and "runtime error" not in r.stderr, where
+    assert r.returncode == 0 and "packed asan: ok" in r.stdout, where
+
+
+def _outcome(packed: bool, op: str, args: tuple, monkeypatch) -> tuple:
+    """(error type, message) or ("ok", the graph's operators) of NativeGraph.add(op, *args), packed or direct."""
+    g = NativeGraph(64, [16, 16])
+    if not packed:
+        monkeypatch.setattr(g, "_packers", {})
+    try:
+        g.add(op, *args)
+    except Exception as e:  # noqa: BLE001 (the outcome compared is whatever it raises)
+        return type(e).__name__, str(e)
+    return "ok", g.ops()
+
+
+TABLE = np.arange(256, dtype=np.uint8)
+X, Y = Ref(1, 0, 16), Ref(2, 0, 16)
+SHAPE, STRIDES = np.array([16], np.uint32), np.array([1], np.uint64)
+
+
+def _qadd(**kw) -> tuple:
+    a = dict(rank=1, shape=SHAPE, sa=STRIDES, sb=STRIDES, signed=0, mul=0, za=0, zb=0, ra=0.5, rb=0.25, fixed=3.0,
+             lo=0, hi=255, table=None, a=X, b=X, y=Y)
+    a.update(kw)
+    return tuple(a.values())
+
+
+CASES = [
+    ("lut1", (16, TABLE, X, Y)),
+    ("lut1", (np.uint64(16), TABLE, X, Y)),
+    ("lut1", (True, TABLE, Ref(1, 0, 1), Ref(2, 0, 1))),
+    ("lut1", (17, TABLE, X, Y)),  # the operator's own refusal
+    ("lut1", (-1, TABLE, X, Y)),  # checked: does not fit
+    ("lut1", (2 ** 64, TABLE, X, Y)),  # past int64: the direct call's check
+    ("lut1", (16.0, TABLE, X, Y)),  # ctypes refuses a float for an integer
+    ("lut1", (np.float32(16), TABLE, X, Y)),
+    ("lut1", ("16", TABLE, X, Y)),
+    ("lut1", (16, TABLE, X)),  # too few
+    ("lut1", (16, TABLE, X, Y, Y)),  # too many
+    ("lut1", (16, TABLE, Ref(2 ** 32, 0, 16), Y)),
+    ("lut1", (16, TABLE, Ref(1, -1, 16), Y)),
+    ("lut1", (16, TABLE, Ref(1, 2 ** 64, 16), Y)),
+    ("lut1", (16, TABLE, Ref(1, 0, 2 ** 63), Y)),
+    ("lut1", (16, TABLE, Ref(np.int64(1), np.uint64(0), 16), Y)),
+    ("lut1", (16, TABLE, (1, 0, 16), Y)),  # a tuple, not a Ref
+    ("lut1", (16, None, X, Y)),  # a NULL table
+    ("qadd", _qadd()),
+    ("qadd", _qadd(ra=np.float32(0.1), rb=np.float64(1e-3), fixed=7)),
+    ("qadd", _qadd(ra=1e300, rb=float("nan"), fixed=float("-inf"))),  # narrowed as C narrows
+    ("qadd", _qadd(ra="x")),
+    ("qadd", _qadd(ra=None)),
+    ("qadd", _qadd(za=2 ** 31)),
+    ("qadd", _qadd(zb=-2 ** 31 - 1)),
+    ("qadd", _qadd(rank=2 ** 32)),
+    ("qadd", _qadd(rank=7)),
+    ("qadd", _qadd(hi=np.int16(-3))),
+    ("qadd", _qadd(signed=np.int32(1), lo=-128, hi=127)),
+]
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_add_gives_the_direct_calls_graph_or_error(case, monkeypatch):
+    op, args = CASES[case]
+    assert _outcome(True, op, args, monkeypatch) == _outcome(False, op, args, monkeypatch)
+
+
+def test_plain_arguments_take_the_packed_call(monkeypatch):
+    """The direct call is not made for plain arguments (else the packing would only add cost), and is for an
+    address given as an int (what it points at is the caller's to keep) and for a refused argument."""
+    g = NativeGraph(64, [16, 16])
+    assert g._packers, "the library has no vki_graph_packed_add"
+    direct = []
+    real = g._so.vki_graph_add_lut1
+    monkeypatch.setattr(g._so, "vki_graph_add_lut1", lambda *a: direct.append(a) or real(*a))
+    g.add("lut1", 16, TABLE, X, Y)
+    assert direct == []
+    g.add("lut1", 16, TABLE.ctypes.data, X, Y)
+    assert len(direct) == 1
+    with pytest.raises(ValueError, match="does not fit"):
+        g.add("lut1", -1, TABLE, X, Y)
+    assert g.ops() == ["lut1", "lut1"]
+    assert struct.calcsize("<q") == 8 and cg._pack(g._packers["lut1"], (16, TABLE, X, Y)) is not None
