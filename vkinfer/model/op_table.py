@@ -27,6 +27,11 @@ OPS: dict[str, Kernel] = {}
 # for the trace (`interpreter.trace`); they check the node as the kernel would, without computing it.
 ShapeRule = Callable[[Node, list], list]
 SHAPES: dict[str, ShapeRule] = {}
+# op -> the inputs whose values its shape rule never reads (only their shapes and dtypes): the trace reuses a rule's
+# answer for nodes that differ only in these (a chain of QLinearConvs, each with its own weights, is checked once).
+VALUE_FREE: dict[str, tuple[int, ...]] = {
+    "com.microsoft:QLinearAdd": (0, 3), "com.microsoft:QLinearMul": (0, 3), "vkinfer:TFLiteAdd": (0, 3),
+    "QLinearConv": (0, 3, 8), "vkinfer:QLinearConvClamp": (0, 3, 8)}
 
 
 def _op(*names: str):

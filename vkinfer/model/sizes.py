@@ -79,6 +79,11 @@ def _nbytes(shape, dtype_or_item) -> int:
     return elements(shape) * item
 
 
+def needs_bytes(needs) -> list[int]:
+    """The byte count of each need (what, shape, dtype or itemsize) as `Arena.expect` counts it."""
+    return [_nbytes([max(int(d), 0) for d in shape], dt) for _, shape, dt in needs]
+
+
 def check_tensor(what: str, shape, dtype_or_item, limits: Limits = DEFAULT) -> int:
     """Bytes of a tensor of `shape` (dtype or itemsize); SizeLimitError naming `what` past the per-tensor limit."""
     n = _nbytes(shape, dtype_or_item)
@@ -101,11 +106,7 @@ class Arena:
 
     def __init__(self, g: Graph, limits: Limits = DEFAULT):
         self.g, self.limits = g, limits
-        self.last: dict[str, int] = {}
-        for i, node in enumerate(g.nodes):
-            for t in node.inputs:
-                if t:
-                    self.last[t] = i
+        self.last: dict[str, int] = {t: i for i, node in enumerate(g.nodes) for t in node.inputs if t}
         end = len(g.nodes)
         for t in g.outputs:
             self.last[t.name] = end
@@ -136,11 +137,22 @@ class Arena:
                     f"{self.total + add} bytes, over the limit of {self.limits.session_bytes} bytes per session "
                     f"(InferenceSession's max_session_bytes)")
 
+    def fits(self, node: Node | None, needs, sizes: list[int]) -> None:
+        """`expect(node, needs)` where `sizes` are the needs' byte counts (`needs_bytes`): the trace reuses them for
+        nodes a shape rule answered before, so only a node over a limit builds the message."""
+        if max(sizes, default=0) > self.limits.tensor_bytes or self.total + sum(sizes) > self.limits.session_bytes:
+            self.expect(node, needs)
+
     def made(self, node: Node | None, name: str, shape, dtype, index: int = 0) -> None:
         """A tensor now exists (a feed, or a node's output): checked (for ops without a size rule, after the fact)
         and counted live until its last reader."""
-        self.expect(node, [(index if node is not None else name, shape, dtype)])
         n = _nbytes(shape, dtype)
+        if n > self.limits.tensor_bytes or self.total + n > self.limits.session_bytes:
+            self.expect(node, [(index if node is not None else name, shape, dtype)])
+        self.add(name, n)
+
+    def add(self, name: str, n: int) -> None:
+        """A tensor of `n` bytes, within the limits (`expect`, `fits`), counted live until its last reader."""
         i = self.last.get(name)
         if i is None:
             return  # nobody reads it: freed at once

@@ -15,7 +15,7 @@ import numpy as np
 from . import _qcheck as qc
 from ._float32 import cvtps_epi32
 from ._opdef import OpDef
-from .qlinear_add import _binary_setup
+from .qlinear_add import _binary_setup, shape
 
 
 def qlinear_mul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point) -> np.ndarray:
@@ -37,4 +37,4 @@ def _binary(node, consts: dict):
 
 
 DEFINITIONS = (OpDef("com.microsoft:QLinearMul", lambda node, x, memo: [qlinear_mul(*x[:8])], "elementwise",
-                     (8, (0, 1, 3, 4, 6)), y_params=(6, 7), x_slots=(0, 3), binary=_binary),)
+                     (8, (0, 1, 3, 4, 6)), y_params=(6, 7), x_slots=(0, 3), binary=_binary, shape=shape),)

@@ -90,4 +90,21 @@ def _binary(node, consts: dict):
     return lambda a, b: tflite_add(a, p[1], p[2], b, p[4], p[5], p[6], p[7], lo, hi)
 
 
-DEFINITIONS = (OpDef("vkinfer:TFLiteAdd", _kernel, "elementwise", (8, (0, 1, 3, 4, 6)), binary=_binary),)
+def _shape(node, x) -> list:
+    """Shape rule (interpreter.trace): the kernel on one element of each 8-bit input checks the node as on the
+    whole ones (its checks read their dtypes, the scales, zero points and bounds, never their values), then the
+    broadcast, refused with the error of the kernel's own arithmetic. None (the kernel runs) for two 0-d inputs,
+    whose sum the kernel gives as a numpy scalar, not an array."""
+    a, b = x[0], x[3]
+    one = [v[(slice(0, 1),) * v.ndim] if isinstance(v, np.ndarray) and v.size > 1 else v for v in (a, b)]
+    y = _kernel(node, [one[0], *x[1:3], one[1], *x[4:]], {})[0]
+    try:
+        shape = np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        np.add(np.broadcast_to(np.int32(0), a.shape), np.broadcast_to(np.int32(0), b.shape))  # numpy's message
+        raise
+    return [(shape, y.dtype)] if shape else None
+
+
+DEFINITIONS = (OpDef("vkinfer:TFLiteAdd", _kernel, "elementwise", (8, (0, 1, 3, 4, 6)), binary=_binary,
+                     shape=_shape),)
