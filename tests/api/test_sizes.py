@@ -170,6 +170,34 @@ def test_regression_models_refused_fast_and_small():
     assert got["rss_mb"] < 200, got
 
 
+def test_auto_pad_input_checked_before_zeros(monkeypatch):
+    """auto_pad is resolved at import by tracing zeros of the declared inputs (vkinfer/reference/_auto_pad.py
+    resolve_graph): a declared input over the per-tensor limit (a [1, 1, 32768, 32768] float32 input: 4 GiB) is
+    checked first and no zeros of it are made (before: numpy mapped 4 GiB of address space, a MemoryError under
+    an address-space limit); the session's trace then refuses it by name, fast and small."""
+    import importlib
+
+    auto_pad = importlib.import_module("vkinfer.reference._auto_pad")
+    q = [numpy_helper.from_array(np.array(1, np.float32), "s"), numpy_helper.from_array(np.array(0, np.uint8), "z")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="q"),
+             helper.make_node("MaxPool", ["q"], ["y"], name="pool", kernel_shape=[3, 3], auto_pad="SAME_UPPER")]
+    model = _model(nodes, [_f32("x", [1, 1, 32768, 32768])], [_u8("y", None)], q)
+    made = []
+    zeros = np.zeros
+
+    def spy(shape, dtype=float, *a, **k):
+        made.append(int(np.prod(shape)) * np.dtype(dtype).itemsize)
+        return zeros(shape, dtype, *a, **k)
+
+    monkeypatch.setattr(auto_pad.np, "zeros", spy)
+    with pytest.raises(SizeLimitError, match=r"graph input 'x' of shape \[1, 1, 32768, 32768\] \(float32\)"):
+        InferenceSession(model, device="cpu")
+    assert all(n <= 2 * GiB for n in made), made  # zeros of the inputs over the limit never made
+    got = _probe({"same": (model.hex(), {"device": "cpu"}, None)})
+    _refused(got["same"], None)
+    assert got["rss_mb"] < 200, got
+
+
 def _mlp() -> bytes:
     """x [N, 4] uint8 -> DequantizeLinear -> MatMul (4, 4096) -> Relu -> MatMul (4096, 3): a batch of 2**20 makes a
     16 GiB hidden layer."""

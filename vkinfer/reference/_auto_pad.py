@@ -20,6 +20,7 @@ crops the input, `crop`; pools start windows at o * s - head and clip them at n)
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -29,6 +30,7 @@ MODES = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
 # is its kernel_shape attribute).
 CONV_OPS = {"QLinearConv": 3, "vkinfer:QLinearConvClamp": 3, "ConvInteger": 1, "Conv": 1}
 POOL_OPS = ("MaxPool", "AveragePool", "LpPool", "com.microsoft:QLinearAveragePool")
+_INPUT_BYTES = 2 << 30  # vkinfer/model/sizes.py's default per-tensor limit (this layer does not import the model's)
 
 
 def mode(v) -> str:
@@ -169,11 +171,13 @@ def resolve_graph(g, trace: Callable):
                 raise ValueError(f"node {n.name!r} ({n.op}): {e}") from None
     if not todo:
         return g
-    feed = {}
-    for t in g.inputs:
-        if t.shape is None or not all(isinstance(d, int) and d > 0 for d in t.shape):
-            return g
-        feed[t.name] = np.zeros(t.shape, t.dtype)
+    if any(t.shape is None or not all(isinstance(d, int) and d > 0 for d in t.shape) for t in g.inputs):
+        return g
+    # Sizes before memory: an input over the default per-tensor limit (2 GiB) is not made here (numpy's zeros take
+    # its address space); the plan's trace refuses it by name, under the session's own limits.
+    if any(math.prod(t.shape) * np.dtype(t.dtype).itemsize > _INPUT_BYTES for t in g.inputs):
+        return g
+    feed = {t.name: np.zeros(t.shape, t.dtype) for t in g.inputs}
     try:
         info = trace(g, feed)
     except (ValueError, TypeError):
