@@ -154,3 +154,40 @@ def _ints1(v, what: str) -> list[int]:
 
 def _opt(x: list, i: int):
     return x[i] if len(x) > i else None
+
+
+def check_graph(g: Graph) -> None:
+    """ValueError naming the node and tensor when `g` is not a well-formed graph: a node with no output, one
+    reading a tensor that no initializer, graph input or earlier node produces (the nodes must be in
+    topological order), one writing a tensor something else already produces, one missing an input its op
+    needs (kernels.REQUIRED_INPUTS), a graph output nothing produces, an integer attribute out of range or
+    inconsistent (vkinfer/model/attrs.py)."""
+    from .op_table import REQUIRED_INPUTS
+
+    known = set(g.consts) | {t.name for t in g.inputs}
+    for n in g.nodes:
+        where = f"node {n.name!r} ({n.op})"
+        if not n.outputs or not n.outputs[0]:
+            raise ValueError(f"{where} has no output")
+        need = REQUIRED_INPUTS.get(n.op)
+        if need is not None:
+            count, required = need
+            if len(n.inputs) < count:
+                raise ValueError(f"{where} has {len(n.inputs)} inputs, needs at least {count}")
+            for i in required:
+                if not n.inputs[i]:
+                    raise ValueError(f"{where}: input {i} is empty, but the op needs it")
+        check_node_attrs(n, g.consts)
+        for i in n.inputs:
+            if i and i not in known:
+                raise ValueError(f"{where} reads tensor {i!r}, which no initializer, graph input or earlier "
+                                 f"node produces")
+        for o in n.outputs:
+            if o in known:
+                raise ValueError(f"{where} writes tensor {o!r}, which an initializer, a graph input or an "
+                                 f"earlier node already produces")
+            if o:
+                known.add(o)
+    for t in g.outputs:
+        if t.name not in known:
+            raise ValueError(f"graph output {t.name!r} is produced by no node, initializer or graph input")

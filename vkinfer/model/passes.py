@@ -16,8 +16,11 @@ optimize() runs every pass in order (constant folding, activation passes, QDQ fo
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
+from .attrs import check_graph  # noqa: F401 - defined beside the attribute checks it runs; imported from here
 from .graph import Graph, Node
 
 MOVE_OPS = {"Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "MaxPool",
@@ -27,44 +30,6 @@ MOVE_OPS = {"Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "MaxPool"
             "GatherElements"}
 # Moves ORT keeps in float between DQ and Q: folded where Q(DQ(v)) == v makes it exact.
 ROUNDTRIP_MOVE_OPS = {"SpaceToDepth"}
-
-
-def check_graph(g: Graph) -> None:
-    """ValueError naming the node and tensor when `g` is not a well-formed graph: a node with no output, one
-    reading a tensor that no initializer, graph input or earlier node produces (the nodes must be in
-    topological order), one writing a tensor something else already produces, one missing an input its op
-    needs (kernels.REQUIRED_INPUTS), a graph output nothing produces, an integer attribute out of range or
-    inconsistent (vkinfer/model/attrs.py)."""
-    from .attrs import check_node_attrs
-    from .op_table import REQUIRED_INPUTS
-
-    known = set(g.consts) | {t.name for t in g.inputs}
-    for n in g.nodes:
-        where = f"node {n.name!r} ({n.op})"
-        if not n.outputs or not n.outputs[0]:
-            raise ValueError(f"{where} has no output")
-        need = REQUIRED_INPUTS.get(n.op)
-        if need is not None:
-            count, required = need
-            if len(n.inputs) < count:
-                raise ValueError(f"{where} has {len(n.inputs)} inputs, needs at least {count}")
-            for i in required:
-                if not n.inputs[i]:
-                    raise ValueError(f"{where}: input {i} is empty, but the op needs it")
-        check_node_attrs(n, g.consts)
-        for i in n.inputs:
-            if i and i not in known:
-                raise ValueError(f"{where} reads tensor {i!r}, which no initializer, graph input or earlier "
-                                 f"node produces")
-        for o in n.outputs:
-            if o in known:
-                raise ValueError(f"{where} writes tensor {o!r}, which an initializer, a graph input or an "
-                                 f"earlier node already produces")
-            if o:
-                known.add(o)
-    for t in g.outputs:
-        if t.name not in known:
-            raise ValueError(f"graph output {t.name!r} is produced by no node, initializer or graph input")
 
 
 def _maps(g: Graph) -> tuple[dict[str, Node], dict[str, list[Node]]]:
@@ -307,19 +272,34 @@ def drop_redundant_activations(g: Graph) -> Graph:
 
 def _int_bounds(g: Graph, node: Node) -> tuple[int, int, np.float32, int, np.dtype] | None:
     """(lo, hi, y_scale, y_zero_point, dtype) of a QLinearConv/QGemm (clamp variants included) output."""
-    from ..reference._spec import _activation_bounds
-
     si, zi = (6, 7) if "Conv" in node.op else (7, 8)
     if len(node.inputs) <= zi or not node.inputs[si] or not node.inputs[zi]:
         return None
     if node.inputs[si] not in g.consts or node.inputs[zi] not in g.consts:
         return None
     s, z = np.asarray(g.consts[node.inputs[si]]), np.asarray(g.consts[node.inputs[zi]])
-    if s.size != 1 or z.size != 1 or z.dtype not in _QRANGE or not _roundtrip_scale(s):
+    if s.size != 1 or z.size != 1 or z.dtype not in _QRANGE:
+        return None
+    act = node.attrs.get("activation")
+    try:  # once per (scale, zero point, activation): a conv chain's layers share them
+        return _bounds_of(s.dtype.str, s.tobytes(), z.dtype.str, z.tobytes(), act)
+    except TypeError:  # an activation that is no key (the bounds below say what is wrong with it)
+        return _bounds(s, z, act)
+
+
+@functools.lru_cache(maxsize=256)
+def _bounds_of(s_type: str, s: bytes, z_type: str, z: bytes, act) -> tuple[int, int, np.float32, int, np.dtype] | None:
+    return _bounds(np.frombuffer(s, s_type), np.frombuffer(z, z_type), act)
+
+
+def _bounds(s: np.ndarray, z: np.ndarray, act) -> tuple[int, int, np.float32, int, np.dtype] | None:
+    from ..reference._spec import _activation_bounds
+
+    if not _roundtrip_scale(s):
         return None
     scale, zp = np.float32(s.reshape(())), int(z.reshape(()))
     with np.errstate(over="ignore"):
-        lo, hi = _activation_bounds(node.attrs.get("activation"), scale, zp, z.dtype)
+        lo, hi = _activation_bounds(act, scale, zp, z.dtype)
     return lo, hi, scale, zp, z.dtype
 
 

@@ -174,13 +174,17 @@ class _Rewriter:
                     and not read.get(n.outputs[0])]
             if not dead:
                 return
-            for n in dead:
-                self.nodes.remove(n)
+            gone = {id(n) for n in dead}  # one sweep (a list.remove per dead node was a scan each)
+            self.nodes = [n for n in self.nodes if id(n) not in gone]
 
 
 def fold_stream_transposes(g: Graph) -> Graph:
     """`g` with the Transposes around its Concats and Slices moved as the module docstring says (a new Graph;
     `g` is not changed). Graphs without the pattern come back with the same nodes."""
+    ops = [n.op for n in g.nodes]
+    transposes = ops.count("Transpose")
+    if not transposes or (transposes == 1 and "Slice" not in ops and "Concat" not in ops):
+        return g  # no rewrite applies (each needs a Transpose read by a Slice, of a Concat, or of a Transpose)
     rw = _Rewriter(g)
     for _ in range(4 * len(rw.nodes) + 4):  # each rewrite removes a Transpose's reader: a bounded number of steps
         if not (rw.swap_slice() or rw.push_concat() or rw.cancel()):

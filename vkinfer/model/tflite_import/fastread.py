@@ -23,6 +23,8 @@ _U16 = struct.Struct("<H").unpack_from
 _I32 = struct.Struct("<i").unpack_from
 _U32 = struct.Struct("<I").unpack_from
 _U64 = struct.Struct("<Q").unpack_from
+_FIVE = struct.Struct("<5H").unpack_from
+_SEVEN = struct.Struct("<7H").unpack_from
 _F32 = np.dtype("<f4")
 _I64 = np.dtype("<i8")
 
@@ -88,51 +90,65 @@ class RawTensor:
 
 
 def tensors(b: bytes, sg: int) -> list[RawTensor]:
-    """The tensors of the SubGraph table at `sg`."""
+    """The tensors of the SubGraph table at `sg`. (The reads are inlined: a struct call raises past the end of the
+    file, and the one offset that can go negative, a vtable's, is checked; a short vtable takes `_slots`.)"""
     n = len(b)
     f = _slots(b, n, sg, 1)
     if not f[0]:
         return []
     out = []
+    u32, i32, u16, frombuffer = _U32, _I32, _U16, np.frombuffer
     for pos in _tables(b, n, sg + f[0]):
         t = RawTensor()
         t.pos = pos
-        s_shape, s_type, s_buf, s_name, s_quant = _slots(b, n, pos, 5)
-        t.shape = _ints(b, n, pos + s_shape) if s_shape else None
-        if s_type:
-            if pos + s_type >= n:
-                raise _Corrupt
-            t.type = _I8(b, pos + s_type)[0]
+        vt = pos - i32(b, pos)[0]
+        if vt < 0:
+            raise _Corrupt
+        if (u16(b, vt)[0] - 3) // 2 >= 5:
+            s_shape, s_type, s_buf, s_name, s_quant = _FIVE(b, vt + 4)
         else:
-            t.type = 0
-        if s_buf:
-            if pos + s_buf + 4 > n:
-                raise _Corrupt
-            t.buffer = _U32(b, pos + s_buf)[0]
+            s_shape, s_type, s_buf, s_name, s_quant = _slots(b, n, pos, 5)
+        if s_shape:
+            v = pos + s_shape
+            v += u32(b, v)[0]
+            length = u32(b, v)[0]
+            t.shape = list(struct.unpack_from(f"<{length}i", b, v + 4))
         else:
-            t.buffer = 0
-        if s_name:
-            start, length = _vector(b, n, pos + s_name, 1)
-            t.name = b[start:start + length]
+            t.shape = None
+        t.type = _I8(b, pos + s_type)[0] if s_type else 0
+        t.buffer = u32(b, pos + s_buf)[0] if s_buf else 0
+        if s_name:  # sliced as the flatbuffers runtime slices it (a length past the end: what is there)
+            v = pos + s_name
+            v += u32(b, v)[0]
+            t.name = b[v + 4:v + 4 + u32(b, v)[0]]
         else:
             t.name = None
         t.scale = t.zero_point = None
         t.qdim = 0
         if s_quant:
-            q = t.quant = _table(b, n, pos + s_quant)
-            _, _, s_scale, s_zp, _, _, s_qdim = _slots(b, n, q, 7)
+            q = pos + s_quant
+            q = t.quant = q + u32(b, q)[0]
+            vt = q - i32(b, q)[0]
+            if vt < 0:
+                raise _Corrupt
+            if (u16(b, vt)[0] - 3) // 2 >= 7:
+                _, _, s_scale, s_zp, _, _, s_qdim = _SEVEN(b, vt + 4)
+            else:
+                _, _, s_scale, s_zp, _, _, s_qdim = _slots(b, n, q, 7)
             if s_scale:
-                start, length = _vector(b, n, q + s_scale, 4)
+                v = q + s_scale
+                v += u32(b, v)[0]
+                length = u32(b, v)[0]
                 if length:
-                    t.scale = np.frombuffer(b, _F32, length, start).astype(np.float32)
+                    t.scale = frombuffer(b, _F32, length, v + 4).astype(np.float32)
             if s_zp:
-                start, length = _vector(b, n, q + s_zp, 8)
+                v = q + s_zp
+                v += u32(b, v)[0]
+                length = u32(b, v)[0]
                 if length:
-                    t.zero_point = np.frombuffer(b, _I64, length, start).astype(np.int64)
+                    t.zero_point = frombuffer(b, _I64, length, v + 4).astype(np.int64)
             if s_qdim:
-                if q + s_qdim + 4 > n:
-                    raise _Corrupt
-                t.qdim = _I32(b, q + s_qdim)[0]
+                t.qdim = i32(b, q + s_qdim)[0]
         else:
             t.quant = None
         out.append(t)

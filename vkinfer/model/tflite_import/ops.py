@@ -95,9 +95,13 @@ def validate(tensors, ops, ins, outs, names, main: bool = True) -> None:
     if not outs and main:
         raise ValueError("the subgraph has no outputs")
     for t in tensors:
-        if int(np.prod([max(d, 1) for d in t.shape], dtype=np.float64)) > _MAX_ELEMENTS:
+        elements, negative = 1.0, False  # np.prod's float64 product, without a numpy call per tensor
+        for d in t.shape:
+            elements *= d if d > 1 else 1
+            negative = negative or d < 0
+        if int(elements) > _MAX_ELEMENTS:
             raise ValueError(f"tensor {t.name!r} has shape {list(t.shape)}: over {_MAX_ELEMENTS} elements")
-        if any(d < 0 for d in t.shape):
+        if negative:
             raise ValueError(f"tensor {t.name!r} has a negative dimension: shape {list(t.shape)}")
     for i in ins:  # a declared 0 is a 0-sized tensor (never a symbolic one), which vkinfer does not run
         if 0 in tensors[i].shape:
@@ -130,6 +134,8 @@ def validate(tensors, ops, ins, outs, names, main: bool = True) -> None:
         want = None
         if op.shape == "same":
             want = shapes[0]
+        elif op.shape == "broadcast" and all(s == shapes[0] for s in shapes):
+            want = tuple(shapes[0])  # what np.broadcast_shapes gives for equal shapes
         elif op.shape == "broadcast":
             try:
                 want = tuple(np.broadcast_shapes(*shapes))

@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-from functools import partial
+from functools import lru_cache, partial
 
 import numpy as np
 
@@ -84,6 +84,13 @@ def fully_connected(imp, ins, outs, opts) -> None:
         imp.node("Reshape", [y, imp.const("shape", np.array(out_shape, np.int64))], [imp.put(outs[0])])
 
 
+@lru_cache(maxsize=1024)
+def _xnnpack_adds(a_scale: float, b_scale: float, y_scale: float) -> bool:
+    """xnnpack_adds of three float32 scales (given as floats: exact), once per triple (a model's ADDs share a few;
+    its numpy scalar arithmetic was a cost per op)."""
+    return xnnpack_adds(np.float32(a_scale), np.float32(b_scale), np.float32(y_scale))
+
+
 def binary(imp, ins, outs, opts, *, op: str) -> None:
     """ADD / MUL -> com.microsoft:QLinearAdd / QLinearMul (numpy broadcasting, in NCHW when both inputs are
     4-D and one exists as NCHW), then the fused activation's clamp. An ADD that XNNPACK runs (both scale
@@ -96,7 +103,8 @@ def binary(imp, ins, outs, opts, *, op: str) -> None:
     for i in (a, b):
         inputs += [imp.get(i, layout), *imp.qparams(i)]
     t = imp.t[outs[0]]
-    if op.endswith("QLinearAdd") and xnnpack_adds(imp.t[a].scale[0], imp.t[b].scale[0], t.scale[0]):
+    if op.endswith("QLinearAdd") and _xnnpack_adds(float(imp.t[a].scale[0]), float(imp.t[b].scale[0]),
+                                                     float(t.scale[0])):
         dt = DTYPES[t.dtype]
         lo, hi = act_range(code, t.scale[0], int(t.zero_point[0]), dt) or QRANGE[np.dtype(dt)]
         imp.node("vkinfer:TFLiteAdd", inputs + list(imp.qparams(outs[0])), [imp.put(outs[0], layout)],
