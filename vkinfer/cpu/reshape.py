@@ -7,7 +7,18 @@ from __future__ import annotations
 import numpy as np
 
 from ..layout import form_perm, same_bytes, u32, unform_perm
-from ..model.lowering import ALIAS_OPS, Layer, alias_ok, channel_perm, lower, reshape_like, transpose_perm
+from ..model.lowering import (
+    ALIAS_OPS,
+    Layer,
+    alias_ok,
+    attrs_key,
+    channel_perm,
+    lower,
+    memo,
+    reshape_like,
+    transpose_perm,
+    value_key,
+)
 
 
 @lower("cpu", "Transpose")
@@ -62,13 +73,26 @@ def lower_transpose(ctx, node, backend):
     x, y = node.inputs[0], node.outputs[0] if node.outputs else ""
     if not y or not ctx.quantized(x, y):
         return None
-    xs, ys = ctx.shape(x), ctx.shape(y)
-    if alias_ok(ctx, node, "cpu"):  # the one rule (vkinfer/layout.py): only size-1 axes move in the form
+    # A pure function of the shapes, types and perm: once per distinct one (a chain's nodes repeat it; 45 us a node)
+    ak = attrs_key(node)
+    vk = None if ak is None else value_key(ctx, node.inputs + [y])
+    form = memo(ctx, None if vk is None else ("transpose", ak, vk), lambda: _transpose_form(ctx, node))
+    if form is None:
         return Layer(node, [x], y, alias=True)
-    q = _compose(_compose(unform_perm(xs), transpose_perm(node, len(xs))), form_perm(ys))
-    fx = [xs[p] for p in form_perm(xs)]
-    shape, qq = u32(fx), u32(q)
+    rank, shape, qq, move = form
 
     def emit(g, refs, out, scratch):
-        g.add("transpose", len(fx), shape, qq, 1, 0, refs[0], out)
-    return Layer(node, [x], y, emit, move=(tuple(fx), tuple(q)))
+        g.add("transpose", rank, shape, qq, 1, 0, refs[0], out)
+    return Layer(node, [x], y, emit, move=move)
+
+
+def _transpose_form(ctx, node) -> tuple | None:
+    """None where the transpose is an alias on the CPU, else (rank, form shape, permutation, move) of its one
+    permutation from the input's form to the output's."""
+    x, y = node.inputs[0], node.outputs[0]
+    xs, ys = ctx.shape(x), ctx.shape(y)
+    if alias_ok(ctx, node, "cpu"):  # the one rule (vkinfer/layout.py): only size-1 axes move in the form
+        return None
+    q = _compose(_compose(unform_perm(xs), transpose_perm(node, len(xs))), form_perm(ys))
+    fx = [xs[p] for p in form_perm(xs)]
+    return len(fx), u32(fx), u32(q), (tuple(fx), tuple(q))

@@ -386,8 +386,10 @@ def channel_perm(ctx: Ctx, node: Node) -> np.ndarray | None:
     """A Transpose that only permutes channels in the packed form (5-D (N, A, B, H, W) with perm
     (0, 2, 1, 3, 4)): output channel -> input channel, else None."""
     x = node.inputs[0]
+    if not ctx.quantized(x) or len(ctx.shape(x)) != 5:  # before the perm: most transposes are not 5-D
+        return None
     perm = tuple(int(p) for p in node.attrs.get("perm") or ())
-    if not ctx.quantized(x) or len(ctx.shape(x)) != 5 or perm != (0, 2, 1, 3, 4):
+    if perm != (0, 2, 1, 3, 4):
         return None
     _, a, b, _, _ = ctx.shape(x)
     return np.arange(a * b).reshape(a, b).T.reshape(-1)
