@@ -1,9 +1,32 @@
-"""Pool window geometry as ORT's PoolAttributes computes it (auto_pad resolved by vkinfer/reference/_auto_pad.py)."""
+"""Pool window geometry as ORT's PoolAttributes computes it (auto_pad resolved by vkinfer/reference/_auto_pad.py),
+and the work limit of every pool (`check_work`)."""
 
 from __future__ import annotations
 
+import math
+
 from . import _auto_pad
 from . import _qcheck as qc
+
+# Work limits (issue 26 item 1: never unbounded): a pool's window of more taps, or a pool reading more elements
+# (outputs x taps) in all, is refused on every device. The references step over the taps of a window one numpy
+# pass each (3 us a tap at the least: a 5000x5000 window took minutes for one output), and a pool past 2**36 reads
+# is minutes of native work. The zoo's and the real models' largest pools: 13x13 windows, 15 M reads (a 4K 3x3
+# pool of 64 channels: 1.2 G).
+MAX_WINDOW_TAPS = 1 << 20
+MAX_POOL_READS = 1 << 36
+
+
+def check_work(x_shape, k, out) -> None:
+    """ValueError where a pool of kernel `k` and output spatial sizes `out` over `x_shape` is past the work limits."""
+    taps = math.prod(k)
+    if taps > MAX_WINDOW_TAPS:
+        raise ValueError(f"kernel_shape {list(k)}: a window of {taps} taps, over the work limit of {MAX_WINDOW_TAPS} "
+                         "taps per window")
+    reads = math.prod(x_shape[:2]) * math.prod(out) * taps
+    if reads > MAX_POOL_READS:
+        raise ValueError(f"kernel_shape {list(k)} over {math.prod(x_shape[:2]) * math.prod(out)} outputs reads "
+                         f"{reads} elements, over the work limit of {MAX_POOL_READS}")
 
 
 def pool_geometry(x_shape, kernel_shape, strides, pads, dilations, ceil_mode, auto_pad=None):
@@ -33,4 +56,5 @@ def pool_geometry(x_shape, kernel_shape, strides, pads, dilations, ceil_mode, au
         if ceil_mode and (o - 1) * s[i] >= x_shape[2 + i] + p[i]:
             o -= 1  # the last window must start inside the input or the head padding
         out.append(o)
+    check_work(x_shape, k, out)
     return k, s, p, d, out
