@@ -7,9 +7,11 @@ Times are this process's CPU time (time.process_time), which other processes on 
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
-from support.load_chains import chain_model
+from support.load_chains import CHAINS, chain_model
 
 from importers.test_mutations import _tflite_bases, _tflite_bytes_case, _tflite_struct_case
 from vkinfer.model.tflite_import import reader
@@ -192,3 +194,51 @@ def test_import_pauses_the_garbage_collector(monkeypatch):
         assert not gc.isenabled()  # left off where it was off
     finally:
         gc.enable()
+
+
+# ---- time: linear in the graph ------------------------------------------------------------------------------------
+
+def _import_seconds(blob: bytes) -> float:
+    """CPU seconds of the session's import of `blob` (the best of two)."""
+    from vkinfer.session import _import_model
+
+    best = float("inf")
+    for _ in range(2):
+        t0 = time.process_time()
+        _import_model(blob, 1 << 30, None)
+        best = min(best, time.process_time() - t0)
+    return best
+
+
+@pytest.mark.parametrize("kind", CHAINS)
+def test_import_scales_linearly(kind):
+    """Import (parse, checks, graph passes) of 4x the layers in well under 16x (quadratic) the time: about 4x here
+    (the cyclic GC's full collections, paused now, made a 100k-node import 1.5x slower per node than a 20k one)."""
+    n = 120 if kind == "qdq_conv" else 600  # five nodes a layer
+    small, large = _import_seconds(chain_model(kind, n)), _import_seconds(chain_model(kind, 4 * n))
+    if large > 7 * small:  # a one-off stall: measured again
+        small = min(small, _import_seconds(chain_model(kind, n)))
+        large = min(large, _import_seconds(chain_model(kind, 4 * n)))
+    assert large <= 7 * small, f"{kind}: {n} layers {small:.3f} s, {4 * n} layers {large:.3f} s"
+
+
+def test_memory_plan_scales_linearly():
+    """lifetimes + plan_offsets of a chain with a constant per layer (the QLinearAdd chain's segment): 4x the
+    layers in well under 16x the time."""
+    from vkinfer.model.memory import lifetimes, plan_offsets
+
+    def seconds(n: int) -> float:
+        events = [(i, [f"x{i}"], [f"x{i - 1}", f"b{i}"] if i else []) for i in range(n)]
+        sizes = {f"x{i}": 60 for i in range(n)} | {f"b{i}": 60 for i in range(n)}
+        best = float("inf")
+        for _ in range(2):
+            t0 = time.process_time()
+            _, arena = plan_offsets(lifetimes(events, sizes, pinned=[f"b{i}" for i in range(1, n)]))
+            best = min(best, time.process_time() - t0)
+        assert arena == 64 * (n - 1) + 2 * 64  # the constants, then two chain tensors alive at once
+        return best
+
+    small, large = seconds(3000), seconds(12000)
+    if large > 7 * small:
+        small, large = min(small, seconds(3000)), min(large, seconds(12000))
+    assert large <= 7 * small, f"3000 layers {small:.3f} s, 12000 layers {large:.3f} s"

@@ -42,6 +42,12 @@ def lifetimes(events: Iterable[tuple[int, list[str], list[str]]], sizes: dict[st
               pinned: Iterable[str] = ()) -> list[Lifetime]:
     """Lifetimes from (step, writes, reads) events. `pinned` tensors (constants written once at build time)
     live over every step."""
+    with gc_paused():  # (graph.gc_paused: a Lifetime per tensor, and no cycles)
+        return _lifetimes(events, sizes, pinned)
+
+
+def _lifetimes(events: Iterable[tuple[int, list[str], list[str]]], sizes: dict[str, int],
+               pinned: Iterable[str]) -> list[Lifetime]:
     first: dict[str, int] = {}
     last: dict[str, int] = {}
     end = 0
