@@ -157,8 +157,9 @@ def _fold_moves(layers: list, info: dict, keep: set[str]) -> list:
         nxt = layers[rd[0]]
         if lay.alias and nxt.alias or len(nxt.acts) != 1 or nxt.alias and nxt.out in keep:
             return None  # an alias writes nothing: a segment output it made would stay unwritten
-        m1, m2 = _move_of(lay, info), _move_of(nxt, info)
-        m = _chain(m1, m2) if m1 is not None and m2 is not None else None
+        m1 = _move_of(lay, info)  # most layers are no move: the reader's is not asked then
+        m2 = None if m1 is None else _move_of(nxt, info)
+        m = _chain(m1, m2) if m2 is not None else None
         if m is None:
             return None
         if m == ((), ()):
@@ -342,26 +343,31 @@ class CpuSegment:
                 out_conv.remove((src, k, shape, perm, xor))
         # Aliases share their root's storage.
         root = alias_roots(layers)
+        rget = root.get  # a tensor's storage root: rget(t, t) (inline: 40k calls of a closure on a 20k chain)
 
         def r(t: str) -> str:
-            return root.get(t, t)
+            return rget(t, t)
 
         live = [(i, lay) for i, lay in enumerate(layers) if i not in skip]
         const_in = [t for t in dict.fromkeys(a for _, lay in live for a in lay.acts) if t in consts]
         # Lifetimes over steps: 0 = input conversions, 1..n = layers, n + 1 = output conversions.
         events = [(0, [r(c[0]) for c in in_conv if r(c[0]) not in where], [])]
+        sizes = {}
         for i, lay in live:
-            reads = [r(a) for a in lay.acts if r(a) not in where]
+            reads = [a0 for a in lay.acts if (a0 := rget(a, a)) not in where]
+            for a in lay.acts:
+                sizes[rget(a, a)] = nbytes(a)
+            sizes[rget(lay.out, lay.out)] = nbytes(lay.out)
             if lay.alias:
                 events.append((i + 1, [], reads))
                 continue
             out = replaced[i][1] if i in replaced else lay.out
-            writes = [] if r(out) in where else [r(out)]
+            out0 = rget(out, out)
+            writes = [] if out0 in where else [out0]
             if lay.scratch:
                 writes.append(f"#scratch{i}")
             events.append((i + 1, writes, reads))
         events.append((len(layers) + 1, [], [r(c[0]) for c in out_conv if r(c[0]) not in where]))
-        sizes = {r(t): nbytes(t) for _, lay in live for t in (*lay.acts, lay.out)}
         sizes.update({r(o): nbytes(o) for _, o in replaced.values()})
         sizes.update({r(c[0]): nbytes(c[0]) for c in (*in_conv, *out_conv)})
         sizes.update({f"#scratch{i}": lay.scratch for i, lay in live if lay.scratch})
@@ -372,9 +378,10 @@ class CpuSegment:
         g = self.graph = NativeGraph(arena, self.ext_bytes)
 
         def ref(t: str) -> Ref:
-            t0 = r(t)
-            if t0 in where:
-                return Ref(where[t0].buf, where[t0].offset, nbytes(t))
+            t0 = rget(t, t)
+            w = where.get(t0)
+            if w is not None:
+                return Ref(w.buf, w.offset, nbytes(t))
             return Ref(0, offsets[t0], nbytes(t))
 
         for t in const_in:
