@@ -58,6 +58,7 @@ class Builder:
         self.consts: dict[str, np.ndarray] = {}
         self.layouts: dict[int, dict[str, str]] = {}  # tensor index -> {"NHWC" | "NCHW": graph tensor name}
         self._n = 0
+        self._qvalues: dict[int, tuple[np.float32, np.ndarray]] = {}  # qparams' constants of tensor i
 
     # ---- helpers ----
     def fresh(self, kind: str) -> str:
@@ -83,7 +84,10 @@ class Builder:
         if per_axis and t.scale.size > 1:
             zp = np.broadcast_to(t.zero_point, t.scale.shape).astype(dt)
             return self.const("scale", t.scale.copy()), self.const("zero_point", zp)
-        return self.const("scale", np.float32(t.scale[0])), self.const("zero_point", np.array(t.zero_point[0], dt))
+        values = self._qvalues.get(i)
+        if values is None:  # made once per tensor (an ADD chain asks for each tensor's twice), each name its own
+            values = self._qvalues[i] = (np.float32(t.scale[0]), np.array(t.zero_point[0], dt))
+        return self.const("scale", values[0]), self.const("zero_point", values[1])
 
     def get(self, i: int, layout: str = "NHWC") -> str:
         """Graph name of tensor i in `layout` (4-D tensors only may be NCHW), adding a Transpose if needed."""

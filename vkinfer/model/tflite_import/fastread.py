@@ -25,6 +25,7 @@ _U32 = struct.Struct("<I").unpack_from
 _U64 = struct.Struct("<Q").unpack_from
 _FIVE = struct.Struct("<5H").unpack_from
 _SEVEN = struct.Struct("<7H").unpack_from
+_EIGHT = struct.Struct("<8H").unpack_from
 _F32 = np.dtype("<f4")
 _I64 = np.dtype("<i8")
 
@@ -83,10 +84,10 @@ def _tables(b: bytes, n: int, at: int) -> list[int]:
 class RawTensor:
     """A tensor's fields as read: `name` (bytes, None when absent), `shape` (list, None when absent), `type`,
     `buffer` (index), `quant` (the QuantizationParameters table's position, None when absent), its `scale`
-    (float32 array) and `zero_point` (int64 array; each None when absent or empty), `qdim`, and the
-    position `pos` of the tensor's table (for the fields read only for the file's metadata)."""
+    (float32 array) and `zero_point` (int64 array; each None when absent or empty), `qdim`, the position `pos` of
+    the tensor's table and `sig`, its shape_signature's vtable entry (0: absent), for the file's metadata."""
 
-    __slots__ = ("name", "shape", "type", "buffer", "quant", "scale", "zero_point", "qdim", "pos")
+    __slots__ = ("name", "shape", "type", "buffer", "quant", "scale", "zero_point", "qdim", "pos", "sig")
 
 
 def tensors(b: bytes, sg: int) -> list[RawTensor]:
@@ -104,10 +105,15 @@ def tensors(b: bytes, sg: int) -> list[RawTensor]:
         vt = pos - i32(b, pos)[0]
         if vt < 0:
             raise _Corrupt
-        if (u16(b, vt)[0] - 3) // 2 >= 5:
+        have = (u16(b, vt)[0] - 3) // 2
+        if have >= 8:  # shape_signature's entry too (file_meta reads the field where it is there)
+            s_shape, s_type, s_buf, s_name, s_quant, _, _, t.sig = _EIGHT(b, vt + 4)
+        elif have >= 5:
             s_shape, s_type, s_buf, s_name, s_quant = _FIVE(b, vt + 4)
+            t.sig = 0
         else:
             s_shape, s_type, s_buf, s_name, s_quant = _slots(b, n, pos, 5)
+            t.sig = 0
         if s_shape:
             v = pos + s_shape
             v += u32(b, v)[0]
@@ -222,9 +228,7 @@ def io(b: bytes, sg: int) -> tuple[list[int], list[int]]:
 
 def shape_signature(b: bytes, t: RawTensor) -> list[int] | None:
     """The tensor's shape_signature, None when the file has none (or an empty one)."""
-    n = len(b)
-    s = _slots(b, n, t.pos, 8)[7]
-    if not s:
+    if not t.sig:
         return None
-    sig = _ints(b, n, t.pos + s)
+    sig = _ints(b, len(b), t.pos + t.sig)
     return sig or None

@@ -125,8 +125,6 @@ def import_subgraph(model: Model, k: int, imp: Builder):
     for i in ins:
         imp.put(i)
     for j, (code, op_in, op_out, opts) in enumerate(parsed):
-        name = model.names.get(code, code)
-        where = f"{where_sg}op {j} ({name})"
         try:
             if code == B.CALL_ONCE:
                 init = int(opts.InitSubgraphIndex())
@@ -154,9 +152,10 @@ def import_subgraph(model: Model, k: int, imp: Builder):
             else:
                 table()[code].build(imp, op_in, op_out, opts)
         except (ValueError, TypeError) as e:
-            raise type(e)(f"{where}: {e}") from e
+            raise type(e)(f"{where_sg}op {j} ({model.names.get(code, code)}): {e}") from e
         except Exception as e:  # options fields are read lazily: a corrupt table fails here
-            raise ValueError(f"{where}: unreadable ({type(e).__name__}: {e})") from e
+            raise ValueError(f"{where_sg}op {j} ({model.names.get(code, code)}): unreadable "
+                             f"({type(e).__name__}: {e})") from e
     return current, {key: t for key, t in carried.items() if t is not None}
 
 
