@@ -91,3 +91,19 @@ def test_mismatched_shapes_refused_before_any_requantization(monkeypatch):
         mod.qlinear_concat(np.float32(0.25), z, [(a, s, z), (b, s, z)], axis=2)
     with pytest.raises(ValueError, match=r"inputs\[1\] has shape \[3, 4\]"):
         mod.qlinear_concat(np.float32(0.25), z, [(a, s, z), (a[..., 0], s, z)], axis=1)
+
+
+def test_past_the_guaranteed_buffer_range_runs_on_the_cpu(monkeypatch):
+    """A node with a tensor over the storage buffer range every Vulkan device guarantees (2**27 bytes) is refused
+    by the Vulkan lowering, so a vulkan session runs it on the CPU with ORT's bits (fuzz finding
+    tflite-libfuzzer-624645b6: a 512 MiB concatenation loaded on device="vulkan", then failed at run where cpu and
+    the reference ran it). The range is lowered here to keep the tensors small: the packed output of
+    [1, 9, 4, 5] takes 9 * 4 * 8 = 288 bytes, its inputs 96 and 192."""
+    from vkinfer.model import lowering
+
+    assert lowering.VULKAN_BUFFER_RANGE == 1 << 27
+    monkeypatch.setattr(lowering, "VULKAN_BUFFER_RANGE", 200)
+    blob, feed = _concat([(1, 3, 4, 5), (1, 6, 4, 5)], 1, (False, False), np.uint8)
+    check(blob, feed, ort_run(blob, feed), on_vulkan="cpu")
+    monkeypatch.setattr(lowering, "VULKAN_BUFFER_RANGE", 288)  # exactly fits: on Vulkan
+    check(blob, feed, ort_run(blob, feed))

@@ -61,6 +61,8 @@ def lowered_ops(kind: str) -> set[str]:
 def lower_node(kind: str, ctx: Ctx, node: Node, backend) -> Layer | None:
     """The first registered lowering of `node` on `kind` that takes it; raises ValueError with the last
     refusal's reason when one refused with a reason."""
+    if kind == "vulkan":
+        _check_buffer_range(ctx, node)
     why = None
     for fn in lowerings(kind, node.op):
         try:
@@ -73,6 +75,31 @@ def lower_node(kind: str, ctx: Ctx, node: Node, backend) -> Layer | None:
     if why is not None:
         raise why
     return None
+
+
+# The storage buffer range every Vulkan device guarantees (the spec's minimum maxStorageBufferRange, 2**27 bytes):
+# a node with a larger tensor is refused at lowering and runs on the CPU, on every device alike and without
+# opening one (fuzz finding tflite-libfuzzer-624645b6: a 512 MiB QLinearConcat loaded on device="vulkan" and then
+# failed at run, "exceeds this device's maxStorageBufferRange", where cpu and the reference ran it).
+VULKAN_BUFFER_RANGE = 1 << 27
+
+
+def _check_buffer_range(ctx: Ctx, node: Node) -> None:
+    """ValueError when one of the node's tensors would not fit one Vulkan storage buffer (8-bit activations in the
+    packed form: rows padded to whole words)."""
+    import math
+
+    from ..layout import packed_words
+
+    for t in (*node.inputs, *node.outputs):
+        if not t or t not in ctx.info:
+            continue
+        shape, dt = ctx.info[t]
+        nbytes = 4 * packed_words(tuple(shape)) if dt in EIGHT_BIT and len(shape) else \
+            math.prod(shape) * dt.itemsize
+        if nbytes > VULKAN_BUFFER_RANGE:
+            raise ValueError(f"tensor {t!r} of shape {list(shape)} takes {nbytes} bytes, over the {VULKAN_BUFFER_RANGE}"
+                             f"-byte storage buffer range every Vulkan device guarantees")
 
 
 EIGHT_BIT = (np.dtype(np.uint8), np.dtype(np.int8))
