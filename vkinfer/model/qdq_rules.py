@@ -105,8 +105,17 @@ def propagate_qdq(g: Graph) -> Graph:
             producer_of.setdefault(o, slot)
         return node
 
-    for k, n in enumerate(g.nodes):
-        put(k, n)
+    node_at[:] = held[:] = g.nodes  # put(k, node) for each node in order, without its calls
+    slot_of.update({id(n): k for k, n in enumerate(node_at)})
+    for k, n in enumerate(node_at):
+        for i in n.inputs:
+            r = readers_of.get(i)
+            if r is None:
+                readers_of[i] = {k: None}
+            else:
+                r[k] = None
+        for o in n.outputs:
+            producer_of.setdefault(o, k)
 
     def readers(name: str) -> list[tuple[Node, int]]:
         slots = sorted(readers_of.get(name, ()), key=key.__getitem__)
