@@ -179,3 +179,31 @@ def test_plain_arguments_take_the_packed_call(monkeypatch):
         g.add("lut1", -1, TABLE, X, Y)
     assert g.ops() == ["lut1", "lut1"]
     assert struct.calcsize("<q") == 8 and cg._pack(g._packers["lut1"], (16, TABLE, X, Y)) is not None
+
+
+@pytest.mark.parametrize("offsets", [[0, 16, 8000], [40, 0, 100, 6000, 6010], [5000], [], [0, 12, 20, "big"]])
+def test_constants_written_together_leave_the_arena_as_one_write_each(offsets):
+    """CpuSegment writes neighbouring constant operands in one call (segment._write_consts): the arena holds each
+    piece at its offset and zeros between, as writing them one by one leaves it (read back by a copy op)."""
+    from vkinfer.cpu.segment import _write_consts
+    from vkinfer.layout import u32
+
+    arena = 8192
+    rng = np.random.default_rng(len(offsets))
+    pieces = [(o, rng.integers(1, 256, int(rng.integers(1, 12)), dtype=np.uint8)) for o in offsets if o != "big"]
+    if "big" in offsets:  # larger than a merged write takes: written on its own
+        pieces.append((32, rng.integers(1, 256, 5000, dtype=np.uint8)))
+    want = np.zeros(arena, np.uint8)
+    for o, b in pieces:
+        want[o:o + b.size] = b
+    for write in ("together", "one by one"):
+        g = NativeGraph(arena, [arena])
+        if write == "together":
+            _write_consts(g, pieces)
+        else:
+            for o, b in pieces:
+                g.write(o, b)
+        g.add("transpose", 1, u32([arena]), u32([0]), 1, 0, Ref(0, 0, arena), Ref(1, 0, arena))
+        got = np.empty(arena, np.uint8)
+        g.run([got])
+        np.testing.assert_array_equal(got, want, err_msg=write)
