@@ -99,21 +99,28 @@ def strided_table(ctx, node) -> np.ndarray:
 @lower("cpu", "com.microsoft:QLinearAdd", "com.microsoft:QLinearMul")
 def lower_qadd(ctx, node, backend):
     ins, y = node.inputs, node.outputs[0]
-    mode = binary_mode(ctx, node, general=True)
-    if mode is None or ctx.dtype(y) != ctx.dtype(ins[0]):
-        return None
-    # A pure function of the shapes and the constant parameters: once per distinct one (a chain's nodes repeat it;
-    # 90 us a node).
+    # Whether it runs here, and its form: a pure function of the shapes, types and constant parameters (the key
+    # holds whether each is a constant), once per distinct one (a chain's nodes repeat it; 90 us a node).
     ak = attrs_key(node)
     vk = None if ak is None else value_key(ctx, [ins[i] if i < len(ins) else "" for i in (0, 3, 1, 2, 4, 5, 6, 7)]
                                            + [y], by_shape=(0, 1))
-    form = memo(ctx, None if vk is None else ("qadd", node.op, ak, vk), lambda: _qadd_form(ctx, node))
+    form = memo(ctx, None if vk is None else ("qadd", node.op, ak, vk), lambda: _qadd_plan(ctx, node))
+    if form is None:
+        return None
     swap, args = form
 
     def emit(g, refs, out_ref, scratch):
         ra_, rb_ = (refs[1], refs[0]) if swap else (refs[0], refs[1])
         g.add("qadd", *args, ra_, rb_, out_ref)
     return Layer(node, [ins[0], ins[3]], y, emit)
+
+
+def _qadd_plan(ctx, node) -> tuple[bool, tuple] | None:
+    """_qadd_form of a node this lowering takes, else None."""
+    mode = binary_mode(ctx, node, general=True)
+    if mode is None or ctx.dtype(node.outputs[0]) != ctx.dtype(node.inputs[0]):
+        return None
+    return _qadd_form(ctx, node)
 
 
 def _qadd_form(ctx, node) -> tuple[bool, tuple]:

@@ -15,21 +15,28 @@ from ..reference.tflite_add import tflite_add_params
 @lower("cpu", "vkinfer:TFLiteAdd")
 def lower_tflite_add(ctx, node, backend):
     ins = node.inputs
-    mode = binary_mode(ctx, node)
-    if not mode or (mode == "row" and len(ctx.shape(ins[0])) == 5) or ctx.dtype(node.outputs[0]) != ctx.dtype(ins[0]):
-        return None
-    # A pure function of the shapes, constant parameters and attributes: once per distinct one (a chain's nodes
-    # repeat it; 60 us a node).
+    # Whether it runs here, and its arguments: a pure function of the shapes, types, constant parameters (the key
+    # holds whether each is a constant) and attributes, once per distinct one (a chain's nodes repeat it; 60 us a
+    # node).
     ak = attrs_key(node)
-    vk = None if ak is None else value_key(ctx, [ins[i] if i < len(ins) else "" for i in (0, 3, 1, 2, 4, 5, 6, 7)],
-                                           by_shape=(0, 1))
-    args = memo(ctx, None if vk is None else ("tflite_add", mode, ak, vk), lambda: _tflite_add_args(ctx, node, mode))
+    vk = None if ak is None else value_key(ctx, [ins[i] if i < len(ins) else "" for i in (0, 3, 1, 2, 4, 5, 6, 7)]
+                                           + node.outputs[:1], by_shape=(0, 1))
+    args = memo(ctx, None if vk is None else ("tflite_add", ak, vk), lambda: _tflite_add_plan(ctx, node))
     if args is None:
         return None
 
     def emit(g, refs, out, scratch):
         g.add("tflite_add", *args, refs[0], refs[1], out)
     return Layer(node, [ins[0], ins[3]], node.outputs[0], emit)
+
+
+def _tflite_add_plan(ctx, node) -> tuple | None:
+    """_tflite_add_args of a node this lowering takes, else None."""
+    ins = node.inputs
+    mode = binary_mode(ctx, node)
+    if not mode or (mode == "row" and len(ctx.shape(ins[0])) == 5) or ctx.dtype(node.outputs[0]) != ctx.dtype(ins[0]):
+        return None
+    return _tflite_add_args(ctx, node, mode)
 
 
 def _tflite_add_args(ctx, node, mode: str) -> tuple | None:

@@ -235,21 +235,35 @@ def attrs_key(node: Node) -> tuple | None:
 def value_key(ctx: Ctx, names, by_shape=()) -> tuple | None:
     """A hashable key of tensors `names`: a constant by its dtype, shape and bytes (those at positions `by_shape`
     by dtype and shape only), an activation by its traced shape and dtype, an empty name as None; None where a
-    constant is not a numpy array or scalar."""
-    c, info = ctx.g.consts, ctx.info
+    constant is not a numpy array or scalar, or an activation has no traced shape. Each tensor's entry is made once
+    per Ctx (a chain's nodes share their scales and zero points: 30 us a node otherwise)."""
+    cache = ctx.__dict__.setdefault("_value_keys", {})
     out = []
     for i, n in enumerate(names):
-        if not n:
-            out.append(None)
-        elif n in c:
-            v = c[n]
-            if not isinstance(v, (np.ndarray, np.generic)) or v.dtype.hasobject:
-                return None
-            out.append((type(v), v.dtype.str, v.shape, None if i in by_shape else v.tobytes()))
-        else:
-            shape, dt = info[n]
-            out.append(("act", tuple(shape), np.dtype(dt).str))
+        shape_only = i in by_shape
+        e = cache.get((n, shape_only))
+        if e is None:
+            e = cache[(n, shape_only)] = _value_entry(ctx, n, shape_only)
+        if e is False:
+            return None
+        out.append(e)
     return tuple(out)
+
+
+def _value_entry(ctx: Ctx, n: str, shape_only: bool):
+    """value_key's entry of tensor `n` (False: none can be made)."""
+    c, info = ctx.g.consts, ctx.info
+    if not n:
+        return None
+    if n in c:
+        v = c[n]
+        if not isinstance(v, (np.ndarray, np.generic)) or v.dtype.hasobject:
+            return False
+        return type(v), v.dtype.str, v.shape, None if shape_only else v.tobytes()
+    if n not in info:
+        return False
+    shape, dt = info[n]
+    return "act", tuple(shape), np.dtype(dt).str
 
 
 def conv_spec_of(ctx: Ctx, node: Node):
