@@ -34,7 +34,14 @@ MEMORY_MB = 1024  # a memory/ input's check, this process's peak (a session of a
 OPEN_LIMIT_S = 8  # a known-open hang fails (as its xfail expects) without holding a worker for a minute
 
 # file name -> the issue-26 item whose fix makes it pass (a strict xfail until then).
-OPEN: dict[str, str] = {}
+OPEN: dict[str, str] = {
+    "onnx-libfuzzer-e4986fdbbe.onnx": "issue 26 item 1 (sizes before memory): a legal 1x8x8x16777216 uint8 input "
+                                      "(1 GiB) to tiny_conv's QLinearConv: the cpu and vulkan sessions each touch "
+                                      "3.2 GB at load (the lowering's spec built on zeros of the activation, "
+                                      "model/lowering.py Ctx.args, and the native graph's buffers; its run would "
+                                      "need a 9.6 GB indirection buffer, cpu_fallback/src/conv.c), so the third "
+                                      "session's trace cannot map its input under the 6 GiB address space",
+}
 # A memory/ input whose legal answer needs more than MEMORY_MB: its bound, and why (what the devices must hold).
 MEMORY_MB_OF: dict[str, tuple[int, str]] = {
     "onnx-libfuzzer-5887fb658a.onnx": (5120, "pads of 2**24 make a legal 1x8x16777223x8 output (1 GiB, under the "

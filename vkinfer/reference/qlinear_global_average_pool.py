@@ -36,7 +36,9 @@ def qlinear_global_average_pool(x, x_scale, x_zero_point, y_scale, y_zero_point,
     axes = tuple(range(1, x.ndim - 1)) if channels_last else tuple(range(2, x.ndim))
     size = int(np.prod([x.shape[a] for a in axes]))
     m = global_pool_multiplier(xs, ys, size)
-    acc = (x.astype(np.int64).sum(axis=axes, keepdims=True) - xz * size).astype(np.int32)
+    # Summed with an int64 accumulator in place (numpy casts chunk by chunk): an int64 copy of a 1.3 GB input took
+    # 10 GiB (a mutated MobileNetV2 with a pad of 2**20, ../shared/regressions/hang/case_104337).
+    acc = (x.sum(axis=axes, keepdims=True, dtype=np.int64) - xz * size).astype(np.int32)
     lo, hi = qc.QRANGE[x.dtype]
     return requantize(acc, m, yz, lo, hi).astype(x.dtype)
 
