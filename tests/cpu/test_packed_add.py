@@ -207,3 +207,37 @@ def test_constants_written_together_leave_the_arena_as_one_write_each(offsets):
         got = np.empty(arena, np.uint8)
         g.run([got])
         np.testing.assert_array_equal(got, want, err_msg=write)
+
+
+@pytest.mark.parametrize("order", ["run", "shuffled", "gapped"])
+def test_constants_converted_together_are_each_ones_canonical_bytes(order):
+    """segment._canonical_consts: 8-bit constants of one shape converted as a stack (and written in one call where
+    their offsets make one run) leave the arena as layout.canonical of each, written one by one, leaves it."""
+    from vkinfer.cpu.segment import _canonical_consts, _write_consts
+    from vkinfer.layout import canonical, u32
+
+    rng = np.random.default_rng(5)
+    shape, n = (1, 4, 3, 5), 12
+    arrays = [rng.integers(-128, 128, shape, dtype=np.int8) for _ in range(n)]
+    arrays += [rng.integers(0, 256, (2, 3), dtype=np.uint8) for _ in range(3)]  # too few to stack
+    offsets = [k * 60 for k in range(n)] + [900, 960, 1100]
+    if order == "shuffled":
+        offsets[:n] = list(rng.permutation(offsets[:n]))
+    elif order == "gapped":
+        offsets[3] += 5000
+    arena = 8192
+    results = []
+    for together in (True, False):
+        g = NativeGraph(arena, [arena])
+        pieces = list(zip(offsets, arrays, strict=True))
+        if together:
+            _write_consts(g, _canonical_consts(g, pieces))
+        else:
+            for o, a in pieces:
+                g.write(o, canonical(a))
+        g.add("transpose", 1, u32([arena]), u32([0]), 1, 0, Ref(0, 0, arena), Ref(1, 0, arena))
+        got = np.empty(arena, np.uint8)
+        g.run([got])
+        results.append(got)
+    np.testing.assert_array_equal(results[0], results[1])
+    assert results[1].any()
