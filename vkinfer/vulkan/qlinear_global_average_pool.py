@@ -30,6 +30,7 @@ class QLinearGlobalAveragePool:
 
 # --- lowering (vkinfer/model/lowering.py) ---
 from ..model.lowering import Layer, lower, static_params  # noqa: E402
+from .qlinear_conv import MIN_WORKGROUP_COUNT  # noqa: E402
 
 
 @lower("vulkan", "com.microsoft:QLinearGlobalAveragePool")
@@ -40,6 +41,13 @@ def lower_gap(ctx, node, backend):
     if not (ctx.quantized(ins[0]) and len(ctx.shape(ins[0])) == 4 and not node.attrs.get("channels_last", 0)
             and static_params(ctx, node, (1, 2, 3, 4))):
         return None
+    n, ch = ctx.shape(ins[0])[:2]
+    if max(-(-ceil4(ch) // 64), n) > MIN_WORKGROUP_COUNT:
+        # As QLinearConv's: refused here, the plan places the node on the CPU (a batch of 65536, from
+        # ../shared/regressions/hang/case_112893 and nonclean/case_125185, made device="vulkan" refuse at run what
+        # cpu and the reference ran).
+        raise ValueError(f"a dispatch of {(-(-ceil4(ch) // 64), n, 1)} workgroups passes {MIN_WORKGROUP_COUNT}, the "
+                         "least maxComputeWorkGroupCount Vulkan guarantees")
     c, dt = ctx.g.consts, ctx.dtype(ins[0])
     lo, hi = QRANGE[dt]
     return Layer(node, [ins[0]], node.outputs[0], make=lambda: QLinearGlobalAveragePool(
