@@ -220,6 +220,30 @@ def test_pool_work_limits():
     assert got["rss_mb"] < 200, got
 
 
+def test_softmax_of_a_large_input_traced_on_a_slab(monkeypatch):
+    """A [1048576, 8] float input through QuantizeLinear, DequantizeLinear, Sigmoid and Softmax (the fuzzers'
+    float_between mutant tests/models/regressions/fuzz/hang/onnx-0d46852e): the trace runs ORT's float32 Softmax
+    on one row (model/slab.py ROWS: the axes ahead of the softmax axis cut), not on all 1048576 (8.8 s in numpy);
+    the answer is ONNX Runtime's."""
+    import importlib
+
+    sm = importlib.import_module("vkinfer.reference.float_softmax")
+    rows = []
+    orig = sm.softmax_rows
+
+    def spy(v, log):
+        rows.append(v.shape[0])
+        return orig(v, log)
+
+    monkeypatch.setattr(sm, "softmax_rows", spy)
+    model = (REGRESSIONS / "fuzz" / "hang" / "onnx-0d46852e-15c4c45378.onnx").read_bytes()  # ... Sigmoid, Softmax
+    x = np.random.default_rng(0).uniform(-2, 2, (BIG, 8)).astype(np.float32)
+    y = InferenceSession(model, device="cpu").run(None, {"x": x})[0]  # the plan is traced for this feed
+    assert rows and max(rows) == 1, rows
+    want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(y, want)
+
+
 def _mlp() -> bytes:
     """x [N, 4] uint8 -> DequantizeLinear -> MatMul (4, 4096) -> Relu -> MatMul (4096, 3): a batch of 2**20 makes a
     16 GiB hidden layer."""
