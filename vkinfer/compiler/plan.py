@@ -310,25 +310,34 @@ class Plan:
                 runs.append((dev, [node]))
         # Who reads each tensor (segment index), so a segment outputs only what a later one or the caller needs.
         graph_outs = {t.name for t in g.outputs}
-        readers: dict[str, set[int]] = {}
+        last_reader: dict[str, int] = {}  # the last segment reading each tensor (runs in order: the last seen)
         for i, (dev, nodes) in enumerate(runs):
             for n in nodes:
                 for t in (layers[n.name].acts if dev != HOST else n.inputs):
                     if t:
-                        readers.setdefault(t, set()).add(i)
+                        last_reader[t] = i
         segs = []
         for i, (dev, nodes) in enumerate(runs):
             made: dict[str, None] = {}  # ordered sets: a segment of 20k nodes was quadratic in lists
             ins: dict[str, None] = {}
+            host = dev == HOST
             for n in nodes:
-                reads = layers[n.name].acts if dev != HOST else [t for t in n.inputs if t]
-                for t in reads:
-                    if t not in made:
-                        ins.setdefault(t)
-                made.update(dict.fromkeys(o for o in (n.outputs if dev == HOST else [layers[n.name].out]) if o))
-            outs = [t for t in made if t in graph_outs or any(j > i for j in readers.get(t, ()))]
-            ins = list(ins)
-            segs.append(Segment(dev, nodes, ins, outs))
+                if host:
+                    for t in n.inputs:
+                        if t and t not in made:
+                            ins.setdefault(t)
+                    for o in n.outputs:
+                        if o:
+                            made[o] = None
+                else:
+                    lay = layers[n.name]
+                    for t in lay.acts:
+                        if t not in made:
+                            ins.setdefault(t)
+                    if lay.out:
+                        made[lay.out] = None
+            outs = [t for t in made if t in graph_outs or last_reader.get(t, -1) > i]
+            segs.append(Segment(dev, nodes, list(ins), outs))
         return segs
 
     def _form_handoffs(self) -> frozenset[str]:
@@ -351,6 +360,8 @@ class Plan:
         """Handoffs a CPU layer with a `packed` emitter makes for Vulkan segments only (no reader in its own
         segment): written in the device's layout, so the Vulkan side copies nothing (the model's quantized
         input above all)."""
+        if not any(self.backends[s.device].kind == "vulkan" for s in self.segments if s.device != HOST):
+            return frozenset()  # no Vulkan segment reads anything
         out = set()
         read_by: dict[str, list[str]] = {}
         for s in self.segments:
