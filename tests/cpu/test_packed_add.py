@@ -8,6 +8,7 @@ error the direct call gives (the packed call refuses; the direct call then raise
 
 from __future__ import annotations
 
+import ctypes
 import struct
 import subprocess
 import sys
@@ -241,3 +242,20 @@ def test_constants_converted_together_are_each_ones_canonical_bytes(order):
         results.append(got)
     np.testing.assert_array_equal(results[0], results[1])
     assert results[1].any()
+
+
+@pytest.mark.parametrize("value", [0, 7, 2 ** 32 - 1, 2 ** 32, -1, np.uint32(5), np.int64(2 ** 40), True, 2 ** 62])
+def test_c_struct_checks_each_integer_field_as_checked_does(value):
+    """cpu.c_struct takes a plain int within its field's range as it is and sends everything else through `checked`:
+    the same structure, or the same ValueError naming the field (a convolution descriptor's fields, say)."""
+    from vkinfer.cpu import _Desc, c_struct, checked
+
+    try:
+        want = ("ok", int(checked("convolution.pt", value, ctypes.c_uint32)))
+    except ValueError as e:
+        want = ("error", str(e))
+    try:
+        got = ("ok", c_struct(_Desc, "convolution", pt=value, x_zp=-3).pt)
+    except ValueError as e:
+        got = ("error", str(e))
+    assert got == want

@@ -42,10 +42,26 @@ def checked(what: str, value, ctype):
     return int(value)
 
 
+_FIELD_TYPES: dict[type, dict] = {}
+
+
 def c_struct(cls: type[ctypes.Structure], what: str, **fields) -> ctypes.Structure:
-    """A ctypes structure with every integer field checked against its C type (see `checked`)."""
-    types = dict(cls._fields_)
-    return cls(**{k: checked(f"{what}.{k}", v, types[k]) for k, v in fields.items()})
+    """A ctypes structure with every integer field checked against its C type (see `checked`; a plain int within
+    its range is taken as it is, as `checked` takes it, without the call: a convolution's descriptor of 26 fields
+    was 10 us a node of a long chain)."""
+    types = _FIELD_TYPES.get(cls)
+    if types is None:
+        types = _FIELD_TYPES[cls] = dict(cls._fields_)
+    vals = {}
+    for k, v in fields.items():
+        t = types[k]
+        if type(v) is int:
+            lim = _LIMITS.get(t)
+            if lim is None or lim[0] <= v <= lim[1]:
+                vals[k] = v
+                continue
+        vals[k] = checked(f"{what}.{k}", v, t)
+    return cls(**vals)
 
 
 class _Desc(ctypes.Structure):
