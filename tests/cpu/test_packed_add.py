@@ -148,6 +148,11 @@ CASES = [
     ("qadd", _qadd(ra=np.float32(0.1), rb=np.float64(1e-3), fixed=7)),
     ("qadd", _qadd(ra=1e300, rb=float("nan"), fixed=float("-inf"))),  # narrowed as C narrows
     ("qadd", _qadd(ra="x")),
+    ("qadd", _qadd(ra=np.array([0.5], np.float32))),  # an array for a float: the direct call's conversion
+    ("qadd", _qadd(rb=X)),
+    ("qadd", _qadd(za=np.array(3))),
+    ("qadd", _qadd(za=None)),
+    ("qadd", _qadd(a=7)),
     ("qadd", _qadd(ra=None)),
     ("qadd", _qadd(za=2 ** 31)),
     ("qadd", _qadd(zb=-2 ** 31 - 1)),

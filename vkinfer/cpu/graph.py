@@ -94,19 +94,22 @@ def _pack(packer: tuple[int, str, struct.Struct], args: tuple) -> bytes | None:
         return None
     flat: list = [index]
     for a, c in zip(args, letters, strict=True):
-        if c == "R":
-            if type(a) is not Ref or not (_is_int(a[0]) and _is_int(a[1]) and _is_int(a[2])):
+        t = type(a)
+        if t is int:  # the common case first: an integer or float argument
+            if c == "p" or c == "R":
+                return None  # an address given as an int: the direct call (what it points at is the caller's)
+            flat.append(a)
+        elif t is Ref:
+            if c != "R" or not (_is_int(a[0]) and _is_int(a[1]) and _is_int(a[2])):
                 return None
             flat += a
-        elif c == "p":
-            if type(a) is np.ndarray:
-                flat.append(_ptr(a))
-            elif a is None:
-                flat.append(0)
-            else:
-                return None  # an address given as an int: the direct call (what it points at is the caller's)
-        elif c == "f" or _is_int(a):
-            flat.append(a)
+        elif t is np.ndarray and c == "p":
+            flat.append(_ptr(a))
+        elif a is None and c == "p":
+            flat.append(0)
+        elif (c == "f" and (t is float or t is bool or isinstance(a, (np.floating, np.integer)))) \
+                or (c in "IiQ" and _is_int(a)):
+            flat.append(a)  # a float argument takes real scalars only (the direct call passes an array's address)
         else:
             return None  # `checked` passes other objects to ctypes as they are, which converts them its own way
     try:

@@ -454,7 +454,8 @@ class CpuSegment:
         for i, lay in live:
             if not lay.alias:
                 scratch = Ref(0, offsets[f"#scratch{i}"], lay.scratch) if lay.scratch else None
-                emit, out = replaced.get(i, (lay.packed if lay.out in packed_io else lay.impl, lay.out))
+                emit, out = replaced[i] if i in replaced else \
+                    (lay.packed if lay.out in packed_io else lay.impl, lay.out)
                 emit(g, [ref(a) for a in lay.acts], ref(out), scratch)
         for src, k, shape, perm, xor in out_conv:
             g.add("transpose", len(shape) or 1, u32(shape or [1]), u32(perm or [0]), 1, xor, ref(src),
