@@ -9,6 +9,12 @@ class VulkanUnavailableError(VkInferError):
     """No usable Vulkan loader, driver, device or native module; the message says what to install."""
 
 
+class SizeLimitError(ValueError):
+    """A tensor, or the session's live tensors, over the session's size limits, or a node's work over its work limit
+    (a ValueError: the model or the feed asks for more memory or work than the session allows). Checked by
+    vkinfer/model/sizes.py (sizes) and the pool geometry (vkinfer/reference/_pool_shape.py: work)."""
+
+
 class PlacementError(ValueError):
     """A hand-given placement names an unknown node or device, or a node the device cannot run."""
 

@@ -199,10 +199,10 @@ def test_auto_pad_input_checked_before_zeros(monkeypatch):
 
 
 def test_pool_work_limits():
-    """Pools whose work is absurd are refused on every device, naming the node, in under a second: a 5000x5000 window
-    (25 M taps: the references step over a window's taps one numpy pass each, minutes for one output), and a 300x300
-    window over a 1 GiB input (1.05 G outputs x 90,000 taps = 9.5e13 reads). Legal sizes both: no tensor over the
-    limits (vkinfer/reference/_pool_shape.py MAX_WINDOW_TAPS, MAX_POOL_READS)."""
+    """Pools whose work is absurd are refused on every device (SizeLimitError), naming the node, in under a second: a
+    5000x5000 window (25 M taps: the references step over a window's taps one numpy pass each, minutes for one
+    output), and a 300x300 window over a 1 GiB input (1.05 G outputs x 90,000 taps = 9.5e13 reads). Legal sizes
+    both: no tensor over the limits (vkinfer/reference/_pool_shape.py MAX_WINDOW_TAPS, MAX_POOL_READS)."""
     def pool(n, k):
         return _model([helper.make_node("MaxPool", ["x"], ["y"], name="pool", kernel_shape=[k, k])],
                       [_u8("x", [1, 1, n, n])], [_u8("y", None)])
@@ -213,7 +213,7 @@ def test_pool_work_limits():
         cases[f"reads:{dev}"] = (pool(32768, 300).hex(), {"device": dev}, {"x": [[1, 1, 32768, 32768], "uint8"]})
     got = _probe(cases)
     for key, (seconds, kind, msg) in ((k, v) for k, v in got.items() if k != "rss_mb"):
-        assert kind == "ValueError" and "node pool (MaxPool)" in msg and "over the work limit" in msg, (key, msg)
+        assert kind == "SizeLimitError" and "node pool (MaxPool)" in msg and "over the work limit" in msg, (key, msg)
         assert seconds < 1.0, (key, seconds)
     assert "a window of 25000000 taps" in got["window:cpu"][2]
     assert "over 1054235961 outputs reads 94881236490000 elements" in got["reads:cpu"][2], got["reads:cpu"]

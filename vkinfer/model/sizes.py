@@ -22,14 +22,10 @@ import math
 
 import numpy as np
 
+from ..errors import SizeLimitError  # noqa: F401 - defined with vkinfer's error classes, named here too
 from .graph import Graph, Node
 
 GiB = 1 << 30
-
-
-class SizeLimitError(ValueError):
-    """A tensor, or the session's live tensors, over the session's size limits (a ValueError: the model or the
-    feed asks for more memory than the session allows)."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from ..errors import SizeLimitError
 from . import _auto_pad
 from . import _qcheck as qc
 
@@ -18,15 +19,16 @@ MAX_POOL_READS = 1 << 36
 
 
 def check_work(x_shape, k, out) -> None:
-    """ValueError where a pool of kernel `k` and output spatial sizes `out` over `x_shape` is past the work limits."""
+    """SizeLimitError (a ValueError) where a pool of kernel `k` and output spatial sizes `out` over `x_shape` is past
+    the work limits."""
     taps = math.prod(k)
     if taps > MAX_WINDOW_TAPS:
-        raise ValueError(f"kernel_shape {list(k)}: a window of {taps} taps, over the work limit of {MAX_WINDOW_TAPS} "
-                         "taps per window")
+        raise SizeLimitError(f"kernel_shape {list(k)}: a window of {taps} taps, over the work limit of "
+                             f"{MAX_WINDOW_TAPS} taps per window")
     reads = math.prod(x_shape[:2]) * math.prod(out) * taps
     if reads > MAX_POOL_READS:
-        raise ValueError(f"kernel_shape {list(k)} over {math.prod(x_shape[:2]) * math.prod(out)} outputs reads "
-                         f"{reads} elements, over the work limit of {MAX_POOL_READS}")
+        raise SizeLimitError(f"kernel_shape {list(k)} over {math.prod(x_shape[:2]) * math.prod(out)} outputs reads "
+                             f"{reads} elements, over the work limit of {MAX_POOL_READS}")
 
 
 def pool_geometry(x_shape, kernel_shape, strides, pads, dilations, ceil_mode, auto_pad=None):
