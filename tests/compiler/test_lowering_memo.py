@@ -127,3 +127,34 @@ def test_plan_building_pauses_the_garbage_collector_and_restores_its_state(monke
         assert seen and not gc.isenabled()
     finally:
         (gc.enable if was else gc.disable)()
+
+
+def test_a_memoised_conv_spec_is_the_one_computed_for_the_node():
+    """conv_spec_of on a chain (the memo hit for every node after the first) gives each node the spec
+    conv_node_spec computes for it: every field equal, its own weights and bias."""
+    import dataclasses
+
+    from vkinfer.model.lowering import Ctx, conv_spec_of
+    from vkinfer.reference.qlinear_conv import conv_node_spec
+
+    sess = vkinfer.InferenceSession(chain_model("qlinear_conv", 6), device="cpu")
+    plan = sess.plan({"x0": np.zeros(SHAPE, np.uint8)})
+    ctx = Ctx(plan.g, plan.info)
+    convs = [n for n in plan.g.nodes if n.op in ("QLinearConv", "vkinfer:QLinearConvClamp")]
+    assert len(convs) == 6
+    for node in convs:
+        got = conv_spec_of(ctx, node)
+        want = conv_node_spec(node, ctx.args(node), node.attrs.get("activation"))
+        assert type(got) is type(want)
+        for f in dataclasses.fields(want):
+            a, b = getattr(got, f.name), getattr(want, f.name)
+            if isinstance(b, np.ndarray):
+                assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b), (node.name, f.name)
+                assert a.flags.c_contiguous
+            elif f.name == "out":
+                assert np.array_equal(a.m, b.m) and (a.zero_point, a.lo, a.hi, a.dtype) == \
+                    (b.zero_point, b.lo, b.hi, b.dtype)
+            else:
+                assert a == b, (node.name, f.name)
+        assert np.shares_memory(got.w, plan.g.consts[node.inputs[3]]) or np.array_equal(
+            got.w, plan.g.consts[node.inputs[3]].reshape(got.w.shape))
