@@ -257,13 +257,17 @@ def _value_entry(ctx: Ctx, n: str, shape_only: bool):
         return None
     if n in c:
         v = c[n]
-        if not isinstance(v, (np.ndarray, np.generic)) or v.dtype.hasobject:
+        t = type(v)
+        if t is not np.ndarray and not isinstance(v, (np.ndarray, np.generic)):
             return False
-        return type(v), v.dtype.str, v.shape, None if shape_only else v.tobytes()
+        dt = v.dtype  # the dtype itself (equal and hashing equal for the same type and byte order)
+        if dt.hasobject:
+            return False
+        return t, dt, v.shape, None if shape_only else v.tobytes()
     if n not in info:
         return False
     shape, dt = info[n]
-    return "act", tuple(shape), np.dtype(dt).str
+    return "act", tuple(shape), np.dtype(dt)
 
 
 def conv_spec_of(ctx: Ctx, node: Node):
