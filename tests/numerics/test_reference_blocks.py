@@ -14,6 +14,7 @@ import pytest
 
 f32 = importlib.import_module("vkinfer.reference._float32")
 sm = importlib.import_module("vkinfer.reference.float_softmax")
+ql = importlib.import_module("vkinfer.reference.quantize_linear")
 
 
 @pytest.mark.parametrize("shape", [(7,), (3, 5), (2, 3, 4), (1, 1, 9), (4, 1)])
@@ -35,6 +36,9 @@ def _ties(rng, n):
 
 
 def test_fma32_by_blocks_same_bits(monkeypatch):
+    calls = []
+    one = f32._fma32
+    monkeypatch.setattr(f32, "_fma32", lambda *a: (calls.append(np.shape(a[0])), one(*a))[1])
     rng = np.random.default_rng(0)
     a, b, c = _ties(rng, 3000)
     a = a.reshape(30, 100)
@@ -46,6 +50,23 @@ def test_fma32_by_blocks_same_bits(monkeypatch):
         got = f32.fma32(*args)
         assert got.dtype == np.float32 and got.shape == want.shape
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    assert max(int(np.prod(c)) for c in calls[-3:]) <= 7  # by blocks indeed
+
+
+def test_quantize_by_blocks_same_bits(monkeypatch):
+    """MLAS's QuantizeLinear (reference/quantize_linear.py quantize_values) by blocks: ties, saturation, per-axis
+    scales and zero points broadcast along the blocks."""
+    rng = np.random.default_rng(2)
+    x = (rng.integers(-600, 600, (6, 5, 40)) / 2).astype(np.float32)  # .5 ties
+    x[0, 0, :3] = [1e30, -1e30, -0.0]
+    cases = [(x, np.float32(0.5), 3, np.uint8), (x, np.linspace(0.1, 2, 5, dtype=np.float32)[:, None],
+                                                   np.arange(-2, 3, dtype=np.int32)[:, None], np.int8)]
+    whole = [ql.quantize_values(*c) for c in cases]
+    monkeypatch.setattr(ql, "BLOCK", 16)
+    for c, want in zip(cases, whole, strict=True):
+        got = ql.quantize_values(*c)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
 
 
 def test_softmax_rows_by_blocks_same_bits(monkeypatch):

@@ -43,7 +43,7 @@ def fma32(a, b, c) -> np.ndarray:
         return _fma32(a, b, c)
     a, b, c = (np.broadcast_to(v, shape) for v in (a, b, c))
     out = np.empty(shape, np.float32)
-    for ix in blocks(shape):
+    for ix in blocks(shape, BLOCK):
         out[ix] = _fma32(a[ix], b[ix], c[ix])
     return out
 
