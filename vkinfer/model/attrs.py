@@ -165,29 +165,37 @@ def check_graph(g: Graph) -> None:
     from .op_table import REQUIRED_INPUTS
 
     known = set(g.consts) | {t.name for t in g.inputs}
+    consts = g.consts
     for n in g.nodes:
-        where = f"node {n.name!r} ({n.op})"
-        if not n.outputs or not n.outputs[0]:
-            raise ValueError(f"{where} has no output")
+        ins, outs = n.inputs, n.outputs
+        if not outs or not outs[0]:
+            raise ValueError(f"{_where(n)} has no output")
         need = REQUIRED_INPUTS.get(n.op)
         if need is not None:
             count, required = need
-            if len(n.inputs) < count:
-                raise ValueError(f"{where} has {len(n.inputs)} inputs, needs at least {count}")
+            if len(ins) < count:
+                raise ValueError(f"{_where(n)} has {len(ins)} inputs, needs at least {count}")
             for i in required:
-                if not n.inputs[i]:
-                    raise ValueError(f"{where}: input {i} is empty, but the op needs it")
-        check_node_attrs(n, g.consts)
-        for i in n.inputs:
+                if not ins[i]:
+                    raise ValueError(f"{_where(n)}: input {i} is empty, but the op needs it")
+        if n.attrs:
+            check_node_attrs(n, consts)
+        elif n.op in _GEOMETRY:
+            _check_geometry(n, consts)
+        for i in ins:
             if i and i not in known:
-                raise ValueError(f"{where} reads tensor {i!r}, which no initializer, graph input or earlier "
+                raise ValueError(f"{_where(n)} reads tensor {i!r}, which no initializer, graph input or earlier "
                                  f"node produces")
-        for o in n.outputs:
+        for o in outs:
             if o in known:
-                raise ValueError(f"{where} writes tensor {o!r}, which an initializer, a graph input or an "
+                raise ValueError(f"{_where(n)} writes tensor {o!r}, which an initializer, a graph input or an "
                                  f"earlier node already produces")
             if o:
                 known.add(o)
     for t in g.outputs:
         if t.name not in known:
             raise ValueError(f"graph output {t.name!r} is produced by no node, initializer or graph input")
+
+
+def _where(n: Node) -> str:
+    return f"node {n.name!r} ({n.op})"
