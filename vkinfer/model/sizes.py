@@ -102,7 +102,11 @@ class Arena:
 
     def __init__(self, g: Graph, limits: Limits = DEFAULT):
         self.g, self.limits = g, limits
-        self.last: dict[str, int] = {t: i for i, node in enumerate(g.nodes) for t in node.inputs if t}
+        # the model's weights are never counted (a TFLite model has 8 of them a node), unless fed as inputs
+        consts = g.consts.keys() - {t.name for t in g.inputs} if any(t.name in g.consts for t in g.inputs) \
+            else g.consts
+        self.last: dict[str, int] = {t: i for i, node in enumerate(g.nodes) for t in node.inputs
+                                     if t and t not in consts}
         end = len(g.nodes)
         for t in g.outputs:
             self.last[t.name] = end
@@ -133,12 +137,6 @@ class Arena:
                     f"{self.total + add} bytes, over the limit of {self.limits.session_bytes} bytes per session "
                     f"(InferenceSession's max_session_bytes)")
 
-    def fits(self, node: Node | None, needs, sizes: list[int]) -> None:
-        """`expect(node, needs)` where `sizes` are the needs' byte counts (`needs_bytes`): the trace reuses them for
-        nodes a shape rule answered before, so only a node over a limit builds the message."""
-        if max(sizes, default=0) > self.limits.tensor_bytes or self.total + sum(sizes) > self.limits.session_bytes:
-            self.expect(node, needs)
-
     def made(self, node: Node | None, name: str, shape, dtype, index: int = 0) -> None:
         """A tensor now exists (a feed, or a node's output): checked (for ops without a size rule, after the fact)
         and counted live until its last reader."""
@@ -148,13 +146,14 @@ class Arena:
         self.add(name, n)
 
     def add(self, name: str, n: int) -> None:
-        """A tensor of `n` bytes, within the limits (`expect`, `fits`), counted live until its last reader."""
+        """A tensor of `n` bytes, within the limits (`expect`), counted live until its last reader."""
         i = self.last.get(name)
         if i is None:
             return  # nobody reads it: freed at once
         self.live[name] = n
         self.total += n
-        self.peak = max(self.peak, self.total)
+        if self.total > self.peak:
+            self.peak = self.total
         self._free.setdefault(i, []).append(name)
 
     def done(self, i: int) -> list[str]:
