@@ -127,3 +127,18 @@ def test_zeros_shared_by_stand_ins_are_read_only():
     answers = interpreter._Answers(g, {})
     z = answers.zeros_of(SHAPE, np.dtype(np.uint8))
     assert z is answers.zeros_of(SHAPE, np.dtype(np.uint8)) and not z.flags.writeable and not z.any()
+
+
+def test_the_arena_counts_no_weights_but_an_initializer_fed_as_an_input():
+    """The arena's last-reader map leaves out constants (the model's weights are never counted: a TFLite model has
+    eight a node), except an initializer that is also a graph input, whose fed value is counted until read."""
+    from vkinfer.model.sizes import Arena, Limits
+
+    g, _ = _chain(ADD, 3)
+    g.inputs.append(TensorInfo("w1", SHAPE, np.dtype(np.uint8)))  # an input whose initializer is its default
+    arena = Arena(g, Limits(session_bytes=100))
+    assert set(arena.last) == {"x0", "x1", "x2", "x3", "w1"}
+    arena.made(None, "w1", SHAPE, np.dtype(np.uint8))
+    assert arena.total == 60
+    with pytest.raises(ValueError, match="over the limit of 100 bytes per session"):
+        arena.made(None, "x0", SHAPE, np.dtype(np.uint8))
