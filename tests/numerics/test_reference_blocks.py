@@ -78,3 +78,28 @@ def test_softmax_rows_by_blocks_same_bits(monkeypatch):
     for log in (False, True):
         got = sm.softmax_rows(v, log)
         np.testing.assert_array_equal(got.view(np.uint32), want[log].view(np.uint32))
+
+
+def test_softmax_long_rows_by_column_blocks_same_bits(monkeypatch):
+    """A row longer than a block: its exp by blocks of columns (at most BLOCK elements at once), the same bits;
+    lane_sum's accumulation equals the kernel's sequential 16-lane loop, written out here."""
+    rng = np.random.default_rng(2)
+    v = (rng.standard_normal((3, 133)) * 30).astype(np.float32)
+    v[0, 5], v[1, 17], v[2, :] = np.nan, np.inf, -3.0
+    want = {log: sm.softmax_rows(v, log) for log in (False, True)}
+    sizes = []
+    real = sm.mlas_sum_exp_element
+    monkeypatch.setattr(sm, "mlas_sum_exp_element", lambda x: sizes.append(x.size) or real(x))
+    monkeypatch.setattr(sm, "BLOCK", 40)  # one row a block, its 133 columns by 40
+    for log in (False, True):
+        got = sm.softmax_rows(v, log)
+        np.testing.assert_array_equal(got.view(np.uint32), want[log].view(np.uint32))
+    assert sizes and max(sizes) <= 40
+    e = np.abs(v).astype(np.float32)
+    acc = np.zeros((3, 16), np.float32)
+    for i in range(0, 128, 16):
+        acc = acc + e[:, i:i + 16]
+    acc[:, :5] = acc[:, :5] + e[:, 128:]
+    a = acc[:, 8:] + acc[:, :8]
+    loop = ((a[:, 0] + a[:, 1]) + (a[:, 2] + a[:, 3])) + ((a[:, 4] + a[:, 5]) + (a[:, 6] + a[:, 7]))
+    np.testing.assert_array_equal(sm.lane_sum(e).view(np.uint32), loop.view(np.uint32))
