@@ -24,10 +24,7 @@ same node (tests/compiler/test_plan.py, tests/compiler/test_placement.py).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import gc
-import threading
 import time
 from collections import ChainMap
 from collections.abc import Callable
@@ -35,7 +32,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..errors import PlacementError
-from ..model.graph import Graph, Node
+from ..model.graph import Graph, Node, gc_paused
 from ..model.interpreter import Memo, interpret, trace  # noqa: F401 (also vkinfer.compiler.plan API)
 from ..model.lowering import EIGHT_BIT, Ctx, Layer, lower_node, lowerings
 from ..model.op_table import OPS  # noqa: F401 (vkinfer.compiler.plan API)
@@ -44,28 +41,6 @@ from ..model.sizes import Limits
 HOST = "host"
 
 
-_GC_LOCK = threading.Lock()
-_GC_PAUSE = [0, False]  # plans being built, and whether the collector was on when the first began
-
-
-@contextlib.contextmanager
-def gc_paused():
-    """The cyclic garbage collector off while plans are built (its passes over a 20k-node graph's objects were
-    a fifth of building the plan: 0.55 of 2.5 s), back on when the last concurrent build ends if it was on when
-    the first began. Builds make few cycles; nothing here waits on a collection (native objects are freed by
-    reference counts)."""
-    with _GC_LOCK:
-        if _GC_PAUSE[0] == 0:
-            _GC_PAUSE[1] = gc.isenabled()
-            gc.disable()
-        _GC_PAUSE[0] += 1
-    try:
-        yield
-    finally:
-        with _GC_LOCK:
-            _GC_PAUSE[0] -= 1
-            if _GC_PAUSE[0] == 0 and _GC_PAUSE[1]:
-                gc.enable()
 
 
 class CpuBackend:

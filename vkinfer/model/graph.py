@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -52,16 +53,26 @@ class Graph:
     meta: dict = field(default_factory=dict)
 
 
+_GC_LOCK = threading.Lock()
+_GC_PAUSE = [0, False]  # builds under way, and whether the collector was on when the first began
+
+
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:
     """The cyclic garbage collector off while importing or planning, which make many objects and no garbage cycles
-    to speak of (refcounting frees the rest): each of its full collections walks every object alive, and on a 100k-node
-    chain they were 1.2 s of the import's 3.2 s, growing faster than the graph. It is turned back on at the end
-    only where it was on at the start (where two threads overlap, the first to leave turns it back on)."""
-    was = gc.isenabled()
-    gc.disable()
+    to speak of (refcounting frees the rest; native objects too): each of its full collections walks every object
+    alive, and on a 100k-node chain they were 1.2 s of the import's 3.2 s and 0.55 of a 20k chain's 2.5 s plan,
+    growing faster than the graph. Nested and concurrent pauses count: the collector is turned back on when the last
+    one ends, and only if it was on when the first began."""
+    with _GC_LOCK:
+        if _GC_PAUSE[0] == 0:
+            _GC_PAUSE[1] = gc.isenabled()
+            gc.disable()
+        _GC_PAUSE[0] += 1
     try:
         yield
     finally:
-        if was:
-            gc.enable()
+        with _GC_LOCK:
+            _GC_PAUSE[0] -= 1
+            if _GC_PAUSE[0] == 0 and _GC_PAUSE[1]:
+                gc.enable()
