@@ -82,6 +82,8 @@ def trace(g: Graph, feed: dict[str, np.ndarray],
                 return _trace(g, feed, SHAPES, limits)
             except (SizeLimitError, ShapeError):
                 raise
+            except _ModelError as m:
+                raise m.error from None
             except (ValueError, TypeError):
                 pass
         return _trace(g, feed, {}, limits)
@@ -135,8 +137,16 @@ def _trace(g: Graph, feed: dict[str, np.ndarray], rules: dict,
     for i, node in enumerate(g.nodes):
         rule = rules.get(node.op)
         try:
-            if rule is not None and (not shaping or shaping.isdisjoint(node.outputs)) \
-                    and _stand_in(node, values, rule, arena, answers, stood_in):
+            try:
+                ruled = rule is not None and (not shaping or shaping.isdisjoint(node.outputs)) \
+                    and _stand_in(node, values, rule, arena, answers, stood_in)
+            except SizeLimitError:
+                raise
+            except (ValueError, TypeError) as e:
+                if rules and _own_error(node, stood_in):
+                    raise _ModelError(e) from e
+                raise
+            if ruled:
                 standin = True
             else:
                 args = [values[n] if n else None for n in node.inputs]
@@ -158,6 +168,24 @@ def _trace(g: Graph, feed: dict[str, np.ndarray], rules: dict,
         for t in arena.done(i):  # read for the last time (never a constant): only its shape is kept
             values.pop(t, None)
     return info
+
+
+class _ModelError(Exception):
+    """The model's own error found by a shape rule in the first pass of the trace (`_own_error`): raised as it is,
+    without the pass on real values."""
+
+    def __init__(self, error: Exception):
+        super().__init__(str(error))
+        self.error = error
+
+
+def _own_error(node: Node, stood_in: set[str]) -> bool:
+    """Whether a shape rule's refusal of `node` is the model's own, whatever the values before it: every input that
+    holds a stand-in's zeros is one whose values the rule never reads (op_table.VALUE_FREE). A QLinearConv with a
+    zero weight scale after four convolutions of a 25M-pixel image was refused only after the pass on real values
+    had run them all in numpy (11-60 s: fuzz finding hang/onnx-libfuzzer-7d5ad253)."""
+    free = VALUE_FREE.get(node.op)
+    return free is not None and all(k in free for k, t in enumerate(node.inputs) if t and t in stood_in)
 
 
 def _shape_valued(g: Graph) -> set[str]:
