@@ -16,6 +16,7 @@ from .errors import (
     HostNodeWarning,
     PlacementError,
     ShaderCompileError,
+    SizeLimitError,
     VkInferError,
     VulkanDeviceError,
     VulkanDeviceLostError,
@@ -63,10 +64,6 @@ def __getattr__(name: str):
         from . import ort
 
         return getattr(ort, name)
-    if name == "SizeLimitError":  # vkinfer/model/sizes.py: a ValueError; numpy only, loaded when first asked for
-        from .model.sizes import SizeLimitError
-
-        return SizeLimitError
     if name in ("ort", "tflite"):
         import importlib
 
