@@ -58,7 +58,8 @@ class Builder:
         self.consts: dict[str, np.ndarray] = {}
         self.layouts: dict[int, dict[str, str]] = {}  # tensor index -> {"NHWC" | "NCHW": graph tensor name}
         self._n = 0
-        self._qvalues: dict[int, tuple[np.float32, np.ndarray]] = {}  # qparams' constants of tensor i
+        self._qnames: dict[int, tuple[str, str]] = {}  # qparams' constants of tensor i
+        self._qshared: dict[tuple, tuple[str, str]] = {}  # (scale, zero point, type) -> their constants
 
     # ---- helpers ----
     def fresh(self, kind: str) -> str:
@@ -84,10 +85,19 @@ class Builder:
         if per_axis and t.scale.size > 1:
             zp = np.broadcast_to(t.zero_point, t.scale.shape).astype(dt)
             return self.const("scale", t.scale.copy()), self.const("zero_point", zp)
-        values = self._qvalues.get(i)
-        if values is None:  # made once per tensor (an ADD chain asks for each tensor's twice), each name its own
-            values = self._qvalues[i] = (np.float32(t.scale[0]), np.array(t.zero_point[0], dt))
-        return self.const("scale", values[0]), self.const("zero_point", values[1])
+        names = self._qnames.get(i)
+        if names is None:  # once per tensor (an ADD chain asks for each tensor's twice)
+            scale = np.float32(t.scale[0])
+            zp = np.array(t.zero_point[0], dt)
+            key = (scale.tobytes(), zp.tobytes(), zp.dtype.char)
+            names = self._qshared.get(key)
+            if names is None:  # equal parameters share their two constants (a model has a few sets)
+                names = self._qshared[key] = self._qnames[i] = (self.const("scale", scale),
+                                                                self.const("zero_point", zp))
+                return names
+            self._qnames[i] = names
+        self._n += 2  # the fresh names after it as when each use made its own two constants
+        return names
 
     def get(self, i: int, layout: str = "NHWC") -> str:
         """Graph name of tensor i in `layout` (4-D tensors only may be NCHW), adding a Transpose if needed."""
