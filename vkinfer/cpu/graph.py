@@ -86,30 +86,49 @@ def _is_int(v) -> bool:
     return type(v) is int or type(v) is bool or isinstance(v, np.integer)
 
 
-def _pack(packer: tuple[int, str, struct.Struct], args: tuple) -> bytes | None:
+# Arrays of at most this many bytes have their address kept per graph (`_pack`'s `ptrs`), at most _PTR_CACHE of
+# them: a chain's nodes pass the same shape, stride and table arrays (their lowering's memoised form), and _ptr was
+# four calls of ~0.4 us a QLinearAdd node.
+_PTR_CACHE_BYTES, _PTR_CACHE = 1024, 1024
+
+
+def _pack(packer: tuple[int, str, struct.Struct], args: tuple, ptrs: dict | None = None) -> bytes | None:
     """An operator's words for vki_graph_packed_add, or None where an argument is not a plain int, float, numpy
-    array, None pointer or Ref of the kind the direct call takes (that call then converts or refuses it)."""
+    array, None pointer or Ref of the kind the direct call takes (that call then converts or refuses it).
+    `ptrs`: id -> (array, address) of small arrays seen before (held, so the id is not reused while kept)."""
     index, letters, st = packer
     if len(args) != len(letters):
         return None
     flat: list = [index]
+    append = flat.append
     for a, c in zip(args, letters, strict=True):
         t = type(a)
         if t is int:  # the common case first: an integer or float argument
             if c == "p" or c == "R":
                 return None  # an address given as an int: the direct call (what it points at is the caller's)
-            flat.append(a)
+            append(a)
         elif t is Ref:
-            if c != "R" or not (_is_int(a[0]) and _is_int(a[1]) and _is_int(a[2])):
+            if c != "R":
+                return None
+            x, y, z = a
+            if not (type(x) is int and type(y) is int and type(z) is int) \
+                    and not (_is_int(x) and _is_int(y) and _is_int(z)):
                 return None
             flat += a
         elif t is np.ndarray and c == "p":
-            flat.append(_ptr(a))
+            hit = None if ptrs is None else ptrs.get(id(a))
+            if hit is not None and hit[0] is a:
+                append(hit[1])
+            else:
+                p = _ptr(a)
+                if ptrs is not None and a.nbytes <= _PTR_CACHE_BYTES and len(ptrs) < _PTR_CACHE:
+                    ptrs[id(a)] = (a, p)
+                append(p)
         elif a is None and c == "p":
-            flat.append(0)
+            append(0)
         elif (c == "f" and (t is float or t is bool or isinstance(a, (np.floating, np.integer)))) \
                 or (c in "IiQ" and _is_int(a)):
-            flat.append(a)  # a float argument takes real scalars only (the direct call passes an array's address)
+            append(a)  # a float argument takes real scalars only (the direct call passes an array's address)
         else:
             return None  # `checked` passes other objects to ctypes as they are, which converts them its own way
     try:
@@ -176,6 +195,7 @@ class NativeGraph:
         self._ptrs_type = _vp * max(1, len(self.ext_bytes))
         self._packers = so._vki_graph_packers
         self._add_packed = so.vki_graph_packed_add if self._packers else None
+        self._ptr_memo: dict[int, tuple[np.ndarray, int]] = {}  # _pack's `ptrs`
         self._run = so.vki_graph_run
         # The plan runner's arguments, fixed per graph: vki_graph_run's address in the library loaded above (so
         # the ASan build or another worktree's library is the one called) and the expected sizes.
@@ -190,7 +210,7 @@ class NativeGraph:
         where that call refuses, the direct call below runs, so an error is the one it always was."""
         packer = self._packers.get(op)
         if packer is not None:
-            words = _pack(packer, args)
+            words = _pack(packer, args, self._ptr_memo)
             if words is not None and self._add_packed(self.handle, words, len(words) >> 3) == 0:
                 return
         fn = getattr(self._so, f"vki_graph_add_{op}")

@@ -141,6 +141,9 @@ def _fold_moves(layers: list, info: dict, keep: set[str]) -> list:
     the folded layer), so the scan goes on there, else at i (a rescan from the start each time was quadratic: a
     20k-Transpose chain took minutes)."""
     layers = list(layers)
+    if not any(lay.alias or lay.move is not None or getattr(lay.impl, "one_transpose_reshape", False)
+               for lay in layers):
+        return layers  # no layer is a move (`_move_of`): nothing folds (a 100k-node QLinearAdd chain: 0.25 s)
     readers: dict[str, list[int]] = {}
     producer: dict[str, int] = {}
     for i, lay in enumerate(layers):
@@ -216,9 +219,16 @@ def _canonical_consts(g: NativeGraph, pieces: list[tuple[int, np.ndarray]]) -> l
         order = np.argsort(offs, kind="stable")
         offs = offs[order]
         done.update(ks)
-        if (np.diff(offs) == rows.shape[1]).all():
+        step, width = np.diff(offs), rows.shape[1]
+        d = int(step[0]) if step.size else width
+        if (step == d).all() and width <= d <= width + _WRITE_GAP:
+            # one run, each row at its offset; rows apart by a fixed step (the planner's aligned blocks: 60-byte
+            # constants 64 apart) take the zeros between them, as _write_consts would (a fresh arena's bytes)
+            run = rows[order] if d == width else np.zeros((len(ks), d), np.uint8)
+            if d != width:
+                run[:, :width] = rows[order]
             try:
-                g.write(int(offs[0]), rows[order])  # one run, each row at its offset
+                g.write(int(offs[0]), run.reshape(-1)[:(len(ks) - 1) * d + width])
                 continue
             except ValueError:
                 pass  # written piece by piece below, so an error names its piece
