@@ -29,3 +29,15 @@ def test_equal_quantization_parameters_share_their_constants():
     # A constant per use numbered 6 fresh names an ADD: the names made after the first are still those.
     assert (s, z) == ("_scale_1", "_zero_point_2")
     assert [node.name for node in g.nodes] == [f"TFLiteAdd_{i}" for i in range(n)]
+
+
+def test_equal_scale_vectors_read_once():
+    """The fast reader makes one array per distinct scale (zero point) vector of a subgraph: a chain's tensors all
+    hold the same two arrays, with the values the file has (the tflite classes read them one by one)."""
+    from vkinfer.model.tflite_import import reader
+
+    tensors, _, _, _ = reader.parse_all(chain_model("tflite_add", 20))[0]
+    assert len(tensors) == 41 and all(t.raw is not None for t in tensors)  # read by fastread
+    assert len({id(t.scale) for t in tensors}) == 1 and len({id(t.zero_point) for t in tensors}) == 1
+    assert tensors[0].scale.dtype == np.float32 and tensors[0].scale.tolist() == [np.float32(0.05)]
+    assert tensors[0].zero_point.dtype == np.int64 and tensors[0].zero_point.tolist() == [0]

@@ -182,10 +182,16 @@ def _tensor_meta(blob: bytes, parsed: list[Tensor]) -> list[dict]:
     from .fastread import shape_signature
 
     tensors = []
+    as_int32: dict[int, np.ndarray] = {}  # fastread's shared zero-point arrays -> int32, once each (ids stay: alive)
     for t in parsed:
         r = t.raw
         scales = r.scale if r.scale is not None else np.zeros(0, np.float32)
-        zps = r.zero_point.astype(np.int32) if r.zero_point is not None else np.zeros(scales.size, np.int32)
+        if r.zero_point is not None:
+            zps = as_int32.get(id(r.zero_point))
+            if zps is None:
+                zps = as_int32[id(r.zero_point)] = r.zero_point.astype(np.int32)
+        else:
+            zps = np.zeros(scales.size, np.int32)
         tensors.append({"name": r.name.decode() if r.name else "", "shape": list(r.shape) if r.shape else [],
                         "shape_signature": shape_signature(blob, r), "type": r.type, "dtype": DETAIL_TYPES.get(r.type),
                         "scales": scales, "zero_points": zps,
