@@ -60,6 +60,7 @@ class Builder:
         self._n = 0
         self._qnames: dict[int, tuple[str, str]] = {}  # qparams' constants of tensor i
         self._qshared: dict[tuple, tuple[str, str]] = {}  # (scale, zero point, type) -> their constants
+        self._qsame: dict[tuple, tuple[str, str]] = {}  # (id of scale array, of zero point array, type) -> those
 
     # ---- helpers ----
     def fresh(self, kind: str) -> str:
@@ -87,15 +88,18 @@ class Builder:
             return self.const("scale", t.scale.copy()), self.const("zero_point", zp)
         names = self._qnames.get(i)
         if names is None:  # once per tensor (an ADD chain asks for each tensor's twice)
+            same = (id(t.scale), id(t.zero_point), t.dtype)  # the reader's arrays, one per distinct vector
+            names = self._qsame.get(same)
+        if names is None:
             scale = np.float32(t.scale[0])
             zp = np.array(t.zero_point[0], dt)
             key = (scale.tobytes(), zp.tobytes(), zp.dtype.char)
             names = self._qshared.get(key)
             if names is None:  # equal parameters share their two constants (a model has a few sets)
-                names = self._qshared[key] = self._qnames[i] = (self.const("scale", scale),
-                                                                self.const("zero_point", zp))
+                names = self._qshared[key] = self._qsame[same] = self._qnames[i] = (
+                    self.const("scale", scale), self.const("zero_point", zp))
                 return names
-            self._qnames[i] = names
+            self._qsame[same] = self._qnames[i] = names
         self._n += 2  # the fresh names after it as when each use made its own two constants
         return names
 

@@ -24,6 +24,7 @@ _I32 = struct.Struct("<i").unpack_from
 _U32 = struct.Struct("<I").unpack_from
 _U64 = struct.Struct("<Q").unpack_from
 _THREE = struct.Struct("<3H").unpack_from
+_FOUR = struct.Struct("<4H").unpack_from
 _FIVE = struct.Struct("<5H").unpack_from
 _SEVEN = struct.Struct("<7H").unpack_from
 _EIGHT = struct.Struct("<8H").unpack_from
@@ -142,8 +143,12 @@ def tensors(b: bytes, sg: int) -> list[RawTensor]:
             vt = q - i32(b, q)[0]
             if vt < 0:
                 raise _Corrupt
-            if (u16(b, vt)[0] - 3) // 2 >= 7:
+            have = (u16(b, vt)[0] - 3) // 2
+            if have >= 7:
                 _, _, s_scale, s_zp, _, _, s_qdim = _SEVEN(b, vt + 4)
+            elif have >= 4:  # min, max, scale, zero point (no quantized dimension: a per-tensor one)
+                _, _, s_scale, s_zp = _FOUR(b, vt + 4)
+                s_qdim = 0
             else:
                 _, _, s_scale, s_zp, _, _, s_qdim = _slots(b, n, q, 7)
             if s_scale:
@@ -187,8 +192,11 @@ def buffer_data(b: bytes, pos: int) -> bytes | None:
     """The data of the Buffer table at `pos` (kept after the flatbuffer in large models), None when empty."""
     n = len(b)
     vt = pos - _I32(b, pos)[0] if 0 <= pos else -1  # _slots inlined where the vtable has the three entries
-    if 0 <= vt and (_U16(b, vt)[0] - 3) // 2 >= 3:
+    have = (_U16(b, vt)[0] - 3) // 2 if 0 <= vt else -1
+    if have >= 3:
         s_data, s_off, s_size = _THREE(b, vt + 4)
+    elif have >= 1:  # the data alone (a buffer inside the flatbuffer)
+        (s_data,), s_off, s_size = _U16(b, vt + 4), 0, 0
     else:
         s_data, s_off, s_size = _slots(b, n, pos, 3)
     offset = size = 0
