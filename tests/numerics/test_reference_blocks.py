@@ -103,3 +103,49 @@ def test_softmax_long_rows_by_column_blocks_same_bits(monkeypatch):
     a = acc[:, 8:] + acc[:, :8]
     loop = ((a[:, 0] + a[:, 1]) + (a[:, 2] + a[:, 3])) + ((a[:, 4] + a[:, 5]) + (a[:, 6] + a[:, 7]))
     np.testing.assert_array_equal(sm.lane_sum(e).view(np.uint32), loop.view(np.uint32))
+
+
+def _row_max_loop(v):
+    """MLAS's AVX-512F ReduceMaximum written out step by step (vmaxps: a > b ? a : b), as the module docstring
+    says: four accumulators over blocks of 64, merged, then blocks of 16, the lanes folded, the tail one by one."""
+    def mx(a, b):
+        return np.where(a > b, a, b)
+    rows, d = v.shape
+    i, m = 0, np.full(rows, sm.LOWEST, np.float32)
+    if d >= 16:
+        acc = np.full((rows, 16), sm.LOWEST, np.float32)
+        if d >= 64:
+            accs = [acc.copy() for _ in range(4)]
+            while d - i >= 64:
+                for k in range(4):
+                    accs[k] = mx(accs[k], v[:, i + 16 * k:i + 16 * k + 16])
+                i += 64
+            acc = mx(mx(accs[0], accs[1]), mx(accs[2], accs[3]))
+        while d - i >= 16:
+            acc, i = mx(acc, v[:, i:i + 16]), i + 16
+        t = mx(acc[:, :8], acc[:, 8:])
+        t = mx(t[:, :4], t[:, 4:])
+        t = mx(t[:, :2], t[:, 2:])
+        m = mx(t[:, 0], t[:, 1])
+    for j in range(i, d):
+        m = mx(m, v[:, j])
+    return m
+
+
+@pytest.mark.parametrize("d", [1, 15, 16, 17, 63, 64, 65, 129, 300, 1000])
+def test_row_max_without_a_step_per_block_same_bits(d):
+    """row_max folds each lane at once (a Python step per 64 elements took minutes on rows of 2**24): the same bits
+    as the step-by-step kernel, NaNs (with their payloads), signed zeros, infinities and the lowest float included."""
+    rng = np.random.default_rng(d)
+    odd_nan = np.frombuffer(np.uint32(0xFFC00001).tobytes(), np.float32)[0]
+    specials = np.array([np.nan, odd_nan, 0.0, -0.0, np.inf, -np.inf, sm.LOWEST, -sm.LOWEST, 1.0], np.float32)
+    for trial in range(40):
+        if trial % 3 == 0:
+            v = rng.choice(specials, (4, d))
+        elif trial % 3 == 1:
+            v = rng.choice(np.array([0.0, -0.0, np.nan, -np.inf], np.float32), (4, d))
+        else:
+            v = rng.standard_normal((4, d)).astype(np.float32)
+            hit = rng.random((4, d)) < 0.05
+            v[hit] = rng.choice(specials, int(hit.sum()))
+        np.testing.assert_array_equal(sm.row_max(v).view(np.uint32), _row_max_loop(v).view(np.uint32))
