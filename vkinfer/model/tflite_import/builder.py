@@ -139,8 +139,17 @@ class Builder:
 
     def layout_of(self, ins: list[int], outs: list[int]) -> str:
         """NCHW for an op on 4-D tensors whose (non-constant) input already exists as NCHW, else NHWC."""
-        four = all(len(self.t[i].shape) == 4 for i in [*ins, *outs])
-        return "NCHW" if four and any(self.nchw_ready(i) for i in ins if self.t[i].data is None) else "NHWC"
+        t, layouts = self.t, self.layouts  # (loops, not generators: once per op)
+        for i in ins:
+            if len(t[i].shape) != 4:
+                return "NHWC"
+        for i in outs:
+            if len(t[i].shape) != 4:
+                return "NHWC"
+        for i in ins:
+            if t[i].data is None and "NCHW" in layouts.get(i, ()):
+                return "NCHW"
+        return "NHWC"
 
     def shape(self, i: int, layout: str) -> tuple[int, ...]:
         s = self.t[i].shape

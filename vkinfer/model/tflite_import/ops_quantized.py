@@ -259,13 +259,19 @@ def _qt(tensors, i) -> bool:
 def _quantized(ins, outs, opts, tensors, data_ins, same_type: bool) -> str | None:
     """What every op of this file but QUANTIZE, DEQUANTIZE and RESHAPE asks: per-tensor int8/uint8 data inputs
     (`data_ins`) and output, of one type where `same_type`, and a fused activation vkinfer knows."""
+    # (loops, not generators: this runs once per op; the order of the checks is the messages' order)
     data_ins = [i for i in data_ins if i >= 0]
-    if not all(_qt(tensors, i) for i in data_ins + outs[:1]):
+    for i in data_ins:
+        if not _qt(tensors, i):
+            return "only int8/uint8 quantized tensors are supported (float and int16 models are not)"
+    if outs and not _qt(tensors, outs[0]):
         return "only int8/uint8 quantized tensors are supported (float and int16 models are not)"
-    if any(tensors[i].scale.size > 1 for i in [*ins[:1], *outs[:1]]):
+    if (ins and tensors[ins[0]].scale.size > 1) or (outs and tensors[outs[0]].scale.size > 1):
         return "per-axis quantized activations are not supported"
-    if same_type and any(tensors[i].dtype != tensors[outs[0]].dtype for i in data_ins):
-        return "inputs and output must have the same type"
+    if same_type:
+        for i in data_ins:
+            if tensors[i].dtype != tensors[outs[0]].dtype:
+                return "inputs and output must have the same type"
     act = getattr(opts, "FusedActivationFunction", None)
     if act is not None and act() not in ACTIVATIONS:
         return f"fused activation {act()} is not supported (only NONE, RELU, RELU_N1_TO_1, RELU6)"
@@ -315,8 +321,9 @@ def check_binary(ins, outs, opts, tensors) -> str | None:
     why = _quantized(ins, outs, opts, tensors, ins[:2], True)
     if why:
         return why
-    if any(tensors[i].scale.size > 1 for i in ins[:2] if i >= 0):
-        return "inputs must be per-tensor int8/uint8"
+    for i in ins[:2]:
+        if i >= 0 and tensors[i].scale.size > 1:
+            return "inputs must be per-tensor int8/uint8"
     if len(tensors[ins[0]].shape) != len(tensors[ins[1]].shape) and any(len(tensors[i].shape) > 4 for i in ins):
         return "broadcasting over more than 4 dimensions is not supported"
     return None

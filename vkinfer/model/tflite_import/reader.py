@@ -44,6 +44,8 @@ def builtin_names() -> dict[int, str]:
 class Tensor:
     """A parsed TFLite tensor."""
 
+    __slots__ = ("name", "shape", "dtype", "data", "scale", "zero_point", "qdim", "raw")
+
     def __init__(self, name, shape, dtype, data, scale, zero_point, qdim, raw=None):
         self.name, self.shape, self.dtype, self.data = name, shape, dtype, data
         self.scale, self.zero_point, self.qdim = scale, zero_point, qdim
