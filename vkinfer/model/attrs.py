@@ -60,6 +60,8 @@ def check_node_attrs(node: Node, consts: dict[str, np.ndarray]) -> None:
     """ValueError naming `node` and the attribute when one of its integer attributes is out of range or
     inconsistent (see the module's docstring)."""
     for name, value in node.attrs.items():
+        if type(value) is int and -INT32_MAX <= value <= INT32_MAX:
+            continue  # the common case, fine under every rule below (a check per node)
         if name.startswith("_"):
             continue  # the importer's own annotations
         ints = _int_values(value)

@@ -109,24 +109,28 @@ def validate(tensors, ops, ins, outs, names, main: bool = True) -> None:
                              f"{tensors[i].shape.index(0)} (shape {list(tensors[i].shape)}): a 0-sized tensor, "
                              f"which vkinfer does not run")
     options_type = {v: k for k, v in vars(tflite.BuiltinOptions).items() if not k.startswith("_")}
+    ops_table = table()
+
+    def at(k: int, code: int) -> str:  # made only for an error: a string per op was a cost per node
+        return f"op {k} ({names.get(code, f'builtin {code}')})"
+
     for k, (code, op_in, op_out, otype, tab) in enumerate(ops):
-        where = f"op {k} ({names.get(code, f'builtin {code}')})"
-        op = table().get(code)
+        op = ops_table.get(code)
         for i in op_in:
             if not -1 <= i < n:
-                raise ValueError(f"{where}: input tensor index {i} is out of range (the model has {n} tensors)")
+                raise ValueError(f"{at(k, code)}: input tensor index {i} is out of range (the model has {n} tensors)")
         if not op_out and (op is None or op.writes):
-            raise ValueError(f"{where} has no outputs")
+            raise ValueError(f"{at(k, code)} has no outputs")
         for i in op_out:
             if not 0 <= i < n:
-                raise ValueError(f"{where}: output tensor index {i} is out of range (the model has {n} tensors)")
+                raise ValueError(f"{at(k, code)}: output tensor index {i} is out of range (the model has {n} tensors)")
         if op is None:
             continue  # reported as unsupported
         if len(op_out) > 1 and names.get(code) not in _MULTI_OUTPUT:
-            raise ValueError(f"{where} lists {len(op_out)} output tensors {op_out}; the op writes one")
+            raise ValueError(f"{at(k, code)} lists {len(op_out)} output tensors {op_out}; the op writes one")
         need = op.min_inputs
         if len(op_in) < need or any(i < 0 for i in op_in[:need]):
-            raise ValueError(f"{where} needs {need} input tensors, has {op_in}")
+            raise ValueError(f"{at(k, code)} needs {need} input tensors, has {op_in}")
         shapes = [tensors[i].shape for i in op_in[:need]]
         if not op_out:
             continue  # ASSIGN_VARIABLE, CALL_ONCE
@@ -140,22 +144,23 @@ def validate(tensors, ops, ins, outs, names, main: bool = True) -> None:
             try:
                 want = tuple(np.broadcast_shapes(*shapes))
             except ValueError:
-                raise ValueError(f"{where}: input shapes {[list(s) for s in shapes]} do not broadcast") from None
+                raise ValueError(f"{at(k, code)}: input shapes {[list(s) for s in shapes]} do not broadcast") from None
         if want is not None and tuple(out_shape) != tuple(want):
-            raise ValueError(f"{where}: output tensor {tensors[op_out[0]].name!r} has shape {list(out_shape)}, "
+            raise ValueError(f"{at(k, code)}: output tensor {tensors[op_out[0]].name!r} has shape {list(out_shape)}, "
                              f"the inputs give {list(want)}")
         kind = op.options
         if kind is None:
             continue
         expected = getattr(tflite.BuiltinOptions, kind, None)
         if tab is not None and otype != expected:
-            raise ValueError(f"{where}: builtin options of type {options_type.get(otype, otype)}, expected {kind}")
+            raise ValueError(f"{at(k, code)}: builtin options of type {options_type.get(otype, otype)}, "
+                             f"expected {kind}")
         if op.no_options == "invalid" and tab is None:
-            raise ValueError(f"{where} has no {kind}")
+            raise ValueError(f"{at(k, code)} has no {kind}")
         if op.window:
             o = options(op.options_class(), tab)
             for f in op.window:
                 if getattr(o, f)() < 1:
-                    raise ValueError(f"{where}: {kind}.{f} is {getattr(o, f)()}, must be positive")
+                    raise ValueError(f"{at(k, code)}: {kind}.{f} is {getattr(o, f)()}, must be positive")
             if o.Padding() not in (0, 1):
-                raise ValueError(f"{where}: {kind}.Padding is {o.Padding()} (SAME=0 or VALID=1)")
+                raise ValueError(f"{at(k, code)}: {kind}.Padding is {o.Padding()} (SAME=0 or VALID=1)")
