@@ -436,7 +436,7 @@ def _reattach(g: Graph, taken: list[tuple[Node, Node, Node]]) -> Graph:
 
     if not taken:
         return g
-    producer, _ = _maps(g)
+    producer = {o: n for n in g.nodes for o in n.outputs}  # (_maps' producers: its readers lists went unused)
     # Each node's replacement list, spliced in once at the end (a search and an insertion per activation was
     # quadratic on a long conv chain).
     nodes: list[list[Node]] = [[n] for n in g.nodes]
