@@ -3,7 +3,10 @@ the native constants) handle fewer objects, without changing the graph's meaning
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
+import pytest
 from support.load_chains import chain_model
 
 from vkinfer.model.tflite_import import import_tflite
@@ -41,3 +44,40 @@ def test_equal_scale_vectors_read_once():
     assert len({id(t.scale) for t in tensors}) == 1 and len({id(t.zero_point) for t in tensors}) == 1
     assert tensors[0].scale.dtype == np.float32 and tensors[0].scale.tolist() == [np.float32(0.05)]
     assert tensors[0].zero_point.dtype == np.int64 and tensors[0].zero_point.tolist() == [0]
+
+
+def test_fused_activation_read_as_the_options_class_reads_it():
+    """fastread.fused_activation (an ADD's and MUL's activation without the flatbuffers runtime's per-read checks)
+    gives FusedActivationFunction() of each: every activation code, the field absent (NONE, the default), other
+    options classes and odd tables through the method itself (its error)."""
+    import tflite
+
+    from vkinfer.model.tflite_import import fastread, reader
+    from vkinfer.testing.tflite_builder import ACT, ModelBuilder
+
+    B, A = tflite.BuiltinOperator, tflite.BuiltinOptions
+    m = ModelBuilder()
+    x = m.tensor("x", (1, 4), np.int8, None, 0.05, 0)
+    outs = []
+    for k, act in enumerate(ACT):
+        for code, kind in ((B.ADD, A.AddOptions), (B.MUL, A.MulOptions)):
+            y = m.tensor(f"y{k}_{code}", (1, 4), np.int8, None, 0.05, 0)
+            m.op(code, [x, x], [y], kind, FusedActivationFunction=ACT[act])
+            outs.append(y)
+    y = m.tensor("pool", (1, 4), np.int8, None, 0.05, 0)
+    m.op(B.MAX_POOL_2D, [x], [y], A.Pool2DOptions, FusedActivationFunction=ACT["relu"], FilterWidth=1,
+         FilterHeight=1, StrideW=1, StrideH=1)
+    blob = m.finish([x], [*outs, y])
+    _, ops, _, _ = reader.parse_all(blob)[0]
+    seen = []
+    for code, _, _, _, tab in ops:
+        kind = {B.ADD: tflite.AddOptions, B.MUL: tflite.MulOptions}.get(code, tflite.Pool2DOptions)
+        opts = reader.options(kind, tab)
+        seen.append(fastread.fused_activation(opts))
+        assert seen[-1] == opts.FusedActivationFunction()
+    assert sorted(set(seen)) == sorted(set(ACT.values()))
+    odd = reader.options(tflite.AddOptions, tab.__class__(blob, len(blob) + 8))  # a table past the end
+    with pytest.raises(Exception) as want:
+        odd.FusedActivationFunction()
+    with pytest.raises(type(want.value), match=re.escape(str(want.value))):
+        fastread.fused_activation(odd)

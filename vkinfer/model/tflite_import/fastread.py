@@ -264,3 +264,26 @@ def shape_signature(b: bytes, t: RawTensor) -> list[int] | None:
         return None
     sig = _ints(b, len(b), t.pos + t.sig)
     return sig or None
+
+
+# Options classes whose FusedActivationFunction is their first field, an int8 (field 0: vtable entry 4).
+_ACTIVATION_FIRST = ("AddOptions", "MulOptions")
+
+
+def fused_activation(opts) -> int:
+    """opts.FusedActivationFunction() of an ADD's or MUL's options (the flatbuffers runtime's checked reads were 2
+    us an op, read twice), read at the same offsets where the table and its vtable lie plainly inside the file;
+    anything else (another class, an odd offset) by the method itself: the same value or error."""
+    if type(opts).__name__ in _ACTIVATION_FIRST:
+        tab = opts._tab
+        b, pos = tab.Bytes, tab.Pos
+        n = len(b)
+        if type(b) is bytes and 0 <= pos and pos + 4 <= n:
+            vt = pos - _I32(b, pos)[0]
+            if 0 <= vt and vt + 6 <= n:
+                o = _U16(b, vt + 4)[0] if 4 < _U16(b, vt)[0] else 0
+                if not o:
+                    return 0
+                if pos + o < n:
+                    return _I8(b, pos + o)[0]
+    return opts.FusedActivationFunction()

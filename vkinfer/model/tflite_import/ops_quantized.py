@@ -22,6 +22,7 @@ import numpy as np
 from ...reference.tflite_add import xnnpack_adds
 from ...reference.tflite_quantize import xnnpack_requantizes
 from .builder import ACTIVATIONS, Op, act_range, expect_shape, same_pads, same_q
+from .fastread import fused_activation
 from .reader import DTYPES, QRANGE
 
 # ---- builds: the nodes of one checked op ----------------------------------------------------------------------
@@ -98,7 +99,7 @@ def binary(imp, ins, outs, opts, *, op: str) -> None:
     activation's bounds as attributes."""
     a, b = ins
     layout = imp.layout_of([a, b], outs)
-    code = opts.FusedActivationFunction() if opts is not None else 0
+    code = fused_activation(opts) if opts is not None else 0
     inputs = []
     for i in (a, b):
         inputs += [imp.get(i, layout), *imp.qparams(i)]
@@ -273,8 +274,10 @@ def _quantized(ins, outs, opts, tensors, data_ins, same_type: bool) -> str | Non
             if tensors[i].dtype != tensors[outs[0]].dtype:
                 return "inputs and output must have the same type"
     act = getattr(opts, "FusedActivationFunction", None)
-    if act is not None and act() not in ACTIVATIONS:
-        return f"fused activation {act()} is not supported (only NONE, RELU, RELU_N1_TO_1, RELU6)"
+    if act is not None:
+        code = fused_activation(opts)
+        if code not in ACTIVATIONS:
+            return f"fused activation {code} is not supported (only NONE, RELU, RELU_N1_TO_1, RELU6)"
     return None
 
 
