@@ -84,7 +84,7 @@ def _tables(b: bytes, n: int, at: int) -> list[int]:
 
 
 class RawTensor:
-    """A tensor's fields as read: `name` (bytes, None when absent), `shape` (list, None when absent), `type`,
+    """A tensor's fields as read: `name` (bytes, None when absent), `shape` (tuple, None when absent), `type`,
     `buffer` (index), `quant` (the QuantizationParameters table's position, None when absent), its `scale`
     (float32 array) and `zero_point` (int64 array; each None when absent or empty), `qdim`, the position `pos` of
     the tensor's table and `sig`, its shape_signature's vtable entry (0: absent), for the file's metadata."""
@@ -104,6 +104,7 @@ def tensors(b: bytes, sg: int) -> list[RawTensor]:
     # Equal scale (zero point) vectors are one array, made once (the arrays are never written: reader.py's users
     # copy what they hand out); a model's tensors have a few sets, and two numpy calls a tensor were 15% of the read.
     scales: dict[bytes, np.ndarray] = {}
+    shapes: dict[bytes, tuple[int, ...]] = {}  # (tuples: never written either)
     zps: dict[bytes, np.ndarray] = {}
     for pos in _tables(b, n, sg + f[0]):
         t = RawTensor()
@@ -124,7 +125,12 @@ def tensors(b: bytes, sg: int) -> list[RawTensor]:
             v = pos + s_shape
             v += u32(b, v)[0]
             length = u32(b, v)[0]
-            t.shape = list(struct.unpack_from(f"<{length}i", b, v + 4))
+            raw = b[v + 4:v + 4 + 4 * length]
+            if len(raw) != 4 * length:  # past the end of the file
+                raise _Corrupt
+            t.shape = shapes.get(raw)
+            if t.shape is None:
+                t.shape = shapes[raw] = struct.unpack_from(f"<{length}i", b, v + 4)
         else:
             t.shape = None
         t.type = _I8(b, pos + s_type)[0] if s_type else 0
