@@ -427,10 +427,17 @@ class CpuSegment:
         events = [(0, [r(c[0]) for c in in_conv if r(c[0]) not in where], [])]
         sizes = {}
         for i, lay in live:
-            reads = [a0 for a in lay.acts if (a0 := rget(a, a)) not in where]
-            for a in lay.acts:
-                sizes[rget(a, a)] = nbytes(a)
-            sizes[rget(lay.out, lay.out)] = nbytes(lay.out)
+            acts, o = lay.acts, lay.out
+            if root:
+                reads = [a0 for a in acts if (a0 := rget(a, a)) not in where]
+                for a in acts:
+                    sizes[rget(a, a)] = nbytes(a)
+                sizes[rget(o, o)] = nbytes(o)
+            else:  # no alias: every tensor is its own root (the same steps without a lookup each)
+                reads = [a for a in acts if a not in where]
+                for a in acts:
+                    sizes[a] = nbytes(a)
+                sizes[o] = nbytes(o)
             if lay.alias:
                 events.append((i + 1, [], reads))
                 continue
@@ -450,12 +457,15 @@ class CpuSegment:
         self.ext_bytes = [nbytes(t) for t in self.inputs + self.outputs]
         g = self.graph = NativeGraph(arena, self.ext_bytes)
 
+        made: dict[str, Ref] = {}  # a tensor's Ref, made once: its writer's and its readers' are one
+
         def ref(t: str) -> Ref:
-            t0 = rget(t, t)
-            w = where.get(t0)
-            if w is not None:
-                return Ref(w.buf, w.offset, nbytes(t))
-            return Ref(0, offsets[t0], nbytes(t))
+            rf = made.get(t)
+            if rf is None:
+                t0 = rget(t, t)
+                w = where.get(t0)
+                rf = made[t] = Ref(w.buf, w.offset, nbytes(t)) if w is not None else Ref(0, offsets[t0], nbytes(t))
+            return rf
 
         _write_consts(g, _canonical_consts(g, [(ref(t).offset, np.asarray(consts[t])) for t in const_in]))
         for dst, k, shape, perm, xor in in_conv:
