@@ -223,8 +223,9 @@ def test_pool_work_limits():
 def test_softmax_of_a_large_input_traced_on_a_slab(monkeypatch):
     """A [1048576, 8] float input through QuantizeLinear, DequantizeLinear, Sigmoid and Softmax (the fuzzers'
     float_between mutant tests/models/regressions/fuzz/hang/onnx-0d46852e): the trace runs ORT's float32 Softmax
-    on one row (model/slab.py ROWS: the axes ahead of the softmax axis cut), not on all 1048576 (8.8 s in numpy);
-    the answer is ONNX Runtime's."""
+    on at most one row (its shape rule, reference/float_softmax.shape, stands in for it; model/slab.py ROWS cuts the
+    axes ahead of the softmax axis where a kernel must run), never on all 1048576 (8.8 s in numpy); the answer is
+    ONNX Runtime's."""
     import importlib
 
     sm = importlib.import_module("vkinfer.reference.float_softmax")
@@ -239,7 +240,7 @@ def test_softmax_of_a_large_input_traced_on_a_slab(monkeypatch):
     model = (REGRESSIONS / "fuzz" / "hang" / "onnx-0d46852e-15c4c45378.onnx").read_bytes()  # ... Sigmoid, Softmax
     x = np.random.default_rng(0).uniform(-2, 2, (BIG, 8)).astype(np.float32)
     y = InferenceSession(model, device="cpu").run(None, {"x": x})[0]  # the plan is traced for this feed
-    assert rows and max(rows) == 1, rows
+    assert max(rows, default=0) <= 1, rows
     want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     np.testing.assert_array_equal(y, want)
 

@@ -162,3 +162,24 @@ def test_a_rules_refusal_of_the_models_own_is_raised_without_a_second_pass(monke
         trace(g, feed)
     assert str(got.value) == str(want.value) and "node n20 " in str(got.value)
     assert ran == []
+
+
+def test_a_type_error_after_a_stand_in_is_raised_without_a_second_pass(monkeypatch):
+    """A kernel refusing its inputs' types after a stand-in (a QLinearConv chain whose uint8 end a Mul takes with a
+    float32 constant) raises at once: types never depend on values, so the pass on real values (every convolution in
+    numpy) would only raise it again (fuzz finding hang/onnx-libfuzzer-35a6540b: a Softmax of 2**27 elements re-run
+    exactly, 33 s a device, before a Mul of float32 and uint8)."""
+    g, feed = _chain(CONV, 6, np.uint8)
+    g.nodes.append(Node("Mul", "bad", ["x6", "f"], ["y"], {}))
+    g.consts["f"] = np.float32(3.0)
+    g.outputs[:] = [TensorInfo("y", SHAPE, np.dtype(np.uint8))]
+    with pytest.raises(TypeError) as want:
+        _trace(g, feed, {}, DEFAULT)
+    ran = []
+    kernel = op_table.OPS[CONV]
+    monkeypatch.setitem(op_table.OPS, CONV, lambda node, x, memo: ran.append(node.name) or kernel(node, x, memo))
+    monkeypatch.setattr(interpreter, "OPS", op_table.OPS)
+    with pytest.raises(TypeError) as got:
+        trace(g, feed)
+    assert str(got.value) == str(want.value) and "node bad " in str(got.value)
+    assert ran == []

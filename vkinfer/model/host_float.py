@@ -259,3 +259,5 @@ from .op_table import SHAPES  # noqa: E402
 
 OPS["MatMul"], OPS["Gemm"], OPS["Conv"] = float_matmul.matmul_kernel, float_matmul.gemm_kernel, float_conv.kernel
 SHAPES["MatMul"], SHAPES["Gemm"], SHAPES["Conv"] = float_matmul.matmul_shape, float_matmul.gemm_shape, float_conv.shape
+for _name in float_softmax.OPS:  # ORT's float32 exp in numpy is slow (reference/float_softmax.py)
+    SHAPES[_name] = float_softmax.shape

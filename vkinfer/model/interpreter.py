@@ -158,6 +158,14 @@ def _trace(g: Graph, feed: dict[str, np.ndarray], rules: dict,
                         if isinstance(v, np.ndarray):
                             info[name] = (tuple(v.shape), v.dtype)
                             arena.made(node, name, v.shape, v.dtype, j)
+        except TypeError as e:
+            # A type error is the model's own whatever the values: stand-ins have the real dtypes (ONNX's types
+            # never depend on values). A Mul of a float32 Softmax and a uint8 constant after a [16777216, 8] input
+            # re-ran the Softmax exactly in numpy (33 s a device) only to raise it again (fuzz finding
+            # hang/onnx-libfuzzer-35a6540b).
+            if rules:
+                raise _ModelError(e) from e
+            raise
         except SizeLimitError:
             shape_from = [node.inputs[k] for k in SHAPE_INPUTS.get(node.op, ()) if k < len(node.inputs)]
             if rules and any(t in stood_in for t in shape_from):  # a size from stand-in values: retry on real ones
