@@ -144,6 +144,15 @@ def test_the_arena_counts_no_weights_but_an_initializer_fed_as_an_input():
         arena.made(None, "x0", SHAPE, np.dtype(np.uint8))
 
 
+def _kernel_calls(monkeypatch, op: str) -> list:
+    """The names of the nodes `op`'s kernel runs on from now on (the trace's OPS)."""
+    ran: list = []
+    kernel = op_table.OPS[op]
+    monkeypatch.setitem(op_table.OPS, op, lambda node, x, memo: ran.append(node.name) or kernel(node, x, memo))
+    monkeypatch.setattr(interpreter, "OPS", op_table.OPS)
+    return ran
+
+
 @pytest.mark.parametrize("op,pos,value", [(CONV, 4, np.array(0.0, np.float32)), (ADD, 4, np.array(0.0, np.float32)),
                                           (CONV, 3, np.zeros((4, 4, 5, 5), np.int8))])
 def test_a_rules_refusal_of_the_models_own_is_raised_without_a_second_pass(monkeypatch, op, pos, value):
@@ -154,10 +163,7 @@ def test_a_rules_refusal_of_the_models_own_is_raised_without_a_second_pass(monke
     g, feed = _chain(op, 30, np.uint8, {20: {pos: value}})
     with pytest.raises(ValueError) as want:
         _trace(g, feed, {}, DEFAULT)
-    ran = []
-    kernel = op_table.OPS[op]
-    monkeypatch.setitem(op_table.OPS, op, lambda node, x, memo: ran.append(node.name) or kernel(node, x, memo))
-    monkeypatch.setattr(interpreter, "OPS", op_table.OPS)
+    ran = _kernel_calls(monkeypatch, op)
     with pytest.raises(ValueError) as got:
         trace(g, feed)
     assert str(got.value) == str(want.value) and "node n20 " in str(got.value)
@@ -175,10 +181,7 @@ def test_a_type_error_after_a_stand_in_is_raised_without_a_second_pass(monkeypat
     g.outputs[:] = [TensorInfo("y", SHAPE, np.dtype(np.uint8))]
     with pytest.raises(TypeError) as want:
         _trace(g, feed, {}, DEFAULT)
-    ran = []
-    kernel = op_table.OPS[CONV]
-    monkeypatch.setitem(op_table.OPS, CONV, lambda node, x, memo: ran.append(node.name) or kernel(node, x, memo))
-    monkeypatch.setattr(interpreter, "OPS", op_table.OPS)
+    ran = _kernel_calls(monkeypatch, CONV)
     with pytest.raises(TypeError) as got:
         trace(g, feed)
     assert str(got.value) == str(want.value) and "node bad " in str(got.value)

@@ -170,10 +170,8 @@ def _softmax_block(v: np.ndarray, log: bool) -> np.ndarray:
         return (e * (F32(1) / s)[:, None]).astype(F32)
 
 
-def softmax_float(x: np.ndarray, axis: int, log: bool = False, coerce_2d: bool = False) -> np.ndarray:
-    """float32 Softmax/LogSoftmax of x over `axis` (opset 13 semantics), or over every axis from `axis` on
-    (`coerce_2d`, opset < 13), with ORT's bits (module docstring)."""
-    op = "LogSoftmax" if log else "Softmax"
+def _checked(x, axis: int, coerce_2d: bool, op: str) -> np.ndarray:
+    """x as an array, refused unless float32 with `axis` in range (the kernel's checks, and its shape rule's)."""
     x = np.asarray(x)
     if x.dtype != F32:
         raise TypeError(f"{op}: the float kernel takes float32 input, got {x.dtype} (ONNX Runtime's CPU kernels "
@@ -181,7 +179,14 @@ def softmax_float(x: np.ndarray, axis: int, log: bool = False, coerce_2d: bool =
     r = x.ndim
     if r == 0 or not (-r <= axis <= (r if coerce_2d else r - 1)):
         raise ValueError(f"{op} axis {axis} is out of range for a rank-{r} input")
-    axis += r if axis < 0 else 0
+    return x
+
+
+def softmax_float(x: np.ndarray, axis: int, log: bool = False, coerce_2d: bool = False) -> np.ndarray:
+    """float32 Softmax/LogSoftmax of x over `axis` (opset 13 semantics), or over every axis from `axis` on
+    (`coerce_2d`, opset < 13), with ORT's bits (module docstring)."""
+    x = _checked(x, axis, coerce_2d, "LogSoftmax" if log else "Softmax")
+    axis += x.ndim if axis < 0 else 0
     if x.size == 0:
         return x.copy()
     if coerce_2d:
@@ -204,15 +209,7 @@ def shape(node, x: list) -> list:
     """The trace's shape rule: what the kernel checks (a float32 input, the axis in range), and its output's shape,
     without computing it (ORT's exact exp in numpy on a [16777216, 8] Softmax over axis 0 took minutes a trace)."""
     axis, legacy = node_axis(node)
-    v = np.asarray(x[0])  # as the kernel reads it
-    op = node.op.rpartition(":")[2]
-    if v.dtype != F32:
-        raise TypeError(f"{op}: the float kernel takes float32 input, got {v.dtype} (ONNX Runtime's CPU kernels "
-                        "for other types are not reproduced)")
-    r = v.ndim
-    if r == 0 or not (-r <= axis <= (r if legacy else r - 1)):
-        raise ValueError(f"{op} axis {axis} is out of range for a rank-{r} input")
-    return [(v.shape, np.dtype(F32))]
+    return [(_checked(x[0], axis, legacy, node.op.rpartition(":")[2]).shape, np.dtype(F32))]
 
 
 def kernel(node, x: list, memo: dict) -> list:
