@@ -99,3 +99,26 @@ def test_small_arrays_are_addressed_once_a_graph(monkeypatch):
             assert calls == [256, big.nbytes, big.nbytes]
             assert list(g._ptr_memo) == [id(small)]
     assert outs[0] == outs[1]
+
+
+@pytest.mark.parametrize("value", [0, 5, 2 ** 31 - 1, 2 ** 31, 2 ** 32 - 1, 2 ** 32, -1, -2 ** 31, -2 ** 31 - 1,
+                                   2 ** 64, True, np.int64(7), np.uint32(2 ** 32 - 1), 3.0, None])
+@pytest.mark.parametrize("field", ["n", "x_zp", "weights"])
+def test_descriptors_packed_at_once_are_the_checked_ones(field, value, monkeypatch):
+    """cpu.c_struct packs a structure's fields at once where struct takes every value (each integer code is its C
+    type's range): the same bytes as the field-by-field checks, and where it refuses, the same error."""
+    import vkinfer.cpu as cpu
+
+    fields = dict(n=1, h=3, w=5, c=4, m=4, kh=1, kw=1, sh=1, sw=1, dh=1, dw=1, pt=0, pl=0, pb=0, pr=0, groups=1,
+                  weights=2 ** 40, w_signed=1, w_zp=12345, bias=0, scale=9, x_zp=-3, y_zp=128, y_lo=0, y_hi=255, isa=-1,
+                  )
+    fields[field] = value
+
+    def outcome(packed: bool):
+        monkeypatch.setitem(cpu._PACKERS, cpu._Desc, cpu._packer(cpu._Desc) if packed else None)
+        try:
+            return "ok", bytes(cpu.c_struct(cpu._Desc, "convolution", **fields))
+        except (ValueError, TypeError) as e:
+            return type(e).__name__, str(e)
+    assert cpu._packer(cpu._Desc) is not None
+    assert outcome(True) == outcome(False)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -43,12 +44,45 @@ def checked(what: str, value, ctype):
 
 
 _FIELD_TYPES: dict[type, dict] = {}
+# struct codes of the integer and pointer field types, each exactly its C type's range (struct refuses the rest)
+_CODES = {ctypes.c_uint32: "I", ctypes.c_int32: "i", ctypes.c_uint64: "Q", ctypes.c_int64: "q", ctypes.c_void_p: "Q"}
+_PACKERS: dict[type, tuple[tuple[str, ...], struct.Struct, tuple[str, ...]] | None] = {}
+
+
+def _packer(cls: type[ctypes.Structure]) -> tuple[tuple[str, ...], struct.Struct, tuple[str, ...]] | None:
+    """(field names in order, a struct.Struct laying them out as ctypes does, zero padding included, the pointer
+    fields), or None for a structure with another field type."""
+    fmt, pos = "=", 0
+    for f in cls._fields_:
+        code = _CODES.get(f[1]) if len(f) == 2 else None
+        if code is None or struct.calcsize("=" + code) != ctypes.sizeof(f[1]):
+            return None
+        off = getattr(cls, f[0]).offset
+        fmt += "x" * (off - pos) + code
+        pos = off + ctypes.sizeof(f[1])
+    fmt += "x" * (ctypes.sizeof(cls) - pos)
+    st = struct.Struct(fmt)
+    ptrs = tuple(f[0] for f in cls._fields_ if f[1] is ctypes.c_void_p)
+    return (tuple(f[0] for f in cls._fields_), st, ptrs) if st.size == ctypes.sizeof(cls) else None
 
 
 def c_struct(cls: type[ctypes.Structure], what: str, **fields) -> ctypes.Structure:
     """A ctypes structure with every integer field checked against its C type (see `checked`; a plain int within
     its range is taken as it is, as `checked` takes it, without the call: a convolution's descriptor of 26 fields
-    was 10 us a node of a long chain)."""
+    was 10 us a node of a long chain).
+
+    Every field given as a value struct packs (an integer within its C type's range, an int address) is packed at once
+    into the structure's bytes (6.4 -> ~2 us a convolution descriptor); anything else (a value out of range, None,
+    a missing field) takes the checks below, so an error is the one they give."""
+    pk = _PACKERS.get(cls, False)
+    if pk is False:
+        pk = _PACKERS[cls] = _packer(cls)
+    # (a pointer field takes a plain int only: ctypes refuses a numpy integer there, which struct would take)
+    if pk is not None and len(fields) == len(pk[0]) and all(type(fields.get(k)) is int for k in pk[2]):
+        try:
+            return cls.from_buffer_copy(pk[1].pack(*[fields[k] for k in pk[0]]))
+        except (KeyError, struct.error, TypeError, OverflowError, ValueError):
+            pass
     types = _FIELD_TYPES.get(cls)
     if types is None:
         types = _FIELD_TYPES[cls] = dict(cls._fields_)
