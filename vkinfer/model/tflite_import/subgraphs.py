@@ -52,10 +52,15 @@ def check_subgraph(model: Model, k: int) -> list[str]:
     tensors, ops, _, _ = model.subgraphs[k]
     where = f"subgraph {k} " if k else ""
     problems, parsed = [], []
+    ops_table, per_code = table(), {}
     for i, (code, op_in, op_out, _, tab) in enumerate(ops):
         name = model.names.get(code, f"builtin {code}")
-        op = table().get(code)
-        kind = op.options_class() if op is not None else None
+        op = ops_table.get(code)
+        known = per_code.get(code)
+        if known is None:  # once per builtin code, not per op: its options class, the vkinfer ops the table lacks
+            known = per_code[code] = (op.options_class() if op is not None else None,
+                                      [n for n in (op.needs if op is not None else ()) if n not in model.supported])
+        kind, missing = known
         opts = None
         try:
             opts = options(kind, tab) if kind is not None else None
@@ -64,7 +69,6 @@ def check_subgraph(model: Model, k: int) -> list[str]:
                 why = "control flow (WHILE, IF) is not supported; only CALL_ONCE of an init subgraph"
         except Exception as e:  # malformed options or tensor references
             why = f"cannot read the op ({type(e).__name__}: {e})"
-        missing = [n for n in (op.needs if op is not None else ()) if n not in model.supported]
         if not why and missing:
             why = f"the session's op table lacks {missing}"
         if why:
