@@ -147,9 +147,8 @@ def test_a_stopped_atheris_campaign_writes_what_ran(tmp_path):
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     progress = tmp_path / "progress"
     t0 = time.time()
-    while time.time() - t0 < 120 and not (progress.exists() and any(progress.iterdir())):
+    while time.time() - t0 < 120 and not (progress.exists() and any(p.read_text() for p in progress.glob("f*"))):
         time.sleep(0.2)
-    time.sleep(0.5)
     p.send_signal(signal.SIGTERM)
     text = p.communicate(timeout=60)[0]
     summary = json.loads((tmp_path / "summary.json").read_text())

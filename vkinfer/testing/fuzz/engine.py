@@ -294,12 +294,14 @@ def atheris_worker(target_name: str, out: Path, devices, libfuzzer_args: list[st
     progress = out / "progress"
     progress.mkdir(parents=True, exist_ok=True)
     mine = progress / f"{target_name}.{os.getpid()}"
+    tmp = progress / f".{target_name}.{os.getpid()}.tmp"
     count = [0]
 
     def one(data: bytes) -> None:
         count[0] += 1
         if count[0] % 256 == 0:  # what the parent counts if libFuzzer dies before its final stats (an oom)
-            mine.write_text(str(count[0]))
+            tmp.write_text(str(count[0]))
+            os.replace(tmp, mine)  # whole: the parent never reads a file just truncated
         finding, ran = t.execute(data)
         if finding is not None:
             blob, feed, names, how = ran
