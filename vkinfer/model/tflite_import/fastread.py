@@ -100,7 +100,7 @@ def tensors(b: bytes, sg: int) -> list[RawTensor]:
     if not f[0]:
         return []
     out = []
-    u32, i32, u16, frombuffer = _U32, _I32, _U16, np.frombuffer
+    u32, i32, u16 = _U32, _I32, _U16
     # Equal scale (zero point) vectors are one array, made once (the arrays are never written: reader.py's users
     # copy what they hand out); a model's tensors have a few sets, and two numpy calls a tensor were 15% of the read.
     scales: dict[bytes, np.ndarray] = {}
@@ -158,33 +158,31 @@ def tensors(b: bytes, sg: int) -> list[RawTensor]:
             else:
                 _, _, s_scale, s_zp, _, _, s_qdim = _slots(b, n, q, 7)
             if s_scale:
-                v = q + s_scale
-                v += u32(b, v)[0]
-                length = u32(b, v)[0]
-                if length:
-                    raw = b[v + 4:v + 4 + 4 * length]
-                    if len(raw) != 4 * length:  # past the end of the file
-                        raise _Corrupt
-                    t.scale = scales.get(raw)
-                    if t.scale is None:
-                        t.scale = scales[raw] = frombuffer(b, _F32, length, v + 4).astype(np.float32)
+                t.scale = _shared(b, q + s_scale, _F32, scales)
             if s_zp:
-                v = q + s_zp
-                v += u32(b, v)[0]
-                length = u32(b, v)[0]
-                if length:
-                    raw = b[v + 4:v + 4 + 8 * length]
-                    if len(raw) != 8 * length:  # past the end of the file
-                        raise _Corrupt
-                    t.zero_point = zps.get(raw)
-                    if t.zero_point is None:
-                        t.zero_point = zps[raw] = frombuffer(b, _I64, length, v + 4).astype(np.int64)
+                t.zero_point = _shared(b, q + s_zp, _I64, zps)
             if s_qdim:
                 t.qdim = i32(b, q + s_qdim)[0]
         else:
             t.quant = None
         out.append(t)
     return out
+
+
+def _shared(b: bytes, at: int, dt: np.dtype, seen: dict):
+    """The vector of `dt` (float32 scales, int64 zero points) whose offset is at `at`, one array per distinct
+    content in `seen` (read-only use: shared by every tensor with those bytes); None when empty."""
+    v = at + _U32(b, at)[0]
+    length = _U32(b, v)[0]
+    if not length:
+        return None
+    raw = b[v + 4:v + 4 + dt.itemsize * length]
+    if len(raw) != dt.itemsize * length:  # past the end of the file
+        raise _Corrupt
+    got = seen.get(raw)
+    if got is None:
+        got = seen[raw] = np.frombuffer(b, dt, length, v + 4).astype(dt.newbyteorder("="))
+    return got
 
 
 def buffers(b: bytes, model: int) -> list[int]:
