@@ -144,13 +144,19 @@ def test_the_arena_counts_no_weights_but_an_initializer_fed_as_an_input():
         arena.made(None, "x0", SHAPE, np.dtype(np.uint8))
 
 
-def _kernel_calls(monkeypatch, op: str) -> list:
-    """The names of the nodes `op`'s kernel runs on from now on (the trace's OPS)."""
+def _raised_at_once(monkeypatch, g: Graph, feed: dict, op: str, error: type, node: str) -> None:
+    """The trace raises `error` naming `node` with the message of the pass on real values, and `op`'s kernel never
+    runs (no second pass)."""
+    with pytest.raises(error) as want:
+        _trace(g, feed, {}, DEFAULT)
     ran: list = []
     kernel = op_table.OPS[op]
-    monkeypatch.setitem(op_table.OPS, op, lambda node, x, memo: ran.append(node.name) or kernel(node, x, memo))
+    monkeypatch.setitem(op_table.OPS, op, lambda n, x, memo: ran.append(n.name) or kernel(n, x, memo))
     monkeypatch.setattr(interpreter, "OPS", op_table.OPS)
-    return ran
+    with pytest.raises(error) as got:
+        trace(g, feed)
+    assert str(got.value) == str(want.value) and f"node {node} " in str(got.value)
+    assert ran == []
 
 
 @pytest.mark.parametrize("op,pos,value", [(CONV, 4, np.array(0.0, np.float32)), (ADD, 4, np.array(0.0, np.float32)),
@@ -161,13 +167,7 @@ def test_a_rules_refusal_of_the_models_own_is_raised_without_a_second_pass(monke
     message of the pass on real values, and no kernel run (a 25M-pixel QDQ model ran four convolutions in numpy
     for 11-60 s only to raise it again: fuzz finding hang/onnx-libfuzzer-7d5ad253)."""
     g, feed = _chain(op, 30, np.uint8, {20: {pos: value}})
-    with pytest.raises(ValueError) as want:
-        _trace(g, feed, {}, DEFAULT)
-    ran = _kernel_calls(monkeypatch, op)
-    with pytest.raises(ValueError) as got:
-        trace(g, feed)
-    assert str(got.value) == str(want.value) and "node n20 " in str(got.value)
-    assert ran == []
+    _raised_at_once(monkeypatch, g, feed, op, ValueError, "n20")
 
 
 def test_a_type_error_after_a_stand_in_is_raised_without_a_second_pass(monkeypatch):
@@ -179,10 +179,4 @@ def test_a_type_error_after_a_stand_in_is_raised_without_a_second_pass(monkeypat
     g.nodes.append(Node("Mul", "bad", ["x6", "f"], ["y"], {}))
     g.consts["f"] = np.float32(3.0)
     g.outputs[:] = [TensorInfo("y", SHAPE, np.dtype(np.uint8))]
-    with pytest.raises(TypeError) as want:
-        _trace(g, feed, {}, DEFAULT)
-    ran = _kernel_calls(monkeypatch, CONV)
-    with pytest.raises(TypeError) as got:
-        trace(g, feed)
-    assert str(got.value) == str(want.value) and "node bad " in str(got.value)
-    assert ran == []
+    _raised_at_once(monkeypatch, g, feed, CONV, TypeError, "bad")

@@ -14,9 +14,11 @@ import pytest
 from vkinfer.cpu import graph as cg
 from vkinfer.cpu import segment as cs
 from vkinfer.cpu.graph import NativeGraph, Ref
-from vkinfer.layout import canonical, u32
+from vkinfer.layout import canonical
 from vkinfer.model.graph import Node
 from vkinfer.model.lowering import Layer
+
+from .test_packed_add import read_arena
 
 
 def _arena(pieces, together: bool, writes: list | None = None) -> np.ndarray:
@@ -31,10 +33,7 @@ def _arena(pieces, together: bool, writes: list | None = None) -> np.ndarray:
     else:
         for o, a in pieces:
             g.write(o, canonical(a))
-    g.add("transpose", 1, u32([arena]), u32([0]), 1, 0, Ref(0, 0, arena), Ref(1, 0, arena))
-    got = np.empty(arena, np.uint8)
-    g.run([got])
-    return got
+    return read_arena(g, arena)
 
 
 @pytest.mark.parametrize(("step", "one_write"), [(60, True), (64, True), (60 + cs._WRITE_GAP, True),

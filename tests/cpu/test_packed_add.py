@@ -20,6 +20,7 @@ from support.cpu_build import asan_env
 
 from vkinfer.cpu import graph as cg
 from vkinfer.cpu.graph import NativeGraph, Ref
+from vkinfer.layout import u32
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -192,7 +193,6 @@ def test_constants_written_together_leave_the_arena_as_one_write_each(offsets):
     """CpuSegment writes neighbouring constant operands in one call (segment._write_consts): the arena holds each
     piece at its offset and zeros between, as writing them one by one leaves it (read back by a copy op)."""
     from vkinfer.cpu.segment import _write_consts
-    from vkinfer.layout import u32
 
     arena = 8192
     rng = np.random.default_rng(len(offsets))
@@ -220,7 +220,7 @@ def test_constants_converted_together_are_each_ones_canonical_bytes(order):
     """segment._canonical_consts: 8-bit constants of one shape converted as a stack (and written in one call where
     their offsets make one run) leave the arena as layout.canonical of each, written one by one, leaves it."""
     from vkinfer.cpu.segment import _canonical_consts, _write_consts
-    from vkinfer.layout import canonical, u32
+    from vkinfer.layout import canonical
 
     rng = np.random.default_rng(5)
     shape, n = (1, 4, 3, 5), 12
@@ -241,10 +241,7 @@ def test_constants_converted_together_are_each_ones_canonical_bytes(order):
         else:
             for o, a in pieces:
                 g.write(o, canonical(a))
-        g.add("transpose", 1, u32([arena]), u32([0]), 1, 0, Ref(0, 0, arena), Ref(1, 0, arena))
-        got = np.empty(arena, np.uint8)
-        g.run([got])
-        results.append(got)
+        results.append(read_arena(g, arena))
     np.testing.assert_array_equal(results[0], results[1])
     assert results[1].any()
 
@@ -264,3 +261,11 @@ def test_c_struct_checks_each_integer_field_as_checked_does(value):
     except ValueError as e:
         got = ("error", str(e))
     assert got == want
+
+
+def read_arena(g: NativeGraph, arena: int) -> np.ndarray:
+    """The `arena` bytes of `g`'s memory as written (a transpose of the whole arena to the graph's output)."""
+    g.add("transpose", 1, u32([arena]), u32([0]), 1, 0, Ref(0, 0, arena), Ref(1, 0, arena))
+    got = np.empty(arena, np.uint8)
+    g.run([got])
+    return got

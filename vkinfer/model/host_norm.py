@@ -25,6 +25,7 @@ import numpy as np
 from ..reference import float_reduce
 from ..reference._libm import logf
 from ..reference.float_max_pool import max_pool_float
+from ..reference.float_reduce import eigen_fold
 from .attrs import _axis
 from .graph import Node
 from .host_elementwise import own_op as _op
@@ -248,42 +249,10 @@ def _lp_normalization(node, x, memo):
 
 
 def eigen_sum(rows: np.ndarray, starts: np.ndarray, fn=np.add) -> np.ndarray:
-    """Per row of (R, W) float32, Eigen's vectorised sum (SSE, 4-lane packets) of the row as ORT's Eigen maps see
-    it: the row begins `starts[r]` floats past a 16-byte boundary (ORT's and numpy's buffers are 16-byte aligned),
-    so its first (-start) % 4 elements are the unaligned head; the aligned packets go into two accumulators (even
-    and odd packets), folded, plus a last odd packet; the packet's lanes summed as (l0 + l2) + (l1 + l3); then the
-    head and the tail elements one by one. A row with no whole aligned packet is summed in order."""
-    rows = np.asarray(rows, F32)
-    n_rows, w = rows.shape
-    out = np.empty(n_rows, F32)
-    heads = (-np.asarray(starts, np.int64)) % 4
-    for head in np.unique(heads):
-        sel = np.nonzero(heads == head)[0]
-        v = rows[sel]
-        h = int(min(head, w))
-        n_al = (w - h) // 4 * 4
-        if n_al == 0:
-            acc = v[:, 0].copy()
-            for i in range(1, w):
-                acc = fn(acc, v[:, i])
-            out[sel] = acc
-            continue
-        packets = v[:, h:h + n_al].reshape(len(sel), -1, 4)
-        p0 = packets[:, 0]
-        if packets.shape[1] > 1:
-            p1 = packets[:, 1]
-            pairs = packets.shape[1] // 2 * 2
-            for k in range(2, pairs, 2):
-                p0 = fn(p0, packets[:, k])
-                p1 = fn(p1, packets[:, k + 1])
-            p0 = fn(p0, p1)
-            if packets.shape[1] > pairs:
-                p0 = fn(p0, packets[:, pairs])
-        acc = fn(fn(p0[:, 0], p0[:, 2]), fn(p0[:, 1], p0[:, 3]))
-        for i in list(range(h)) + list(range(h + n_al, w)):
-            acc = fn(acc, v[:, i])
-        out[sel] = acc
-    return out
+    """Per row of (R, W) float32, Eigen's vectorised sum (`fn`: another fold) as ORT's Eigen maps see it, row r
+    beginning `starts[r]` floats past a 16-byte boundary (ORT's and numpy's buffers are 16-byte aligned):
+    reference/float_reduce.eigen_fold."""
+    return eigen_fold(rows, starts, fn)
 
 
 def _instance_norm(rows: np.ndarray, eps: np.float32) -> tuple[np.ndarray, np.ndarray]:

@@ -228,23 +228,7 @@ class _Placed:
             return _lowest(near, need)
         if pinned.points:
             return _lowest(heapq.merge(near, pinned.up()), need)
-        # The two sorted lists merged by hand (heapq.merge's generator was a quarter of a chain's planning).
-        starts, ends = pinned.starts, pinned.ends
-        at = i = j = 0
-        n_near, n_runs = len(near), len(starts)
-        while True:
-            if i < n_near and (j == n_runs or near[i][0] <= starts[j]):
-                off, end = near[i]
-                i += 1
-            elif j < n_runs:
-                off, end = starts[j], ends[j]
-                j += 1
-            else:
-                return at
-            if off - at >= need:
-                return at
-            if end > at:
-                at = end
+        return _lowest_merged(near, pinned.starts, pinned.ends, need)
 
     def highest(self, lt: Lifetime, need: int, cap: int) -> int | None:
         """`_highest` over every placed interval alive with `lt`."""
@@ -254,6 +238,26 @@ class _Placed:
         if not self.pinned.starts:
             return _highest(near, need, cap)
         return _highest(heapq.merge(near, self.pinned.down(), key=lambda iv: iv[1], reverse=True), need, cap)
+
+
+def _lowest_merged(near: list, starts: list, ends: list, need: int) -> int:
+    """`_lowest` over `near` (sorted (offset, end) intervals) and the pinned runs `starts`/`ends` (sorted), the two
+    lists merged by hand (heapq.merge's generator was a quarter of a chain's planning)."""
+    at = i = j = 0
+    n_near, n_runs = len(near), len(starts)
+    while True:
+        if i < n_near and (j == n_runs or near[i][0] <= starts[j]):
+            off, end = near[i]
+            i += 1
+        elif j < n_runs:
+            off, end = starts[j], ends[j]
+            j += 1
+        else:
+            return at
+        if off - at >= need:
+            return at
+        if end > at:
+            at = end
 
 
 def _lowest(blocks, need: int) -> int:
@@ -342,21 +346,7 @@ def _greedy(order: list[Lifetime], align: int) -> tuple[dict[str, int], int]:
             elif pinned.points:
                 at = _lowest(heapq.merge(near, pinned.up()), need)
             else:  # the placed intervals and the pinned runs, merged in increasing offset
-                at = i = j = 0
-                n_near, n_runs = len(near), len(starts)
-                while True:
-                    if i < n_near and (j == n_runs or near[i][0] <= starts[j]):
-                        off, end = near[i]
-                        i += 1
-                    elif j < n_runs:
-                        off, end = starts[j], ends[j]
-                        j += 1
-                    else:
-                        break
-                    if off - at >= need:
-                        break
-                    if end > at:
-                        at = end
+                at = _lowest_merged(near, starts, ends, need)
         offsets[lt.name] = at
         end = at + (size + align - 1) // align * align
         placed.to_come -= everywhere

@@ -138,12 +138,20 @@ def eigen_redux(v: np.ndarray, op: str) -> np.float32:
 def eigen_rows(rows: np.ndarray, starts: np.ndarray, op: str) -> np.ndarray:
     """Eigen's 4-lane redux (sum, or maxCoeff/minCoeff) of each row of a (R, W) float32 array, row r beginning
     starts[r] floats past a 16-byte boundary (module docstring, order 3): (R,) float32."""
-    rows = np.asarray(rows, F32)
-    n_rows, w = rows.shape
-
     def f(a, b):
         return a + b if op in ("ReduceSum", "ReduceMean") else _f(op, a, b)
 
+    return eigen_fold(rows, starts, f)
+
+
+def eigen_fold(rows: np.ndarray, starts: np.ndarray, f) -> np.ndarray:
+    """Eigen's vectorised redux by `f` (SSE, 4-lane packets) of each row of (R, W) float32 as ORT's Eigen maps see
+    it: the row begins `starts[r]` floats past a 16-byte boundary, so its first (-start) % 4 elements are the
+    unaligned head; the aligned packets go into two accumulators (even and odd packets), folded, plus a last odd
+    packet; the packet's lanes folded as f(f(l0, l2), f(l1, l3)); then the head and the tail elements one by one. A
+    row with no whole aligned packet is folded in order."""
+    rows = np.asarray(rows, F32)
+    n_rows, w = rows.shape
     out = np.empty(n_rows, F32)
     heads = (-np.asarray(starts, np.int64)) % 4
     with np.errstate(all="ignore"):
