@@ -156,3 +156,31 @@ def test_a_stopped_atheris_campaign_writes_what_ran(tmp_path):
     assert "fuzz: interrupted" in text
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout.splitlines()
     assert not any(f"_atheris --targets fuzz.planted:Clean --out {tmp_path}" in line for line in ps)
+
+
+def test_the_campaigns_session_cap_refuses_a_legal_large_model_on_every_device(tmp_path, monkeypatch):
+    """A legal model with a 512 MB input (kept under memory/: three sessions held 2.2 GB, past libFuzzer's rss
+    limit) is refused with one SizeLimitError on every device under the campaign's cap, and a kept input is
+    checked under the cap its .json records (the defaults when it records none)."""
+    from pathlib import Path
+
+    import vkinfer
+
+    src = Path(__file__).parents[1] / "models" / "regressions" / "fuzz" / "memory" / "onnx-libfuzzer-6d30bafc70.onnx"
+    monkeypatch.setenv(check.SESSION_MB_ENV, "256")
+    assert check.session_limits() == {"max_session_bytes": 256 << 20, "max_tensor_bytes": 256 << 20}
+    got = check.load(src.read_bytes())
+    assert {type(e) for e in got.values()} == {vkinfer.SizeLimitError}, got
+    assert all("268435456" in str(e) for e in got.values())
+    monkeypatch.delenv(check.SESSION_MB_ENV)
+    assert check.session_limits() == {}
+    kept = tmp_path / src.name
+    kept.write_bytes(src.read_bytes())
+    seen = []
+    monkeypatch.setattr(check, "check_model", lambda *a: seen.append(check.session_limits()))
+    kept.with_suffix(".json").write_text(json.dumps({"session_mb": 64}))
+    check.check_input(kept)
+    kept.with_suffix(".json").write_text(json.dumps({}))
+    check.check_input(kept)
+    assert seen == [{"max_session_bytes": 64 << 20, "max_tensor_bytes": 64 << 20}, {}]
+    assert check.SESSION_MB_ENV not in os.environ

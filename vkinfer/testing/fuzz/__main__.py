@@ -11,12 +11,13 @@ The campaign prints and writes out/summary.json (executions per target, findings
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import time
 from pathlib import Path
 
-from .check import DEVICES, check_input
+from .check import DEVICES, SESSION_MB_ENV, check_input
 from .engine import atheris_campaign, atheris_worker, plain_campaign, plain_worker
 
 
@@ -33,6 +34,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--timeout", type=float, default=20.0, help="seconds one input may take (more is a hang)")
     ap.add_argument("--rss-mb", type=float, default=2048.0, help="resident memory past which a child is killed")
     ap.add_argument("--devices", default=",".join(DEVICES))
+    ap.add_argument("--session-mb", type=int, default=256,
+                    help="each session's cap on activations, MiB (max_session_bytes; 0: the library's defaults), "
+                         "so that the devices of one check fit under --rss-mb together")
     ap.add_argument("--skip", default="", help="plain: comma-separated input indices not to run")
     ap.add_argument("--jobs", type=int, default=1, help="atheris: targets fuzzed at once, one process each")
     return ap
@@ -75,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     a = _parser().parse_args(argv)
     devices = a.devices.split(",")
+    os.environ[SESSION_MB_ENV] = str(a.session_mb)  # the children inherit it (check.session_limits)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # a stopped campaign still writes its summary
     t0 = time.time()
     if a.engine == "plain":
