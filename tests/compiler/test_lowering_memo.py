@@ -150,7 +150,10 @@ def test_a_memoised_conv_spec_is_the_one_computed_for_the_node():
             a, b = getattr(got, f.name), getattr(want, f.name)
             if isinstance(b, np.ndarray):
                 assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b), (node.name, f.name)
-                assert a.flags.c_contiguous
+                if f.name == "x":  # the activation by shape and dtype only (lowering._shape_only): no memory
+                    assert not any(a.strides) and not a.flags.writeable and a.base.size == 1, node.name
+                else:
+                    assert a.flags.c_contiguous
             elif f.name == "out":
                 assert np.array_equal(a.m, b.m) and (a.zero_point, a.lo, a.hi, a.dtype) == \
                     (b.zero_point, b.lo, b.hi, b.dtype)
