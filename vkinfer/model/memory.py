@@ -67,6 +67,17 @@ def _lifetimes(events: Iterable[tuple[int, list[str], list[str]]], sizes: dict[s
     return [Lifetime(t, int(sizes[t]), first[t], last[t]) for t in first]
 
 
+def spans(first: dict[str, int], last: dict[str, int], sizes: dict[str, int], pinned: Iterable[str] = (),
+          end: int = 0) -> list[Lifetime]:
+    """`lifetimes` from each tensor's first and last step, as a caller that walks its steps in order keeps them
+    (no list of events); `end`: the last step of all (pinned tensors live from 0 to it)."""
+    with gc_paused():
+        pins = dict.fromkeys(pinned)
+        lts = [Lifetime(t, int(sizes[t]), f, last[t]) for t, f in first.items() if t not in pins]
+        lts += [Lifetime(t, int(sizes[t]), 0, max(end, last.get(t, 0))) for t in pins]
+        return lts
+
+
 def live_peak(lts: list[Lifetime], size: Callable[[int], int] | None = None) -> int:
     """The most bytes alive at any one step: a lower bound of any plan (one sweep over the lifetimes' ends).
     `size`: of each tensor's size, the bytes to count (default: the size)."""
