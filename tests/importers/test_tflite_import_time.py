@@ -81,3 +81,31 @@ def test_fused_activation_read_as_the_options_class_reads_it():
         odd.FusedActivationFunction()
     with pytest.raises(type(want.value), match=re.escape(str(want.value))):
         fastread.fused_activation(odd)
+
+
+def test_bulk_reader_reads_what_the_per_tensor_reader_reads(monkeypatch):
+    """bulkread (every tensor's and op's fields gathered with numpy) gives fastread's per-tensor values: the zoo
+    read both ways compares equal (the per-tensor way forced by allowing no vtable), and a position outside the
+    file, a negative one included (numpy would index from the end), raises for the slow reader to take over."""
+    from importers.test_import_time import _canon
+    from importers.test_mutations import _tflite_bases
+    from vkinfer.model.tflite_import import bulkread, fastread, reader
+
+    for name, blob in [*_tflite_bases().items(), ("chain", chain_model("tflite_add", 30))]:
+        bulk = reader.parse_all(blob)
+        assert all(isinstance(t.raw, bulkread.Columns) for s in bulk for t in s[0])
+        with monkeypatch.context() as m:
+            m.setattr(bulkread, "_MAX_VTABLES", 0)  # every subgraph's tensors read by fastread.tensors
+            m.setattr(bulkread, "operators", fastread.operators)
+            m.setattr(bulkread, "buffer_data", lambda b, bufs, idx: [fastread.buffer_data(b, bufs[i]) for i in idx])
+            one = reader.parse_all(blob)
+        assert _canon(bulk) == _canon(one), name
+        t, ins, outs = bulk[0][0], bulk[0][2], bulk[0][3]
+        names = ([f"i{k}" for k in ins], [f"o{k}" for k in outs])
+        assert _canon(reader.file_meta(blob, ins, outs, *names, [], t)) == _canon(
+            reader.file_meta(blob, ins, outs, *names, [], one[0][0])), name
+    v = bulkread._Views(b"\x01\x00\x00\x00\x02\x00\x00\x00")
+    assert v.at("<u4", np.array([0, 4, 1])).tolist() == [1, 2, 2 << 24]
+    for bad in ([-1], [5], [0, 8]):
+        with pytest.raises(fastread._Corrupt):
+            v.at("<u4", np.array(bad))

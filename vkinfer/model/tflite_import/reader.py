@@ -49,7 +49,7 @@ class Tensor:
     def __init__(self, name, shape, dtype, data, scale, zero_point, qdim, raw=None):
         self.name, self.shape, self.dtype, self.data = name, shape, dtype, data
         self.scale, self.zero_point, self.qdim = scale, zero_point, qdim
-        self.raw = raw  # the fields as read (fastread.RawTensor), which file_meta reuses; None when read slowly
+        self.raw = raw  # its subgraph's fields as read (bulkread.Columns), for file_meta; None when read slowly
 
 
 def parse(blob: bytes):
@@ -87,7 +87,9 @@ def parse_all(blob: bytes):
 
 
 def _parse_fast(blob: bytes, codes: list[int]):
-    """parse_all's subgraphs read by fastread (its values are parse_subgraph's; it raises where it is unsure)."""
+    """parse_all's subgraphs read by bulkread (or fastread: its values are parse_subgraph's; it raises where it is
+    unsure). Each tensor's `raw` is its subgraph's bulkread.Columns, the fields as read, for file_meta."""
+    from . import bulkread as br
     from . import fastread as fr
 
     b, n = blob, len(blob)
@@ -96,18 +98,25 @@ def _parse_fast(blob: bytes, codes: list[int]):
     bufs = fr.buffers(b, root)
     out = []
     for sg in fr._tables(b, n, root + f[2]) if f[2] else []:
+        try:
+            c = br.tensors(b, sg)
+        except br.NotBulk:
+            c = br.from_raw(fr.tensors(b, sg))
         tensors = []
-        for i, t in enumerate(fr.tensors(b, sg)):
-            data = fr.buffer_data(b, bufs[t.buffer]) if t.buffer > 0 else None
-            scale, zp, qdim = t.scale, t.zero_point, t.qdim
+        held = [i for i, buf in enumerate(c.buffer) if buf > 0]
+        data: list = [None] * len(c.buffer)
+        for i, d in zip(held, br.buffer_data(b, bufs, [c.buffer[i] for i in held]), strict=True):
+            data[i] = d
+        for i, (name, shape, typ, d, scale, zp, qdim) in enumerate(zip(c.name, c.shape, c.type, data, c.scale,
+                                                                       c.zero_point, c.qdim, strict=True)):
             if scale is None:
                 zp, qdim = None, 0
             elif zp is None:
                 zp = np.zeros(scale.size, np.int64)
-            tensors.append(Tensor(t.name.decode() if t.name else f"tensor_{i}", tuple(t.shape) if t.shape else (),
-                                  t.type, data, scale, zp, qdim, t))
+            tensors.append(Tensor(name.decode() if name else f"tensor_{i}", shape if shape else (), typ, d, scale,
+                                  zp, qdim, c))
         ins, outs = fr.io(b, sg)
-        out.append((tensors, fr.operators(b, sg, codes), ins, outs))
+        out.append((tensors, br.operators(b, sg, codes), ins, outs))
     return out
 
 
@@ -179,25 +188,26 @@ def _tensor_meta_slow(sg) -> list[dict]:
     return tensors
 
 
-def _tensor_meta(blob: bytes, parsed: list[Tensor]) -> list[dict]:
-    """file_meta's "tensors" from the fields parse_all read (fastread), the shape signatures read now."""
-    from .fastread import shape_signature
+def _tensor_meta(blob: bytes, c) -> list[dict]:
+    """file_meta's "tensors" from the fields parse_all read (bulkread.Columns `c`), the shape signatures read now."""
+    from .fastread import _ints
 
     tensors = []
-    as_int32: dict[int, np.ndarray] = {}  # fastread's shared zero-point arrays -> int32, once each (ids stay: alive)
-    for t in parsed:
-        r = t.raw
-        scales = r.scale if r.scale is not None else np.zeros(0, np.float32)
-        if r.zero_point is not None:
-            zps = as_int32.get(id(r.zero_point))
+    n = len(blob)
+    as_int32: dict[int, np.ndarray] = {}  # the reader's shared zero-point arrays -> int32, once each (ids stay: alive)
+    for name, shape, typ, scale, zp, quant, qdim, pos, sig in zip(c.name, c.shape, c.type, c.scale, c.zero_point,
+                                                                 c.quant, c.qdim, c.pos, c.sig, strict=True):
+        scales = scale if scale is not None else np.zeros(0, np.float32)
+        if zp is not None:
+            zps = as_int32.get(id(zp))
             if zps is None:
-                zps = as_int32[id(r.zero_point)] = r.zero_point.astype(np.int32)
+                zps = as_int32[id(zp)] = zp.astype(np.int32)
         else:
             zps = np.zeros(scales.size, np.int32)
-        tensors.append({"name": r.name.decode() if r.name else "", "shape": list(r.shape) if r.shape else [],
-                        "shape_signature": shape_signature(blob, r), "type": r.type, "dtype": DETAIL_TYPES.get(r.type),
-                        "scales": scales, "zero_points": zps,
-                        "quantized_dimension": r.qdim if r.quant is not None else 0})
+        tensors.append({"name": name.decode() if name else "", "shape": list(shape) if shape else [],
+                        "shape_signature": (_ints(blob, n, pos + sig) or None) if sig else None, "type": typ,
+                        "dtype": DETAIL_TYPES.get(typ), "scales": scales, "zero_points": zps,
+                        "quantized_dimension": qdim if quant is not None else 0})
     return tensors
 
 
@@ -222,9 +232,9 @@ def file_meta(blob: bytes, ins: list[int], outs: list[int], in_names: list[str],
     model = tflite.Model.GetRootAsModel(blob, 0)
     sg = model.Subgraphs(0)
     tensors = None
-    if parsed is not None and all(t.raw is not None for t in parsed):
+    if parsed is not None and all(t.raw is parsed[0].raw is not None for t in parsed):  # one subgraph's columns
         try:
-            tensors = _tensor_meta(blob, parsed)
+            tensors = _tensor_meta(blob, parsed[0].raw) if parsed else []
         except Exception:  # noqa: BLE001 - read again below, which raises what the file deserves
             tensors = None
     if tensors is None:
