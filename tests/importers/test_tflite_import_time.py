@@ -109,3 +109,45 @@ def test_bulk_reader_reads_what_the_per_tensor_reader_reads(monkeypatch):
     for bad in ([-1], [5], [0, 8]):
         with pytest.raises(fastread._Corrupt):
             v.at("<u4", np.array(bad))
+
+
+def test_binary_forms_worked_out_once_each(monkeypatch):
+    """An ADD's or MUL's decisions (TFLiteAdd or QLinearAdd, the activation's bounds or clamp) are made once per
+    distinct (op, activation, scales, output zero point, type) and reused: a model of ADDs and MULs that share
+    some and differ in each imports to the graph it gives when every op works them out itself."""
+    import tflite
+
+    from vkinfer.model.tflite_import import builder
+    from vkinfer.testing.tflite_builder import ACT, ModelBuilder
+
+    B, A = tflite.BuiltinOperator, tflite.BuiltinOptions
+    m = ModelBuilder()
+    x = first = m.tensor("x", (1, 2, 2, 4), np.int8, None, 0.05, 0)
+    for k, (code, kind, act, scale, zp) in enumerate([
+            (B.ADD, A.AddOptions, None, 0.05, 0), (B.ADD, A.AddOptions, "relu", 0.05, 0),
+            (B.ADD, A.AddOptions, "relu", 0.05, 3), (B.ADD, A.AddOptions, None, 50.0, 0),
+            (B.MUL, A.MulOptions, "relu6", 0.05, 0), (B.MUL, A.MulOptions, None, 0.05, 0),
+            (B.ADD, A.AddOptions, "relu", 0.05, 0), (B.ADD, A.AddOptions, None, 0.05, 0)]):
+        c = m.tensor(f"c{k}", (1, 2, 2, 4), np.int8, np.full((1, 2, 2, 4), k, np.int8), 0.05, 0)
+        y = m.tensor(f"y{k}", (1, 2, 2, 4), np.int8, None, scale, zp)
+        m.op(code, [x, c], [y], kind, FusedActivationFunction=ACT[act])
+        x = y
+    blob = m.finish([first], [x])
+    memo = import_tflite(blob, {k: None for k in OPS})
+
+    class Never(dict):
+        def get(self, key, default=None):
+            return default
+
+    init = builder.Builder.__init__
+
+    def each_op_itself(self, tensors):
+        init(self, tensors)
+        self.forms = Never()
+
+    monkeypatch.setattr(builder.Builder, "__init__", each_op_itself)
+    alone = import_tflite(blob, {k: None for k in OPS})
+    assert len({n.op for n in memo.nodes}) >= 3  # TFLiteAdd, QLinearAdd, QLinearMul, clamps
+    assert [(n.op, n.name, n.inputs, n.outputs, n.attrs) for n in memo.nodes] == [
+        (n.op, n.name, n.inputs, n.outputs, n.attrs) for n in alone.nodes]
+    assert memo.consts.keys() == alone.consts.keys()

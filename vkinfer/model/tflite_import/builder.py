@@ -61,6 +61,7 @@ class Builder:
         self._qnames: dict[int, tuple[str, str]] = {}  # qparams' constants of tensor i
         self._qshared: dict[tuple, tuple[str, str]] = {}  # (scale, zero point, type) -> their constants
         self._qsame: dict[tuple, tuple[str, str]] = {}  # (id of scale array, of zero point array, type) -> those
+        self.forms: dict[tuple, tuple] = {}  # what an op's build works out once per distinct form (ops_quantized)
 
     # ---- helpers ----
     def fresh(self, kind: str) -> str:

@@ -96,26 +96,40 @@ def binary(imp, ins, outs, opts, *, op: str) -> None:
     """ADD / MUL -> com.microsoft:QLinearAdd / QLinearMul (numpy broadcasting, in NCHW when both inputs are
     4-D and one exists as NCHW), then the fused activation's clamp. An ADD that XNNPACK runs (both scale
     ratios in [2**-10, 2**8)) becomes vkinfer:TFLiteAdd instead, its fixed-point arithmetic, the fused
-    activation's bounds as attributes."""
+    activation's bounds as attributes. (What follows from the op, its activation and the three tensors' types
+    and quantization is worked out once per distinct combination: `imp.forms`.)"""
     a, b = ins
     layout = imp.layout_of([a, b], outs)
     code = fused_activation(opts) if opts is not None else 0
     inputs = []
     for i in (a, b):
         inputs += [imp.get(i, layout), *imp.qparams(i)]
-    t = imp.t[outs[0]]
-    if op.endswith("QLinearAdd") and _xnnpack_adds(float(imp.t[a].scale[0]), float(imp.t[b].scale[0]),
-                                                     float(t.scale[0])):
-        dt = DTYPES[t.dtype]
-        lo, hi = act_range(code, t.scale[0], int(t.zero_point[0]), dt) or QRANGE[np.dtype(dt)]
+    t, ta, tb = imp.t[outs[0]], imp.t[a], imp.t[b]
+    # (the reader's scale and zero-point arrays, alive as long as the tensors: their ids name their values)
+    key = (op, code, id(ta.scale), id(tb.scale), id(t.scale), id(t.zero_point), t.dtype)
+    form = imp.forms.get(key)
+    if form is None:
+        form = imp.forms[key] = _binary_form(imp, a, b, outs[0], code, op)
+    if form[0]:
         imp.node("vkinfer:TFLiteAdd", inputs + list(imp.qparams(outs[0])), [imp.put(outs[0], layout)],
-                 activation_min=int(lo), activation_max=int(hi))
+                 activation_min=form[1], activation_max=form[2])
         return
-    act = imp.activation(code, outs[0])
+    act = form[1]
     y = imp.write(outs[0], layout, act)
     imp.node(op, inputs + list(imp.qparams(outs[0])), [y])
     if act is not None:
         imp.clamp(y, outs[0], layout, act)
+
+
+def _binary_form(imp, a: int, b: int, y: int, code: int, op: str) -> tuple:
+    """(True, activation_min, activation_max) of an ADD XNNPACK runs, else (False, the clamp's activation)."""
+    t = imp.t[y]
+    if op.endswith("QLinearAdd") and _xnnpack_adds(float(imp.t[a].scale[0]), float(imp.t[b].scale[0]),
+                                                     float(t.scale[0])):
+        dt = DTYPES[t.dtype]
+        lo, hi = act_range(code, t.scale[0], int(t.zero_point[0]), dt) or QRANGE[np.dtype(dt)]
+        return True, int(lo), int(hi)
+    return False, imp.activation(code, y)
 
 
 def mean(imp, ins, outs, opts) -> None:

@@ -128,9 +128,13 @@ def import_subgraph(model: Model, k: int, imp: Builder):
     carried: dict[tuple[str, str], int] = {}
     for i in ins:
         imp.put(i)
+    ops_table = table()
+    special = (B.CALL_ONCE, B.VAR_HANDLE, B.READ_VARIABLE, B.ASSIGN_VARIABLE)
     for j, (code, op_in, op_out, opts) in enumerate(parsed):
         try:
-            if code == B.CALL_ONCE:
+            if code not in special:
+                ops_table[code].build(imp, op_in, op_out, opts)
+            elif code == B.CALL_ONCE:
                 init = int(opts.InitSubgraphIndex())
                 if init not in model.called:
                     model.called.add(init)
@@ -153,8 +157,6 @@ def import_subgraph(model: Model, k: int, imp: Builder):
                     current[key] = imp.fresh(f"state_{key_name(key)}")
                     carried[key] = (op_out[0], current[key])
                 imp.layouts[op_out[0]] = {"NHWC": current[key]}
-            else:
-                table()[code].build(imp, op_in, op_out, opts)
         except (ValueError, TypeError) as e:
             raise type(e)(f"{where_sg}op {j} ({model.names.get(code, code)}): {e}") from e
         except Exception as e:  # options fields are read lazily: a corrupt table fails here
