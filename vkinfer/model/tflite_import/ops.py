@@ -94,7 +94,10 @@ def validate(tensors, ops, ins, outs, names, main: bool = True) -> None:
                 raise ValueError(f"subgraph {what} {i} is not a tensor index (the model has {n} tensors)")
     if not outs and main:
         raise ValueError("the subgraph has no outputs")
+    seen: set[int] = set()  # the shapes checked, by id: the reader shares equal shapes (a model has a few)
     for t in tensors:
+        if id(t.shape) in seen:
+            continue
         elements, negative = 1.0, False  # np.prod's float64 product, without a numpy call per tensor
         for d in t.shape:
             elements *= d if d > 1 else 1
@@ -103,6 +106,7 @@ def validate(tensors, ops, ins, outs, names, main: bool = True) -> None:
             raise ValueError(f"tensor {t.name!r} has shape {list(t.shape)}: over {_MAX_ELEMENTS} elements")
         if negative:
             raise ValueError(f"tensor {t.name!r} has a negative dimension: shape {list(t.shape)}")
+        seen.add(id(t.shape))  # (alive as long as the tensors: its id stays its own)
     for i in ins:  # a declared 0 is a 0-sized tensor (never a symbolic one), which vkinfer does not run
         if 0 in tensors[i].shape:
             raise ValueError(f"subgraph input tensor {tensors[i].name!r} declares dimension 0 on axis "
@@ -114,44 +118,60 @@ def validate(tensors, ops, ins, outs, names, main: bool = True) -> None:
     def at(k: int, code: int) -> str:  # made only for an error: a string per op was a cost per node
         return f"op {k} ({names.get(code, f'builtin {code}')})"
 
+    per_code: dict[int, tuple] = {}  # code -> (its entry, whether it must write, may write several, options type)
     for k, (code, op_in, op_out, otype, tab) in enumerate(ops):
-        op = ops_table.get(code)
+        known = per_code.get(code)
+        if known is None:
+            op = ops_table.get(code)
+            known = per_code[code] = (op, op is None or op.writes, names.get(code) in _MULTI_OUTPUT,
+                                      getattr(tflite.BuiltinOptions, op.options, None)
+                                      if op is not None and op.options is not None else None)
+        op, writes, multi, expected = known
         for i in op_in:
             if not -1 <= i < n:
                 raise ValueError(f"{at(k, code)}: input tensor index {i} is out of range (the model has {n} tensors)")
-        if not op_out and (op is None or op.writes):
+        if not op_out and writes:
             raise ValueError(f"{at(k, code)} has no outputs")
         for i in op_out:
             if not 0 <= i < n:
                 raise ValueError(f"{at(k, code)}: output tensor index {i} is out of range (the model has {n} tensors)")
         if op is None:
             continue  # reported as unsupported
-        if len(op_out) > 1 and names.get(code) not in _MULTI_OUTPUT:
+        if len(op_out) > 1 and not multi:
             raise ValueError(f"{at(k, code)} lists {len(op_out)} output tensors {op_out}; the op writes one")
         need = op.min_inputs
-        if len(op_in) < need or any(i < 0 for i in op_in[:need]):
+        if len(op_in) < need:
             raise ValueError(f"{at(k, code)} needs {need} input tensors, has {op_in}")
-        shapes = [tensors[i].shape for i in op_in[:need]]
+        for i in op_in[:need]:
+            if i < 0:
+                raise ValueError(f"{at(k, code)} needs {need} input tensors, has {op_in}")
         if not op_out:
             continue  # ASSIGN_VARIABLE, CALL_ONCE
-        out_shape = tensors[op_out[0]].shape
         want = None
-        if op.shape == "same":
-            want = shapes[0]
-        elif op.shape == "broadcast" and all(s == shapes[0] for s in shapes):
-            want = tuple(shapes[0])  # what np.broadcast_shapes gives for equal shapes
-        elif op.shape == "broadcast":
-            try:
-                want = tuple(np.broadcast_shapes(*shapes))
-            except ValueError:
-                raise ValueError(f"{at(k, code)}: input shapes {[list(s) for s in shapes]} do not broadcast") from None
-        if want is not None and tuple(out_shape) != tuple(want):
-            raise ValueError(f"{at(k, code)}: output tensor {tensors[op_out[0]].name!r} has shape {list(out_shape)}, "
-                             f"the inputs give {list(want)}")
+        rule = op.shape
+        if rule == "same":
+            want = tensors[op_in[0]].shape
+        elif rule == "broadcast":
+            shapes = [tensors[i].shape for i in op_in[:need]]
+            first = shapes[0]
+            for s in shapes:
+                if s != first:
+                    try:
+                        want = tuple(np.broadcast_shapes(*shapes))
+                    except ValueError:
+                        raise ValueError(f"{at(k, code)}: input shapes {[list(s) for s in shapes]} do not "
+                                         "broadcast") from None
+                    break
+            else:
+                want = tuple(first)  # what np.broadcast_shapes gives for equal shapes
+        if want is not None:
+            out_shape = tensors[op_out[0]].shape
+            if out_shape != want and tuple(out_shape) != tuple(want):
+                raise ValueError(f"{at(k, code)}: output tensor {tensors[op_out[0]].name!r} has shape "
+                                 f"{list(out_shape)}, the inputs give {list(want)}")
         kind = op.options
         if kind is None:
             continue
-        expected = getattr(tflite.BuiltinOptions, kind, None)
         if tab is not None and otype != expected:
             raise ValueError(f"{at(k, code)}: builtin options of type {options_type.get(otype, otype)}, "
                              f"expected {kind}")
