@@ -125,3 +125,56 @@ def test_c_operator_under_asan_and_ubsan():
     from support.cpu_build import ROOT, run_sanitized
 
     run_sanitized([sys.executable, "-W", "ignore", "-c", _ASAN_SCRIPT], "float_conv_transpose asan: ok", cwd=ROOT)
+
+
+def _node_args(case):
+    """The folded node of a case and its input values (the feed and the graph's constants)."""
+    import vkinfer
+
+    model, feed = _model(case)
+    g = vkinfer.InferenceSession(model, device="reference").graph
+    (node,) = g.nodes
+    return node, [feed[n] if n in feed else (g.consts[n] if n else None) for n in node.inputs]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_shape_rule_is_the_kernels_shape_and_checks(case):
+    """The trace's shape rule (the kernel took 3-4.6 s of slider_yoloseg's session): the kernel's output shape and
+    dtype, and on broken arguments the kernel's own error (class and message)."""
+    import copy
+
+    from vkinfer.model.op_table import OPS, SHAPES
+
+    node, args = _node_args(case)
+    (y,) = OPS[OP](node, args, {})
+    assert SHAPES[OP](node, args) == [(y.shape, y.dtype)]
+    bad_kernel = copy.copy(node)
+    bad_kernel.attrs = {**node.attrs, "kernel_shape": [9, 9]}
+    broken = [(node, [args[0].astype(np.int32), *args[1:]]),  # x not 8-bit
+              (node, [*args[:3], args[3].astype(np.float64), *args[4:]]),  # w not float32
+              (node, [args[0], np.float32(0), *args[2:]]),  # x_scale 0
+              (node, [*args[:6], np.int32(3)]),  # y_zero_point not 8-bit
+              (node, [args[0][:, :-1], *args[1:]]),  # channels that do not match the weights
+              (bad_kernel, args)]
+    if len(args) > 4 and args[4] is not None:
+        broken.append((node, [*args[:4], args[4][:-1], *args[5:]]))  # bias of the wrong length
+    for n, a in broken:
+        with pytest.raises((ValueError, TypeError)) as k:
+            OPS[OP](n, a, {})
+        with pytest.raises(k.type, match=None) as r:
+            SHAPES[OP](n, a)
+        assert str(r.value) == str(k.value)
+
+
+def test_loading_runs_no_kernel(monkeypatch):
+    """A session's trace takes the node's shape from the rule: the kernel runs at run time only."""
+    import vkinfer
+    from vkinfer.model import op_table
+
+    calls = []
+    kernel = op_table.OPS[OP]
+    monkeypatch.setitem(op_table.OPS, OP, lambda *a: calls.append(1) or kernel(*a))
+    model, feed = _model(CASES[0])
+    for device in DEVICES:
+        vkinfer.InferenceSession(model, device=device)
+    assert calls == []

@@ -31,7 +31,7 @@ SHAPES: dict[str, ShapeRule] = {}
 # answer for nodes that differ only in these (a chain of QLinearConvs, each with its own weights, is checked once).
 VALUE_FREE: dict[str, tuple[int, ...]] = {
     "com.microsoft:QLinearAdd": (0, 3), "com.microsoft:QLinearMul": (0, 3), "vkinfer:TFLiteAdd": (0, 3),
-    "QLinearConv": (0, 3, 8), "vkinfer:QLinearConvClamp": (0, 3, 8)}
+    "QLinearConv": (0, 3, 8), "vkinfer:QLinearConvClamp": (0, 3, 8), "vkinfer:QDQConvTranspose": (0, 3, 4)}
 
 
 def _op(*names: str):
