@@ -56,6 +56,13 @@ void vki_conv_output_shape(const vki_conv* conv, uint32_t* oh, uint32_t* ow);
  * indirection buffer is built on the first run and rebuilt only when x's address changes. */
 vki_status vki_conv_run(vki_conv* conv, const uint8_t* x, uint8_t* y, uint32_t threads);
 void vki_conv_destroy(vki_conv* conv);
+/* A layer whose whole indirection buffer (one pointer per tap of every output pixel) would pass `bound` bytes
+ * (default 64 MiB) runs by tiles of output pixels instead, one buffer of `tile_bytes` (default 16 MiB, at least one
+ * pixel's pointers) filled per tile at every run: the same bits. Read when a convolution is created; 0 restores a
+ * default. For tests (small layers on the tiled path); not for tuning. */
+void vki_conv_set_tiling(uint64_t bound, uint64_t tile_bytes);
+/* Output pixels per tile of a tiled convolution; 0 for one whose indirection is built whole. */
+uint64_t vki_conv_tile_pixels(const vki_conv* conv);
 /* Name of the variant a prepared convolution uses. */
 const char* vki_conv_isa(const vki_conv* conv);
 /* Name of the kernel family it runs: the variant's name, or a faster exact form the weights allow,

@@ -1,6 +1,8 @@
 /* The convolution operator: argument checks, one-time weight packing for the chosen ISA, the
  * indirection buffer (QNNPACK: pointers to input pixels instead of an im2col copy; padding taps
- * point at a row of x_zp), and the parallel loop over output tiles that calls the microkernels. */
+ * point at a row of x_zp), and the parallel loop over output tiles that calls the microkernels.
+ * A convolution whose whole indirection buffer would pass a bound is run by tiles of output pixels,
+ * each tile's pointers built into one bounded buffer just before its microkernels read them. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -38,6 +40,8 @@ struct vki_conv {
     uint8_t* zero;           /* kc (and at least c) bytes of x_zp: what padding taps read */
     const uint8_t** indir;   /* [pixel][tap] */
     const uint8_t* indir_x;  /* the input address the indirection was built for */
+    bool tiled;              /* the indirection built per tile of tile_pixels output pixels at each run */
+    size_t tile_pixels;
     vki_qparams q;
     pthread_mutex_t lock;    /* one run at a time per convolution (the indirection is shared) */
 };
@@ -51,6 +55,26 @@ struct vki_conv {
 #define MAX_TAPS 1024  /* per-item pointer tiles live on the stack: MAX_MR * MAX_TAPS pointers */
 #define MAX_MR 16
 #define FAIL(code, ...) do { vki_set_error(__VA_ARGS__); return code; } while (0)
+
+/* Tiling. One pointer per tap of every output pixel is 72 bytes a pixel for a 3x3 layer: a legal 1 GiB
+ * 1x8x8x16777216 input to a 3x3 convolution asked for 9.6 GB of them (fuzz memory/e4986fdbbe). Past
+ * TILE_BOUND bytes for the whole buffer, a convolution keeps one buffer of TILE_BYTES and fills it per
+ * tile of output pixels at every run (the same pointers, so the same bits). 64 MiB: a 3x3 layer over
+ * 932k output pixels (a 960x960 map at stride 1), well past every layer of the real models measured (the
+ * largest, a 640x640 YOLO stem: 7.4 MB), which keep the buffer built once per input address. 16 MiB a
+ * tile: 233k pixels of a 3x3 layer, enough work per tile that its parallel build and one fork-join per
+ * tile cost little, and the pointers are still in L2/L3 when read. The test hook vki_conv_set_tiling
+ * lowers both, so that small layers take the tiled path in the tests. */
+#define TILE_BOUND ((uint64_t)64 << 20)
+#define TILE_BYTES ((uint64_t)16 << 20)
+#define BUILD_PIXELS 4096  /* output pixels per work item of a tile's parallel build */
+static _Atomic uint64_t tile_bound = TILE_BOUND, tile_bytes = TILE_BYTES;
+
+void vki_conv_set_tiling(uint64_t bound, uint64_t bytes)
+{
+    atomic_store(&tile_bound, bound ? bound : TILE_BOUND);
+    atomic_store(&tile_bytes, bytes ? bytes : TILE_BYTES);
+}
 
 static size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
 
@@ -213,7 +237,7 @@ static vki_status pack_dw_u8s8(vki_conv* cv, const vki_conv_desc* d)
     cv->dwp = isa->dw_u8s8;
     /* Two rows at once on 3x3 stride-1 layers of 64 channels or more (in L1, Zen 5: 144 channels 61 -> 67-71
      * GMAC/s, 960 67 -> 74-79; 32 channels, all in 2-pixel vectors, measured 20% slower that way). */
-    if (isa->dw_u8s8_rows2 && d->kh == 3 && d->kw == 3 && d->sh == 1 && d->dh == 1 && c >= 64)
+    if (isa->dw_u8s8_rows2 && d->kh == 3 && d->kw == 3 && d->sh == 1 && d->dh == 1 && c >= 64 && !cv->tiled)
         cv->dwp2 = isa->dw_u8s8_rows2;
     cv->kernel = isa->name_u8s8;
     return VKI_OK;
@@ -265,8 +289,18 @@ vki_status vki_conv_create(const vki_conv_desc* desc, vki_conv** out)
     cv->merged = !cv->depthwise && desc->groups == 1 && desc->dw == 1 && desc->kw > 1 &&
                  ((size_t)desc->c * desc->kw <= MERGE_MAX_BYTES ||
                   (desc->c <= MERGE_SMALL_C && (size_t)desc->c * desc->kw <= MERGE_SMALL_C_BYTES));
+    /* Tiled past the bound (read once, at creation). A tiled layer is never merged: the merged mode's padded
+     * copy is the whole input (1 GiB more for e4986fdbbe's); merged is only a faster layout of the same sums. */
+    const uint64_t bound = atomic_load(&tile_bound), pixels = (uint64_t)desc->n * oh * ow;
+    const uint64_t xpad_bytes = (uint64_t)desc->n * desc->h * ((uint64_t)desc->pl + desc->w + desc->pr) * desc->c;
+    if (cv->merged && (pixels * desc->kh * sizeof(*cv->indir) > bound || xpad_bytes > bound)) cv->merged = false;
     cv->kc = cv->merged ? desc->kw * desc->c : cv->cg;
     if (cv->merged) cv->ks = desc->kh;
+    cv->tiled = pixels * cv->ks * sizeof(*cv->indir) > bound;
+    if (cv->tiled) {
+        size_t tp = (size_t)(atomic_load(&tile_bytes) / (cv->ks * sizeof(*cv->indir)));
+        cv->tile_pixels = tp >= 64 ? tp / 64 * 64 : tp ? tp : 1;  /* whole igemm chunks where it can */
+    }
     cv->dw = cv->ks == 9 ? isa->dw9 : cv->ks == 25 ? isa->dw25 : isa->dw_any;
     cv->q.x_zp = desc->x_zp;
     cv->q.y_zp = desc->y_zp;
@@ -304,6 +338,8 @@ void vki_conv_output_shape(const vki_conv* cv, uint32_t* oh, uint32_t* ow)
 
 const char* vki_conv_isa(const vki_conv* cv) { return cv ? cv->isa->name : NULL; }
 
+uint64_t vki_conv_tile_pixels(const vki_conv* cv) { return cv && cv->tiled ? cv->tile_pixels : 0; }
+
 const char* vki_conv_kernel(const vki_conv* cv) { return cv ? (cv->kernel ? cv->kernel : cv->isa->name) : NULL; }
 
 void vki_conv_destroy(vki_conv* cv)
@@ -317,42 +353,66 @@ void vki_conv_destroy(vki_conv* cv)
     free(cv);
 }
 
-/* Pointers to the input pixel under every tap of every output pixel; built once per input address. */
+/* Pointers to the input pixel under every tap of output pixels [p0, p1) into p (merged mode: x is the padded
+ * copy, one pointer per kernel row, kw * c bytes from it). */
+static void build_range(const vki_conv* cv, const uint8_t* x, size_t p0, size_t p1, const uint8_t** p)
+{
+    /* Everything in locals: the stores through p may alias any pointer-typed field as far as the compiler knows. */
+    const int64_t h = cv->d.h, w = cv->d.w, sh = cv->d.sh, sw = cv->d.sw, dh = cv->d.dh, dw = cv->d.dw;
+    const int64_t pt = cv->d.pt, pl = cv->d.pl;
+    const uint32_t kh = cv->d.kh, kw = cv->d.kw;
+    const size_t c = cv->d.c, ow = cv->ow, oh = cv->oh, row = cv->merged ? cv->wpad : (size_t)w;
+    const uint8_t* const zero = cv->zero;
+    size_t ox0 = p0 % ow, oy = p0 / ow % oh, n = p0 / ow / oh;
+    for (size_t q = p0; q < p1; ox0 = 0) {  /* a run of one output row per step */
+        const size_t ox1 = ow - ox0 < p1 - q ? ow : ox0 + (p1 - q);
+        const uint8_t* const img = x + n * (size_t)h * row * c;
+        if (cv->merged) {
+            for (size_t ox = ox0; ox < ox1; ox++)
+                for (uint32_t ky = 0; ky < kh; ky++) {
+                    int64_t iy = (int64_t)oy * sh - pt + (int64_t)ky * dh;
+                    *p++ = iy >= 0 && iy < h ? img + ((size_t)iy * row + ox * (size_t)sw) * c : zero;
+                }
+        } else {
+            for (size_t ox = ox0; ox < ox1; ox++)
+                for (uint32_t ky = 0; ky < kh; ky++) {
+                    int64_t iy = (int64_t)oy * sh - pt + (int64_t)ky * dh;
+                    for (uint32_t kx = 0; kx < kw; kx++) {
+                        int64_t ix = (int64_t)ox * sw - pl + (int64_t)kx * dw;
+                        bool in = iy >= 0 && iy < h && ix >= 0 && ix < w;
+                        *p++ = in ? img + ((size_t)iy * row + (size_t)ix) * c : zero;
+                    }
+                }
+        }
+        q += ox1 - ox0;
+        if (++oy == oh) oy = 0, n++;
+    }
+}
+
+/* The whole indirection buffer (untiled layers): built once per input address. */
 static vki_status build_indirection(vki_conv* cv, const uint8_t* x)
 {
-    const vki_conv_desc* d = &cv->d;
-    size_t pixels = (size_t)d->n * cv->oh * cv->ow;
+    size_t pixels = (size_t)cv->d.n * cv->oh * cv->ow;
     if (!cv->indir) {
         cv->indir = malloc(pixels * cv->ks * sizeof(*cv->indir));
         if (!cv->indir) FAIL(VKI_ENOMEM, "out of memory for the indirection buffer");
     }
-    const uint8_t** p = cv->indir;
-    if (cv->merged) {  /* x is the padded copy: one pointer per kernel row, kw * c bytes from it */
-        for (uint32_t n = 0; n < d->n; n++)
-            for (uint32_t oy = 0; oy < cv->oh; oy++)
-                for (uint32_t ox = 0; ox < cv->ow; ox++)
-                    for (uint32_t ky = 0; ky < d->kh; ky++) {
-                        int64_t iy = (int64_t)oy * d->sh - d->pt + (int64_t)ky * d->dh;
-                        *p++ = iy >= 0 && iy < d->h
-                                   ? x + (((size_t)n * d->h + (size_t)iy) * cv->wpad + (size_t)ox * d->sw) * d->c
-                                   : cv->zero;
-                    }
-        cv->indir_x = x;
-        return VKI_OK;
-    }
-    for (uint32_t n = 0; n < d->n; n++)
-        for (uint32_t oy = 0; oy < cv->oh; oy++)
-            for (uint32_t ox = 0; ox < cv->ow; ox++)
-                for (uint32_t ky = 0; ky < d->kh; ky++) {
-                    int64_t iy = (int64_t)oy * d->sh - d->pt + (int64_t)ky * d->dh;
-                    for (uint32_t kx = 0; kx < d->kw; kx++) {
-                        int64_t ix = (int64_t)ox * d->sw - d->pl + (int64_t)kx * d->dw;
-                        bool in = iy >= 0 && iy < d->h && ix >= 0 && ix < d->w;
-                        *p++ = in ? x + (((size_t)n * d->h + (size_t)iy) * d->w + (size_t)ix) * d->c : cv->zero;
-                    }
-                }
+    build_range(cv, x, 0, pixels, cv->indir);
     cv->indir_x = x;
     return VKI_OK;
+}
+
+typedef struct {
+    const vki_conv* cv;
+    const uint8_t* x;
+    size_t p0, p1;  /* the tile's output pixels; item i builds [p0 + i * BUILD_PIXELS, ...) */
+} build_ctx;
+
+static void build_item(void* arg, size_t item)
+{
+    const build_ctx* b = arg;
+    size_t a = b->p0 + item * BUILD_PIXELS, e = a + BUILD_PIXELS < b->p1 ? a + BUILD_PIXELS : b->p1;
+    build_range(b->cv, b->x, a, e, b->cv->indir + (a - b->p0) * b->cv->ks);
 }
 
 typedef struct {
@@ -434,12 +494,55 @@ static void dw2_item(void* arg, size_t item)
     else cv->dwp(x1 - x0, c, 9, a, cv->packed, y, c, &cv->q);
 }
 
+/* The microkernels over output pixels [0, pixels) of r->y, reading cv->indir from its start: the whole output, or
+ * one tile of a tiled layer (r->y and cv->indir then start at the tile's first pixel; no two-row depthwise). */
+static void run_pixels(run_ctx* r, uint32_t threads)
+{
+    vki_conv* cv = r->cv;
+    if (cv->depthwise && cv->dwp2) {
+        const size_t bands = (size_t)cv->d.n * ((cv->oh + 1) / 2);
+        r->run = dw_run_pixels(bands * cv->ow, threads);
+        vki_parallel_for(bands * ((cv->ow + r->run - 1) / r->run), threads, dw2_item, r);
+    } else if (cv->depthwise) {
+        r->run = dw_run_pixels(r->pixels, threads);
+        vki_parallel_for((r->pixels + r->run - 1) / r->run, threads, dw_item, r);
+    } else {
+        r->tiles = (r->pixels + cv->mr - 1) / cv->mr;
+        size_t chunk_tiles = (TILE_CHUNK_ROWS + cv->mr - 1) / cv->mr;
+        size_t nchunks = (r->tiles + chunk_tiles - 1) / chunk_tiles;
+        vki_parallel_for(nchunks * cv->nblocks * cv->d.groups, threads, igemm_item, r);
+    }
+}
+
+/* A tiled layer: each tile's pointers built (in parallel) into the one tile buffer, then its microkernels. */
+static vki_status run_tiled(vki_conv* cv, const uint8_t* x, uint8_t* y, uint32_t threads)
+{
+    const size_t pixels = (size_t)cv->d.n * cv->oh * cv->ow, m = cv->d.m;
+    if (!cv->indir) {
+        cv->indir = malloc(cv->tile_pixels * cv->ks * sizeof(*cv->indir));
+        if (!cv->indir) FAIL(VKI_ENOMEM, "out of memory for the indirection tile");
+    }
+    for (size_t p0 = 0; p0 < pixels; p0 += cv->tile_pixels) {
+        size_t p1 = pixels - p0 < cv->tile_pixels ? pixels : p0 + cv->tile_pixels;
+        build_ctx b = {cv, x, p0, p1};
+        vki_parallel_for((p1 - p0 + BUILD_PIXELS - 1) / BUILD_PIXELS, threads, build_item, &b);
+        run_ctx r = {cv, y + p0 * m, p1 - p0, 0, 0};
+        run_pixels(&r, threads);
+    }
+    return VKI_OK;
+}
+
 vki_status vki_conv_run(vki_conv* cv, const uint8_t* x, uint8_t* y, uint32_t threads)
 {
     if (!cv || !x || !y) FAIL(VKI_EINVAL, "conv, x and y must not be NULL");
     if (threads == 0) threads = vki_default_threads();
     pthread_mutex_lock(&cv->lock);
     vki_status st = VKI_OK;
+    if (cv->tiled) {
+        st = run_tiled(cv, x, y, threads);
+        pthread_mutex_unlock(&cv->lock);
+        return st;
+    }
     if (cv->merged) {
         /* Copy the rows into the padded buffer (its borders hold x_zp from creation); the
          * indirection then points into this buffer, so it is built only once. */
@@ -453,19 +556,7 @@ vki_status vki_conv_run(vki_conv* cv, const uint8_t* x, uint8_t* y, uint32_t thr
     }
     if (st == VKI_OK) {
         run_ctx r = {cv, y, (size_t)cv->d.n * cv->oh * cv->ow, 0, 0};
-        if (cv->depthwise && cv->dwp2) {
-            const size_t bands = (size_t)cv->d.n * ((cv->oh + 1) / 2);
-            r.run = dw_run_pixels(bands * cv->ow, threads);
-            vki_parallel_for(bands * ((cv->ow + r.run - 1) / r.run), threads, dw2_item, &r);
-        } else if (cv->depthwise) {
-            r.run = dw_run_pixels(r.pixels, threads);
-            vki_parallel_for((r.pixels + r.run - 1) / r.run, threads, dw_item, &r);
-        } else {
-            r.tiles = (r.pixels + cv->mr - 1) / cv->mr;
-            size_t chunk_tiles = (TILE_CHUNK_ROWS + cv->mr - 1) / cv->mr;
-            size_t nchunks = (r.tiles + chunk_tiles - 1) / chunk_tiles;
-            vki_parallel_for(nchunks * cv->nblocks * cv->d.groups, threads, igemm_item, &r);
-        }
+        run_pixels(&r, threads);
     }
     pthread_mutex_unlock(&cv->lock);
     return st;
