@@ -14,6 +14,7 @@ from .reader import DTYPES, QRANGE, Tensor
 
 # Fused activations: code -> real (lo, hi) bounds (None: unbounded above); NONE, RELU, RELU_N1_TO_1, RELU6.
 ACTIVATIONS = {0: None, 1: (0.0, None), 2: (-1.0, 1.0), 3: (0.0, 6.0)}
+_SHORT: dict[str, str] = {}  # an op type -> the part after its domain, which names its nodes
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,10 @@ class Builder:
         return name
 
     def node(self, op: str, inputs: list[str], outputs: list[str], **attrs) -> None:
-        self.nodes.append(Node(op, f"{op.split(':')[-1]}_{len(self.nodes)}", inputs, outputs, attrs))
+        short = _SHORT.get(op)
+        if short is None:
+            short = _SHORT[op] = op.split(":")[-1]
+        self.nodes.append(Node(op, f"{short}_{len(self.nodes)}", inputs, outputs, attrs))
 
     def array(self, i: int) -> np.ndarray:
         t = self.t[i]
@@ -82,6 +86,11 @@ class Builder:
 
     def qparams(self, i: int, per_axis: bool = False) -> tuple[str, str]:
         """Names of constants holding tensor i's scale and zero point (zero point in the tensor's type)."""
+        if not per_axis:  # asked before: its names (a chain asks for each tensor's twice)
+            names = self._qnames.get(i)
+            if names is not None:
+                self._n += 2
+                return names
         t = self.t[i]
         dt = DTYPES[t.dtype]
         if per_axis and t.scale.size > 1:
@@ -106,7 +115,9 @@ class Builder:
 
     def get(self, i: int, layout: str = "NHWC") -> str:
         """Graph name of tensor i in `layout` (4-D tensors only may be NCHW), adding a Transpose if needed."""
-        have = self.layouts.setdefault(i, {})
+        have = self.layouts.get(i)
+        if have is None:
+            have = self.layouts[i] = {}
         if self.t[i].data is not None:  # a constant: stored in each layout asked for
             if layout == "NCHW" and len(self.t[i].shape) == 4:
                 if "NCHW" not in have:

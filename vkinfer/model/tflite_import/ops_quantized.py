@@ -267,17 +267,19 @@ def softmax(imp, ins, outs, opts) -> None:
 
 # ---- checks: why an op cannot be imported, or None --------------------------------------------------------------
 
+_Q8 = tuple(code for code, dt in DTYPES.items() if dt in (np.uint8, np.int8))  # the 8-bit TensorTypes
+
+
 def _qt(tensors, i) -> bool:
-    return i >= 0 and DTYPES.get(tensors[i].dtype) in (np.uint8, np.int8) and tensors[i].scale is not None
+    return i >= 0 and tensors[i].dtype in _Q8 and tensors[i].scale is not None
 
 
 def _quantized(ins, outs, opts, tensors, data_ins, same_type: bool) -> str | None:
     """What every op of this file but QUANTIZE, DEQUANTIZE and RESHAPE asks: per-tensor int8/uint8 data inputs
     (`data_ins`) and output, of one type where `same_type`, and a fused activation vkinfer knows."""
     # (loops, not generators: this runs once per op; the order of the checks is the messages' order)
-    data_ins = [i for i in data_ins if i >= 0]
     for i in data_ins:
-        if not _qt(tensors, i):
+        if i >= 0 and not _qt(tensors, i):
             return "only int8/uint8 quantized tensors are supported (float and int16 models are not)"
     if outs and not _qt(tensors, outs[0]):
         return "only int8/uint8 quantized tensors are supported (float and int16 models are not)"
@@ -285,7 +287,7 @@ def _quantized(ins, outs, opts, tensors, data_ins, same_type: bool) -> str | Non
         return "per-axis quantized activations are not supported"
     if same_type:
         for i in data_ins:
-            if tensors[i].dtype != tensors[outs[0]].dtype:
+            if i >= 0 and tensors[i].dtype != tensors[outs[0]].dtype:
                 return "inputs and output must have the same type"
     act = getattr(opts, "FusedActivationFunction", None)
     if act is not None:

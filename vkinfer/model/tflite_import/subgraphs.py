@@ -54,17 +54,20 @@ def check_subgraph(model: Model, k: int) -> list[str]:
     problems, parsed = [], []
     ops_table, per_code = table(), {}
     for i, (code, op_in, op_out, _, tab) in enumerate(ops):
-        name = model.names.get(code, f"builtin {code}")
-        op = ops_table.get(code)
         known = per_code.get(code)
-        if known is None:  # once per builtin code, not per op: its options class, the vkinfer ops the table lacks
-            known = per_code[code] = (op.options_class() if op is not None else None,
+        if known is None:  # once per builtin code, not per op: its name, entry, options class, the vkinfer ops the
+            op = ops_table.get(code)  # table lacks
+            known = per_code[code] = (model.names.get(code, f"builtin {code}"), op,
+                                      op.options_class() if op is not None else None,
                                       [n for n in (op.needs if op is not None else ()) if n not in model.supported])
-        kind, missing = known
+        name, op, kind, missing = known
         opts = None
         try:
             opts = options(kind, tab) if kind is not None else None
-            why = check(code, op_in, op_out, opts, tensors)
+            if op is None or (opts is None and op.no_options == "unsupported"):
+                why = check(code, op_in, op_out, opts, tensors)
+            else:  # (ops.check without looking its entry up again)
+                why = op.check(op_in, op_out, opts, tensors)
             if why == "op not supported" and name in _CONTROL:
                 why = "control flow (WHILE, IF) is not supported; only CALL_ONCE of an init subgraph"
         except Exception as e:  # malformed options or tensor references
