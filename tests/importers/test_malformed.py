@@ -87,6 +87,29 @@ def test_extra_output_of_a_default_domain_op(first):
     refused_devices(m, match=r"node 'mm' \(QLinearMatMul\) lists 2 outputs .*at most 1")
 
 
+@pytest.mark.parametrize("read", ["graph_output", "node", "unread"])
+def test_an_output_the_kernel_does_not_compute(read):
+    """MaxPool names Indices (ONNX allows it; ORT computes it): read by the graph or a node, every device refuses
+    it naming the node and the output (the reader found no value: a KeyError the fuzzer found,
+    nonclean/onnx-838c8bef); named and read by nothing, the model runs with ORT's bits."""
+    x = (np.arange(64).reshape(1, 2, 4, 8) % 11).astype(np.uint8)
+    nodes = [helper.make_node("MaxPool", ["x"], ["y", "idx"], name="pool", kernel_shape=[2, 2])]
+    outs = [helper.make_tensor_value_info("y", TensorProto.UINT8, None)]
+    if read == "graph_output":
+        outs.append(helper.make_tensor_value_info("idx", TensorProto.INT64, None))
+    elif read == "node":
+        nodes.append(helper.make_node("Cast", ["idx"], ["idx32"], name="cast", to=TensorProto.INT32))
+        outs.append(helper.make_tensor_value_info("idx32", TensorProto.INT32, None))
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 2, 4, 8])], outs)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    if read == "unread":
+        run_devices(m, {"x": x}, want=want)
+    else:
+        refused_devices(m, {"x": x}, match=r"node 'pool' \(MaxPool\): output 1 \('idx'\) is not supported")
+
+
 def test_extra_output_of_a_com_microsoft_op():
     rng = np.random.default_rng(0)
     c = _consts(rng)

@@ -152,6 +152,8 @@ def _trace(g: Graph, feed: dict[str, np.ndarray], rules: dict,
                 args = [values[n] if n else None for n in node.inputs]
                 _shape_check(node, args, stood_in)
                 outs, standin = _checked(g, node, args, arena, memo)
+                if len(node.outputs) > len(outs):
+                    _unmade(g, node, len(outs))
                 for j, (name, v) in enumerate(zip(node.outputs, outs, strict=False)):
                     if name:
                         values[name] = v
@@ -241,7 +243,7 @@ class _Answers(dict):
 
     def __init__(self, g: Graph, info: dict):
         super().__init__()
-        self.consts, self.info = g.consts, info
+        self.consts, self.info, self.graph = g.consts, info, g
         # tensor -> what a rule reads of its values: a stand-in's zeros, their (shape, dtype); a constant, `_const`
         # scalars (TFLite's scales and zero points, 6 a node) at once: 2x faster than one by one in `_const`
         self.known: dict[str, tuple] = {
@@ -331,6 +333,8 @@ def _stand_in(node: Node, values: dict, rule, arena: Arena, answers: _Answers, s
     if got is None:
         return False
     needs, sizes, largest, total = got
+    if len(node.outputs) > len(needs):
+        _unmade(answers.graph, node, len(needs))
     if largest > arena.limits.tensor_bytes or arena.total + total > arena.limits.session_bytes:
         arena.expect(node, needs)  # raises SizeLimitError naming the output
     info, known, outs = answers.info, answers.known, node.outputs
@@ -342,6 +346,18 @@ def _stand_in(node: Node, values: dict, rule, arena: Arena, answers: _Answers, s
             info[name] = known[name] = (v.shape, v.dtype)
             arena.add(name, n)
     return True
+
+
+def _unmade(g: Graph, node: Node, made: int) -> None:
+    """A ValueError naming the node's first output past the `made` its kernel computes that a node or the graph
+    reads (a MaxPool's Indices: its reader found no value, a KeyError in the fuzzers' hands); one nothing reads
+    may stay named, as exporters leave it."""
+    extra = {t for t in node.outputs[made:] if t}
+    read = extra & ({t.name for t in g.outputs} | {t for n in g.nodes for t in n.inputs if t in extra})
+    for j in range(made, len(node.outputs)):
+        if node.outputs[j] in read:
+            raise ValueError(f"node {node.name!r} ({node.op}): output {j} ({node.outputs[j]!r}) is not supported: "
+                             f"vkinfer computes the first {made} output(s) of this node")
 
 
 def _checked(g: Graph, node: Node, args: list, arena: Arena, memo: Memo) -> tuple[list, bool]:
