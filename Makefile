@@ -117,7 +117,8 @@ test: setup
 # build/fuzz/findings/<kind>/ (exit 1). FUZZ_RUNS executions or FUZZ_SECONDS in all, whichever ends first;
 # FUZZ_ENGINE=plain: the seeded mutation loop (tests/fuzz/test_fuzz_smoke.py runs it 45 s in `make test`).
 # FUZZ_JOBS (atheris; default: the cores): targets fuzzed at once, one process each. FUZZ_SESSION_MB: each
-# session's cap on activations (max_session_bytes), so that a check's three sessions fit libFuzzer's 2 GB rss limit.
+# session's cap on activations (max_session_bytes), so that a check's three sessions fit FUZZ_RSS_MB (a child's
+# resident memory, its peak under atheris, past which its input is reported).
 FUZZ_ENGINE ?= atheris
 FUZZ_TARGETS ?= all
 FUZZ_RUNS ?= 1000000
@@ -125,11 +126,12 @@ FUZZ_SECONDS ?= 3600
 FUZZ_SEED ?= 0
 FUZZ_TIMEOUT ?= 20
 FUZZ_SESSION_MB ?= 256
+FUZZ_RSS_MB ?= 4096
 FUZZ_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 fuzz: setup
 	$(VPY) -m vkinfer.testing.fuzz --engine $(FUZZ_ENGINE) --targets $(FUZZ_TARGETS) --runs $(FUZZ_RUNS) \
 	  --seconds $(FUZZ_SECONDS) --seed $(FUZZ_SEED) --timeout $(FUZZ_TIMEOUT) --jobs $(FUZZ_JOBS) \
-	  --session-mb $(FUZZ_SESSION_MB) --out build/fuzz
+	  --session-mb $(FUZZ_SESSION_MB) --rss-mb $(FUZZ_RSS_MB) --out build/fuzz
 
 demo: setup
 	$(VPY) -m vkinfer.demo

@@ -32,7 +32,11 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--start", type=int, default=0, help="plain: the first input's index")
     ap.add_argument("--out", type=Path, default=Path("build/fuzz"))
     ap.add_argument("--timeout", type=float, default=20.0, help="seconds one input may take (more is a hang)")
-    ap.add_argument("--rss-mb", type=float, default=2048.0, help="resident memory past which a child is killed")
+    # 4096: libFuzzer's rss is the process's peak, and a legal input's three sessions (each under --session-mb) with
+    # their numpy temporaries and lavapipe's copies rose it 600 MB over a long run's ~1.3 GB heap: at libFuzzer's
+    # default 2048 a run of 400k executions reported 3 legal inputs (each 764 MB peak in a fresh process)
+    ap.add_argument("--rss-mb", type=float, default=4096.0, help="resident memory (atheris: peak) past which a "
+                    "child is stopped and its input reported")
     ap.add_argument("--devices", default=",".join(DEVICES))
     ap.add_argument("--session-mb", type=int, default=256,
                     help="each session's cap on activations, MiB (max_session_bytes; 0: the library's defaults), "
