@@ -82,23 +82,34 @@ def _factorize(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return first, inv.reshape(-1)
 
 
-def _shared_rows(V: _Views, start: np.ndarray, length: np.ndarray, fmt: str, make) -> list:
-    """For each k, make(values) of the `length[k]` values of `fmt` from byte start[k], one object per distinct
-    content (shared: never written); the rows grouped by length, each group's distinct rows made once."""
-    out: list = [None] * len(start)
+def _objects(values: list) -> np.ndarray:
+    """`values` as a 1-D object array (tuples and arrays kept whole)."""
+    a = np.empty(len(values), object)
+    for j, v in enumerate(values):
+        a[j] = v
+    return a
+
+
+def _shared_rows(V: _Views, start: np.ndarray, length: np.ndarray, fmt: str, make) -> np.ndarray:
+    """For each k, make(values) of the `length[k]` values of `fmt` from byte start[k] (an object array), one
+    object per distinct content (shared: never written); the rows grouped by length, distinct rows made once."""
+    out = np.empty(len(start), object)
     for L in np.unique(length).tolist():
         sel = np.nonzero(length == L)[0]
         if L == 0:
-            made = make(np.zeros(0, fmt))
-            for k in sel.tolist():
-                out[k] = made
+            out[sel] = _objects([make(np.zeros(0, fmt))])[np.zeros(len(sel), np.int64)]
             continue
         m = V.rows(fmt, start[sel], L)
         first, inv = _factorize(m)
-        made = [make(m[j]) for j in first.tolist()]
-        for k, j in zip(sel.tolist(), inv.tolist(), strict=True):
-            out[k] = made[j]
+        out[sel] = _objects([make(m[j]) for j in first.tolist()])[inv]
     return out
+
+
+def _scatter(count: int, idx: np.ndarray, values, fill=None) -> list:
+    """A list of `count` items: values[j] at idx[j], `fill` elsewhere."""
+    out = np.full(count, fill, object)
+    out[idx] = values
+    return out.tolist()
 
 
 class Columns:
@@ -120,18 +131,15 @@ def tensors(b: bytes, sg: int) -> Columns:
         np.zeros(0, np.int64))
     S = _table_slots(b, n, P, V, 8) if count else np.zeros((0, 8), np.int64)
     c.pos, c.sig = P.tolist(), S[:, 7].tolist()
-    none = [None] * count
     # shape: a tuple per distinct content (None where absent)
     has = np.nonzero(S[:, 0])[0]
-    c.shape = list(none)
+    c.shape = [None] * count
     if has.size:
         v = _deref(V, P[has] + S[has, 0])
         length = V.at("<u4", v).astype(np.int64)
         if int((v + 4 + 4 * length).max()) > n:
             raise _Corrupt
-        for k, s in zip(has.tolist(), _shared_rows(V, v + 4, length, "<i4", lambda r: tuple(r.tolist())),
-                        strict=True):
-            c.shape[k] = s
+        c.shape = _scatter(count, has, _shared_rows(V, v + 4, length, "<i4", lambda r: tuple(r.tolist())))
     typ = np.zeros(count, np.int64)
     sel = np.nonzero(S[:, 1])[0]
     typ[sel] = V.at("<i1", P[sel] + S[sel, 1])
@@ -140,30 +148,30 @@ def tensors(b: bytes, sg: int) -> Columns:
     sel = np.nonzero(S[:, 2])[0]
     buf[sel] = V.at("<u4", P[sel] + S[sel, 2])
     c.buffer = buf.tolist()
-    c.name = list(none)
+    c.name = [None] * count
     sel = np.nonzero(S[:, 3])[0]
     if sel.size:  # sliced as the flatbuffers runtime slices it (a length past the end: what is there)
         v = _deref(V, P[sel] + S[sel, 3])
         length = V.at("<u4", v)
-        name = c.name
-        for k, s, e in zip(sel.tolist(), (v + 4).tolist(), (v + 4 + length).tolist(), strict=True):
-            name[k] = b[s:e]
-    _quantization(b, n, V, P, S[:, 4], c, none)
+        names = np.empty(len(sel), object)
+        names[:] = [b[s:e] for s, e in zip((v + 4).tolist(), (v + 4 + length).tolist(), strict=True)]
+        c.name = _scatter(count, sel, names)
+    _quantization(b, n, V, P, S[:, 4], c)
     return c
 
 
-def _quantization(b: bytes, n: int, V: _Views, P: np.ndarray, slot: np.ndarray, c: Columns, none: list) -> None:
+def _quantization(b: bytes, n: int, V: _Views, P: np.ndarray, slot: np.ndarray, c: Columns) -> None:
     """The QuantizationParameters of each tensor: its position, scale (float32) and zero point (int64) arrays,
     one per distinct vector (None where absent or empty), quantized dimension."""
-    c.quant, c.scale, c.zero_point, c.qdim = list(none), list(none), list(none), [0] * len(P)
+    count = len(P)
+    c.quant, c.scale, c.zero_point, c.qdim = [None] * count, [None] * count, [None] * count, [0] * count
     has = np.nonzero(slot)[0]
     if not has.size:
         return
     q = _deref(V, P[has] + slot[has])
-    for k, pos in zip(has.tolist(), q.tolist(), strict=True):
-        c.quant[k] = pos
+    c.quant = _scatter(count, has, q)
     Q = _table_slots(b, n, q, V, 7)
-    for col, field, fmt, dt in ((2, c.scale, "<u4", np.dtype("<f4")), (3, c.zero_point, "<i8", np.dtype("<i8"))):
+    for col, name, fmt, dt in ((2, "scale", "<u4", np.dtype("<f4")), (3, "zero_point", "<i8", np.dtype("<i8"))):
         sel = np.nonzero(Q[:, col])[0]
         if not sel.size:
             continue
@@ -174,13 +182,12 @@ def _quantization(b: bytes, n: int, V: _Views, P: np.ndarray, slot: np.ndarray, 
         keep = np.nonzero(length)[0]  # an empty vector: None
         made = _shared_rows(V, v[keep] + 4, length[keep], fmt, lambda r, dt=dt, fmt=fmt: np.frombuffer(
             r.astype(fmt).tobytes(), dt).astype(dt.newbyteorder("=")))  # (the bytes read as the values' type)
-        for k, a in zip(has[sel[keep]].tolist(), made, strict=True):
-            field[k] = a
+        setattr(c, name, _scatter(count, has[sel[keep]], made))
     sel = np.nonzero(Q[:, 6])[0]
     if sel.size:
-        qd = V.at("<i4", q[sel] + Q[sel, 6])
-        for k, d in zip(has[sel].tolist(), qd.tolist(), strict=True):
-            c.qdim[k] = d
+        qdim = np.zeros(count, np.int64)
+        qdim[has[sel]] = V.at("<i4", q[sel] + Q[sel, 6])
+        c.qdim = qdim.tolist()
 
 
 def from_raw(raws: list) -> Columns:
