@@ -115,11 +115,9 @@ class Builder:
 
     def get(self, i: int, layout: str = "NHWC") -> str:
         """Graph name of tensor i in `layout` (4-D tensors only may be NCHW), adding a Transpose if needed."""
-        have = self.layouts.get(i)
-        if have is None:
-            have = self.layouts[i] = {}
         if self.t[i].data is not None:  # a constant: stored in each layout asked for
             if layout == "NCHW" and len(self.t[i].shape) == 4:
+                have = self.layouts.setdefault(i, {})
                 if "NCHW" not in have:
                     have["NCHW"] = self.const(f"{self.names[i]}_nchw", np.ascontiguousarray(
                         self.array(i).transpose(0, 3, 1, 2)))
@@ -127,6 +125,9 @@ class Builder:
             if self.names[i] not in self.consts:
                 self.consts[self.names[i]] = self.array(i)
             return self.names[i]
+        have = self.layouts.get(i)
+        if have is None:
+            have = self.layouts[i] = {}
         if layout in have:
             return have[layout]
         if len(self.t[i].shape) != 4:

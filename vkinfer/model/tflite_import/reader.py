@@ -9,6 +9,7 @@ import os
 import stat
 
 import numpy as np
+from flatbuffers.table import Table
 
 from ..onnx_import import UnsupportedModelError
 
@@ -161,7 +162,10 @@ def options(kind, table):
     if table is None:
         return None
     o = kind()
-    o.Init(table.Bytes, table.Pos)
+    if type(table) is Table:  # what Init(table.Bytes, table.Pos) makes, the op's table itself (no copy an op)
+        o._tab = table
+    else:
+        o.Init(table.Bytes, table.Pos)
     return o
 
 
