@@ -240,7 +240,10 @@ class InferenceSession:
             # Static input shapes: compile now (trace, placement, packing, buffers, recording).
             check_inputs(self.graph.inputs, self._limits)  # before zeros of them are made
             try:
-                plan = self.plan({t.name: np.zeros(t.shape, t.dtype) for t in self.graph.inputs}, trial=True)
+                # Zeros broadcast to the inputs' shapes (read-only, no memory): np.zeros of a legal 1 GiB input held
+                # 1 GiB of address space through the whole build, arena included (fuzz memory/e4986fdbbe).
+                plan = self.plan({t.name: np.broadcast_to(np.zeros((), t.dtype), t.shape) for t in self.graph.inputs},
+                                 trial=True)
                 ins = [(t.name, np.dtype(t.dtype), tuple(t.shape)) for t in self.graph.inputs]
                 self._fast = Compiled(plan, ins, [t.name for t in self.graph.outputs])
                 if not self._variables:
