@@ -77,7 +77,8 @@ Without the XNNPACK delegate (OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES, 
 kernels requantize with fixed-point multipliers: one step on about 0.8% of MUL values and 0.05-0.1% of
 convolution outputs (measured on the test models); the tests compare with the default interpreter.
 
-The package: reader.py (the flatbuffer: tensors, buffers, quantization, names, metadata, signatures), builder.py
+The package: reader.py (the flatbuffer: tensors, buffers, quantization, names, metadata, signatures; bulkread.py
+reads a subgraph's fields column by column with numpy, fastread.py table by table with struct), builder.py
 (the graph being built: layouts, constants, quantization parameters, fused activations, and `Op`, one op's
 entry), ops.py (the op table: builtin op -> options class, minimum inputs, vkinfer ops it may produce, check,
 build; the entries live beside their functions in ops_quantized.py, ops_moves.py and ops_xnnpack.py),
