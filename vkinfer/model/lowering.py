@@ -237,13 +237,16 @@ def value_key(ctx: Ctx, names, by_shape=()) -> tuple | None:
     by dtype and shape only), an activation by its traced shape and dtype, an empty name as None; None where a
     constant is not a numpy array or scalar, or an activation has no traced shape. Each tensor's entry is made once
     per Ctx (a chain's nodes share their scales and zero points: 30 us a node otherwise)."""
-    cache = ctx.__dict__.setdefault("_value_keys", {})
+    caches = ctx.__dict__.get("_value_keys")
+    if caches is None:
+        caches = ctx.__dict__["_value_keys"] = ({}, {})  # by name: full entries, shape-only entries
+    full, shaped = caches
     out = []
     for i, n in enumerate(names):
-        shape_only = i in by_shape
-        e = cache.get((n, shape_only))
+        cache = shaped if i in by_shape else full
+        e = cache.get(n)
         if e is None:
-            e = cache[(n, shape_only)] = _value_entry(ctx, n, shape_only)
+            e = cache[n] = _value_entry(ctx, n, cache is shaped)
         if e is False:
             return None
         out.append(e)
