@@ -364,25 +364,34 @@ static void build_range(const vki_conv* cv, const uint8_t* x, size_t p0, size_t 
     const size_t c = cv->d.c, ow = cv->ow, oh = cv->oh, row = cv->merged ? cv->wpad : (size_t)w;
     const uint8_t* const zero = cv->zero;
     size_t ox0 = p0 % ow, oy = p0 / ow % oh, n = p0 / ow / oh;
+    const uint8_t* rows[MAX_TAPS];  /* this output row's input row under each kernel row, or NULL (padding) */
     for (size_t q = p0; q < p1; ox0 = 0) {  /* a run of one output row per step */
         const size_t ox1 = ow - ox0 < p1 - q ? ow : ox0 + (p1 - q);
         const uint8_t* const img = x + n * (size_t)h * row * c;
+        for (uint32_t ky = 0; ky < kh; ky++) {
+            int64_t iy = (int64_t)oy * sh - pt + (int64_t)ky * dh;
+            rows[ky] = iy >= 0 && iy < h ? img + (size_t)iy * row * c : NULL;
+        }
         if (cv->merged) {
             for (size_t ox = ox0; ox < ox1; ox++)
-                for (uint32_t ky = 0; ky < kh; ky++) {
-                    int64_t iy = (int64_t)oy * sh - pt + (int64_t)ky * dh;
-                    *p++ = iy >= 0 && iy < h ? img + ((size_t)iy * row + ox * (size_t)sw) * c : zero;
-                }
+                for (uint32_t ky = 0; ky < kh; ky++) *p++ = rows[ky] ? rows[ky] + ox * (size_t)sw * c : zero;
         } else {
-            for (size_t ox = ox0; ox < ox1; ox++)
+            for (size_t ox = ox0; ox < ox1; ox++) {
+                const int64_t ix0 = (int64_t)ox * sw - pl;
+                const bool inside = ix0 >= 0 && ix0 + (int64_t)(kw - 1) * dw < w;  /* every column reads input */
                 for (uint32_t ky = 0; ky < kh; ky++) {
-                    int64_t iy = (int64_t)oy * sh - pt + (int64_t)ky * dh;
-                    for (uint32_t kx = 0; kx < kw; kx++) {
-                        int64_t ix = (int64_t)ox * sw - pl + (int64_t)kx * dw;
-                        bool in = iy >= 0 && iy < h && ix >= 0 && ix < w;
-                        *p++ = in ? img + ((size_t)iy * row + (size_t)ix) * c : zero;
+                    const uint8_t* r = rows[ky];
+                    if (r && inside) {
+                        const uint8_t* a = r + (size_t)ix0 * c;
+                        for (uint32_t kx = 0; kx < kw; kx++) *p++ = a + (size_t)kx * dw * c;
+                    } else {
+                        for (uint32_t kx = 0; kx < kw; kx++) {
+                            int64_t ix = ix0 + (int64_t)kx * dw;
+                            *p++ = r && ix >= 0 && ix < w ? r + (size_t)ix * c : zero;
+                        }
                     }
                 }
+            }
         }
         q += ox1 - ox0;
         if (++oy == oh) oy = 0, n++;
