@@ -43,11 +43,12 @@ def conv_emit(spec: ConvSpec, isa: str | None):
     return emit
 
 
-# The C convolution's indirection buffer holds a pointer per tap of every output pixel (cpu_fallback/src/conv.c
-# build_indirection). Past this many bytes, where the windows that read input (not only padding) would fit in it,
-# the node runs on the host: the reference convolves those windows only and fills the rest with the bias. A fuzzed
-# 1x8x8x8 input with a top pad of 2**24 asked for 9.6 GB of pointers (an out-of-memory refusal, where the reference
-# answered in 2 s); a 224x224 3x3 layer takes 3.6 MB; a real batch of 2**20 (4.8 GB of them) stays native.
+# The C convolution's indirection holds a pointer per tap of every output pixel (cpu_fallback/src/conv.c; past 64
+# MiB it is built per tile at each run, so its memory is bounded). Past this many bytes of them, where the windows
+# that read input (not only padding) would fit in it, the node runs on the host: the reference convolves those
+# windows only and fills the rest with the bias, where the C layer computes every window. A fuzzed 1x8x8x8 input
+# with a top pad of 2**24 asked for 9.6 GB of pointers (the reference answered in 2 s); a 224x224 3x3 layer takes
+# 3.6 MB; a real batch of 2**20 (4.8 GB of them) stays native.
 MAX_INDIRECTION_BYTES = 1 << 30
 
 
