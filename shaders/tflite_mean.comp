@@ -196,6 +196,12 @@ int load_byte(int addr)
     return SIGNED ? int(v << 24) >> 24 : int(v);
 }
 
+// The innermost reduced loop takes UNROLL positions an iteration, written out (not a loop): Mesa's llvmpipe ends
+// every loop of an invocation once all of them together reach 65535 iterations, silently (vulkan/_loops.py), so
+// the positions an invocation can sum are ~UNROLL times that budget; the lowering refuses a node past it.
+#define UNROLL 16
+#define UNROLLED(F) F(0) F(1) F(2) F(3) F(4) F(5) F(6) F(7) F(8) F(9) F(10) F(11) F(12) F(13) F(14) F(15)
+
 void main()
 {
     int id = int(gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * 64u);
@@ -209,8 +215,10 @@ void main()
         for (int i2 = 0; i2 < R2; i2++)
         for (int i3 = 0; i3 < R3; i3++)
         for (int i4 = 0; i4 < R4; i4++) {
-            int o = b + i0 * RS0 + i1 * RS1 + i2 * RS2 + i3 * RS3 + i4 * RS4;
-            for (int i5 = 0; i5 < R5; i5++) acc += unpack8(X[o + i5 * RS5], SIGNED);
+            int o = b + i0 * RS0 + i1 * RS1 + i2 * RS2 + i3 * RS3 + i4 * RS4, i5 = 0;
+#define VADD(u) acc += unpack8(X[o + (i5 + u) * RS5], SIGNED);
+            for (; i5 <= R5 - UNROLL; i5 += UNROLL) { UNROLLED(VADD) }
+            for (; i5 < R5; i5++) VADD(0)
         }
     } else {
         for (int j = 0; j < 4; j++) {
@@ -221,8 +229,10 @@ void main()
             for (int i2 = 0; i2 < R2; i2++)
             for (int i3 = 0; i3 < R3; i3++)
             for (int i4 = 0; i4 < R4; i4++) {
-                int o = b + i0 * RS0 + i1 * RS1 + i2 * RS2 + i3 * RS3 + i4 * RS4;
-                for (int i5 = 0; i5 < R5; i5++) s += load_byte(o + i5 * RS5);
+                int o = b + i0 * RS0 + i1 * RS1 + i2 * RS2 + i3 * RS3 + i4 * RS4, i5 = 0;
+#define BADD(u) s += load_byte(o + (i5 + u) * RS5);
+                for (; i5 <= R5 - UNROLL; i5 += UNROLL) { UNROLLED(BADD) }
+                for (; i5 < R5; i5++) BADD(0)
             }
             acc[j] = s;
         }

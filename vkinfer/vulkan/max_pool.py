@@ -28,6 +28,7 @@ class MaxPool:
 
 # --- lowering (vkinfer/model/lowering.py) ---
 from ..model.lowering import Layer, lower  # noqa: E402
+from ._loops import check_loops, nested_iterations  # noqa: E402
 
 
 @lower("vulkan", "MaxPool")
@@ -36,4 +37,7 @@ def lower_max_pool(ctx, node, backend):
     if not (ctx.quantized(x) and len(ctx.shape(x)) == 4 and not node.attrs.get("storage_order", 0)
             and len(node.outputs) == 1) or (p := pool_attrs(node)) is None:
         return None
+    # One invocation loops over every window row and column: past llvmpipe's loop limit it would take the maximum
+    # of a prefix (_loops), so refused and placed on the CPU.
+    check_loops(f"MaxPool with a {p[0][0]}x{p[0][1]} window", nested_iterations(p[0]))
     return Layer(node, [x], y, make=lambda: MaxPool(ctx.shape(x), ctx.shape(y), ctx.dtype(x), *p, backend.dev))

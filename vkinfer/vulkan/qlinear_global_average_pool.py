@@ -30,6 +30,7 @@ class QLinearGlobalAveragePool:
 
 # --- lowering (vkinfer/model/lowering.py) ---
 from ..model.lowering import Layer, lower, static_params  # noqa: E402
+from ._loops import check_loops, loop_cost  # noqa: E402
 from .qlinear_conv import MIN_WORKGROUP_COUNT  # noqa: E402
 
 
@@ -48,6 +49,10 @@ def lower_gap(ctx, node, backend):
         # cpu and the reference ran).
         raise ValueError(f"a dispatch of {(-(-ceil4(ch) // 64), n, 1)} workgroups passes {MIN_WORKGROUP_COUNT}, the "
                          "least maxComputeWorkGroupCount Vulkan guarantees")
+    h, w = ctx.shape(ins[0])[2:]
+    # One invocation sums a channel word's h * w positions (one loop) and requantizes 4 bytes: past llvmpipe's
+    # loop limit it would sum a prefix (_loops), so refused and placed on the CPU.
+    check_loops(f"QLinearGlobalAveragePool over {h}x{w}", loop_cost(h * w) + loop_cost(4))
     c, dt = ctx.g.consts, ctx.dtype(ins[0])
     lo, hi = QRANGE[dt]
     return Layer(node, [ins[0]], node.outputs[0], make=lambda: QLinearGlobalAveragePool(

@@ -29,6 +29,7 @@ class TFLiteAveragePool:
 
 # --- lowering (vkinfer/model/lowering.py) ---
 from ..model.lowering import Layer, lower  # noqa: E402
+from ._loops import check_loops, loop_cost, nested_iterations  # noqa: E402
 
 
 @lower("vulkan", "vkinfer:TFLiteAveragePool")
@@ -38,4 +39,9 @@ def lower_tflite_average_pool(ctx, node, backend):
         return None
     dt = ctx.dtype(x)
     attrs = tflite_pool_attrs(node, dt)
+    # One invocation loops over its window's in-image rows and columns: past llvmpipe's loop limit it would sum a
+    # prefix (_loops), so refused and placed on the CPU.
+    (kh, kw), (_, _, h, w) = attrs[0], ctx.shape(x)
+    check_loops(f"AVERAGE_POOL_2D with a {kh}x{kw} window",
+                nested_iterations((min(kh, h), min(kw, w))) + loop_cost(4))
     return Layer(node, [x], y, make=lambda: TFLiteAveragePool(ctx.shape(x), ctx.shape(y), dt, *attrs, backend.dev))

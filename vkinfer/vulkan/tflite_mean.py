@@ -10,6 +10,7 @@ from .._vk import Buffer, Device, Program
 from ..layout import ceil4, form_perm, packed_words, rows_width
 from ..reference import _qcheck as qc
 from ..reference.tflite_mean import mean_lowering
+from ._loops import check_loops, loop_cost, nested_iterations
 
 _DIMS = 6  # the shader's K0..K5 and R0..R5
 
@@ -66,6 +67,21 @@ def _offsets(kept: list[tuple[int, int]], count: int) -> list[int]:
     return out
 
 
+_UNROLL = 16  # the shader's UNROLL: positions of the innermost reduced loop an iteration takes
+
+
+def mean_loop_iterations(x_shape, y_shape, axes, keep: bool) -> int:
+    """Loop iterations of one invocation of shaders/tflite_mean.comp (see _loops): the five outer reduced loops
+    (unit ones included), the innermost one's unrolled and remainder loops at each entry, all once per byte of
+    y's word unless VEC, and the byte loops."""
+    _, reduced, vec = mean_geometry(x_shape, y_shape, axes, keep)
+    trips = [1] * (_DIMS - len(reduced)) + [n for n, _ in reduced]
+    entries = int(np.prod(trips[:-1], dtype=np.int64))
+    inner = entries * (loop_cost(trips[-1] // _UNROLL) + loop_cost(trips[-1] % _UNROLL))
+    _, wy = rows_width(y_shape)
+    return (1 if vec else min(4, wy)) * (nested_iterations(trips[:-1]) + inner) + 2 * loop_cost(4)
+
+
 class TFLiteMean:
     """Packed x of `x_shape` -> packed y of `y_shape`; `m`, `bias` the reference's float32 parameters."""
 
@@ -105,5 +121,7 @@ def lower_tflite_mean(ctx, node, backend):
     x, y, dt = node.inputs[0], node.outputs[0], ctx.dtype(node.inputs[0])
     shape, y_shape, axes, keep, n, m, bias = geo
     lo, hi = qc.QRANGE[dt]
+    # Past llvmpipe's loop limit the shader would sum a prefix (_loops): refused, the plan places it on the CPU.
+    check_loops(f"tflite_mean over {n} values", mean_loop_iterations(shape, y_shape, axes, keep))
     return Layer(node, [x], y, make=lambda: TFLiteMean(shape, y_shape, axes, keep, dt == np.int8, m, bias, lo, hi,
                                                        backend.dev))
