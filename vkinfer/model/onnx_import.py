@@ -192,37 +192,48 @@ def _import_onnx(model, supported: dict[str, str | None], external_data_dir, max
         if dtype is not None and t.data_location != _EXTERNAL and t.HasField("raw_data") \
                 and not t.HasField("segment"):
             try:  # _array's first path inline (its call and message were a third of a 100k-initializer model's)
-                consts[name] = np.frombuffer(t.raw_data, dtype=dtype).reshape(t.dims)
+                consts[name] = np.frombuffer(t.raw_data, dtype=dtype).reshape(t.dims[:])  # (a list: faster)
                 continue
             except Exception:  # noqa: BLE001 - _array below raises the same error, reported as before
                 pass
         consts[name] = _array(t, f"initializer {name!r}", external)
     nodes, problems = [], []
     opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), None)
-    taken = {n.name for n in g.node if n.name}
+    taken: set[str] | None = None  # every node's name, gathered at the first node without one
     seen: dict[str, int] = {}
     names: list[str] = []
     # Each node's (op, op type, inputs, outputs, proto), read from the protobuf once for the checks and _meta.
     records: list[tuple[str, str, list[str], list[str], onnx.NodeProto]] = []
+    # (op type, domain) -> (op, its domain as named here, max inputs, max outputs: None where unchecked), looked up
+    # once per kind of node (the per-node domain test, op string and schema calls were 1.5 us a node).
+    kinds: dict[tuple[str, str], tuple[str, str, int | None, int | None]] = {}
+    convs = False  # a node _check_kernel_shapes looks at
     for i, n in enumerate(g.node):
-        op_type, domain = n.op_type, n.domain
-        domain = domain if domain not in ("", "ai.onnx") else ""
-        op = f"{domain}:{op_type}" if domain else op_type
-        ins, outs = list(n.input), list(n.output)
+        key = (n.op_type, n.domain)
+        kind = kinds.get(key)
+        if kind is None:
+            kind = kinds[key] = _kind(*key, opset, supported)
+        op, domain, max_in, max_out = kind
+        op_type = key[0]
+        ins, outs = n.input[:], n.output[:]
         records.append((op, op_type, ins, outs, n))
         name = n.name
         if name and name not in seen:  # _unique_name's common case inline
             seen[name] = i
         else:
-            name = _unique_name(n, i, taken, seen)
+            if taken is None and not name:
+                taken = {n.name for n in g.node if n.name}
+            name = _unique_name(n, i, taken or set(), seen)
         names.append(name)
         attrs = {}
-        for a in n.attribute:
-            try:
-                attrs[a.name] = _attribute(a)
-            except Exception as e:  # an attribute type onnx does not know
-                raise ValueError(f"node {name!r} ({n.op_type}): unreadable attribute {a.name!r} "
-                                 f"(type {a.type}): {e}") from e
+        attributes = n.attribute
+        if attributes:  # (an empty one's loop was a cost per node)
+            for a in attributes:
+                try:
+                    attrs[a.name] = _attribute(a)
+                except Exception as e:  # an attribute type onnx does not know
+                    raise ValueError(f"node {name!r} ({op_type}): unreadable attribute {a.name!r} "
+                                     f"(type {a.type}): {e}") from e
         if op == "Constant":
             value = attrs.get("value")
             if value is None:
@@ -231,25 +242,30 @@ def _import_onnx(model, supported: dict[str, str | None], external_data_dir, max
             if not isinstance(value, onnx.TensorProto):
                 raise ValueError(f"node {name!r} (Constant): attribute 'value' must be a tensor, got "
                                  f"{type(value).__name__}")
-            if len(n.output) != 1 or not n.output[0]:
-                raise ValueError(f"node {name!r} (Constant) must have one output, has {list(n.output)}")
-            consts[n.output[0]] = _array(value, f"node {name!r} (Constant) attribute 'value'", external)
+            if len(outs) != 1 or not outs[0]:
+                raise ValueError(f"node {name!r} (Constant) must have one output, has {outs}")
+            consts[outs[0]] = _array(value, f"node {name!r} (Constant) attribute 'value'", external)
             continue
         # The op's version (kernels whose semantics changed between opsets read it) and the node itself (its
         # attributes, with the types the model gave them).
         attrs["_opset"] = opset if not domain else None
         attrs["_proto"] = n
-        if not domain and opset is not None:
-            _check_input_count(n, name, opset)
-        _check_output_count(n, name, domain, opset, supported)
-        if op == "Softmax" and opset is not None and opset < 13:
-            attrs["_coerce_2d"] = True  # Softmax-1/11: over all axes from `axis` on, default axis 1
-        if op in ("MatMul", "Gemm") and len(ins) > 1:
-            # ORT prepacks B (its K blocks of 256) only when B is an initializer, not when vkinfer folds it later
-            # (a DequantizeLinear of a constant): vkinfer/reference/float_matmul.py
-            attrs["_b_initializer"] = ins[1] in consts
+        if max_in is not None and len(ins) > max_in:
+            _check_input_count(n, name, opset)  # (raises)
+        if max_out is not None and len(outs) > max_out:
+            _check_output_count(n, name, domain, opset, supported)  # (raises)
+        if op in _ANNOTATED:
+            if op == "Softmax" and opset is not None and opset < 13:
+                attrs["_coerce_2d"] = True  # Softmax-1/11: over all axes from `axis` on, default axis 1
+            if op in ("MatMul", "Gemm") and len(ins) > 1:
+                # ORT prepacks B (its K blocks of 256) only when B is an initializer, not when vkinfer folds it
+                # later (a DequantizeLinear of a constant): vkinfer/reference/float_matmul.py
+                attrs["_b_initializer"] = ins[1] in consts
+        elif op in _CONV_WEIGHTS:
+            convs = True
         nodes.append(Node(op, name, ins[:], outs[:], attrs))
-    _check_kernel_shapes(records, consts, names)
+    if convs:
+        _check_kernel_shapes(records, consts, names)
     inputs = [_info(vi, "graph input") for vi in g.input if vi.name not in consts]
     graph = optimize(Graph(nodes, inputs, [_info(vi, "graph output") for vi in g.output], consts))
     nodes = graph.nodes
@@ -328,6 +344,23 @@ def _unique_name(n: onnx.NodeProto, i: int, taken: set[str], seen: dict[str, int
     return name
 
 
+_ANNOTATED = frozenset({"Softmax", "MatMul", "Gemm"})  # nodes the import loop gives an attribute of its own
+
+
+def _kind(op_type: str, domain: str, opset: int | None, supported) -> tuple[str, str, int | None, int | None]:
+    """(op, domain as the importer names it, the most inputs _check_input_count allows, the most outputs
+    _check_output_count allows; None where it checks nothing) of a node of `op_type` in `domain`."""
+    domain = domain if domain not in ("", "ai.onnx") else ""
+    op = f"{domain}:{op_type}" if domain else op_type
+    limits = _schema_limits(op_type, opset) if not domain and opset is not None else None
+    max_in = limits[0] if limits is not None else None
+    if domain == "com.microsoft" and op in supported:
+        max_out = 1
+    else:
+        max_out = limits[1] if limits is not None else None
+    return op, domain, max_in, max_out
+
+
 def _check_output_count(n: onnx.NodeProto, name: str, domain: str, opset: int | None, supported) -> None:
     """More outputs than the op makes: ValueError naming the node, as ONNX Runtime refuses the model (the attack's
     spliced graphs listed an extra output first, so the real one was never written and a later node's read of
@@ -355,11 +388,14 @@ def _check_kernel_shapes(records: list[tuple], consts: dict[str, np.ndarray], na
     shape'); vkinfer folded the pair into a QLinearConv and ignored the attribute. Weights that are an initializer
     themselves are checked with the other geometry attributes (vkinfer/model/attrs.py, in the same words).
     `records`: import_onnx's (op, op type, inputs, outputs, proto) of every node."""
-    dq = {outs[0]: ins[0] for _, op_type, ins, outs, _ in records if op_type == "DequantizeLinear" and outs and ins}
+    dq = None  # made at the first convolution whose weights are not an initializer (a QLinearConv chain has none)
     for (op, op_type, ins, _, n), name in zip(records, names, strict=True):
         slot = _CONV_WEIGHTS.get(op)  # the default domain's only (op has a "domain:" prefix otherwise)
         if slot is None or slot >= len(ins) or ins[slot] in consts:
             continue
+        if dq is None:
+            dq = {outs[0]: ins[0] for _, op_type, ins, outs, _ in records
+                  if op_type == "DequantizeLinear" and outs and ins}
         ks = next((list(a.ints) for a in n.attribute
                    if a.name == "kernel_shape" and a.type == onnx.AttributeProto.INTS), None)
         src = dq.get(ins[slot])  # None where no DequantizeLinear makes it (an initializer may be named "")
@@ -393,8 +429,11 @@ def _meta(m: onnx.ModelProto, consts: dict[str, np.ndarray], graph: Graph, recor
         return float(scale.reshape(())), int(zp.reshape(()))
 
     quant: dict[str, tuple[float, int]] = {}
-    # Only these ops give parameters (the scan of every node's protobuf fields was a cost per node).
-    relevant = [(o, ins, outs) for o, _, ins, outs, _ in records if o in _Y_PARAMS or o == "DequantizeLinear"]
+    # Only these ops give parameters (the scan of every node's protobuf fields was a cost per node), and only where
+    # they read or write an 8-bit graph input or output (the others' turns below change nothing).
+    wanted = {t.name for t in [*graph.inputs, *graph.outputs] if t.dtype in (np.uint8, np.int8)}
+    relevant = [(o, ins, outs) for o, _, ins, outs, _ in records if (o in _Y_PARAMS or o == "DequantizeLinear")
+                and not (wanted.isdisjoint(ins) and wanted.isdisjoint(outs))] if wanted else []
     for t in [*graph.inputs, *graph.outputs]:
         if t.dtype not in (np.uint8, np.int8) or t.name in quant:
             continue

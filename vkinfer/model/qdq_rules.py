@@ -72,6 +72,23 @@ def propagate_qdq(g: Graph) -> Graph:
     """ORT's QDQ propagation (module docstring) on `g` (each node's opset is its "_opset" attribute)."""
     if not any(_propagates(n) for n in g.nodes):
         return g
+    # The DQs and Qs that may propagate: a DQ read by a node that may propagate, a Q reading one's output (their
+    # readers and producers among the nodes of such ops only ever shrink below: rewired nodes keep their ops, and
+    # the nodes added are Qs and DQs). The others' turns below change nothing and call no _propagates, so they are
+    # skipped, and where none is left the indexes below are not made (a Transpose chain's 0.1 s).
+    dqs = [n for n in g.nodes if n.op == "DequantizeLinear"]
+    qs = [n for n in g.nodes if n.op == "QuantizeLinear"]
+    if not dqs and not qs:
+        return g
+    read, written = set(), set()
+    for n in g.nodes:
+        if n.op in PROPAGATE:
+            read.update(n.inputs)
+            written.update(n.outputs)
+    dqs = [n for n in dqs if n.outputs[0] in read and _scalar_params(g, n)]
+    qs = [n for n in qs if len(n.inputs) > 1 and n.inputs[0] in written and _scalar_params(g, n)]
+    if not dqs and not qs:
+        return g
     outputs = {t.name for t in g.outputs}
     fresh = iter(range(1 << 30))
     # The node list as slots with sort keys (a node inserted after `src` sorts right after it, before anything
@@ -107,15 +124,21 @@ def propagate_qdq(g: Graph) -> Graph:
 
     node_at[:] = held[:] = g.nodes  # put(k, node) for each node in order, without its calls
     slot_of.update({id(n): k for k, n in enumerate(node_at)})
+    # Indexed: the names the turns below look up, those of the moves' inputs and outputs (the DQs' and Qs' above
+    # among them), or the names of the nodes put() adds (all with "__qdqp"); indexing every name was 0.2 s on a
+    # 100k-node QDQ chain with one Transpose pair.
+    scope = read | written
     for k, n in enumerate(node_at):
         for i in n.inputs:
-            r = readers_of.get(i)
-            if r is None:
-                readers_of[i] = {k: None}
-            else:
-                r[k] = None
+            if i in scope or "__qdqp" in i:
+                r = readers_of.get(i)
+                if r is None:
+                    readers_of[i] = {k: None}
+                else:
+                    r[k] = None
         for o in n.outputs:
-            producer_of.setdefault(o, k)
+            if o in scope or "__qdqp" in o:
+                producer_of.setdefault(o, k)
 
     def readers(name: str) -> list[tuple[Node, int]]:
         slots = sorted(readers_of.get(name, ()), key=key.__getitem__)
@@ -157,7 +180,7 @@ def propagate_qdq(g: Graph) -> Graph:
         return rewired
 
     # DQ forward (PropagateDQForward): only a DQ read by exactly one node, through node input 0.
-    for dq in [n for n in g.nodes if n.op == "DequantizeLinear" and _scalar_params(g, n)]:
+    for dq in dqs:
         users = readers(dq.outputs[0])
         if len(users) != 1 or dq.outputs[0] in outputs:
             continue
@@ -180,7 +203,7 @@ def propagate_qdq(g: Graph) -> Graph:
                 todo.extend((dst, k) for k, i in enumerate(dst.inputs) if i.startswith(y + "__qdqp"))
     # Q backward (PropagateQBackward): through single-reader edges into input 0, up to a DQ, a graph input or an
     # initializer.
-    for q in [n for n in g.nodes if n.op == "QuantizeLinear" and _scalar_params(g, n)]:
+    for q in qs:
         x = q.inputs[0]
         p = producer(x)
         if p is None or x in outputs or len(readers(x)) != 1:

@@ -58,13 +58,24 @@ def _scalar(v) -> bool:
 
 def quantize_float_weights(g: Graph) -> Graph:
     """The graph with ORT's WeightBiasQuantization applied (module docstring); `g` itself when nothing matches."""
+    consts = g.consts
+
+    def may_match(n: Node) -> bool:  # the conditions below that need no producer or reader maps
+        if n.op not in OPS or len(n.inputs) < 2:
+            return False
+        bias = n.inputs[2] if len(n.inputs) > 2 and n.inputs[2] else ""
+        if bias:
+            return bias in consts and np.asarray(consts[bias]).ndim == 1
+        return n.inputs[1] in consts and consts[n.inputs[1]].dtype == np.float32  # (no bias: no DQ'd weights)
+
+    if not any(may_match(n) for n in g.nodes):
+        return g  # (the maps of a QDQ conv chain, whose weights are all DQ'd without a bias, were 0.2 s on 100k nodes)
     producer = {o: n for n in g.nodes for o in n.outputs if o}
     consumers: dict[str, list[Node]] = {}
     for n in g.nodes:
         for i in n.inputs:
             if i:
                 consumers.setdefault(i, []).append(n)
-    consts = g.consts
 
     def to_q(n: Node) -> bool:  # ORT's IsNoBranchPathToQuantizeLinear
         while True:

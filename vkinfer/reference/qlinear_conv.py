@@ -196,9 +196,11 @@ def conv1d_as_2d(g):
     two moves are named "<node>/unsqueeze" and "<node>/squeeze". Graph and nodes are dataclasses of
     vkinfer.model.graph, copied with dataclasses.replace (the reference layer does not import the model's)."""
     consts, nodes, changed = dict(g.consts), [], False
-    taken = set(consts) | {o for n in g.nodes for o in n.outputs} | {t.name for t in g.inputs}
+    taken: set[str] = set()  # every tensor name, gathered at the first 1-D convolution (most graphs have none)
 
     def fresh(base: str) -> str:
+        if not taken:
+            taken.update(consts, (o for n in g.nodes for o in n.outputs), (t.name for t in g.inputs))
         name, k = base, 0
         while name in taken:
             k += 1
@@ -209,7 +211,7 @@ def conv1d_as_2d(g):
     for n in g.nodes:
         w = consts.get(n.inputs[3]) if n.op in ("QLinearConv", "vkinfer:QLinearConvClamp") and len(n.inputs) > 3 \
             else None
-        if w is None or np.ndim(w) != 3 or not n.outputs or not n.outputs[0]:
+        if w is None or (w.ndim if type(w) is np.ndarray else np.ndim(w)) != 3 or not n.outputs or not n.outputs[0]:
             nodes.append(n)
             continue
         a = n.attrs
