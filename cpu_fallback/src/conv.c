@@ -2,7 +2,8 @@
  * indirection buffer (QNNPACK: pointers to input pixels instead of an im2col copy; padding taps
  * point at a row of x_zp), and the parallel loop over output tiles that calls the microkernels.
  * A convolution whose whole indirection buffer would pass a bound is run by tiles of output pixels,
- * each tile's pointers built into one bounded buffer just before its microkernels read them. */
+ * each tile's pointers built into one bounded buffer just before its microkernels read them (into the
+ * merged rows' padded copy where it has one). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -289,11 +290,12 @@ vki_status vki_conv_create(const vki_conv_desc* desc, vki_conv** out)
     cv->merged = !cv->depthwise && desc->groups == 1 && desc->dw == 1 && desc->kw > 1 &&
                  ((size_t)desc->c * desc->kw <= MERGE_MAX_BYTES ||
                   (desc->c <= MERGE_SMALL_C && (size_t)desc->c * desc->kw <= MERGE_SMALL_C_BYTES));
-    /* Tiled past the bound (read once, at creation). A tiled layer is never merged: the merged mode's padded
-     * copy is the whole input (1 GiB more for e4986fdbbe's); merged is only a faster layout of the same sums. */
+    /* Merged rows only while their padded copy of the whole input stays within TILE_BOUND (merged is a faster layout
+     * of the same sums: e4986fdbbe's 1 GiB input would take 1 GiB more); then tiled past the bound (read once, at
+     * creation). A merged layer may be tiled too: a 4K RGB stem (25 MB copy, 199 MB of row pointers). */
     const uint64_t bound = atomic_load(&tile_bound), pixels = (uint64_t)desc->n * oh * ow;
     const uint64_t xpad_bytes = (uint64_t)desc->n * desc->h * ((uint64_t)desc->pl + desc->w + desc->pr) * desc->c;
-    if (cv->merged && (pixels * desc->kh * sizeof(*cv->indir) > bound || xpad_bytes > bound)) cv->merged = false;
+    if (cv->merged && xpad_bytes > TILE_BOUND) cv->merged = false;
     cv->kc = cv->merged ? desc->kw * desc->c : cv->cg;
     if (cv->merged) cv->ks = desc->kh;
     cv->tiled = pixels * cv->ks * sizeof(*cv->indir) > bound;
@@ -547,11 +549,6 @@ vki_status vki_conv_run(vki_conv* cv, const uint8_t* x, uint8_t* y, uint32_t thr
     if (threads == 0) threads = vki_default_threads();
     pthread_mutex_lock(&cv->lock);
     vki_status st = VKI_OK;
-    if (cv->tiled) {
-        st = run_tiled(cv, x, y, threads);
-        pthread_mutex_unlock(&cv->lock);
-        return st;
-    }
     if (cv->merged) {
         /* Copy the rows into the padded buffer (its borders hold x_zp from creation); the
          * indirection then points into this buffer, so it is built only once. */
@@ -559,6 +556,13 @@ vki_status vki_conv_run(vki_conv* cv, const uint8_t* x, uint8_t* y, uint32_t thr
         size_t row = (size_t)d->w * d->c;
         for (size_t r = 0; r < (size_t)d->n * d->h; r++)
             memcpy(cv->xpad + (r * cv->wpad + d->pl) * d->c, x + r * row, row);
+    }
+    if (cv->tiled) {
+        st = run_tiled(cv, cv->merged ? cv->xpad : x, y, threads);
+        pthread_mutex_unlock(&cv->lock);
+        return st;
+    }
+    if (cv->merged) {
         if (cv->indir_x != cv->xpad) st = build_indirection(cv, cv->xpad);
     } else if (cv->indir_x != x) {
         st = build_indirection(cv, x);

@@ -75,6 +75,16 @@ def _spec(cid: str, kw: dict):
     return conv_spec(**case)
 
 
+def _pointers_per_pixel(s) -> int:
+    """conv.c's pointers per output pixel: kh in merged-row mode (group 1, not depthwise, horizontal dilation 1, kw > 1,
+    c * kw <= 64 bytes or c <= 4 and c * kw <= 4096; the padded copy within 64 MiB: every layer here), else kh * kw."""
+    m, cg, kh, kw = s.w.shape
+    c = s.x.shape[1]
+    merged = s.group == 1 and not (c == m == 1) and s.dilations[1] == 1 and kw > 1 and (
+        c * kw <= 64 or (c <= 4 and c * kw <= 4096))
+    return kh if merged else kh * kw
+
+
 def check_case(cid: str, kw: dict, isa: str, tile_pixels: int, threads=(1, 3)) -> None:
     """The layer tiled (tiles of `tile_pixels` output pixels, or 128 for 130) against the reference and the layer
     built whole."""
@@ -82,8 +92,7 @@ def check_case(cid: str, kw: dict, isa: str, tile_pixels: int, threads=(1, 3)) -
     want = qlinear_conv(s)
     whole = cpu.QLinearConv(s, isa)
     assert _lib().vki_conv_tile_pixels(whole.conv.handle) == 0, cid
-    taps = s.w.shape[2] * s.w.shape[3]
-    with tiling(1, tile_pixels * taps * 8) as so:
+    with tiling(1, tile_pixels * _pointers_per_pixel(s) * 8) as so:
         tiled = cpu.QLinearConv(s, isa)
         assert so.vki_conv_tile_pixels(tiled.conv.handle) == (128 if tile_pixels == 130 else tile_pixels), cid
     for t in threads:
@@ -116,9 +125,12 @@ def test_the_default_bound_tiles_only_past_64_mib():
 
 def test_a_tile_bound_tiles_no_real_model_layer():
     """Tiling is for layers far past real ones: with the bound at its default, a merged RGB stem of a 640x640 input
-    (the largest real model's) keeps its merged rows and whole indirection."""
+    (the largest real model's) keeps its merged rows and whole indirection; a 4K one at stride 1 (199 MB of row
+    pointers, a 25 MB padded copy) keeps its merged rows, by tiles of 3 pointers a pixel."""
     s = _spec("stem", dict(c=3, h=640, w=640, m=16, kh=3, strides=(2, 2), pads=(1, 1, 1, 1)))
     assert _lib().vki_conv_tile_pixels(cpu.QLinearConv(s).conv.handle) == 0
+    s = _spec("stem", dict(c=3, h=2160, w=3840, m=16, kh=3, pads=(1, 1, 1, 1)))
+    assert _lib().vki_conv_tile_pixels(cpu.QLinearConv(s).conv.handle) == (16 << 20) // 24 // 64 * 64
 
 
 _BIG = r"""
@@ -128,10 +140,10 @@ from vkinfer import cpu
 from vkinfer.reference._spec import conv_spec
 from vkinfer.reference.qlinear_conv import qlinear_conv
 rng = np.random.default_rng(5)
-x = rng.integers(0, 256, (1, 2, 64, 8192), dtype=np.uint8)
-w = rng.integers(-128, 128, (2, 2, 31, 31), dtype=np.int8)
+x = rng.integers(0, 256, (1, 2, 32, 8192), dtype=np.uint8)
+w = rng.integers(-128, 128, (4, 1, 31, 31), dtype=np.int8)
 args = (np.float32(0.02), np.uint8(5), w, np.float32(0.0004), np.int8(3), np.float32(0.5), np.uint8(100))
-s = conv_spec(x, *args, pads=(15, 15, 15, 15))
+s = conv_spec(x, *args, pads=(15, 15, 15, 15), group=2)
 q = cpu.QLinearConv(s)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10
 y = q.run(s.x, 1)
@@ -141,14 +153,15 @@ for a in (0, 4000, 8192 - 37):
     b = a + 37
     lo, hi = max(a - 15, 0), min(b + 15, 8192)
     slab = conv_spec(np.ascontiguousarray(x[..., lo:hi]), *args,
-                     pads=(15, 15 - (a - lo), 15, 15 - (hi - b)))
+                     pads=(15, 15 - (a - lo), 15, 15 - (hi - b)), group=2)
     assert np.array_equal(qlinear_conv(slab), y[..., a:b]), a
 print(cpu.lib().vki_conv_tile_pixels(q.conv.handle), grew)
 """
 
 
 def test_a_big_convolution_runs_in_bounded_memory():
-    """A 31x31 layer over 64x8192 output pixels: its whole indirection would be 3.9 GB (961 pointers a pixel); by
+    """A 31x31 layer of 2 groups over 32x8192 output pixels: its whole indirection would be 1.9 GB (961 pointers a
+    pixel); by
     tiles of 16 MiB the run's resident memory grows by less than 64 MB, and its output equals the reference's on
     column slabs at both edges and inside (the same convolution on the input columns they read)."""
     r = subprocess.run([sys.executable, "-c", _BIG], capture_output=True, text=True, timeout=240, cwd=ROOT)
