@@ -1,13 +1,14 @@
 """Reductions past llvmpipe's loop limit run on the CPU of a Vulkan session, with the oracle's bits.
 
 Mesa's llvmpipe (lavapipe) ends every loop of a shader invocation once all its loops together reach 65535
-iterations, silently: a TFLite MEAN over 512x512 (tflite_zoo.tiny_cnn(size=512)'s pool: 65,536 values)
-summed a prefix and gave other bits than cpu and the reference, with no warning. The lowerings of the
-one-invocation reductions (vulkan/_loops.py: TFLite MEAN, QLinearGlobalAveragePool, AVERAGE_POOL_2D, MaxPool)
-now refuse a node whose invocation would loop more than LOOP_BUDGET times, so the plan places it on the CPU on
-every Vulkan device. Each op: a reduction just below the budget stays on Vulkan, one past it runs on the CPU,
-both equal to the oracle (ai-edge-litert for TFLite, ONNX Runtime for ONNX) on every device. The data put the
-extreme values last, where a truncated loop would miss them."""
+iterations, silently: a TFLite MEAN over 512x512 (tflite_zoo.tiny_cnn(size=512)'s pool: 65,536 values) stopped early
+and gave other bits than cpu and the reference, with no warning. The lowerings of the one-invocation reductions
+(vulkan/_loops.py: TFLite MEAN, QLinearGlobalAveragePool, AVERAGE_POOL_2D, MaxPool, QLinearSoftmax's row pass) now
+refuse a node whose invocation would loop more than LOOP_BUDGET times, so the plan places it on the CPU on every
+Vulkan device; tflite_mean.comp unrolls its innermost loop (16 positions an iteration), so one invocation sums up to
+~1M values. Each op: a reduction just below the budget stays on Vulkan, one past it runs on the CPU, both equal to
+the oracle (ai-edge-litert for TFLite, ONNX Runtime for ONNX) on every device. The data put the extreme values last,
+where a truncated loop would miss them."""
 
 from __future__ import annotations
 
@@ -103,3 +104,16 @@ def test_tflite_average_pool_past_the_loop_limit_runs_on_the_cpu(hw, where):
     # The pool runs in NCHW between two Transposes, which stay on Vulkan.
     check_vs_litert(blob, {"x": _tail_heavy(shape, np.int8, -128, 127)}, where="cpu",
                     on_vulkan={"TFLiteAveragePool_1": where})
+
+
+@pytest.mark.parametrize("d,where", [(32254, "vulkan"), (50257, "cpu")], ids=["32254", "50257_gpt2_vocab"])
+def test_qlinear_softmax_past_the_loop_limit_runs_on_the_cpu(d, where):
+    """Two loops over the row (maximum, then sum) in one invocation: 2 x (d + 1) passes. The data put the maximum
+    first and 3,000 values near it last, which a sum stopped early misses (wrong bytes at 34,000 and 50,257)."""
+    from ops.test_qlinear_softmax import softmax_model
+
+    blob = softmax_model((2, d), np.dtype(np.uint8))
+    x = np.zeros((2, d), np.uint8)
+    x[:, 0], x[:, -3000:] = 255, 200
+    feed = {"x": x}
+    check(blob, feed, ort_run(blob, feed), where="cpu", on_vulkan=where)

@@ -1,14 +1,15 @@
 """The loop iterations one shader invocation may run on every Vulkan device vkinfer supports.
 
-Mesa's llvmpipe (lavapipe, the CPU Vulkan driver vkinfer is tested on) ends every loop of a shader once the
-passes through all its loops together reach 65535 (gallivm's LP_MAX_TGSI_LOOP_ITERATIONS: one counter per
-invocation, shared by every loop, decremented at each pass through a loop's end, the exiting pass included). A
-longer reduction silently stops early and gives wrong bits with no error. Measured on lavapipe: a TFLite MEAN
-over 65,500 values (one loop) missed its last values; QLinearGlobalAveragePool over 256x257, AVERAGE_POOL_2D and
-MaxPool over 255x257 windows gave wrong values. A lowering whose shader would loop more than `LOOP_BUDGET` times
-in one invocation refuses the node (ValueError), so the plan places it on the CPU, on every Vulkan device alike
-(one plan and the same bits everywhere). shaders/tflite_mean.comp unrolls its innermost loop to sum ~1M values
-in one invocation; the pools' windows and QLinearGlobalAveragePool's planes stop at ~64,000 positions.
+Mesa's llvmpipe (lavapipe, the CPU Vulkan driver vkinfer is tested on) ends every loop of a shader once the passes
+through all its loops together reach 65535 (gallivm's LP_MAX_TGSI_LOOP_ITERATIONS: one counter per invocation,
+shared by every loop, decremented at each pass through a loop's end, the exiting pass included). A longer reduction
+silently stops early and gives wrong bits with no error. Measured on lavapipe: a TFLite MEAN over 65,500 values (one
+loop) missed its last values; QLinearGlobalAveragePool over 256x257, AVERAGE_POOL_2D and MaxPool over 255x257
+windows, QLinearSoftmax over rows of 34,000 and 50,257 gave wrong values. A lowering whose shader would loop more
+than `LOOP_BUDGET` times in one invocation refuses the node (ValueError), so the plan places it on the CPU, on every
+Vulkan device alike (one plan and the same bits everywhere). shaders/tflite_mean.comp unrolls its innermost loop to
+sum ~1M values in one invocation; the pools' windows and QLinearGlobalAveragePool's planes stop at ~64,000
+positions.
 """
 
 from __future__ import annotations

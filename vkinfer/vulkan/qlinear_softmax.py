@@ -50,6 +50,7 @@ class QLinearSoftmax:
 # --- lowering (vkinfer/model/lowering.py) ---
 from ..cpu.qlinear_softmax import softmax_params  # noqa: E402 (one definition of the rows and parameters)
 from ..model.lowering import Layer, lower  # noqa: E402
+from ._loops import check_loops, loop_cost  # noqa: E402
 
 
 @lower("vulkan", "com.microsoft:QLinearSoftmax")
@@ -57,6 +58,9 @@ def lower_qlinear_softmax(ctx, node, backend):
     if (p := softmax_params(ctx, node)) is None:
         return None
     table, y_mult, yz, view = p
+    # The per-row pass loops over the row twice (maximum, then sum): past llvmpipe's loop limit (_loops) it would
+    # stop early (a softmax over 50,257 logits gave wrong bytes on lavapipe), so refused and placed on the CPU.
+    check_loops(f"QLinearSoftmax over rows of {view[1]}", 2 * loop_cost(view[1]))
     x, y = node.inputs[0], node.outputs[0]
     signed = ctx.dtype(y) == np.int8
     return Layer(node, [x], y, make=lambda: QLinearSoftmax(ctx.shape(x), view, table, y_mult, yz, signed,
