@@ -99,11 +99,13 @@ def binary(imp, ins, outs, opts, *, op: str) -> None:
     activation's bounds as attributes. (What follows from the op, its activation and the three tensors' types
     and quantization is worked out once per distinct combination: `imp.forms`.)"""
     a, b = ins
-    layout = imp.layout_of([a, b], outs)
+    layout = imp.layout_of(ins, outs)
     code = fused_activation(opts) if opts is not None else 0
-    inputs = []
-    for i in (a, b):
-        inputs += [imp.get(i, layout), *imp.qparams(i)]
+    xa = imp.get(a, layout)
+    sa, za = imp.qparams(a)
+    xb = imp.get(b, layout)
+    sb, zb = imp.qparams(b)
+    inputs = [xa, sa, za, xb, sb, zb]
     t, ta, tb = imp.t[outs[0]], imp.t[a], imp.t[b]
     # (the reader's scale and zero-point arrays, alive as long as the tensors: their ids name their values)
     key = (op, code, id(ta.scale), id(tb.scale), id(t.scale), id(t.zero_point), t.dtype)
@@ -111,8 +113,9 @@ def binary(imp, ins, outs, opts, *, op: str) -> None:
     if form is None:
         form = imp.forms[key] = _binary_form(imp, a, b, outs[0], code, op)
     if form[0]:
-        imp.node("vkinfer:TFLiteAdd", inputs + list(imp.qparams(outs[0])), [imp.put(outs[0], layout)],
-                 activation_min=form[1], activation_max=form[2])
+        sy, zy = imp.qparams(outs[0])
+        imp.node("vkinfer:TFLiteAdd", [*inputs, sy, zy], [imp.put(outs[0], layout)], activation_min=form[1],
+                 activation_max=form[2])
         return
     act = form[1]
     y = imp.write(outs[0], layout, act)
