@@ -69,11 +69,17 @@ def _deref(V: _Views, at: np.ndarray) -> np.ndarray:
 def _factorize(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(index of the first row of each distinct row, each row's group) of the rows of `m`, from its bytes read
     as 64-bit chunks, one 1-D np.unique a chunk (np.unique over rows sorts them as records: 40x slower)."""
+    if (m == m[0]).all():  # one content (bits compared: the rows are integers): no sort
+        return np.zeros(1, np.int64), np.zeros(len(m), np.int64)
     w = m.shape[1] * m.itemsize
     raw = np.zeros((len(m), -(-w // 8) * 8), np.uint8)
     raw[:, :w] = np.ascontiguousarray(m).view(np.uint8).reshape(len(m), w)
+    chunks = raw.view(np.uint64).T
+    if len(chunks) == 1:
+        _, first, inv = np.unique(chunks[0], return_index=True, return_inverse=True)
+        return first, inv.reshape(-1)
     key = np.zeros(len(m), np.int64)
-    for chunk in raw.view(np.uint64).T:
+    for chunk in chunks:
         u, inv = np.unique(chunk, return_inverse=True)
         key = key * len(u) + inv.reshape(-1)
         _, key = np.unique(key, return_inverse=True)
