@@ -3,7 +3,8 @@
 Mesa's llvmpipe (lavapipe) ends every loop of a shader invocation once all its loops together reach 65535
 iterations, silently: a TFLite MEAN over 512x512 (tflite_zoo.tiny_cnn(size=512)'s pool: 65,536 values) stopped early
 and gave other bits than cpu and the reference, with no warning. The lowerings of the one-invocation reductions
-(vulkan/_loops.py: TFLite MEAN, QLinearGlobalAveragePool, AVERAGE_POOL_2D, MaxPool, QLinearSoftmax's row pass) now
+(vulkan/_loops.py: TFLite MEAN, QLinearGlobalAveragePool, AVERAGE_POOL_2D, MaxPool, QLinearSoftmax's row pass,
+QLinearConv/QGemm's kernels) now
 refuse a node whose invocation would loop more than LOOP_BUDGET times, so the plan places it on the CPU on every
 Vulkan device; tflite_mean.comp unrolls its innermost loop (16 positions an iteration), so one invocation sums up to
 ~1M values. Each op: a reduction just below the budget stays on Vulkan, one past it runs on the CPU, both equal to
@@ -117,3 +118,36 @@ def test_qlinear_softmax_past_the_loop_limit_runs_on_the_cpu(d, where):
     x[:, 0], x[:, -3000:] = 255, 200
     feed = {"x": x}
     check(blob, feed, ort_run(blob, feed), where="cpu", on_vulkan=where)
+
+
+def test_conv_loop_counts():
+    from vkinfer.reference._spec import conv_spec
+    from vkinfer.vulkan.qlinear_conv import choose_kernel, conv_loop_iterations
+
+    def cost(c, m, k, group=1):
+        x, w = np.zeros((1, c, k, k), np.uint8), np.zeros((m, c // group, k, k), np.uint8)
+        s = conv_spec(x, np.float32(1), np.uint8(0), w, np.float32(1), np.uint8(0), np.float32(1), np.uint8(0),
+                      group=group)
+        return choose_kernel(s), conv_loop_iterations(s, choose_kernel(s))
+
+    assert cost(258040, 4, 1) == ("qlinear_gemv", 64511)
+    assert cost(240, 4, 32) == ("qlinear_conv", 33 + 32 * 33 + 32 * 32 * 61)
+    assert cost(8, 6, 3, group=2) == ("qlinear_conv", 4 * (4 + 3 * 4 + 9 * 2))  # 3 outputs a group: straddles
+    assert cost(8, 6, 3) == ("qlinear_conv", 4 + 3 * 4 + 9 * 3)  # one group: never straddles
+
+
+@pytest.mark.parametrize("c,k,where", [(258040, 1, "vulkan"), (270000, 1, "cpu"), (240, 32, "vulkan"),
+                                       (256, 32, "cpu")], ids=["gemv_258040", "gemv_270000", "k32_c240", "k32_c256"])
+def test_conv_past_the_loop_limit_runs_on_the_cpu(c, k, where):
+    """One invocation sums an output word over every tap and input word: a 1x1 conv over 270,000 channels (gemv)
+    and a 32x32 kernel over 256 channels gave wrong bytes on lavapipe."""
+    from ops.test_qlinear_conv import _case, _model
+
+    case = _case("big", dict(c=c, h=k, w=k, m=4, kh=k, kw=k, xt="u8", wt="u8", per_channel=False))
+    blob, x = _model(case)
+    tail = np.array(x)
+    tail[...] = case["x_zero_point"]
+    tail[:, -4000:] = 255  # the last channels and the last kernel row: what the loops reach last
+    tail[..., -1, :] = 255
+    feeds = [{"x": tail}, {"x": np.array(x)}]
+    check(blob, feeds, [ort_run(blob, f) for f in feeds], where="cpu", on_vulkan=where)

@@ -17,6 +17,7 @@ from .._vk import Buffer, Device, Program
 from ..layout import as_bytes, ceil4, pad_last
 from ..reference._spec import ConvSpec
 from ..reference.requant import split_float32
+from ._loops import check_loops, loop_cost, nested_iterations
 
 # Every convolution kernel variant; the tests check the shape table reaches each one and the
 # benchmark reports which one ran.
@@ -73,6 +74,23 @@ def dispatch_groups(s: ConvSpec, kernel: str) -> tuple[int, int, int]:
     if kernel == "qlinear_dwconv":
         return (-(-c4 // 4), -(-ow // 16), n * oh)
     return (-(-m4 // 4), -(-ow // 64), n * oh)  # 16 invocations x 4 pixels along W
+
+
+def conv_loop_iterations(s: ConvSpec, kernel: str) -> int:
+    """Loop passes of one invocation of `kernel` (see _loops), before its short requantization loops: the K loop of
+    gemv/gemm (one A row's words; gemm's 4-row inner loops are unrolled), the window of dwconv, the window and
+    input words of conv (4 times where an output word straddles groups: one channel at a time); dwconv3x3 is a
+    fixed 3x3 window."""
+    c = s.x.shape[1]
+    m, cg, kh, kw = s.w.shape
+    if kernel in ("qlinear_gemm", "qlinear_gemv"):
+        return loop_cost(ceil4(c))
+    if kernel == "qlinear_dwconv3x3":
+        return 0
+    if kernel == "qlinear_dwconv":
+        return nested_iterations((kh, kw))
+    straddle = 4 if s.group > 1 and (m // s.group) % 4 else 1
+    return straddle * nested_iterations((kh, kw, ceil4(cg)))
 
 
 def requant_table(term: np.ndarray, w_zp: np.ndarray, m: np.ndarray, channels_padded: int) -> np.ndarray:
@@ -172,6 +190,9 @@ def _layer(node, spec, backend):
     if max(groups) > MIN_WORKGROUP_COUNT:
         raise ValueError(f"{kernel}: a dispatch of {groups} workgroups passes {MIN_WORKGROUP_COUNT}, the least "
                          "maxComputeWorkGroupCount Vulkan guarantees")
+    # Past llvmpipe's loop limit one invocation would stop its sum early (_loops; a 1x1 conv over 270,000 channels
+    # and a 32x32 kernel over 256 gave wrong bytes on lavapipe): refused, the plan places the node on the CPU.
+    check_loops(kernel, conv_loop_iterations(spec, kernel))
     return Layer(node, [node.inputs[0]], node.outputs[0], make=lambda: QLinearConv(spec, backend.dev))
 
 
