@@ -4,12 +4,11 @@ Mesa's llvmpipe (lavapipe) ends every loop of a shader invocation once all its l
 iterations, silently: a TFLite MEAN over 512x512 (tflite_zoo.tiny_cnn(size=512)'s pool: 65,536 values) stopped early
 and gave other bits than cpu and the reference, with no warning. The lowerings of the one-invocation reductions
 (vulkan/_loops.py: TFLite MEAN, QLinearGlobalAveragePool, AVERAGE_POOL_2D, MaxPool, QLinearSoftmax's row pass,
-QLinearConv/QGemm's kernels) now
-refuse a node whose invocation would loop more than LOOP_BUDGET times, so the plan places it on the CPU on every
-Vulkan device; tflite_mean.comp unrolls its innermost loop (16 positions an iteration), so one invocation sums up to
-~1M values. Each op: a reduction just below the budget stays on Vulkan, one past it runs on the CPU, both equal to
-the oracle (ai-edge-litert for TFLite, ONNX Runtime for ONNX) on every device. The data put the extreme values last,
-where a truncated loop would miss them."""
+QLinearConv/QGemm's kernels, QLinearMatMul and BATCH_MATMUL) now refuse a node whose invocation would loop more than
+LOOP_BUDGET times, so the plan places it on the CPU on every Vulkan device; tflite_mean.comp unrolls its innermost
+loop (16 positions an iteration), so one invocation sums up to ~1M values. Each op: a reduction just below the
+budget stays on Vulkan, one past it runs on the CPU, both equal to the oracle (ai-edge-litert for TFLite, ONNX
+Runtime for ONNX) on every device. The data put the extreme values last, where a truncated loop would miss them."""
 
 from __future__ import annotations
 
@@ -151,3 +150,30 @@ def test_conv_past_the_loop_limit_runs_on_the_cpu(c, k, where):
     tail[..., -1, :] = 255
     feeds = [{"x": tail}, {"x": np.array(x)}]
     check(blob, feeds, [ort_run(blob, f) for f in feeds], where="cpu", on_vulkan=where)
+
+
+@pytest.mark.parametrize("k,where", [(16000, "vulkan"), (17000, "cpu")], ids=["16000", "17000"])
+def test_two_activation_matmul_past_the_loop_limit_runs_on_the_cpu(k, where):
+    """qlinear_matmul_act computes an output word's 4 dot products one after another in one invocation: 4 x (k + 1)
+    passes (at K = 30,000 the 4th byte was never written on lavapipe). y = acc / 100 of the last 3,000 ones."""
+    consts = {"as": np.float32(1), "az": np.uint8(0), "bs": np.float32(1), "bz": np.uint8(0),
+              "ys": np.float32(100), "yz": np.uint8(0)}
+    blob = model([node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"])],
+                 {"a": (np.uint8, (4, k)), "b": (np.uint8, (k, 8))}, consts, {"y": np.uint8})
+    a = np.zeros((4, k), np.uint8)
+    a[:, -3000:] = 1
+    feed = {"a": a, "b": np.ones((k, 8), np.uint8)}
+    check(blob, feed, ort_run(blob, feed), where="cpu", on_vulkan=where)
+
+
+@pytest.mark.parametrize("k,where", [(258040, "vulkan"), (270000, "cpu")], ids=["258040", "270000"])
+def test_matmul_with_constant_b_past_the_loop_limit_runs_on_the_cpu(k, where):
+    """gemv/gemm loop over A's row words in one invocation: K / 4 + 1 passes. y = acc / 100 of the last 3,000 ones."""
+    consts = {"as": np.float32(1), "az": np.uint8(0), "b": np.ones((k, 8), np.uint8), "bs": np.float32(1),
+              "bz": np.uint8(0), "ys": np.float32(100), "yz": np.uint8(0)}
+    blob = model([node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"])],
+                 {"a": (np.uint8, (4, k))}, consts, {"y": np.uint8})
+    a = np.zeros((4, k), np.uint8)
+    a[:, -3000:] = 1
+    feed = {"a": a}
+    check(blob, feed, ort_run(blob, feed), where="cpu", on_vulkan=where)

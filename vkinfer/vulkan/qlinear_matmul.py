@@ -56,6 +56,13 @@ class QLinearMatMul:
 
 # --- lowering (vkinfer/model/lowering.py) ---
 from ..model.lowering import Layer, lower, static  # noqa: E402
+from ._loops import check_loops, loop_cost  # noqa: E402
+
+
+def check_matmul_act_loops(k: int) -> None:
+    """ValueError past llvmpipe's loop limit (_loops) for shaders/qlinear_matmul_act.comp: one invocation computes
+    an output word's 4 dot products of length `k` one after another (a K of 17,000 is 68,004 passes)."""
+    check_loops(f"qlinear_matmul_act over K = {k}", 4 * loop_cost(k) + loop_cost(4))
 
 
 @lower("vulkan", "QLinearMatMul")
@@ -70,6 +77,8 @@ def lower_matmul(ctx, node, backend):
     a_shape = ctx.shape(node.inputs[0])
     if len(a_shape) > 3 or a_shape[:-2] != spec.out_shape[:-2]:
         return None  # A broadcast over B's batch: rows would not match the packed form
+    # gemv/gemm loop over A's row words in one invocation: past llvmpipe's loop limit (_loops) the sum stops early.
+    check_loops(f"QLinearMatMul over K = {a_shape[-1]}", loop_cost(ceil4(int(a_shape[-1]))))
     return Layer(node, [node.inputs[0]], node.outputs[0], make=lambda: QLinearMatMul(spec, backend.dev))
 
 
@@ -128,6 +137,7 @@ def lower_two_activations(ctx, node, backend):
     mant, exp = split_float32(np.atleast_1d(s.out.m[:1]))
     push = [s.a_zp, int(s.b_zp[0]), s.out.zero_point, s.out.lo, s.out.hi, int(mant[0]), int(exp[0])]
     signed = (ctx.dtype(a) == np.int8, ctx.dtype(b) == np.int8)
+    check_matmul_act_loops(int(sa[-1]))
     geom = (xa, xb, fa[-1], fb[-2])
     return Layer(node, [a, b], y, make=lambda: QLinearMatMulAct((sa, sb, so), sa[-1], geom, signed, push,
                                                                backend.dev))

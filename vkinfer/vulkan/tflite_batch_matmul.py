@@ -13,7 +13,7 @@ from ..layout import form_perm
 from ..model.lowering import Layer, lower
 from ..reference.requant import QRANGE, split_float32
 from ..reference.tflite_batch_matmul import batch_matmul_shapes
-from .qlinear_matmul import QLinearMatMulAct
+from .qlinear_matmul import QLinearMatMulAct, check_matmul_act_loops
 
 
 @lower("vulkan", "vkinfer:TFLiteBatchMatMul")
@@ -47,6 +47,7 @@ def lower_tflite_batch_matmul(ctx, node, backend):
     mant, exp = split_float32(np.atleast_1d(np.float32(mult)))
     lo, hi = QRANGE[np.dtype(np.int8)]
     push = [xz, 0, oz, lo, hi, int(mant[0]), int(exp[0])]
+    check_matmul_act_loops(k)
     geom = (xa, xb, ak, bk)
     return Layer(node, [a, b], y, make=lambda: QLinearMatMulAct((sa, sb, so), k, geom, (True, True), push,
                                                                backend.dev))
