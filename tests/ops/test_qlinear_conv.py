@@ -134,3 +134,28 @@ def test_bad_qlinear_conv_refused_naming_the_node(change, culprit):
     case.update(change)
     blob, x = _model(case)
     refused(blob, {"x": x}, culprit)
+
+
+@pytest.mark.parametrize("k", [32, 33])
+def test_a_kernel_past_the_native_taps_runs_on_the_host(k):
+    """conv.c takes at most 1024 taps (its pointer tiles are on the stack): a 33x33 kernel (1089) is legal and runs on
+    the host of a cpu session, with ORT's bits on every device; device="cpu" used to raise at graph build."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+    from support.agree import run_devices, sessions
+
+    rng = np.random.default_rng(k)
+    w = rng.integers(-3, 4, (2, 1, k, k)).astype(np.int8)
+    consts = (("xs", np.float32(0.02)), ("xz", np.uint8(128)), ("w", w), ("ws", np.float32(0.01)), ("wz", np.int8(0)),
+              ("ys", np.float32(0.5)), ("yz", np.uint8(128)))
+    g = helper.make_graph([helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["y"],
+                                            name="c")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 1, k + 3, k + 2])],
+                          [helper.make_tensor_value_info("y", TensorProto.UINT8, None)],
+                          [numpy_helper.from_array(np.asarray(v), n) for n, v in consts])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    x = rng.integers(0, 256, (1, 1, k + 3, k + 2)).astype(np.uint8)
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    run_devices(m, {"x": x}, want=want)
+    assert sessions(m, ["cpu"])["cpu"].placement["c"] == ("cpu" if k * k <= 1024 else "host")

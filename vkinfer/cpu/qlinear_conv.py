@@ -50,6 +50,9 @@ def conv_emit(spec: ConvSpec, isa: str | None):
 # with a top pad of 2**24 asked for 9.6 GB of pointers (the reference answered in 2 s); a 224x224 3x3 layer takes
 # 3.6 MB; a real batch of 2**20 (4.8 GB of them) stays native.
 MAX_INDIRECTION_BYTES = 1 << 30
+# conv.c's MAX_TAPS (its per-item pointer tiles live on the stack): a kernel of more taps runs on the host. The C
+# layer refused it when the graph was built, so device="cpu" raised where the reference and Vulkan ran the model.
+MAX_TAPS = 1024
 
 
 def _padding_mostly(s: ConvSpec) -> bool:
@@ -68,6 +71,9 @@ def _padding_mostly(s: ConvSpec) -> bool:
 @lower("cpu", "QLinearConv", "vkinfer:QLinearConvClamp")
 def lower_conv(ctx, node, backend):
     spec = conv_spec_of(ctx, node)
+    if spec is not None and spec.w.shape[2] * spec.w.shape[3] > MAX_TAPS:
+        raise ValueError(f"its {spec.w.shape[2]}x{spec.w.shape[3]} kernel has more than the native convolution's "
+                         f"{MAX_TAPS} taps")
     if spec is not None and _padding_mostly(spec):
         raise ValueError(f"its indirection buffer would pass {MAX_INDIRECTION_BYTES} bytes for windows that mostly "
                          "read padding only (the host computes only those that read input)")
