@@ -135,7 +135,7 @@ def _geometry_once(node: Node, consts: dict[str, np.ndarray], ok: set[tuple]) ->
     """_check_geometry(node, consts), skipped where a node of the same op, geometry attributes and weight shape
     passed it already (`ok`; its verdict depends on nothing else): a conv chain's 100k checks were 0.2 s."""
     parts = []
-    for name, value in node.attrs.items():
+    for name, value in node.attrs.items() if not _GEOMETRY_ATTRS.isdisjoint(node.attrs) else ():
         if name in _GEOMETRY_ATTRS:
             if type(value) is int:
                 parts.append((name, value))
@@ -224,7 +224,15 @@ def check_graph(g: Graph) -> None:
             check_node_attrs(n, consts)  # (its geometry check included)
             break
         else:
-            if n.op in _GEOMETRY:
+            w_index = _GEOMETRY.get(n.op, -1)
+            if w_index == -1:
+                pass
+            elif w_index is not None and len(ins) > w_index and type(w := consts.get(ins[w_index])) is np.ndarray \
+                    and _GEOMETRY_ATTRS.isdisjoint(n.attrs):  # _geometry_once's common case inline: its key
+                if (key := (n.op, (), w.shape)) not in geometry_ok:
+                    _check_geometry(n, consts)
+                    geometry_ok.add(key)
+            else:
                 _geometry_once(n, consts, geometry_ok)
         if not known.issuperset(ins):  # (the loops below name the culprit; set operations are faster)
             for i in ins:

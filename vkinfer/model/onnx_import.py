@@ -187,12 +187,13 @@ def _import_onnx(model, supported: dict[str, str | None], external_data_dir, max
     m = _load(model, max_model_bytes)
     g = m.graph
     consts = {}
+    raw_dtype, frombuffer, external_location = _RAW_DTYPES.get, np.frombuffer, _EXTERNAL  # (locals: faster)
     for t in g.initializer:
-        name, dtype = t.name, _RAW_DTYPES.get(t.data_type)
-        if dtype is not None and t.data_location != _EXTERNAL and t.HasField("raw_data") \
+        name, dtype = t.name, raw_dtype(t.data_type)
+        if dtype is not None and t.data_location != external_location and t.HasField("raw_data") \
                 and not t.HasField("segment"):
             try:  # _array's first path inline (its call and message were a third of a 100k-initializer model's)
-                consts[name] = np.frombuffer(t.raw_data, dtype=dtype).reshape(t.dims[:])  # (a list: faster)
+                consts[name] = frombuffer(t.raw_data, dtype).reshape(t.dims[:])  # (a list: faster)
                 continue
             except Exception:  # noqa: BLE001 - _array below raises the same error, reported as before
                 pass
@@ -208,6 +209,7 @@ def _import_onnx(model, supported: dict[str, str | None], external_data_dir, max
     # once per kind of node (the per-node domain test, op string and schema calls were 1.5 us a node).
     kinds: dict[tuple[str, str], tuple[str, str, int | None, int | None]] = {}
     convs = False  # a node _check_kernel_shapes looks at
+    record, named, add = records.append, names.append, nodes.append  # (bound once: a cost per node)
     for i, n in enumerate(g.node):
         key = (n.op_type, n.domain)
         kind = kinds.get(key)
@@ -216,7 +218,7 @@ def _import_onnx(model, supported: dict[str, str | None], external_data_dir, max
         op, domain, max_in, max_out = kind
         op_type = key[0]
         ins, outs = n.input[:], n.output[:]
-        records.append((op, op_type, ins, outs, n))
+        record((op, op_type, ins, outs, n))
         name = n.name
         if name and name not in seen:  # _unique_name's common case inline
             seen[name] = i
@@ -224,7 +226,7 @@ def _import_onnx(model, supported: dict[str, str | None], external_data_dir, max
             if taken is None and not name:
                 taken = {n.name for n in g.node if n.name}
             name = _unique_name(n, i, taken or set(), seen)
-        names.append(name)
+        named(name)
         attrs = {}
         attributes = n.attribute
         if attributes:  # (an empty one's loop was a cost per node)
@@ -261,9 +263,9 @@ def _import_onnx(model, supported: dict[str, str | None], external_data_dir, max
                 # ORT prepacks B (its K blocks of 256) only when B is an initializer, not when vkinfer folds it
                 # later (a DequantizeLinear of a constant): vkinfer/reference/float_matmul.py
                 attrs["_b_initializer"] = ins[1] in consts
-        elif op in _CONV_WEIGHTS:
-            convs = True
-        nodes.append(Node(op, name, ins[:], outs[:], attrs))
+        elif op in _CONV_WEIGHTS and _CONV_WEIGHTS[op] < len(ins) and ins[_CONV_WEIGHTS[op]] not in consts:
+            convs = True  # (weights that are a constant now stay one)
+        add(Node(op, name, ins[:], outs[:], attrs))
     if convs:
         _check_kernel_shapes(records, consts, names)
     inputs = [_info(vi, "graph input") for vi in g.input if vi.name not in consts]

@@ -26,9 +26,8 @@ from .graph import Graph, Node
 
 MOVE_OPS = {"Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "MaxPool",
             # ORT 1.31 drops DQ/Q around these too (tests/compiler/test_moves.py), Split's outputs each through their Q
-            "Slice", "Gather", "DepthToSpace", "Tile", "Expand", "Resize",  # Resize: mode nearest only (linear
-            # computes; ORT keeps it in float between DQ and Q); MaxPool: positive scale only (qdq_rules.py)
-            "GatherElements"}
+            "Slice", "Gather", "DepthToSpace", "Tile", "Expand", "Resize", "GatherElements"}  # Resize: mode nearest
+# only (linear computes; ORT keeps it in float between DQ and Q); MaxPool: positive scale only (qdq_rules.py)
 # Moves ORT keeps in float between DQ and Q: folded where Q(DQ(v)) == v makes it exact.
 ROUNDTRIP_MOVE_OPS = {"SpaceToDepth"}
 
@@ -579,7 +578,6 @@ def optimize(g: Graph) -> Graph:
 
 class _Ops:
     """has(g, *ops): whether `g` has a node of one of `ops` (its op set kept until another graph is asked about)."""
-
     def __init__(self) -> None:
         self.g, self.ops = None, frozenset()
 
@@ -595,6 +593,8 @@ def _explicit_pads(g: Graph, has: _Ops) -> Graph:
     from ..reference._auto_pad import CONV_OPS, POOL_OPS, resolve_graph
     from ..reference.qlinear_conv import conv1d_as_2d
     from .interpreter import trace
-
-    g = conv1d_as_2d(g) if has(g, "QLinearConv", "vkinfer:QLinearConvClamp") else g
-    return resolve_graph(g, trace) if has(g, *CONV_OPS, *POOL_OPS) else g
+    if has(g, "QLinearConv", "vkinfer:QLinearConvClamp") and 3 in {  # a 1-D one has 3-D constant weights
+            w.ndim if type(w) is np.ndarray else np.ndim(w) for w in g.consts.values()}:
+        g = conv1d_as_2d(g)
+    auto = has(g, *CONV_OPS, *POOL_OPS) and any("auto_pad" in n.attrs for n in g.nodes)  # (NOTSET where absent)
+    return resolve_graph(g, trace) if auto else g
