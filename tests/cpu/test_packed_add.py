@@ -269,3 +269,37 @@ def read_arena(g: NativeGraph, arena: int) -> np.ndarray:
     got = np.empty(arena, np.uint8)
     g.run([got])
     return got
+
+
+REF_TAILS = [(X, X, Y), (Y, X, X), (Ref(1, 4, 12), Ref(2, 0, 16), Y), (Ref(1, -1, 16), X, Y), (X, (1, 0, 16), Y),
+             (Ref(np.int64(1), 0, 16), X, Y), (X, X, Ref(2, 2 ** 63, 16)), (X, X, Ref(2, 2 ** 64, 16)), (X, X)]
+
+
+def test_a_repeated_form_packs_as_a_first_call_would(monkeypatch):
+    """NativeGraph._pack_like_last reuses the last call's words before the refs where those arguments are the same
+    objects: its words equal `_pack`'s, and a graph built call by call (odd refs among them) has the direct calls'
+    operators and errors."""
+    g = NativeGraph(64, [16, 16])
+    packer = g._packers["qadd"]
+    prefix = _qadd()[:-3]
+    for tail in REF_TAILS * 2:
+        args = (*prefix, *tail)
+        assert g._pack_like_last("qadd", packer, args) == cg._pack(packer, args), tail
+    assert g._last_packed["qadd"][0] == prefix
+    other = _qadd(ra=0.75)[:-3]  # a new form: packed afresh, then reused
+    assert g._pack_like_last("qadd", packer, (*other, X, X, Y)) == cg._pack(packer, (*other, X, X, Y))
+    assert g._last_packed["qadd"][0] == other
+
+    def outcomes(packed: bool) -> list:
+        g = NativeGraph(64, [16, 16])
+        if not packed:
+            monkeypatch.setattr(g, "_packers", {})
+        got = []
+        for tail in REF_TAILS:
+            try:
+                g.add("qadd", *prefix, *tail)
+                got.append("ok")
+            except Exception as e:  # noqa: BLE001 (the outcome compared is whatever it raises)
+                got.append((type(e).__name__, str(e)))
+        return [*got, g.ops()]
+    assert outcomes(True) == outcomes(False)
