@@ -360,7 +360,7 @@ def atheris_campaign(target_names: str, runs: int, seconds: float, seed: int, ou
     t0 = time.time()
     deadline = t0 + seconds
     share = seconds * jobs / len(names)
-    lanes = [_Lane(name, runs // len(names)) for name in names]
+    lanes = [_Lane(name, runs // len(names) + (k < runs % len(names))) for k, name in enumerate(names)]  # all `runs`
     st = {"restarts": 0, "seed": seed}
     logged_before = len(_logged(out))
     adopted: list[dict] = []
