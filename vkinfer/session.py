@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from . import ops
+from . import _cache, ops
 from .compiler.native import NativePlan
 from .compiler.plan import HOST, CpuBackend, Plan, VulkanBackend
 from .cpu import threads_for_run
@@ -324,10 +324,14 @@ class InferenceSession:
                         self._dispatcher.place if self._dispatcher else None,
                         [(v.input, v.output) for v in self._carried if v.assigned is None], limits=self._limits)
             _check_output_types(g, plan.info)
+            evicted = 0
             with self._plans_lock:  # a shape fed at run time may take new values every run: bounded, LRU
                 self._plans[sig] = plan
                 while len(self._plans) > self.max_plans:
                     self._plans.popitem(last=False)  # its native memory goes with its last reference
+                    evicted += 1
+            if evicted:  # and the C heaps' freed pages go back to the system (RSS climbed with each new shape)
+                _cache.release_freed_memory()
             self._warn_host(plan)
         self._latest = plan
         return plan

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from .plan import Plan
@@ -23,7 +25,10 @@ class NativePlan:
 
     def __init__(self, plan: Plan, raw, in_names: list[str], out_specs: list[tuple[str, tuple, np.dtype]],
                  nan_checked: list[str], vk_segments: list, state: dict[str, np.ndarray] | None = None):
-        self.plan, self.raw, self.in_names, self.out_specs = plan, raw, in_names, out_specs
+        # The plan by weak reference: a strong one closed the cycle plan -> _natives -> NativePlan -> plan, so an
+        # evicted plan (its buffers, CPU graphs, pipelines) lived on until the cyclic GC's next full collection,
+        # and the session's malloc_trim at eviction found its memory still in use. The runner holds what it runs.
+        self._plan, self.raw, self.in_names, self.out_specs = weakref.ref(plan), raw, in_names, out_specs
         self.nan_checked, self.vk_segments = nan_checked, vk_segments
         # A streaming model's state: graph input -> the runner's persistent bytes holding its value between runs.
         self.state = state or {}
@@ -38,6 +43,11 @@ class NativePlan:
         raw.set_feed(in_names, [memoryview(np.empty(0, dt)).format for _, dt, _ in self.in_specs],
                      [list(shape) for _, _, shape in self.in_specs], [(shape, dt) for _, shape, dt in out_specs],
                      np.ndarray, np.empty, vk_segments)
+
+    @property
+    def plan(self) -> Plan | None:
+        """The plan this runs (None once the plan is gone)."""
+        return self._plan()
 
     @staticmethod
     def build(plan: Plan, threads: int, state: list | None = None, outputs: list[str] | None = None
