@@ -75,6 +75,23 @@ def test_evicted_plan_is_freed_at_once(device):
 
 
 @pytest.mark.parametrize("device", ["cpu", "vulkan"])
+def test_dropped_session_frees_its_plans_at_once(device):
+    """The same cycle kept every plan of a dropped session (a fuzzer's or a server's session churn) until a full
+    collection; now the plans go with the session's last reference."""
+    sess = vkinfer.InferenceSession(seeds.onnx_seeds()["mlp_qdq"], device=device)
+    plan = weakref.ref(sess._latest)
+    assert plan() is not None and plan().native(sess._run_threads) is not None
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        del sess
+        assert plan() is None, "a dropped session's plan is kept alive by a reference cycle"
+    finally:
+        if was:
+            gc.enable()
+
+
+@pytest.mark.parametrize("device", ["cpu", "vulkan"])
 def test_evicted_plans_leave_nothing(device):
     """A second pass over 24 batch sizes (each recompiled: only 4 plans are kept) leaves the live Vulkan objects,
     tracemalloc's Python memory and malloc's bytes in use where the first pass left them. Measured over a pass of
