@@ -200,18 +200,26 @@ def test_vulkan_session_after_a_fault_at_a_later_run(faults, result):
 
 def test_a_submit_past_the_fence_timeout_is_a_lost_device_not_a_hang(faults):
     """A real timeout (no injection): a fence wait of 1 us, which lavapipe's run cannot meet, reports the device
-    hung and lost; closing the session waits for the work still in flight before destroying its objects."""
-    sess = vkinfer.InferenceSession(model(), device="vulkan")
-    assert_reference(sess.run(None, FEED))
+    hung and lost; closing the session waits for the work still in flight before destroying its objects. On a
+    loaded machine the waiting thread can be descheduled until the run is done (the fence then signalled: the run
+    is right), so up to 5 tries (it failed 2 of 4 times in one loaded helper's runs)."""
     native = _vk._native()
-    native.set_fence_timeout(1e-6)
-    try:
-        with pytest.raises(VulkanDeviceLostError, match="hung: vkWaitForFences did not finish within 1e-06 s"):
-            sess.run(None, FEED)
-    finally:
-        native.set_fence_timeout(float(os.environ.get("VKINFER_FENCE_TIMEOUT_S") or 120))
-    del sess
-    gc.collect()
+    for _ in range(5):
+        sess = vkinfer.InferenceSession(model(), device="vulkan")
+        assert_reference(sess.run(None, FEED))
+        native.set_fence_timeout(1e-6)
+        try:
+            got = sess.run(None, FEED)
+        except VulkanDeviceLostError as e:
+            assert "hung: vkWaitForFences did not finish within 1e-06 s" in str(e), e
+            break
+        finally:
+            native.set_fence_timeout(float(os.environ.get("VKINFER_FENCE_TIMEOUT_S") or 120))
+            del sess
+            gc.collect()
+        assert_reference(got)  # the fence was met in time: the outputs are right, and it is tried again
+    else:
+        pytest.fail("every run met a fence wait of 1 us")
     assert_reference(vkinfer.InferenceSession(model(), device="vulkan").run(None, FEED))
 
 
