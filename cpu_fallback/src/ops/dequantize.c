@@ -39,7 +39,21 @@ static void dequant_flat_item(void* ctx, size_t item)
     size_t m = total - i0 < ITEM_VALUES ? (size_t)(total - i0) : ITEM_VALUES;
     const uint8_t* restrict x = j->x + i0;
     uint8_t* restrict y = j->y + 4 * i0;
-    for (size_t i = 0; i < m; i++) memcpy(y + 4 * i, &lut[x[i]], 4);
+    /* Four values a pass: the one-value loop ran at 1.3 or 2.2 cycles a value depending on where the linker put it
+     * (mtcnn_onet's dequantize 23 -> 38 us when an unrelated file grew by 112 bytes). */
+    size_t i = 0;
+    for (; i + 4 <= m; i += 4) {
+        uint32_t v0, v1, v2, v3;
+        memcpy(&v0, &lut[x[i]], 4);
+        memcpy(&v1, &lut[x[i + 1]], 4);
+        memcpy(&v2, &lut[x[i + 2]], 4);
+        memcpy(&v3, &lut[x[i + 3]], 4);
+        memcpy(y + 4 * i, &v0, 4);
+        memcpy(y + 4 * i + 4, &v1, 4);
+        memcpy(y + 4 * i + 8, &v2, 4);
+        memcpy(y + 4 * i + 12, &v3, 4);
+    }
+    for (; i < m; i++) memcpy(y + 4 * i, &lut[x[i]], 4);
 }
 
 /* NHWC in, NCHW out: image b, pixels [p * ITEM_PIXELS, ...), in tiles of TP pixels so that the strided reads
@@ -58,7 +72,19 @@ static void dequant_nchw_item(void* ctx, size_t item)
         for (size_t k = 0; k < c; k++) {
             const uint8_t* s = xb + p * c + k;
             uint8_t* d = yb + (k * t->hw + p) * 4;
-            for (size_t i = 0; i < np; i++) memcpy(d + 4 * i, &lut[s[i * c]], 4);
+            size_t i = 0;
+            for (; i + 4 <= np; i += 4) {  /* by 4: see dequant_flat_item */
+                uint32_t v0, v1, v2, v3;
+                memcpy(&v0, &lut[s[i * c]], 4);
+                memcpy(&v1, &lut[s[(i + 1) * c]], 4);
+                memcpy(&v2, &lut[s[(i + 2) * c]], 4);
+                memcpy(&v3, &lut[s[(i + 3) * c]], 4);
+                memcpy(d + 4 * i, &v0, 4);
+                memcpy(d + 4 * i + 4, &v1, 4);
+                memcpy(d + 4 * i + 8, &v2, 4);
+                memcpy(d + 4 * i + 12, &v3, 4);
+            }
+            for (; i < np; i++) memcpy(d + 4 * i, &lut[s[i * c]], 4);
         }
     }
 }
