@@ -20,6 +20,7 @@ import pytest
 
 import vkinfer
 from vkinfer import _cache, _vk
+from vkinfer.model.graph import gc_paused
 from vkinfer.testing.fuzz import seeds
 
 _LIBC = ctypes.CDLL(None)
@@ -64,14 +65,9 @@ def test_evicted_plan_is_freed_at_once(device):
     _feed_sizes(sess, range(1, 5))
     plan = weakref.ref(sess._plans[next(iter(sess._plans))])  # the least recently used: evicted next
     assert plan().native(sess._run_threads) is not None  # it ran in one native call (the NativePlan exists)
-    was = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():  # the cyclic collector off: only reference counting may free it
         _feed_sizes(sess, range(5, 6))
         assert plan() is None, "the evicted plan is kept alive by a reference cycle"
-    finally:
-        if was:
-            gc.enable()
 
 
 @pytest.mark.parametrize("device", ["cpu", "vulkan"])
@@ -81,14 +77,9 @@ def test_dropped_session_frees_its_plans_at_once(device):
     sess = vkinfer.InferenceSession(seeds.onnx_seeds()["mlp_qdq"], device=device)
     plan = weakref.ref(sess._latest)
     assert plan() is not None and plan().native(sess._run_threads) is not None
-    was = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         del sess
         assert plan() is None, "a dropped session's plan is kept alive by a reference cycle"
-    finally:
-        if was:
-            gc.enable()
 
 
 @pytest.mark.parametrize("device", ["cpu", "vulkan"])

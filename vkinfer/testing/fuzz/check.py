@@ -44,10 +44,14 @@ SESSION_MB_ENV = "VKINFER_FUZZ_SESSION_MB"
 
 def session_limits() -> dict[str, int]:
     """The InferenceSession keywords of the campaign's cap ($VKINFER_FUZZ_SESSION_MB), or {} for the defaults."""
+    mb = cap_meta().get("session_mb", 0)
+    return {"max_session_bytes": mb << 20, "max_tensor_bytes": min(mb, 2048) << 20} if mb else {}
+
+
+def cap_meta() -> dict[str, int]:
+    """The campaign's cap as a finding's .json records it: {"session_mb": MiB}, or {} under the defaults."""
     mb = int(os.environ.get(SESSION_MB_ENV) or 0)
-    if mb <= 0:
-        return {}
-    return {"max_session_bytes": mb << 20, "max_tensor_bytes": min(mb, 2048) << 20}
+    return {"session_mb": mb} if mb > 0 else {}
 
 
 def clean_errors() -> tuple[type[BaseException], ...]:
@@ -271,15 +275,9 @@ def write_finding(out: Path, target: str, finding: Finding, blob: bytes, feed=No
                  layouts=np.array(json.dumps({str(k): layout_of(v) for k, v in arrays})),
                  output_names=np.array(json.dumps(output_names)))
     meta = {"target": target, "kind": finding.kind, "detail": finding.detail, "signature": finding.signature,
-            **_cap(), **finding.meta}
+            **cap_meta(), **finding.meta}
     path.with_suffix(".json").write_text(json.dumps(meta, indent=1, default=str) + "\n")
     return path
-
-
-def _cap() -> dict[str, int]:
-    """The campaign's cap as a finding's .json records it (nothing under the defaults)."""
-    mb = int(os.environ.get(SESSION_MB_ENV) or 0)
-    return {"session_mb": mb} if mb > 0 else {}
 
 
 def read_input(path: str | os.PathLike) -> tuple[bytes, object, list | None]:
@@ -318,5 +316,5 @@ def check_input(path: str | os.PathLike, devices: Sequence[str] = DEVICES) -> Fi
 
 
 __all__ = ["DEVICES", "Finding", "Hang", "check_model", "check_input", "compare", "differ", "default_feed", "load",
-           "read_input", "run_all", "session_limits", "write_finding", "clean_errors", "layout_of", "with_layout",
-           "where"]
+           "read_input", "run_all", "cap_meta", "session_limits", "write_finding", "clean_errors", "layout_of",
+           "with_layout", "where"]

@@ -27,7 +27,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from .check import SESSION_MB_ENV, Finding, Hang, suffix, where, write_finding
+from .check import Finding, Hang, cap_meta, suffix, where, write_finding
 
 GRACE_S = 15  # past the per-input limit before the parent kills a child stuck in native code
 KINDS = ("nonclean", "disagree", "hang", "crash", "memory")
@@ -334,10 +334,9 @@ def _adopt_artifacts(out: Path, target: str) -> list[dict]:
         folder.mkdir(parents=True, exist_ok=True)
         dst = folder / f"{target}-libfuzzer-{p.name.split('-', 1)[1][:10]}{suffix(data) if target != 'run' else '.bin'}"
         p.replace(dst)
-        mb = int(os.environ.get(SESSION_MB_ENV) or 0)
         dst.with_suffix(".json").write_text(json.dumps({"target": target, "kind": kind, "engine": "atheris",
                                                         "detail": f"libFuzzer {p.name.split('-')[0]}",
-                                                        **({"session_mb": mb} if mb > 0 else {})}) + "\n")
+                                                        **cap_meta()}) + "\n")
         found.append({"target": target, "kind": kind, "signature": f"libfuzzer {kind}"})
     return found
 
