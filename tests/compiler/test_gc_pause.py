@@ -58,3 +58,47 @@ def test_nested_and_overlapping_pauses_count():
     release.set()
     t.join(10)
     assert gc.isenabled() and graph_mod._GC_PAUSE[0] == 0
+
+
+class _Cyclic:
+    """A node of a reference cycle, counting how many of its kind are alive."""
+
+    alive = 0
+
+    def __init__(self):
+        _Cyclic.alive += 1
+        self.me = self
+
+    def __del__(self):
+        _Cyclic.alive -= 1
+
+
+def test_what_a_pause_made_goes_to_the_oldest_generation_and_its_cycles_are_still_collected():
+    gc.collect()
+    assert gc.get_freeze_count() == 0
+    with gc_paused():
+        made = [[i] for i in range(50_000)]  # tracked containers the pause made
+        for _ in range(100):
+            _Cyclic()  # cyclic garbage made during the pause
+    # Handed to the oldest generation: the youngest holds nothing of it (its next pass would walk all 50k), and
+    # nothing is left frozen.
+    assert gc.get_count()[0] < 1000 and gc.get_freeze_count() == 0
+    assert gc.is_tracked(made[0])
+    assert _Cyclic.alive == 100
+    gc.collect()  # a full collection finds the cycles
+    assert _Cyclic.alive == 0
+    del made
+
+
+def test_objects_the_program_froze_stay_frozen():
+    frozen = [[i] for i in range(100)]
+    gc.freeze()
+    try:
+        n = gc.get_freeze_count()
+        assert n >= 100
+        with gc_paused():
+            _ = [[i] for i in range(1000)]
+        assert gc.get_freeze_count() == n  # the pause did not unfreeze the program's objects (nor add its own)
+    finally:
+        gc.unfreeze()
+    del frozen
