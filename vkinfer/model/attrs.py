@@ -195,45 +195,52 @@ def check_graph(g: Graph) -> None:
     consts = g.consts
     geometry_ok: set[tuple] = set()
     int32_lists: set[tuple] = set()  # list attributes of int32 integers only (any equal list passes too)
+    # op -> (REQUIRED_INPUTS' entry, _GEOMETRY's weights index or -1), looked up once per op
+    per_op: dict[str, tuple[tuple[int, tuple[int, ...]] | None, int | None]] = {}
+    only_opset = ("_opset",)  # the import's own annotation alone (most nodes): no attribute to check
     for n in g.nodes:
-        ins, outs = n.inputs, n.outputs
+        ins, outs, attrs, op = n.inputs, n.outputs, n.attrs, n.op
         if not outs or not outs[0]:
             raise ValueError(f"{_where(n)} has no output")
-        need = REQUIRED_INPUTS.get(n.op)
+        info = per_op.get(op)
+        if info is None:
+            info = per_op[op] = (REQUIRED_INPUTS.get(op), _GEOMETRY.get(op, -1))
+        need, w_index = info
         if need is not None:
             count, required = need
             if len(ins) < count:
                 raise ValueError(f"{_where(n)} has {len(ins)} inputs, needs at least {count}")
-            for i in required:
-                if not ins[i]:
-                    raise ValueError(f"{_where(n)}: input {i} is empty, but the op needs it")
+            if "" in ins:  # (no empty input: every required one is there)
+                for i in required:
+                    if not ins[i]:
+                        raise ValueError(f"{_where(n)}: input {i} is empty, but the op needs it")
         # check_node_attrs' own fast path without its call per node, and lists of int32 integers seen before
         # (a Transpose chain's perm): attributes it would pass.
-        for name, value in n.attrs.items():
-            if (type(value) is int and -INT32_MAX <= value <= INT32_MAX) or name.startswith("_"):
-                continue  # (startswith: a name that is bytes raises TypeError, as check_node_attrs did)
-            if type(value) is list:
-                try:
-                    if tuple(value) in int32_lists:
+        if len(attrs) != 1 or tuple(attrs) != only_opset:
+            for name, value in attrs.items():
+                if (type(value) is int and -INT32_MAX <= value <= INT32_MAX) or name.startswith("_"):
+                    continue  # (startswith: a name that is bytes raises TypeError, as check_node_attrs did)
+                if type(value) is list:
+                    try:
+                        if tuple(value) in int32_lists:
+                            continue
+                    except TypeError:  # (elements that are no keys: the check below)
+                        pass
+                    if all(type(i) is int and -INT32_MAX <= i <= INT32_MAX for i in value):
+                        int32_lists.add(tuple(value))
                         continue
-                except TypeError:  # (elements that are no keys: the check below)
-                    pass
-                if all(type(i) is int and -INT32_MAX <= i <= INT32_MAX for i in value):
-                    int32_lists.add(tuple(value))
-                    continue
-            check_node_attrs(n, consts)  # (its geometry check included)
-            break
+                check_node_attrs(n, consts)  # (its geometry check included)
+                w_index = -1
+                break
+        if w_index == -1:
+            pass
+        elif w_index is not None and len(ins) > w_index and type(w := consts.get(ins[w_index])) is np.ndarray \
+                and _GEOMETRY_ATTRS.isdisjoint(attrs):  # _geometry_once's common case inline: its key
+            if (key := (op, (), w.shape)) not in geometry_ok:
+                _check_geometry(n, consts)
+                geometry_ok.add(key)
         else:
-            w_index = _GEOMETRY.get(n.op, -1)
-            if w_index == -1:
-                pass
-            elif w_index is not None and len(ins) > w_index and type(w := consts.get(ins[w_index])) is np.ndarray \
-                    and _GEOMETRY_ATTRS.isdisjoint(n.attrs):  # _geometry_once's common case inline: its key
-                if (key := (n.op, (), w.shape)) not in geometry_ok:
-                    _check_geometry(n, consts)
-                    geometry_ok.add(key)
-            else:
-                _geometry_once(n, consts, geometry_ok)
+            _geometry_once(n, consts, geometry_ok)
         if not known.issuperset(ins):  # (the loops below name the culprit; set operations are faster)
             for i in ins:
                 if i and i not in known:
