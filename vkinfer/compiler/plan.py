@@ -186,6 +186,9 @@ class Plan:
         layers: dict[str, Layer] = {}
         lowered: dict[tuple[str, str], tuple[Layer | None, str]] = {}
 
+        # Memoised for the dispatcher, which asks each device about a node before the loop below; without it
+        # the loop lowers each (node, device) once and calls _lower directly (the memo's key and lookups were
+        # ~1 us a node of a 100k-node chain).
         def lower_on(node: Node, be) -> tuple[Layer | None, str]:
             key = (node.name, be.name)
             if key not in lowered:
@@ -220,11 +223,12 @@ class Plan:
                 backends.setdefault(be.name, be)
             layer = None
             if be is not None:
-                layer, why = lower_on(node, be)
+                layer, why = lower_on(node, be) if auto_place is not None else self._lower(ctx, node, be)
                 if layer is None and want is not None:
                     raise PlacementError(f"placement of node {node.name!r} ({node.op}) on {want!r}: {why}")
                 if layer is None and fallback is not None:
-                    layer, why_cpu = lower_on(node, fallback)
+                    layer, why_cpu = lower_on(node, fallback) if auto_place is not None else \
+                        self._lower(ctx, node, fallback)
                     if layer is not None:
                         be = fallback
                         backends.setdefault(be.name, be)
@@ -293,7 +297,7 @@ class Plan:
         # Who reads each tensor (segment index), so a segment outputs only what a later one or the caller needs.
         graph_outs = {t.name for t in g.outputs}
         last_reader: dict[str, int] = {}  # the last segment reading each tensor (runs in order: the last seen)
-        for i, (_, nodes, lays) in enumerate(runs):
+        for i, (_, nodes, lays) in enumerate(runs if len(runs) > 1 else ()):  # (one: no later reader; 0.05 s/100k)
             for acts in ((n.inputs for n in nodes) if lays is None else (lay.acts for lay in lays)):
                 for t in acts:
                     if t:

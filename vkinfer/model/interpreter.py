@@ -325,25 +325,34 @@ def _stand_in(node: Node, values: dict, rule, arena: Arena, answers: _Answers, s
         if shapes is not None:
             needs = [(j, s, dt) for j, (s, dt) in enumerate(shapes)]
             sizes = needs_bytes(needs)
-            got = (needs, sizes, max(sizes, default=0), sum(sizes))
+            # per output: (index, its shared zeros and their (shape, dtype), or None where they are made fresh,
+            # shape, dtype, bytes): a node answered before takes them with no zeros_of call or pair per output
+            made = []
+            for (j, s, dt), n in zip(needs, sizes, strict=True):
+                z = answers.zeros_of(s, dt) if n <= SLAB_BYTES else None
+                made.append((j, z, None if z is None else (z.shape, z.dtype), s, dt, n))
+            got = (needs, made, max(sizes, default=0), sum(sizes))
         else:
             got = None
         if key is not None:
             answers[key] = got
     if got is None:
         return False
-    needs, sizes, largest, total = got
-    if len(node.outputs) > len(needs):
+    needs, made, largest, total = got
+    outs = node.outputs
+    if len(outs) > len(needs):
         _unmade(answers.graph, node, len(needs))
     if largest > arena.limits.tensor_bytes or arena.total + total > arena.limits.session_bytes:
         arena.expect(node, needs)  # raises SizeLimitError naming the output
-    info, known, outs = answers.info, answers.known, node.outputs
-    for (j, s, dt), n in zip(needs, sizes, strict=True):
-        v = answers.zeros_of(s, dt)
+    info, known = answers.info, answers.known
+    for j, v, pair, s, dt, n in made:
+        if v is None:
+            v = answers.zeros_of(s, dt)
+            pair = (v.shape, v.dtype)
         name = outs[j] if j < len(outs) else None
         if name:
             values[name] = v
-            info[name] = known[name] = (v.shape, v.dtype)
+            info[name] = known[name] = pair
             arena.add(name, n)
     return True
 

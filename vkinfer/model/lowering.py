@@ -234,43 +234,49 @@ def attrs_key(node: Node) -> tuple | None:
 
 def value_key(ctx: Ctx, names, by_shape=()) -> tuple | None:
     """A hashable key of tensors `names`: a constant by its dtype, shape and bytes (those at positions `by_shape`
-    by dtype and shape only), an activation by its traced shape and dtype, an empty name as None; None where a
-    constant is not a numpy array or scalar, or an activation has no traced shape. Each tensor's entry is made once
-    per Ctx (a chain's nodes share their scales and zero points: 30 us a node otherwise)."""
+    by dtype and shape only), an activation by its traced (shape, dtype), an empty name as None; None where a
+    constant is not a numpy array or scalar, or an activation has no traced shape. Each constant's entry is made
+    once per Ctx (a chain's nodes share their scales and zero points: 30 us a node otherwise); an activation's is
+    the trace's own (shape, dtype) pair, looked up (making and caching an entry per activation, unique to a node,
+    was 60% of the 20k-node QLinearAdd chain's value_key time: 3 entries a node, never reused)."""
     caches = ctx.__dict__.get("_value_keys")
     if caches is None:
-        caches = ctx.__dict__["_value_keys"] = ({}, {})  # by name: full entries, shape-only entries
+        caches = ctx.__dict__["_value_keys"] = ({}, {})  # constants by name: full entries, shape-only entries
     full, shaped = caches
+    consts, info = ctx.g.consts, ctx.info
     out = []
+    append = out.append
     for i, n in enumerate(names):
-        cache = shaped if i in by_shape else full
-        e = cache.get(n)
-        if e is None:
-            e = cache[n] = _value_entry(ctx, n, cache is shaped)
-        if e is False:
-            return None
-        out.append(e)
+        if not n:
+            append(None)
+            continue
+        if n in consts:
+            cache = shaped if i in by_shape else full
+            e = cache.get(n)
+            if e is None:
+                e = cache[n] = _value_entry(ctx, n, cache is shaped)
+            if e is False:
+                return None
+        else:
+            e = info.get(n)
+            if e is None:
+                return None
+            if type(e[0]) is not tuple or not isinstance(e[1], np.dtype):
+                e = (tuple(e[0]), np.dtype(e[1]))  # (the trace's pairs are these already)
+        append(e)
     return tuple(out)
 
 
 def _value_entry(ctx: Ctx, n: str, shape_only: bool):
-    """value_key's entry of tensor `n` (False: none can be made)."""
-    c, info = ctx.g.consts, ctx.info
-    if not n:
-        return None
-    if n in c:
-        v = c[n]
-        t = type(v)
-        if t is not np.ndarray and not isinstance(v, (np.ndarray, np.generic)):
-            return False
-        dt = v.dtype  # the dtype itself (equal and hashing equal for the same type and byte order)
-        if dt.hasobject:
-            return False
-        return t, dt, v.shape, None if shape_only else v.tobytes()
-    if n not in info:
+    """value_key's entry of constant `n`: (type, dtype, shape, bytes or None), or False where none can be made."""
+    v = ctx.g.consts[n]
+    t = type(v)
+    if t is not np.ndarray and not isinstance(v, (np.ndarray, np.generic)):
         return False
-    shape, dt = info[n]
-    return "act", tuple(shape), np.dtype(dt)
+    dt = v.dtype  # the dtype itself (equal and hashing equal for the same type and byte order)
+    if dt.hasobject:
+        return False
+    return t, dt, v.shape, None if shape_only else v.tobytes()
 
 
 def _shape_only(spec):
