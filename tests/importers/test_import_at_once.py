@@ -150,6 +150,10 @@ def _odd_models() -> dict[str, onnx.ModelProto]:
                         "empty raw": lambda t: setattr(t, "raw_data", b""),
                         "negative dim": lambda t: (t.ClearField("dims"), t.dims.append(-1)),
                         "two negative dims": lambda t: (t.ClearField("dims"), t.dims.extend([-1, -4])),
+                        "negative dim and one": lambda t: (t.ClearField("dims"), t.dims.extend([-1, 1])),
+                        "dim -2": lambda t: (t.ClearField("dims"), t.dims.append(-2)),
+                        "long raw": lambda t: setattr(t, "raw_data", t.raw_data + b"\0\0\0\0"),
+                        "zero dim": lambda t: (t.ClearField("dims"), t.dims.append(0)),
                         "segment": lambda t: t.segment.SetInParent(),
                         "unknown type": lambda t: setattr(t, "data_type", 99),
                         "string type": lambda t: setattr(t, "data_type", TensorProto.STRING)}.items():
@@ -187,7 +191,8 @@ def test_the_at_once_reading_is_used_where_it_can_be():
     assert not _used(odd["constant"])[1]
     assert not _used(odd["attribute referring to a function's"])[1]
     assert not _used(odd["too many inputs"])[1]
-    for label in ("float_data", "short raw", "empty raw", "negative dim", "segment", "unknown type"):
+    for label in ("float_data", "short raw", "empty raw", "segment", "unknown type", "negative dim and one",
+                  "dim -2", "long raw", "zero dim"):
         assert not _used(odd[f"initializer {label}"])[0], label
 
 

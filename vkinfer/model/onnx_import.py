@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import math
 import operator
 import os
 import stat
@@ -206,7 +205,7 @@ def _import_onnx(model, supported: dict[str, str | None], external_data_dir, max
     imported = nodes  # (the nodes as the model gave them, for _meta: no pass changes a Node in place)
     graph = optimize(Graph(nodes, inputs, [_info(vi, "graph output") for vi in g.output], consts))
     nodes = graph.nodes
-    for n in nodes:
+    for n in nodes if not all(supported.get(op, "") is None for op in set(map(_OP, nodes))) else ():
         if n.op not in supported:
             problems.append(f"{n.name} ({n.op}): op not supported")
         elif supported[n.op] is not None:
@@ -243,6 +242,8 @@ def _initializers(g: onnx.GraphProto, external: _ExternalData) -> dict[str, np.n
 
 _INIT_FIELDS = operator.attrgetter("name", "data_type", "data_location", "raw_data")
 _DIMS, _SEGMENT = operator.attrgetter("dims"), operator.methodcaller("HasField", "segment")
+_NBYTES = operator.attrgetter("nbytes")
+_OP = operator.attrgetter("op")
 _ALL = operator.itemgetter(slice(None))  # a repeated field's values as a list (faster than list(), 0.4 us)
 
 
@@ -250,7 +251,7 @@ def _initializers_at_once(g: onnx.GraphProto) -> dict[str, np.ndarray] | None:
     """_initializers(g, ...) where every initializer is raw data of a type _RAW_DTYPES reads, of the size its dims
     give (else None: _initializers reads them, and reports what it cannot read): each protobuf field read for all
     tensors at once and each array made by one np.ndarray call on the raw bytes, the array
-    np.frombuffer(raw, dtype).reshape(dims) makes (100k initializers: 0.21 -> 0.13 s)."""
+    np.frombuffer(raw, dtype).reshape(dims) makes (100k initializers: 0.21 -> 0.17 s)."""
     inits = g.initializer[:]
     if not inits:
         return {}
@@ -258,14 +259,13 @@ def _initializers_at_once(g: onnx.GraphProto) -> dict[str, np.ndarray] | None:
     if not _RAW_DTYPES.keys() >= set(types) or any(locations) or any(map(_SEGMENT, inits)) or not all(raws):
         return None  # (a location but DEFAULT is EXTERNAL; raw data that is there is a raw_data field that is set)
     dtypes = list(map(_RAW_DTYPES.__getitem__, types))  # (not `None in dtypes`: float64 == None in numpy)
-    dims = list(map(_ALL, map(_DIMS, inits)))
-    prod, sizes = math.prod, list(map(len, raws))
-    if any(prod(d) * t.itemsize != size for d, t, size in zip(dims, dtypes, sizes, strict=True)):
-        return None  # (np.ndarray would take a longer buffer's start; reshape raises)
-    try:  # negative dims: reshape may infer one; np.ndarray raises, and _initializers reads them its way
-        return dict(zip(names, map(np.ndarray, dims, dtypes, raws), strict=True))
-    except ValueError:
+    try:  # (negative dims: np.ndarray infers a lone -1 as reshape does, raises on others: _initializers reads them)
+        arrays = list(map(np.ndarray, map(_ALL, map(_DIMS, inits)), dtypes, raws))
+    except (ValueError, TypeError):  # (TypeError: a buffer too small)
         return None
+    if list(map(_NBYTES, arrays)) != list(map(len, raws)):
+        return None  # a buffer longer than the dims take: np.ndarray takes its start, reshape raises
+    return dict(zip(names, arrays, strict=True))
 
 
 _NODE_KEY, _NAME = operator.attrgetter("op_type", "domain"), operator.attrgetter("name")
