@@ -107,6 +107,18 @@ vki_status vki_qlinear_mul(const uint8_t* a, const uint8_t* b, uint8_t* y, size_
  * `b_period` > 0 reads b[i % b_period] (one row of channels broadcast over all rows). */
 vki_status vki_lut2(const uint8_t* a, const uint8_t* b, uint8_t* y, size_t n, size_t b_period, const uint8_t* table);
 
+/* The CPU arena's memory plan (src/plan.c): vkinfer/model/memory.py's plan_offsets, offset for offset. Tensor i
+ * of size[i] >= 0 bytes lives from step first[i] to last[i] (inclusive); name_order lists the tensors' indices in
+ * increasing name order (a permutation of 0..n-1: it breaks the sorts' ties). On VKI_OK with *done = 1: offsets[i]
+ * and the arena's size *arena. *done = 0 (VKI_OK, reason in vki_last_error) where the plan is left to the Python
+ * planner: a sum past int64, a negative size, first > last, steps spanning over 8n + 1024, an index past 2^25
+ * entries. VKI_EINVAL for a bad argument (align < 1, n >= 2^32 - 1, an order that is not a permutation). */
+vki_status vki_plan_offsets(uint64_t n, const int64_t* size, const int64_t* first, const int64_t* last,
+                            const int64_t* name_order, int64_t align, int64_t* offsets, int64_t* arena, int32_t* done);
+/* vki_plan_offsets' name_order: the indices of n names sorted as Python sorts str (stably), the names given as
+ * `bytes` bytes of n NUL-terminated UTF-8 strings (surrogates as their 3-byte forms), none holding a NUL. */
+vki_status vki_plan_name_order(const char* names, uint64_t bytes, uint64_t n, int64_t* order);
+
 #ifdef __cplusplus
 }
 #endif

@@ -21,7 +21,8 @@ import numpy as np
 
 from ..layout import canonical, flip, form_key, form_perm, form_shape, is_8bit, packed_key, same_bytes, u32, unform_perm
 from ..model.lowering import Layer, alias_roots
-from ..model.memory import plan_offsets, spans
+from ..model.memory import Lifetime
+from ._arena import ArenaPlan
 from .graph import NativeGraph, Ref
 
 # Operators whose C form keeps an indirection buffer of input addresses, rebuilt when the input moves: reading
@@ -426,49 +427,91 @@ class CpuSegment:
         # Lifetimes over steps: 0 = input conversions, 1..n = layers, n + 1 = output conversions; kept as each
         # tensor's first and last step while walking the layers (steps only grow, so the last touch is the last
         # step), where a list of (step, writes, reads) events for memory.lifetimes cost 1.1 s on a 100k chain.
-        first: dict[str, int] = {}
-        last: dict[str, int] = {}
-        touch = first.setdefault
-        sizes = {}
+        # Arena tensors are numbered as first met (`ids`), their steps and sizes kept in lists for the C planner
+        # (dicts by name were 0.1 s more of a 100k-node chain to read into arrays). A tensor's size is the last one
+        # given to its name: by each read and write in the walk, then by the replaced outputs and the conversions
+        # below (a tensor numbered without a size, `None`, is given one there).
+        ids: dict[str, int] = {}
+        firsts: list[int] = []
+        lasts: list[int] = []
+        sizes: list = []
+        get = ids.get
+
+        def touch(t: str, step: int, size=None) -> None:
+            k = get(t)
+            if k is None:
+                ids[t] = len(firsts)
+                firsts.append(step)
+                lasts.append(step)
+                sizes.append(size)
+            else:
+                lasts[k] = step
+                if size is not None:
+                    sizes[k] = size
+
+        def resize(t: str, size: int) -> None:
+            k = get(t)
+            if k is not None:
+                sizes[k] = size
+
         for c in in_conv:
             t0 = rget(c[0], c[0])
             if t0 not in where:
                 touch(t0, 0)
-                last[t0] = 0
         for i, lay in live:
             acts, o, step = lay.acts, lay.out, i + 1
             for a in acts:
                 a0 = rget(a, a)
                 n = sized.get(a)
-                sizes[a0] = n if n is not None else nbytes(a)
-                if a0 not in where:
-                    touch(a0, step)
-                    last[a0] = step
+                if n is None:
+                    n = nbytes(a)
+                if a0 not in where:  # touch(a0, step, n), inline (200k calls on a 100k chain)
+                    k = get(a0)
+                    if k is None:
+                        ids[a0] = len(firsts)
+                        firsts.append(step)
+                        lasts.append(step)
+                        sizes.append(n)
+                    else:
+                        lasts[k] = step
+                        sizes[k] = n
             o0 = rget(o, o)
             n = sized.get(o)
-            sizes[o0] = n if n is not None else nbytes(o)
-            if lay.alias:
-                continue
-            if i in replaced:
+            if n is None:
+                n = nbytes(o)
+            if lay.alias or i in replaced:
+                resize(o0, n)
+                if lay.alias:
+                    continue
                 out = replaced[i][1]
                 o0 = rget(out, out)
-            if o0 not in where:
-                touch(o0, step)
-                last[o0] = step
+                if o0 not in where:
+                    touch(o0, step)
+            elif o0 not in where:
+                k = get(o0)
+                if k is None:
+                    ids[o0] = len(firsts)
+                    firsts.append(step)
+                    lasts.append(step)
+                    sizes.append(n)
+                else:
+                    lasts[k] = step
+                    sizes[k] = n
             if lay.scratch:
-                touch(f"#scratch{i}", step)
-                last[f"#scratch{i}"] = step
-                sizes[f"#scratch{i}"] = lay.scratch
+                touch(f"#scratch{i}", step, lay.scratch)
         for c in out_conv:
             t0 = rget(c[0], c[0])
             if t0 not in where:
                 touch(t0, len(layers) + 1)
-                last[t0] = len(layers) + 1
-        sizes.update({r(o): nbytes(o) for _, o in replaced.values()})
-        sizes.update({r(c[0]): nbytes(c[0]) for c in (*in_conv, *out_conv)})
-        self.lifetimes = spans(first, last, sizes, pinned=[r(t) for t in const_in if r(t) not in where],
-                               end=len(layers) + 1)
-        offsets, arena = plan_offsets(self.lifetimes)
+        for _, o in replaced.values():
+            resize(r(o), nbytes(o))
+        for c in (*in_conv, *out_conv):
+            resize(r(c[0]), nbytes(c[0]))
+        # The plan of memory.spans + memory.plan_offsets, made in C (cpu_fallback/src/plan.c: 0.75-1.05 s of a
+        # 100k-node chain's loading in Python, ~0.05 s there); `lifetimes` (below) is made when read.
+        self._arena_plan = ArenaPlan(ids, firsts, lasts, sizes,
+                                     [ids[r0] for t in const_in if (r0 := rget(t, t)) not in where], len(layers) + 1)
+        offsets, arena = self._arena_plan.offsets, self._arena_plan.arena
         self.arena_bytes = arena
         self.ext_bytes = [nbytes(t) for t in self.inputs + self.outputs]
         g = self.graph = NativeGraph(arena, self.ext_bytes)
@@ -512,6 +555,11 @@ class CpuSegment:
         # Per input, its name where it is float (named when a quantize operator refuses its NaN), else "".
         self.nan_checked = [t if np.dtype(info[t][1]) == np.float32 else "" for t in self.inputs]
         self.layers = [lay for _, lay in live]
+
+    @property
+    def lifetimes(self) -> list[Lifetime]:
+        """The arena tensors' lifetimes (memory.spans' list), made on first use."""
+        return self._arena_plan.lifetimes()
 
     def run_arrays(self, arrays: list[np.ndarray], threads: int = 0) -> list[np.ndarray]:
         """The outputs for input arrays already checked against `in_specs` (the session's fast path)."""
