@@ -191,7 +191,8 @@ def check_graph(g: Graph) -> None:
     inconsistent (vkinfer/model/attrs.py)."""
     from .op_table import REQUIRED_INPUTS
 
-    known = set(g.consts) | {t.name for t in g.inputs}
+    known = set(g.consts)  # (updated in place: `|` copied the constants' names a second time)
+    known.update(t.name for t in g.inputs)
     consts = g.consts
     geometry_ok: set[tuple] = set()
     int32_lists: set[tuple] = set()  # list attributes of int32 integers only (any equal list passes too)
