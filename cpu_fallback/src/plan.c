@@ -655,20 +655,19 @@ vki_status vki_plan_name_order(const char* names, uint64_t bytes, uint64_t n, in
     if (failed)
         goto out;
     uint64_t k = 0;
-    const char* s = names;
-    for (uint64_t b = 0; b < bytes; b++) {
-        if (names[b] == 0) {
-            if (k == n) {
-                k++;
-                break;
-            }
-            at[k++] = s;
-            s = names + b + 1;
+    const char *s = names, *stop = names + bytes;
+    while (s < stop) {
+        const char* z = memchr(s, 0, (size_t)(stop - s));
+        if (!z || k == n) {
+            k = n + 1;
+            break;
         }
+        at[k++] = s;
+        s = z + 1;
     }
     if (k != n) {
-        vki_set_error("plan_name_order: %llu NUL-terminated names given, %llu expected",
-                      (unsigned long long)k, (unsigned long long)n);
+        vki_set_error("plan_name_order: the %llu bytes do not hold exactly %llu NUL-terminated names",
+                      (unsigned long long)bytes, (unsigned long long)n);
         status = VKI_EINVAL;
         goto out;
     }

@@ -161,6 +161,13 @@ def test_bad_arguments_are_value_errors():
         _arena.native_plan(z, z, z[:2], np.arange(3))
     with pytest.raises(ValueError, match="alignment"):
         _arena.native_plan(z, z, z, np.arange(3), 0)
+    from vkinfer.cpu import _check
+
+    order = _arena._native()[1]
+    out = np.zeros(4, np.int64)
+    for blob, n in ((b"a\0b\0", 3), (b"a\0b\0c\0", 2), (b"a\0b", 2)):  # too few, too many, no final NUL
+        with pytest.raises(ValueError, match="plan_name_order"):
+            _check(order(blob, len(blob), n, _arena._c(out)), "plan_name_order")
 
 
 @settings(max_examples=300, deadline=None)
