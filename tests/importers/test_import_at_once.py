@@ -123,6 +123,10 @@ def _odd_models() -> dict[str, onnx.ModelProto]:
     out["too many outputs"] = _model([helper.make_node("QLinearAdd", ["x", "s", "z", "b", "s", "z", "s_out", "z"],
                                                        ["y", "y2"], "q", domain="com.microsoft")],
                                      [*_params(), b], outputs=[("y", TensorProto.UINT8, None)])
+    out["too many inputs on a Relu between DQ and Q"] = _model(
+        [helper.make_node("DequantizeLinear", ["x", "s", "z"], ["xf"], "dq"),
+         helper.make_node("Relu", ["xf", "xf"], ["r"], "relu"),
+         helper.make_node("QuantizeLinear", ["r", "s", "z"], ["y"], "q")], _params())
     out["no output"] = _model([helper.make_node("Transpose", ["x"], [], "t", perm=[0, 2, 3, 1]),
                                helper.make_node("Transpose", ["x"], ["y"], "t2", perm=[0, 2, 3, 1])])
     # the annotated ops: Softmax before opset 13, MatMul with an initializer B (QDQ around them)
@@ -191,6 +195,7 @@ def test_the_at_once_reading_is_used_where_it_can_be():
     assert not _used(odd["constant"])[1]
     assert not _used(odd["attribute referring to a function's"])[1]
     assert not _used(odd["too many inputs"])[1]
+    assert not _used(odd["too many inputs on a Relu between DQ and Q"])[1]
     for label in ("float_data", "short raw", "empty raw", "segment", "unknown type", "negative dim and one",
                   "dim -2", "long raw", "zero dim"):
         assert not _used(odd[f"initializer {label}"])[0], label

@@ -313,9 +313,10 @@ def _nodes_at_once(g: onnx.GraphProto, opset: int | None, supported, consts: dic
     outs = list(map(_ALL, map(_OUTPUT, pbs)))
     for lists, at in ((ins, 2), (outs, 3)):  # more inputs or outputs than allowed: _nodes raises
         bounds = [k[at] for k in kinds.values() if k[at] is not None]  # (kinds: this graph's)
-        if bounds and max(map(len, lists)) > min(bounds) and any(
-                len(x) > kinds[key][at] for x, key in zip(lists, keys, strict=True) if kinds[key][at] is not None):
-            return None
+        if bounds and max(map(len, lists)) > min(bounds):  # (then node by node, by maps: a QDQ graph's Relu takes 1)
+            limit = {key: sys.maxsize if kinds[key][at] is None else kinds[key][at] for key in distinct}
+            if any(map(operator.gt, map(len, lists), map(limit.__getitem__, keys))):
+                return None
     opsets = {key: opset if not kinds[key][1] else None for key in distinct}
     if len(set(opsets.values())) == 1:
         value = opsets[keys[0]]
