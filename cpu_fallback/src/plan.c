@@ -43,7 +43,7 @@ typedef struct {
     int64_t *poff, *pend; /* each placed tensor's interval */
     int64_t* near;        /* (off, end) pairs of one query */
     uint32_t* tmp;        /* merge sort's buffer */
-    int64_t *k1, *k2;     /* sort keys */
+    int by;               /* the sort's keys: 0 (-size, first), 1 (first, -size), 2 first */
     runs pinned, every;
     uint32_t everywhere; /* tensors alive at every step */
 } planner;
@@ -287,10 +287,15 @@ static int aligned_peak(planner* p, int64_t least, int64_t* delta, int64_t* out)
     return 1;
 }
 
-/* Stable merge sort of idx[0..n) by (k1, k2) increasing; a merge of two halves already in order is skipped. */
+/* Stable merge sort of idx[0..n) by p->by's keys; a merge of two halves already in order is skipped. */
 static int key_le(const planner* p, uint32_t a, uint32_t b)
 {
-    return p->k1[a] < p->k1[b] || (p->k1[a] == p->k1[b] && p->k2[a] <= p->k2[b]);
+    const int64_t *size = p->size, *first = p->first;
+    if (p->by == 0)
+        return size[a] > size[b] || (size[a] == size[b] && first[a] <= first[b]);
+    if (p->by == 1)
+        return first[a] < first[b] || (first[a] == first[b] && size[a] >= size[b]);
+    return first[a] <= first[b];
 }
 
 static void merge_sort(planner* p, uint32_t* idx, size_t n)
@@ -323,11 +328,7 @@ static void merge_sort(planner* p, uint32_t* idx, size_t n)
 /* The name order sorted by (-size, first) (by = 0), (first, -size) (by = 1) or first (by = 2). */
 static void make_order(planner* p, const uint32_t* by_name, uint32_t* out, int by)
 {
-    for (uint32_t k = 0; k < p->count; k++) {
-        int64_t minus = -p->size[k], f = p->first[k];
-        p->k1[k] = by == 0 ? minus : f;
-        p->k2[k] = by == 0 ? f : by == 1 ? minus : 0;
-    }
+    p->by = by;
     memcpy(out, by_name, (size_t)p->count * sizeof(uint32_t));
     merge_sort(p, out, p->count);
 }
@@ -515,8 +516,6 @@ vki_status vki_plan_offsets(uint64_t n, const int64_t* size, const int64_t* firs
     p->pend = alloc(n, sizeof(int64_t), &failed);
     p->near = alloc(2 * n, sizeof(int64_t), &failed);
     p->tmp = alloc(n / 2 + 1, sizeof(uint32_t), &failed);
-    p->k1 = alloc(n, sizeof(int64_t), &failed);
-    p->k2 = alloc(n, sizeof(int64_t), &failed);
     p->pinned.start = alloc(n, sizeof(int64_t), &failed);
     p->pinned.end = alloc(n, sizeof(int64_t), &failed);
     p->pinned.pt = alloc(n, sizeof(int64_t), &failed);
@@ -578,8 +577,6 @@ out:
     free(p->pend);
     free(p->near);
     free(p->tmp);
-    free(p->k1);
-    free(p->k2);
     free(p->pinned.start);
     free(p->pinned.end);
     free(p->pinned.pt);

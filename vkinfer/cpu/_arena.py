@@ -106,9 +106,9 @@ class ArenaPlan:
         ids, first, last, sizes, pinned, end = self._args
         names = list(ids)
         try:
-            size = np.array(sizes, np.int64)
-            f = np.array(first, np.int64)
-            lst = np.array(last, np.int64)
+            size = np.fromiter(sizes, np.int64, len(names))
+            f = np.fromiter(first, np.int64, len(names))
+            lst = np.fromiter(last, np.int64, len(names))
             if pinned:
                 pin = np.array(pinned, np.intp)
                 f[pin] = 0
