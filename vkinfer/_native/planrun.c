@@ -978,8 +978,23 @@ static PyTypeObject RunnerType = {
     .tp_doc = "Runner(inputs, outputs, slot_bytes, persistent, steps, locks=(), carries=()): a whole plan in one native call",
 };
 
+/* address(obj) -> int: the data address of a C-contiguous buffer (a numpy array, read-only ones too), through the
+ * buffer protocol: 0.1 us where ndarray.ctypes.data takes 1.2-2 and __array_interface__ 2 (a convolution's
+ * descriptor takes four a node, 20% of a 100k-node QLinearConv chain's graph build). BufferError where the object
+ * has no C-contiguous buffer. */
+static PyObject* plain_address(PyObject* self, PyObject* obj)
+{
+    (void)self;
+    Py_buffer view;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    PyObject* out = PyLong_FromVoidPtr(view.buf);
+    PyBuffer_Release(&view);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"run", (PyCFunction)(void (*)(void))plain_run, METH_FASTCALL, "run(fn, graph, buffers, sizes, threads) -> status"},
+    {"address", plain_address, METH_O, "address(obj) -> the data address of a C-contiguous buffer"},
     {NULL, NULL, 0, NULL},
 };
 

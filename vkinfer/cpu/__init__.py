@@ -66,6 +66,21 @@ def _packer(cls: type[ctypes.Structure]) -> tuple[tuple[str, ...], struct.Struct
     return (tuple(f[0] for f in cls._fields_), st, ptrs) if st.size == ctypes.sizeof(cls) else None
 
 
+def c_struct_values(cls: type[ctypes.Structure], what: str, values: tuple) -> ctypes.Structure:
+    """`c_struct` with the fields' values given in field order: packed at once where struct takes them (no keyword
+    dict to build and read back: a convolution descriptor per node of a 100k-node chain), else `c_struct`'s checks,
+    so an error is the one they give."""
+    pk = _PACKERS.get(cls, False)
+    if pk is False:
+        pk = _PACKERS[cls] = _packer(cls)
+    if pk is not None and len(values) == len(pk[0]) and all(type(values[pk[0].index(k)]) is int for k in pk[2]):
+        try:  # (a pointer field takes a plain int only, as in c_struct)
+            return cls.from_buffer_copy(pk[1].pack(*values))
+        except (struct.error, TypeError, OverflowError, ValueError):
+            pass
+    return c_struct(cls, what, **dict(zip([f[0] for f in cls._fields_], values, strict=False)))
+
+
 def c_struct(cls: type[ctypes.Structure], what: str, **fields) -> ctypes.Structure:
     """A ctypes structure with every integer field checked against its C type (see `checked`; a plain int within
     its range is taken as it is, as `checked` takes it, without the call: a convolution's descriptor of 26 fields
@@ -212,11 +227,18 @@ def _isa_index(isa: str | None) -> int:
     return names.index(isa)
 
 
+try:  # the plan runner's address(): the buffer protocol's address, read-only arrays too (0.1 us)
+    from .._planrun import address as _address
+except ImportError:  # a tree without the extension
+    _address = None
+
+
 def _ptr(a: np.ndarray) -> int:
-    """Data address of a C-contiguous array: c_char.from_buffer costs ~0.4 us where x.ctypes.data
-    costs ~2 us, which matters on layers that run in 30 us; read-only arrays take the slow path."""
+    """Data address of a C-contiguous array: the plan runner's `address` costs ~0.1 us and c_char.from_buffer ~0.4
+    (writable arrays only) where x.ctypes.data costs ~2 us, which matters on layers that run in 30 us and on graph
+    builds of 100k nodes; anything else (a strided array) takes the array interface's address."""
     try:
-        return ctypes.addressof(ctypes.c_char.from_buffer(a))
+        return _address(a) if _address is not None else ctypes.addressof(ctypes.c_char.from_buffer(a))
     except (TypeError, ValueError, BufferError):
         return a.__array_interface__["data"][0]
 
