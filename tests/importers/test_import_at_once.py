@@ -41,7 +41,7 @@ def _outcome(model, at_once: bool, monkeypatch, external_data_dir=None) -> tuple
     type and message. `at_once`: False takes the one-at-a-time reading only (the general path)."""
     with monkeypatch.context() as m:
         if not at_once:
-            m.setattr(onnx_import, "_initializers_at_once", lambda *a: None)
+            m.setattr(onnx_import, "_initializers_at_once", lambda *a: (None, []))
             m.setattr(onnx_import, "_nodes_at_once", lambda *a: None)
         try:
             g = onnx_import.import_onnx(model, SUPPORTED, external_data_dir)
@@ -56,7 +56,7 @@ def _used(model) -> tuple[bool, bool]:
     m = onnx.load_model_from_string(model) if isinstance(model, bytes) else model
     kinds: dict = {}
     opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), None)
-    consts = onnx_import._initializers_at_once(m.graph)
+    consts, _ = onnx_import._initializers_at_once(m.graph)
     nodes = onnx_import._nodes_at_once(m.graph, opset, SUPPORTED, dict(consts or {}), kinds)
     return consts is not None, nodes is not None
 

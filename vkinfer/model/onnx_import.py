@@ -188,9 +188,9 @@ def _import_onnx(model, supported: dict[str, str | None], external_data_dir, max
     external = _ExternalData(external_data_dir, max_model_bytes)
     m = _load(model, max_model_bytes)
     g = m.graph
-    consts = _initializers_at_once(g)
+    consts, raws = _initializers_at_once(g)
     if consts is None:
-        consts = _initializers(g, external)
+        consts = _initializers(g, external, raws)
     opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), None)
     # (op type, domain) -> (op, its domain as named here, max inputs, max outputs: None where unchecked), looked up
     # once per kind of node (the per-node domain test, op string and schema calls were 1.5 us a node).
@@ -223,16 +223,20 @@ def _import_onnx(model, supported: dict[str, str | None], external_data_dir, max
     return graph
 
 
-def _initializers(g: onnx.GraphProto, external: _ExternalData) -> dict[str, np.ndarray]:
-    """The graph's initializers as numpy arrays, by name, one at a time (any tensor _array reads; its errors)."""
+def _initializers(g: onnx.GraphProto, external: _ExternalData, raws: list[bytes] | None = None
+                  ) -> dict[str, np.ndarray]:
+    """The graph's initializers as numpy arrays, by name, one at a time (any tensor _array reads; its errors).
+    `raws`: each one's raw_data where _initializers_at_once read them already (not copied from the protobuf again:
+    a real model's weights)."""
     consts = {}
     raw_dtype, frombuffer, external_location = _RAW_DTYPES.get, np.frombuffer, _EXTERNAL  # (locals: faster)
-    for t in g.initializer:
+    for t, raw in zip(g.initializer, raws or itertools.repeat(None), strict=False):
         name, dtype = t.name, raw_dtype(t.data_type)
         if dtype is not None and t.data_location != external_location and t.HasField("raw_data") \
                 and not t.HasField("segment"):
             try:  # _array's first path inline (its call and message were a third of a 100k-initializer model's)
-                consts[name] = frombuffer(t.raw_data, dtype).reshape(t.dims[:])  # (a list: faster)
+                raw = t.raw_data if raw is None else raw
+                consts[name] = frombuffer(raw, dtype).reshape(t.dims[:])  # (a list: faster)
                 continue
             except Exception:  # noqa: BLE001 - _array below raises the same error, reported as before
                 pass
@@ -249,29 +253,27 @@ _OP = operator.attrgetter("op")
 _ALL = operator.itemgetter(slice(None))  # a repeated field's values as a list (faster than list(), 0.4 us)
 
 
-def _initializers_at_once(g: onnx.GraphProto) -> dict[str, np.ndarray] | None:
-    """_initializers(g, ...) where every initializer is raw data of a type _RAW_DTYPES reads, of the size its dims
-    give (else None: _initializers reads them, and reports what it cannot read): each protobuf field read for all
-    tensors at once and each array made by one np.ndarray call on the raw bytes, the array
-    np.frombuffer(raw, dtype).reshape(dims) makes (100k initializers: 0.21 -> 0.16 s)."""
+def _initializers_at_once(g: onnx.GraphProto) -> tuple[dict[str, np.ndarray] | None, list[bytes]]:
+    """(_initializers(g, ...), each one's raw_data) where every initializer is raw data of a type _RAW_DTYPES reads,
+    of the size its dims give (else (None, the raw_data read, or []): _initializers reads them, and reports what it
+    cannot read): each protobuf field read for all tensors at once and each array made by one np.ndarray call on
+    the raw bytes, the array np.frombuffer(raw, dtype).reshape(dims) makes (100k initializers: 0.21 -> 0.16 s)."""
     inits = g.initializer[:]
-    if not inits:
-        return {}
     # (a map per field, into a set, any() or np.ndarray: zip(*) of one attrgetter of them all was 0.015 s slower)
     if not _RAW_DTYPES.keys() >= set(map(_DATA_TYPE, inits)) or any(map(_LOCATION, inits)) \
             or any(map(_SEGMENT, inits)):
-        return None  # (a data_location but DEFAULT is EXTERNAL)
+        return None, []  # (a data_location but DEFAULT is EXTERNAL)
     raws = list(map(_RAW_DATA, inits))
     if not all(raws):  # (raw data that is there is a raw_data field that is set: HasField's test)
-        return None
+        return None, raws  # (ONNX Runtime's quantizer writes scales and zero points as float_data, int32_data)
     dtypes = map(_RAW_DTYPES.__getitem__, map(_DATA_TYPE, inits))  # (each one it reads: tested above)
     try:  # (negative dims: np.ndarray infers a lone -1 as reshape does, raises on others: _initializers reads them)
         arrays = list(map(np.ndarray, map(_ALL, map(_DIMS, inits)), dtypes, raws))  # (dims as lists: faster)
     except (ValueError, TypeError):  # (TypeError: a buffer too small)
-        return None
+        return None, raws
     if list(map(_NBYTES, arrays)) != list(map(len, raws)):
-        return None  # a buffer longer than the dims take: np.ndarray takes its start, reshape raises
-    return dict(zip(map(_NAME, inits), arrays, strict=True))
+        return None, raws  # a buffer longer than the dims take: np.ndarray takes its start, reshape raises
+    return dict(zip(map(_NAME, inits), arrays, strict=True)), raws
 
 
 _NODE_KEY = operator.attrgetter("op_type", "domain")
