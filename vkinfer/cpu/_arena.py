@@ -82,6 +82,36 @@ def native_plan(size: np.ndarray, first: np.ndarray, last: np.ndarray, order: np
     return (offsets, arena.value) if done.value else None
 
 
+class ArenaWalk:
+    """A CPU segment's arena tensors as its walk over the steps meets them: `ids` (name -> index, in the order first
+    met), each one's first and last step and size in lists (the walk inlines `touch` where it is hot)."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+        self.first: list[int] = []
+        self.last: list[int] = []
+        self.sizes: list = []  # None until a size is given (the walk gives every tensor one)
+
+    def touch(self, t: str, step: int, size: int | None = None) -> None:
+        """Tensor `t` used at `step` (not before any earlier touch), of `size` bytes where given."""
+        k = self.ids.get(t)
+        if k is None:
+            self.ids[t] = len(self.first)
+            self.first.append(step)
+            self.last.append(step)
+            self.sizes.append(size)
+        else:
+            self.last[k] = step
+            if size is not None:
+                self.sizes[k] = size
+
+    def resize(self, t: str, size: int) -> None:
+        """`t`'s size is `size` bytes, where `t` is an arena tensor."""
+        k = self.ids.get(t)
+        if k is not None:
+            self.sizes[k] = size
+
+
 class ArenaPlan:
     """A segment's arena tensors and their plan: `offsets` (name -> byte offset), `arena` (bytes), and
     `lifetimes()`, the list memory.spans gives, made when asked (tests and tools read it; a Lifetime each was

@@ -22,7 +22,7 @@ import numpy as np
 from ..layout import canonical, flip, form_key, form_perm, form_shape, is_8bit, packed_key, same_bytes, u32, unform_perm
 from ..model.lowering import Layer, alias_roots
 from ..model.memory import Lifetime
-from ._arena import ArenaPlan
+from ._arena import ArenaPlan, ArenaWalk
 from .graph import NativeGraph, Ref
 
 # Operators whose C form keeps an indirection buffer of input addresses, rebuilt when the input moves: reading
@@ -431,29 +431,9 @@ class CpuSegment:
         # (dicts by name were 0.1 s more of a 100k-node chain to read into arrays). A tensor's size is the last one
         # given to its name: by each read and write in the walk, then by the replaced outputs and the conversions
         # below (a tensor numbered without a size, `None`, is given one there).
-        ids: dict[str, int] = {}
-        firsts: list[int] = []
-        lasts: list[int] = []
-        sizes: list = []
+        walk = ArenaWalk()
+        ids, firsts, lasts, sizes, touch, resize = walk.ids, walk.first, walk.last, walk.sizes, walk.touch, walk.resize
         get = ids.get
-
-        def touch(t: str, step: int, size=None) -> None:
-            k = get(t)
-            if k is None:
-                ids[t] = len(firsts)
-                firsts.append(step)
-                lasts.append(step)
-                sizes.append(size)
-            else:
-                lasts[k] = step
-                if size is not None:
-                    sizes[k] = size
-
-        def resize(t: str, size: int) -> None:
-            k = get(t)
-            if k is not None:
-                sizes[k] = size
-
         for c in in_conv:
             t0 = rget(c[0], c[0])
             if t0 not in where:
@@ -508,7 +488,7 @@ class CpuSegment:
         for c in (*in_conv, *out_conv):
             resize(r(c[0]), nbytes(c[0]))
         # The plan of memory.spans + memory.plan_offsets, made in C (cpu_fallback/src/plan.c: 0.75-1.05 s of a
-        # 100k-node chain's loading in Python, ~0.05 s there); `lifetimes` (below) is made when read.
+        # 100k-node chain's loading in Python, ~0.1 s here); `lifetimes` (below) is made when read.
         self._arena_plan = ArenaPlan(ids, firsts, lasts, sizes,
                                      [ids[r0] for t in const_in if (r0 := rget(t, t)) not in where], len(layers) + 1)
         offsets, arena = self._arena_plan.offsets, self._arena_plan.arena

@@ -15,6 +15,11 @@ tensors may share bytes when their lifetimes do not overlap.
 Planning takes O(n log n) on chains of layers (a tensor looks only at the placed tensors alive with it, through an
 index by step, and at the merged runs of the constants alive everywhere): a 20k-layer chain was quadratic, 53 s.
 The plans are those of the former all-pairs scans, offset for offset (tests/compiler/test_memory_same_plans.py).
+
+The CPU segment plans its arena with a C port of `plan_offsets` (cpu_fallback/src/plan.c through
+vkinfer/cpu/_arena.py: 0.75-1.05 s of a 100k-node chain's loading here, ~0.1 s there), which declines to memory.py
+where a sum would leave int64. This module is its definition: a change to the placements here must be made there
+too (tests/cpu/test_arena_plan.py compares the two on generated and edge-case lifetimes).
 """
 
 from __future__ import annotations
