@@ -285,7 +285,12 @@ class Plan:
         runs: list[tuple[str, list[Node], list[Layer] | None]] = []
         placement, get_layer = self.placement, layers.__getitem__
         dev, nodes, lays = None, None, None
-        for node in g.nodes:
+        one = set(placement.values())
+        if len(one) == 1 and HOST not in one and len(layers) == len(g.nodes):
+            # every node on one device (the usual plan): one run, its layers already in node order (built in
+            # the order of g.nodes), without a lookup per node (0.03 s of a 100k-node chain)
+            runs.append((next(iter(one)), list(g.nodes), list(layers.values())))
+        for node in (g.nodes if not runs else ()):
             d = placement[node.name]
             if d != dev:
                 dev, nodes = d, []

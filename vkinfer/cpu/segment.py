@@ -522,12 +522,13 @@ class CpuSegment:
         for dst, k, shape, perm, xor in in_conv:
             g.add("transpose", len(shape) or 1, u32(shape or [1]), u32(perm or [0]), 1, xor,
                   Ref(k, 0, nbytes(dst)), ref(dst))
+        got = made.get  # (a Ref made before, else ref(): a call less per operand, 2 of a chain node's 3 refs)
         for i, lay in live:
             if not lay.alias:
                 scratch = Ref(0, offsets[f"#scratch{i}"], lay.scratch) if lay.scratch else None
                 emit, out = replaced[i] if i in replaced else \
                     (lay.packed if lay.out in packed_io else lay.impl, lay.out)
-                emit(g, [ref(a) for a in lay.acts], ref(out), scratch)
+                emit(g, [got(a) or ref(a) for a in lay.acts], got(out) or ref(out), scratch)
         for src, k, shape, perm, xor in out_conv:
             g.add("transpose", len(shape) or 1, u32(shape or [1]), u32(perm or [0]), 1, xor, ref(src),
                   Ref(k, 0, nbytes(src)))
