@@ -303,3 +303,40 @@ def test_a_repeated_form_packs_as_a_first_call_would(monkeypatch):
                 got.append((type(e).__name__, str(e)))
         return [*got, g.ops()]
     assert outcomes(True) == outcomes(False)
+
+
+def test_a_shared_form_adds_as_the_direct_calls_do(monkeypatch):
+    """NativeGraph.add_form packs a form tuple's words once and only the refs after: over odd refs among plain
+    ones, two forms and a form rebuilt equal but not the same object, a graph has the direct calls' operators,
+    errors and output bits."""
+    prefix, other = tuple(_qadd()[:-3]), tuple(_qadd(ra=0.75)[:-3])
+    plan = [(prefix, t) for t in REF_TAILS] + [(other, (X, X, Y)), (prefix, (X, X, Y)),
+                                               (tuple(prefix), (Y, X, X)), (tuple(_qadd()[:-3]), (X, Y, Y))]
+
+    def outcomes(shared: bool) -> list:
+        g = NativeGraph(64, [16, 16])
+        if not shared:
+            monkeypatch.setattr(g, "_packers", {})
+        got, direct = [], []
+        real = g.add
+        monkeypatch.setattr(g, "add", lambda *a: direct.append(len(got)) or real(*a))
+        for form, tail in plan * 2:
+            try:
+                if shared:
+                    g.add_form("qadd", form, *tail)
+                else:
+                    g.add("qadd", *form, *tail)
+                got.append("ok")
+            except Exception as e:  # noqa: BLE001 (the outcome compared is whatever it raises)
+                got.append((type(e).__name__, str(e)))
+        if shared:  # a plain form seen before takes its packed words, without the direct add
+            assert {id(prefix), id(other)} <= set(g._form_words)
+            second = [len(plan) + k for k, (f, t) in enumerate(plan)
+                      if (f is prefix or f is other) and len(t) == 3 and all(r is X or r is Y for r in t)]
+            assert len(second) >= 4 and not set(second) & set(direct), (second, direct)
+        x, y = np.arange(16, dtype=np.uint8) * 13, np.zeros(16, np.uint8)
+        g.run([x, y])
+        return [*got, g.ops(), y.tolist()]
+    want = outcomes(False)
+    assert outcomes(True) == want
+    assert want.count("ok") >= 10 and any(v for v in want[-1])

@@ -111,7 +111,7 @@ def lower_qadd(ctx, node, backend):
 
     def emit(g, refs, out_ref, scratch):
         ra_, rb_ = (refs[1], refs[0]) if swap else (refs[0], refs[1])
-        g.add("qadd", *args, ra_, rb_, out_ref)
+        g.add_form("qadd", args, ra_, rb_, out_ref)
     return Layer(node, [ins[0], ins[3]], y, emit)
 
 

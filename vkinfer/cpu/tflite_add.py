@@ -26,7 +26,7 @@ def lower_tflite_add(ctx, node, backend):
         return None
 
     def emit(g, refs, out, scratch):
-        g.add("tflite_add", *args, refs[0], refs[1], out)
+        g.add_form("tflite_add", args, refs[0], refs[1], out)
     return Layer(node, [ins[0], ins[3]], node.outputs[0], emit)
 
 
