@@ -240,14 +240,13 @@ def attrs_key(node: Node) -> tuple | None:
 def value_key(ctx: Ctx, names, by_shape=()) -> tuple | None:
     """A hashable key of tensors `names`: a constant by its dtype, shape and bytes (those at positions `by_shape`
     by dtype and shape only), an activation by its traced (shape, dtype), an empty name as None; None where a
-    constant is not a numpy array or scalar, or an activation has no traced shape. Each constant's entry is made
-    once per Ctx (a chain's nodes share their scales and zero points: 30 us a node otherwise); an activation's is
+    constant is not a numpy array or scalar, or an activation has no traced shape. Each constant's full entry is
+    made once per Ctx (a chain's nodes share their scales and zero points: 30 us a node otherwise); an activation's is
     the trace's own (shape, dtype) pair, looked up (making and caching an entry per activation, unique to a node,
     was 60% of the 20k-node QLinearAdd chain's value_key time: 3 entries a node, never reused)."""
-    caches = ctx.__dict__.get("_value_keys")
-    if caches is None:
-        caches = ctx.__dict__["_value_keys"] = ({}, {})  # constants by name: full entries, shape-only entries
-    full, shaped = caches
+    full = ctx.__dict__.get("_value_keys")
+    if full is None:
+        full = ctx.__dict__["_value_keys"] = {}  # constants' full entries by name (a few, shared by many nodes)
     consts, info = ctx.g.consts, ctx.info
     out = []
     append = out.append
@@ -255,14 +254,16 @@ def value_key(ctx: Ctx, names, by_shape=()) -> tuple | None:
         if not n:
             append(None)
             continue
-        if n in consts:
-            cache = shaped if i in by_shape else full
-            e = cache.get(n)
-            if e is None:
-                e = cache[n] = _value_entry(ctx, n, cache is shaped)
-            if e is False:
-                return None
-        else:
+        # a shape-only entry is made each time (a node's own weights or operand: caching 100k of them, each read
+        # once, cost more than making them); a full one is looked up first, before the model's 100k constants
+        e = None if i in by_shape else full.get(n)
+        if e is None and n in consts:
+            e = _value_entry(ctx, n, i in by_shape)
+            if i not in by_shape:
+                full[n] = e
+        if e is False:
+            return None
+        if e is None:
             e = info.get(n)
             if e is None:
                 return None
