@@ -99,6 +99,9 @@ class _Recorder:
     def add(self, op: str, *args) -> None:
         self.names.append(op)
 
+    def add_form(self, op: str, form: tuple, *refs) -> None:  # NativeGraph.add_form: one operator as well
+        self.names.append(op)
+
     def write(self, offset, data) -> None:
         pass
 
