@@ -1,6 +1,7 @@
 """Loading time: a session made and run once on long generated chains, vkinfer against its peer (issue 26 item 3).
 
     .venv/bin/python bench/load_time.py [--sizes 20000,100000] [--kinds qlinear_add,transpose,...] [--repeat 3]
+    .venv/bin/python bench/load_time.py --sizes 100000 --base /path/to/other/checkout   # vkinfer against vkinfer
 
 Chains (tests/support/load_chains.py): `n` nodes each reading the one before on small 8-bit tensors, so that
 loading is all import, graph passes, trace, lowering and planning: transpose, qlinear_add (com.microsoft QLinearAdd
@@ -72,11 +73,15 @@ print(f"{cpu:.4f} {wall:.4f} {int(np.asarray(y, np.int64).sum())}")
 """
 
 
-def measure(runtime: str, kind: str, n: int) -> tuple[float, float, int]:
-    """(CPU seconds, wall seconds, the output's sum) of one fresh process loading and running the chain."""
+def measure(runtime: str, kind: str, n: int, base: str | None = None) -> tuple[float, float, int]:
+    """(CPU seconds, wall seconds, the output's sum) of one fresh process loading and running the chain; `base`: a
+    vkinfer checkout imported instead of this one (runtime "vkinfer")."""
     env = dict(os.environ, VKINFER_CPU_THREADS="1", OMP_NUM_THREADS="1")
+    if base is not None:
+        env["PYTHONPATH"] = base
+    # (run in `base` there: `python -c` puts the current folder first on sys.path, before PYTHONPATH)
     out = subprocess.run([sys.executable, "-c", CHILD, runtime, kind, str(n), str(ROOT)], capture_output=True,
-                         text=True, env=env, timeout=1800)
+                         text=True, env=env, timeout=1800, cwd=base)
     if out.returncode != 0:
         raise RuntimeError(f"{runtime} {kind} {n}: {out.stderr[-2000:]}")
     cpu, wall, total = out.stdout.split()
@@ -89,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="20000,100000", help="nodes per chain, comma-separated")
     ap.add_argument("--kinds", default=",".join(KINDS), help=f"chain kinds, comma-separated: {', '.join(KINDS)}")
     ap.add_argument("--repeat", type=int, default=3, help="fresh processes per side and row (the minimum is kept)")
+    ap.add_argument("--base", help="compare with another vkinfer checkout (its native libraries built) instead of "
+                                   "the peer: ORT takes minutes on the 100k-node quantized chains")
     args = ap.parse_args(argv)
     kinds, sizes = args.kinds.split(","), [int(s) for s in args.sizes.split(",")]
     if any(k not in KINDS for k in kinds) or any(n < 5 for n in sizes) or args.repeat < 1:
@@ -103,16 +110,20 @@ def main(argv: list[str] | None = None) -> int:
             "platform": platform.platform(), "python": platform.python_version(), "numpy": np.__version__,
             "onnxruntime": ort.__version__, "ai_edge_litert": package_version("ai-edge-litert"),
             "vkinfer": vkinfer.__version__, "vkinfer_git": git_revision(ROOT), "repeat": args.repeat,
+            "base": args.base and {"path": args.base, "git": git_revision(Path(args.base))},
             "timing": "CPU time (process_time) of one fresh process from before the session to after its first "
                       "run; minimum over the repeats; the sides alternate"}
     rows, ok = [], True
     for n in sizes:
         for kind in kinds:
             peer = "ai-edge-litert" if kind == "tflite_add" else "onnxruntime"
+            if args.base:
+                peer = f"vkinfer at {args.base}"
             got: dict[str, list] = {"vkinfer": [], peer: []}
             for r in range(args.repeat):
                 for runtime in (("vkinfer", peer) if r % 2 == 0 else (peer, "vkinfer")):
-                    got[runtime].append(measure(runtime, kind, n))
+                    base = args.base if runtime == peer and args.base else None
+                    got[runtime].append(measure("vkinfer" if base else runtime, kind, n, base))
             vk, pr = min(got["vkinfer"]), min(got[peer])
             same = len({t[2] for t in got["vkinfer"] + got[peer]}) == 1
             ok &= same
