@@ -1,5 +1,5 @@
 """passes.optimize calls fold_constants, fold_constant_operands and fold_self_products only where one scan of the
-graph (passes._may_change) finds a node that gets past the pass's first tests: where it finds none, the pass
+graph (pass_candidates._may_change) finds a node that gets past the pass's first tests: where it finds none, the pass
 returns its graph as it is (checked on each pass directly, on graphs before and after the passes), and the
 import gives the same graph as with every pass called (zoo models, chains, mutants, models where each pass has
 work)."""
@@ -12,7 +12,7 @@ from support.load_chains import chain_model
 
 from importers.test_import_time import _graph_key
 from importers.test_mutations import _onnx_bases, _onnx_proto_case
-from vkinfer.model import onnx_import, passes, tables
+from vkinfer.model import onnx_import, pass_candidates, passes, tables
 from vkinfer.model.op_table import OPS
 from vkinfer.testing.onnx_builder import MS, OPSET, ir_version
 
@@ -92,7 +92,7 @@ def test_a_pass_the_scan_rules_out_returns_its_graph(monkeypatch):
     assert len(graphs) > 20
     found = set()
     for g in graphs:
-        may = passes._may_change(g)
+        may = pass_candidates._may_change(g)
         found |= may
         for name, run in PASSES.items():
             if name not in may:
@@ -109,7 +109,7 @@ def test_the_import_gives_the_graph_every_pass_gives(monkeypatch):
     for name, blob in models.items():
         gated = _outcome(blob)
         with monkeypatch.context() as m:
-            m.setattr(passes._Candidates, "__call__", lambda self, g, name: True)
+            m.setattr(pass_candidates._Candidates, "__call__", lambda self, g, name: True)
             assert _outcome(blob) == gated, name
 
 

@@ -14,8 +14,7 @@ import functools
 
 import numpy as np
 
-from ..model.graph import gc_paused
-from ..model.memory import Lifetime, plan_offsets
+from ..model.memory import Lifetime, plan_offsets, spans
 
 _i64p = ctypes.POINTER(ctypes.c_int64)
 
@@ -154,10 +153,7 @@ class ArenaPlan:
         """memory.spans' list: the tensors that are not pinned in the walk's order, then the pinned ones."""
         if self._lifetimes is None:
             ids, first, last, sizes, pinned, end = self._args
-            pins = dict.fromkeys(pinned)
-            with gc_paused():  # (graph.gc_paused: a Lifetime per tensor, and no cycles)
-                lts = [Lifetime(t, int(sizes[k]), first[k], last[k]) for t, k in ids.items() if k not in pins]
-                names = list(ids)
-                lts += [Lifetime(names[k], int(sizes[k]), 0, max(end, last[k])) for k in pins]
-            self._lifetimes = lts
+            names = list(ids)
+            self._lifetimes = spans(dict(zip(names, first, strict=True)), dict(zip(names, last, strict=True)),
+                                    dict(zip(names, sizes, strict=True)), [names[k] for k in pinned], end)
         return self._lifetimes

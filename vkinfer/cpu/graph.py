@@ -84,6 +84,23 @@ _WORDS = {"I": "q", "i": "q", "Q": "q", "f": "d", "p": "q", "R": "qqq"}
 _TAILS: dict[int, struct.Struct] = {}  # the words of k trailing refs
 
 
+def _ref_words(tail: struct.Struct, refs) -> bytes | None:
+    """The words of trailing refs as `_pack` packs them (Refs of plain ints only): None for any other ref (`_pack`
+    or the direct call judges it), b"" for one out of int64's range (the direct call gives its error)."""
+    flat = []
+    for rf in refs:
+        if type(rf) is not Ref:
+            return None
+        x, y, z = rf
+        if not (type(x) is int and type(y) is int and type(z) is int):
+            return None
+        flat += rf
+    try:
+        return tail.pack(*flat)
+    except struct.error:
+        return b""
+
+
 def _is_int(v) -> bool:
     """Whether `v` is an integer `checked` checks (an int, a bool, a numpy integer)."""
     return type(v) is int or type(v) is bool or isinstance(v, np.integer)
@@ -231,24 +248,10 @@ class NativeGraph:
         call (a chain node's add was 3.4 us with `_pack_like_last` comparing its ten to fourteen arguments one by
         one; the same words, so the same checks and errors: anything but plain int Refs takes `add`)."""
         hit = self._form_words.get(id(form))
-        if hit is not None and hit[0] is form:
-            flat = []
-            for rf in refs:
-                if type(rf) is not Ref:
-                    break
-                x, y, z = rf
-                if not (type(x) is int and type(y) is int and type(z) is int):
-                    break
-                flat += rf
-            else:
-                words, tail = hit[1], hit[2]
-                if len(refs) * 24 == tail.size:
-                    try:
-                        w = words + tail.pack(*flat)
-                    except struct.error:
-                        w = None  # out of int64's range: the direct call gives its error
-                    if w is not None and self._add_packed(self.handle, w, len(w) >> 3) == 0:
-                        return
+        if hit is not None and hit[0] is form and len(refs) * 24 == hit[2].size:
+            w = _ref_words(hit[2], refs)
+            if w and self._add_packed(self.handle, hit[1] + w, (len(hit[1]) + len(w)) >> 3) == 0:
+                return
         self.add(op, *form, *refs)
         last = self._last_packed.get(op)  # what add packed for this form (its words before the refs), if it did
         if last is not None and len(last[0]) == len(form) and all(a is b for a, b in zip(last[0], form, strict=True)) \
@@ -268,18 +271,10 @@ class NativeGraph:
                     if a is not b:
                         break
                 else:
-                    flat = []
-                    for rf in args[n:]:
-                        if type(rf) is not Ref:
-                            return _pack(packer, args, self._ptr_memo)
-                        x, y, z = rf
-                        if not (type(x) is int and type(y) is int and type(z) is int):
-                            return _pack(packer, args, self._ptr_memo)
-                        flat += rf
-                    try:
-                        return words + tail.pack(*flat)
-                    except struct.error:
-                        return None  # out of int64's range: the direct call gives its error
+                    w = _ref_words(tail, args[n:])
+                    if w is None:
+                        return _pack(packer, args, self._ptr_memo)
+                    return words + w if w else None
         out = _pack(packer, args, self._ptr_memo)
         letters = packer[1]
         refs = len(letters) - len(letters.rstrip("R"))

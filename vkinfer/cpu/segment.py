@@ -451,13 +451,14 @@ class CpuSegment:
             if t0 not in where:
                 touch(t0, 0)
         for i, lay in live:
-            acts, o, step = lay.acts, lay.out, i + 1
-            for a in acts:
+            o, step = lay.out, i + 1
+            special = lay.alias or i in replaced  # an output it does not write as itself (taken below)
+            for a in (lay.acts if special else (*lay.acts, o)):  # its operands, then its output
                 a0 = rget(a, a)
                 n = sized.get(a)
                 if n is None:
                     n = nbytes(a)
-                if a0 not in where:  # touch(a0, step, n), inline (200k calls on a 100k chain)
+                if a0 not in where:  # touch(a0, step, n), inline (300k calls on a 100k chain)
                     k = get(a0)
                     if k is None:
                         ids[a0] = len(firsts)
@@ -467,28 +468,15 @@ class CpuSegment:
                     else:
                         lasts[k] = step
                         sizes[k] = n
-            o0 = rget(o, o)
-            n = sized.get(o)
-            if n is None:
-                n = nbytes(o)
-            if lay.alias or i in replaced:
-                resize(o0, n)
+            if special:
+                n = sized.get(o)
+                resize(rget(o, o), n if n is not None else nbytes(o))
                 if lay.alias:
                     continue
                 out = replaced[i][1]
                 o0 = rget(out, out)
                 if o0 not in where:
                     touch(o0, step)
-            elif o0 not in where:
-                k = get(o0)
-                if k is None:
-                    ids[o0] = len(firsts)
-                    firsts.append(step)
-                    lasts.append(step)
-                    sizes.append(n)
-                else:
-                    lasts[k] = step
-                    sizes[k] = n
             if lay.scratch:
                 touch(f"#scratch{i}", step, lay.scratch)
         for c in out_conv:

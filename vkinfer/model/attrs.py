@@ -233,7 +233,7 @@ def check_graph(g: Graph) -> None:
                 check_node_attrs(n, consts)  # (its geometry check included)
                 w_index = -1
                 break
-        if w_index == -1:
+        if w_index == -1:  # no geometry, or check_node_attrs checked it
             pass
         elif w_index is not None and len(ins) > w_index and type(w := consts.get(ins[w_index])) is np.ndarray \
                 and _GEOMETRY_ATTRS.isdisjoint(attrs):  # _geometry_once's common case inline: its key

@@ -256,10 +256,11 @@ def value_key(ctx: Ctx, names, by_shape=()) -> tuple | None:
             continue
         # a shape-only entry is made each time (a node's own weights or operand: caching 100k of them, each read
         # once, cost more than making them); a full one is looked up first, before the model's 100k constants
-        e = None if i in by_shape else full.get(n)
+        shape_only = i in by_shape
+        e = None if shape_only else full.get(n)
         if e is None and n in consts:
-            e = _value_entry(ctx, n, i in by_shape)
-            if i not in by_shape:
+            e = _value_entry(ctx, n, shape_only)
+            if not shape_only:
                 full[n] = e
         if e is False:
             return None

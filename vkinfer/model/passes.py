@@ -23,12 +23,13 @@ import numpy as np
 
 from .attrs import check_graph  # noqa: F401 - defined beside the attribute checks it runs; imported from here
 from .graph import Graph, Node
-from .pass_candidates import _Candidates, _may_change, _Ops  # noqa: F401 - (tests patch them here)
+from .pass_candidates import _Candidates, _Ops
 
 MOVE_OPS = {"Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "MaxPool",
             # ORT 1.31 drops DQ/Q around these too (tests/compiler/test_moves.py), Split's outputs each through their Q
-            "Slice", "Gather", "DepthToSpace", "Tile", "Expand", "Resize", "GatherElements"}  # Resize: mode nearest
-# only (linear computes; ORT keeps it in float between DQ and Q); MaxPool: positive scale only (qdq_rules.py)
+            "Slice", "Gather", "DepthToSpace", "Tile", "Expand", "Resize",  # Resize: mode nearest only (linear
+            # computes; ORT keeps it in float between DQ and Q); MaxPool: positive scale only (qdq_rules.py)
+            "GatherElements"}
 # Moves ORT keeps in float between DQ and Q: folded where Q(DQ(v)) == v makes it exact.
 ROUNDTRIP_MOVE_OPS = {"SpaceToDepth"}
 
