@@ -25,6 +25,35 @@ uint pack8(ivec4 v)
 
 int idot4(ivec4 a, ivec4 b) { return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w; }
 
+// dot8(a, b): the exact int32 dot product of two words of four 8-bit lanes, each lane signed or not. With
+// VK_DOT defined (the device was created with shaderIntegerDotProduct, vkinfer._vk Device.use_dot) it is one
+// OpSDot / OpUDot / OpSUDot on the packed words (SPV_KHR_integer_dot_product, PackedVectorFormat4x8Bit);
+// Debian 12's glslang has no GL_EXT_integer_dot_product, so the instructions are declared through
+// GL_EXT_spirv_intrinsics (capabilities 6016 DotProductInputAll, 6018 DotProductInput4x8BitPacked, 6019
+// DotProduct). Both forms give the same bits: |a.b| <= 4 * 128 * 128 fits any int32. The signedness arguments
+// are specialization constants where they are used, so the untaken branches fold away.
+#ifdef VK_DOT
+#extension GL_EXT_spirv_intrinsics : require
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6016, 6018, 6019], id = 4450)
+int sdot_4x8(uint a, uint b, spirv_literal int fmt);
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6016, 6018, 6019], id = 4451)
+uint udot_4x8(uint a, uint b, spirv_literal int fmt);
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6016, 6018, 6019], id = 4452)
+int sudot_4x8(uint a, uint b, spirv_literal int fmt);
+
+int dot8(uint a, uint b, bool a_signed, bool b_signed)
+{
+    if (a_signed && b_signed) return sdot_4x8(a, b, 0);
+    if (!a_signed && !b_signed) return int(udot_4x8(a, b, 0));
+    return a_signed ? sudot_4x8(a, b, 0) : sudot_4x8(b, a, 0);  // OpSUDot: the first operand is the signed one
+}
+#else
+int dot8(uint a, uint b, bool a_signed, bool b_signed) { return idot4(unpack8(a, a_signed), unpack8(b, b_signed)); }
+#endif
+
+// The sum of a word's four lanes (a dot product with four unsigned ones).
+int lanesum8(uint a, bool a_signed) { return dot8(a, 0x01010101u, a_signed, false); }
+
 // q * 2^sh rounded to the nearest integer, ties to even, for 1 <= sh <= 31 and q < 2^32.
 uint shr_rne(uint q, int sh)
 {

@@ -70,6 +70,33 @@ void main()
     if (min(oc0 + 3, M - 1) / MG == g0) {
         // Common case: the word's 4 channels share a group; 4 weight words feed 4 pixels x 16 MACs.
         int cbase = g0 * CG;
+#ifdef VK_DOT
+        // Dot products of raw packed words (vkinfer/vulkan/qlinear_conv.py compiles this variant only when every
+        // group starts on a word, CG % 4 == 0 or one group, so no word straddles groups). Taps in the padding
+        // read a word of four x_zp bytes (real value 0) instead of being skipped, so every pixel sums the same
+        // weights and the host folds x_zp * sum(w) into Q's term: acc - w_zp * sum(x) + term.
+        uint xzw = (uint(pc.x_zp) & 0xffu) * 0x01010101u;
+        for (int kh = 0; kh < KH; kh++) {
+            int ih = oh * SH - PT + kh * DH;
+            bool row_in = ih >= 0 && ih < IH;
+            int rowbase = (n * IH + ih) * IW;
+            for (int kw = 0; kw < KW; kw++) {
+                int wbase = ((oc4 * KH + kh) * KW + kw) * CG4 * 4;
+                for (int ci4 = 0; ci4 < CG4; ci4++) {
+                    uint w0 = W[wbase + ci4 * 4], w1 = W[wbase + ci4 * 4 + 1];
+                    uint w2 = W[wbase + ci4 * 4 + 2], w3 = W[wbase + ci4 * 4 + 3];
+                    for (int p = 0; p < OPX; p++) {
+                        int iw = (ow0 + p) * SW - PL + kw * DW;
+                        uint x = row_in && iw >= 0 && iw < IW ? X[(rowbase + iw) * C4 + cbase / 4 + ci4] : xzw;
+                        acc[p] += ivec4(dot8(x, w0, X_SIGNED, W_SIGNED), dot8(x, w1, X_SIGNED, W_SIGNED),
+                                        dot8(x, w2, X_SIGNED, W_SIGNED), dot8(x, w3, X_SIGNED, W_SIGNED));
+                        xs[p] += ivec4(lanesum8(x, X_SIGNED));
+                    }
+                }
+            }
+        }
+#else
+
         for (int kh = 0; kh < KH; kh++) {
             int ih = oh * SH - PT + kh * DH;
             if (ih < 0 || ih >= IH) continue;
@@ -89,6 +116,7 @@ void main()
                 }
             }
         }
+#endif
     } else {
         // The word straddles groups (MG not a multiple of 4): one channel at a time. Loops over
         // j and p unroll, so acc/xs are indexed by constants (no scratch memory).

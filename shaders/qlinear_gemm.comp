@@ -35,6 +35,8 @@ layout(std430, binding = 2) readonly buffer Q_ { ivec4 Q[]; };  // term, b_zp, m
 layout(std430, binding = 3) writeonly buffer Y_ { uint Y[]; };
 layout(push_constant) uniform P { int a_zp; int y_zp; int lo; int hi; } pc;
 
+#define DOT(a, b) dot8(a, b, A_SIGNED, B_SIGNED)
+
 const int TM = 32;  // rows per tile
 const int TN = 32;  // columns per tile
 const int KB = 4;   // K words per step
@@ -71,6 +73,17 @@ void main()
             }
             barrier();
             for (int kk = 0; kk < KB; kk++) {
+#ifdef VK_DOT
+                uint a[4], b[4];
+                for (int i = 0; i < 4; i++) {
+                    a[i] = sA[(ty * 4 + i) * KB + kk];
+                    b[i] = sB[(tx * 4 + i) * KB + kk];
+                }
+                for (int i = 0; i < 4; i++) {
+                    acc[i] += ivec4(DOT(a[i], b[0]), DOT(a[i], b[1]), DOT(a[i], b[2]), DOT(a[i], b[3]));
+                    if (HAS_BZP) rsum[i] += lanesum8(a[i], A_SIGNED);
+                }
+#else
                 ivec4 a[4], b[4];
                 for (int i = 0; i < 4; i++) {
                     a[i] = unpack8(sA[(ty * 4 + i) * KB + kk], A_SIGNED);
@@ -80,6 +93,7 @@ void main()
                     acc[i] += ivec4(idot4(a[i], b[0]), idot4(a[i], b[1]), idot4(a[i], b[2]), idot4(a[i], b[3]));
                     if (HAS_BZP) rsum[i] += a[i].x + a[i].y + a[i].z + a[i].w;
                 }
+#endif
             }
             barrier();
         }
@@ -89,6 +103,17 @@ void main()
         for (int i = 0; i < 4; i++) rbase[i] = a_row_base(batch, min(row0 + ty * 4 + i, ROWS - 1));
         int cb = bbase + min(col0 + tx * 4, N4 * 4 - 4) * K4;
         for (int k = 0; k < K4; k++) {
+#ifdef VK_DOT
+            uint a[4], b[4];
+            for (int i = 0; i < 4; i++) {
+                a[i] = A[rbase[i] + k];
+                b[i] = B[cb + i * K4 + k];
+            }
+            for (int i = 0; i < 4; i++) {
+                acc[i] += ivec4(DOT(a[i], b[0]), DOT(a[i], b[1]), DOT(a[i], b[2]), DOT(a[i], b[3]));
+                if (HAS_BZP) rsum[i] += lanesum8(a[i], A_SIGNED);
+            }
+#else
             ivec4 a[4], b[4];
             for (int i = 0; i < 4; i++) {
                 a[i] = unpack8(A[rbase[i] + k], A_SIGNED);
@@ -98,6 +123,7 @@ void main()
                 acc[i] += ivec4(idot4(a[i], b[0]), idot4(a[i], b[1]), idot4(a[i], b[2]), idot4(a[i], b[3]));
                 if (HAS_BZP) rsum[i] += a[i].x + a[i].y + a[i].z + a[i].w;
             }
+#endif
         }
     }
 

@@ -35,11 +35,19 @@ void main()
     ivec4 acc = ivec4(0);
     int rsum = 0;
     for (int k = 0; k < K4; k++) {
+#ifdef VK_DOT
+        uint a = A[abase + k];
+        acc += ivec4(dot8(a, B[bbase + k], A_SIGNED, B_SIGNED), dot8(a, B[bbase + K4 + k], A_SIGNED, B_SIGNED),
+                     dot8(a, B[bbase + 2 * K4 + k], A_SIGNED, B_SIGNED),
+                     dot8(a, B[bbase + 3 * K4 + k], A_SIGNED, B_SIGNED));
+        rsum += lanesum8(a, A_SIGNED);
+#else
         ivec4 a = unpack8(A[abase + k], A_SIGNED);
         acc += ivec4(idot4(a, unpack8(B[bbase + k], B_SIGNED)), idot4(a, unpack8(B[bbase + K4 + k], B_SIGNED)),
                      idot4(a, unpack8(B[bbase + 2 * K4 + k], B_SIGNED)),
                      idot4(a, unpack8(B[bbase + 3 * K4 + k], B_SIGNED)));
         rsum += a.x + a.y + a.z + a.w;
+#endif
     }
     int qb = batch * Q_BATCH + cw * 4;
     ivec4 y = ivec4(0);

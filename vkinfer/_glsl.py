@@ -37,9 +37,11 @@ MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 1
 MANIFEST_MAX_BYTES = 16 << 20
 #: Define sets a shader is compiled with beyond none at all, by shader name. Device.program's callers (the
-#: lowerings in vkinfer/vulkan/) pass no defines today; one that starts to must list its sets here, or the
+#: lowerings in vkinfer/vulkan/) that pass defines must list their sets here, or the
 #: packaged build lacks the variant (tests/package/test_packaging.py checks the lowerings against this table).
-DEFINE_SETS: dict[str, list[tuple[tuple[str, str], ...]]] = {}
+DEFINE_SETS: dict[str, list[tuple[tuple[str, str], ...]]] = {
+    # The integer-dot-product variants (vkinfer/vulkan/qlinear_conv.py DOT_KERNELS, DOT_DEFINES).
+    name: [(("VK_DOT", "1"),)] for name in ("qlinear_gemm", "qlinear_gemv", "qlinear_conv")}
 
 
 def cache_dir() -> Path:

@@ -29,6 +29,7 @@ import threading
 import warnings
 import weakref
 from collections.abc import MutableMapping
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -171,6 +172,9 @@ class DeviceInfo:
     vendor_id: int
     device_id: int
     limits: dict
+    #: VK_KHR_shader_integer_dot_product: {"supported", "signed_accelerated", "unsigned_accelerated",
+    #: "mixed_accelerated"} (packed 4x8-bit forms; the driver's word on whether they beat multiply-adds).
+    integer_dot_product: dict = dataclasses.field(default_factory=dict)
 
     def __str__(self) -> str:
         return f"[{self.index}] {self.name} ({self.type}, Vulkan {self.api_version}, driver {self.driver})"
@@ -368,6 +372,44 @@ def _default_pipeline_threads() -> int:
     return min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 
 
+def dot_choice(info: DeviceInfo, env: MutableMapping[str, str] = os.environ) -> tuple[bool, str]:
+    """Whether a device opened now uses the integer-dot-product shaders, and why.
+
+    $VKINFER_VK_DOT=1 asks for them and =0 keeps the scalar shaders; unset, they are used where the driver says
+    packed 4x8-bit dot products are accelerated (any of the signed, unsigned or mixed forms). A device without
+    shaderIntegerDotProduct never gets them (asked for, a RuntimeWarning says so), and neither does one the
+    driver blocklist names (vkinfer.vulkan.selftest, when present). lavapipe and SwiftShader have the feature
+    with every form unaccelerated: the tests force it there for the bits."""
+    dot = info.integer_dot_product or {}
+    want = env.get("VKINFER_VK_DOT", "").strip().lower()
+    if want not in ("", "0", "1"):
+        raise ValueError(f"$VKINFER_VK_DOT must be 0 or 1, got {want!r}")
+    if want == "0":
+        return False, "off ($VKINFER_VK_DOT=0)"
+    if not dot.get("supported"):
+        if want == "1":
+            warnings.warn(f"vkinfer: $VKINFER_VK_DOT=1 but {info.name} has no shaderIntegerDotProduct: "
+                          "using the scalar shaders", RuntimeWarning, stacklevel=3)
+        return False, "not supported by the device"
+    reason = _dot_blocked(info)
+    if reason:
+        return False, f"blocked: {reason}"
+    if want == "1":
+        return True, "on ($VKINFER_VK_DOT=1)"
+    if any(dot.get(k) for k in ("signed_accelerated", "unsigned_accelerated", "mixed_accelerated")):
+        return True, "on (accelerated by the driver)"
+    return False, "off (the driver does not accelerate it; $VKINFER_VK_DOT=1 forces it)"
+
+
+def _dot_blocked(info: DeviceInfo) -> str | None:
+    """The blocklist's reason to keep `info` off the integer-dot-product path, if any."""
+    try:
+        from .vulkan.selftest import blocked
+    except ImportError:  # the self-test module is optional at this layer
+        return None
+    return blocked(info, "dot")
+
+
 def _push_shapes_default(info: DeviceInfo) -> bool:
     env = os.environ.get("VKINFER_PUSH_SHAPES", "").strip().lower()
     if env in ("1", "on", "yes", "true"):
@@ -392,12 +434,13 @@ class Device:
     """
 
     def __init__(self, info: DeviceInfo, *, zero_copy: bool | None = None, pipeline_threads: int | None = None,
-                 push_shapes: bool | None = None):
+                 push_shapes: bool | None = None, integer_dot: bool | None = None):
         """Open device `info`. `zero_copy`: None decides from `unified_memory` (and $VKINFER_ZERO_COPY=0
         turns it off); False always uses staging copies; True always uses host-visible buffers.
         `pipeline_threads`: worker threads for pipeline creation (default $VKINFER_PIPELINE_THREADS, else
         the CPUs this process may use, at most 8). `push_shapes`: see the attribute (None: $VKINFER_PUSH_SHAPES
-        as 0/1, else True exactly on CPU implementations)."""
+        as 0/1, else True exactly on CPU implementations). `integer_dot`: use the integer-dot-product shaders
+        (None: `dot_choice`; True on a device without the feature is refused with ValueError)."""
         self.info = info
         self.limits = info.limits
         #: Shapes go to shaders as push constants instead of specialization constants, so that one pipeline
@@ -416,7 +459,16 @@ class Device:
         threads = _default_pipeline_threads() if pipeline_threads is None else int(pipeline_threads)
         if threads < 0:
             raise ValueError(f"pipeline_threads must be >= 0, got {threads}")
-        self.raw = _native().Device(inst, info.index, payload or b"", threads)
+        if integer_dot is None:
+            want_dot, self.dot_reason = dot_choice(info)
+        else:
+            want_dot, self.dot_reason = bool(integer_dot), f"{'on' if integer_dot else 'off'} (asked for)"
+            if want_dot and not (info.integer_dot_product or {}).get("supported"):
+                raise ValueError(f"integer_dot=True: {info.name} has no shaderIntegerDotProduct")
+        self.raw = _native().Device(inst, info.index, payload or b"", threads, want_dot)
+        #: The integer-dot-product shaders (OpSDot/OpUDot/OpSUDot) run on this device: it was created with
+        #: shaderIntegerDotProduct enabled. `dot_reason` says why or why not.
+        self.use_dot: bool = bool(self.raw.integer_dot)
         self._on_disk: bytes | None = payload  # what the file holds now, when valid
         self._saved_created = 0
         self._save_failed = False  # warn once per device

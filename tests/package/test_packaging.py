@@ -116,7 +116,13 @@ def test_spirv_dir_without_manifest_is_an_error(fresh_glsl, tmp_path, monkeypatc
 
 def test_variants_cover_what_the_lowerings_ask_for():
     """Every shader in both forms (Device.push_shapes is chosen per device), and the defines the lowerings pass
-    (none today: a Device.program call with defines must list them in _glsl.DEFINE_SETS)."""
+    (a Device.program call with defines must list them in _glsl.DEFINE_SETS; the convolution and matmul lowerings
+    pick their shader at run time and pass DOT_DEFINES, so every kernel of DOT_KERNELS must have that set)."""
+    from vkinfer.vulkan.qlinear_conv import DOT_DEFINES, DOT_KERNELS
+
+    dot_set = tuple(sorted((k, str(v)) for k, v in DOT_DEFINES.items()))
+    assert all(dot_set in _glsl.DEFINE_SETS.get(k, []) for k in DOT_KERNELS)
+    assert {(k, dot_set, pushed) for k in DOT_KERNELS for pushed in (False, True)} <= set(_glsl.variants())
     got = set(_glsl.variants())
     names = {p.stem for p in (ROOT / "shaders").glob("*.comp")}
     assert {(n, (), pushed) for n in names for pushed in (False, True)} <= got
@@ -125,6 +131,9 @@ def test_variants_cover_what_the_lowerings_ask_for():
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "program":
                 shader = node.args[0].value if node.args and isinstance(node.args[0], ast.Constant) else None
                 has_defines = len(node.args) > 5 or any(k.arg == "defines" for k in node.keywords)
+                if has_defines and shader is None:  # a kernel chosen at run time: only the dot variants
+                    assert "DOT_DEFINES" in ast.unparse(node), f"{py.relative_to(ROOT)}:{node.lineno}"
+                    continue
                 assert not has_defines or (shader in _glsl.DEFINE_SETS), \
                     f"{py.relative_to(ROOT)}:{node.lineno} passes defines: list its sets in _glsl.DEFINE_SETS"
 

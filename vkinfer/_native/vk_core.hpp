@@ -91,6 +91,10 @@ struct Instance {
     py::dict identity(uint32_t index) const;
 };
 
+// Whether a physical device offers VK_KHR_shader_integer_dot_product with shaderIntegerDotProduct (Vulkan 1.3
+// made it core; we enable it as the extension, which every 1.3 driver still lists, so one path serves 1.1-1.3).
+bool has_integer_dot(const vk::PhysicalDevice& pd);
+
 // --- vk_buffers.cpp -------------------------------------------------------------------------------------------
 
 // A tensor's packed form (vkinfer/layout.py is the definition and the numpy reference): rows of `c` 8-bit
@@ -260,6 +264,7 @@ struct Device {
     uint32_t ts_bits = 0;
     float ts_period = 1.0f;
     bool unified = false;
+    bool dot = false; // shaderIntegerDotProduct enabled at creation (asked for, and the device has it)
     vk::PipelineCache pcache;
     size_t pcache_initial = 0;
     std::unique_ptr<Workers> workers;
@@ -275,7 +280,7 @@ struct Device {
     std::atomic<uint64_t> created{ 0 }, create_ns{ 0 };
     uint64_t reused = 0;
 
-    Device(std::shared_ptr<Instance> in, uint32_t index, py::bytes cache_data, unsigned threads);
+    Device(std::shared_ptr<Instance> in, uint32_t index, py::bytes cache_data, unsigned threads, bool want_dot);
     ~Device();
     bool detect_unified();
     Buffer buffer(size_t nbytes, const std::string& kind);

@@ -111,7 +111,7 @@ void try_buffers(VkPhysicalDevice pd, VkDevice d, kp::Tensor::TensorTypes tt, Vk
 
 } // namespace
 
-Device::Device(std::shared_ptr<Instance> in, uint32_t index, py::bytes cache_data, unsigned threads)
+Device::Device(std::shared_ptr<Instance> in, uint32_t index, py::bytes cache_data, unsigned threads, bool want_dot)
   : instance(std::move(in))
 {
     pd = std::make_shared<vk::PhysicalDevice>(instance->at(index));
@@ -133,6 +133,18 @@ Device::Device(std::shared_ptr<Instance> in, uint32_t index, py::bytes cache_dat
     float prio = 1.0f;
     vk::DeviceQueueCreateInfo qci(vk::DeviceQueueCreateFlags(), family, 1, &prio);
     vk::DeviceCreateInfo dci(vk::DeviceCreateFlags(), 1, &qci);
+    // The integer-dot-product shaders (OpSDot/OpUDot/OpSUDot, SPV_KHR_integer_dot_product) are valid only on a
+    // device created with the extension and its feature: enabled only when asked for and present, so a device
+    // without it never runs them (vkinfer._vk then compiles the scalar variants).
+    const char* dot_ext = VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME;
+    vk::PhysicalDeviceShaderIntegerDotProductFeatures dotf;
+    dotf.shaderIntegerDotProduct = VK_TRUE;
+    dot = want_dot && has_integer_dot(*pd);
+    if (dot) {
+        dci.enabledExtensionCount = 1;
+        dci.ppEnabledExtensionNames = &dot_ext;
+        dci.pNext = &dotf;
+    }
     try {
         dev = std::make_shared<vk::Device>(pd->createDevice(dci));
     } catch (const vk::SystemError& e) {

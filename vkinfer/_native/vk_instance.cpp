@@ -29,6 +29,19 @@ py::bytes uuid_bytes(const uint8_t* p) { return py::bytes(reinterpret_cast<const
 
 } // namespace
 
+bool has_integer_dot(const vk::PhysicalDevice& pd)
+{
+    bool ext = false;
+    for (const auto& e : pd.enumerateDeviceExtensionProperties())
+        if (std::string(e.extensionName.data()) == VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME) ext = true;
+    if (!ext) return false;
+    vk::PhysicalDeviceFeatures2 f2;
+    vk::PhysicalDeviceShaderIntegerDotProductFeatures dotf;
+    f2.pNext = &dotf;
+    pd.getFeatures2(&f2);
+    return dotf.shaderIntegerDotProduct == VK_TRUE;
+}
+
 Instance::Instance()
 {
     vk::ApplicationInfo app("vkinfer", 1, "vkinfer", 1, VK_API_VERSION_1_1);
@@ -83,6 +96,24 @@ py::list Instance::devices() const
         lim["max_push_constants_size"] = l.maxPushConstantsSize;
         lim["subgroup_size"] = sub.subgroupSize;
         d["limits"] = lim;
+        // Integer dot product (VK_KHR_shader_integer_dot_product): whether the device has it, and whether its
+        // packed 4x8-bit forms are faster than the equivalent multiplies and adds (the driver's word; lavapipe
+        // and SwiftShader have it, every Accelerated flag false).
+        py::dict dot;
+        const bool has_dot = has_integer_dot(pd);
+        dot["supported"] = has_dot;
+        if (has_dot) {
+            vk::PhysicalDeviceProperties2 q2;
+            vk::PhysicalDeviceShaderIntegerDotProductProperties dp;
+            q2.pNext = &dp;
+            pd.getProperties2(&q2);
+            dot["signed_accelerated"] = bool(dp.integerDotProduct4x8BitPackedSignedAccelerated);
+            dot["unsigned_accelerated"] = bool(dp.integerDotProduct4x8BitPackedUnsignedAccelerated);
+            dot["mixed_accelerated"] = bool(dp.integerDotProduct4x8BitPackedMixedSignednessAccelerated);
+        } else {
+            for (const char* k : { "signed_accelerated", "unsigned_accelerated", "mixed_accelerated" }) dot[k] = false;
+        }
+        d["integer_dot_product"] = dot;
         out.append(d);
     }
     return out;

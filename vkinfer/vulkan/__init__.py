@@ -105,14 +105,16 @@ class Chain:
 
 
 # Prepared executables for the op-level API: calling the same layer again reuses its packed
-# weights, pipeline and buffers.
+# weights, pipeline and buffers. Keyed by the Device object (id: a cached executable holds its device alive, so
+# the id is not reused meanwhile), not its index: two logical devices on one GPU (the integer-dot-product one
+# and the scalar one, say) never share buffers or pipelines.
 _CACHE = LayerCache()
 
 
 def run_conv(s: ConvSpec, dev: Device | None = None) -> np.ndarray:
     """QLinearConv of a validated spec on `dev`, reusing a cached prepared layer when there is one."""
     dev = dev or get_device()
-    ex = _CACHE.get(("conv", dev.info.index, gemm_shared_tile(dev), s.x.shape, s.x.dtype.str, s.x_zp, s.strides,
+    ex = _CACHE.get(("conv", id(dev), gemm_shared_tile(dev), s.x.shape, s.x.dtype.str, s.x_zp, s.strides,
                      s.pads, s.dilations, s.group, s.out.zero_point, s.out.lo, s.out.hi, s.out.dtype.str),
                     [s.w, s.w_zp, s.bias, s.out.m], lambda: Executable(QLinearConv(s, dev), dev))
     return ex.run(s.x)
@@ -121,7 +123,7 @@ def run_conv(s: ConvSpec, dev: Device | None = None) -> np.ndarray:
 def run_matmul(s: MatMulSpec, dev: Device | None = None) -> np.ndarray:
     """QLinearMatMul of a validated spec on `dev`, reusing a cached prepared layer when there is one."""
     dev = dev or get_device()
-    ex = _CACHE.get(("matmul", dev.info.index, gemm_shared_tile(dev), s.a.shape, s.a.dtype.str, s.a_zp,
+    ex = _CACHE.get(("matmul", id(dev), gemm_shared_tile(dev), s.a.shape, s.a.dtype.str, s.a_zp,
                      s.out.zero_point, s.out.lo, s.out.hi, s.out.dtype.str, s.out_shape),
                     [s.b, s.b_zp, s.out.m], lambda: Executable(QLinearMatMul(s, dev), dev))
     return ex.run(s.a)

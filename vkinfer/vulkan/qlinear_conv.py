@@ -45,6 +45,26 @@ def gemm_shared_tile(dev: Device) -> bool:
     return dev.info.type in ("discrete", "integrated") and dev.info.vendor_id in DESKTOP_VENDORS
 
 
+#: Kernels with an integer-dot-product variant (compiled with VK_DOT, shaders/qcommon.glsl's dot8). Depthwise has
+#: none: its four lanes are four channels, each with its own weights, so there is no sum along a packed word; a
+#: dot product would need a 4x4 byte transpose of the input words per 4 taps (about 20 integer operations) plus a
+#: second dot for the input sums, more work than the 16 multiply-adds it replaces.
+DOT_KERNELS = ("qlinear_gemm", "qlinear_gemv", "qlinear_conv")
+
+
+def uses_dot(dev: Device, s: ConvSpec, kernel: str) -> bool:
+    """Whether this convolution runs `kernel`'s integer-dot-product variant on `dev`: the device uses the dot
+    shaders (`Device.use_dot`) and, for qlinear_conv, every group starts on a packed word and no output word
+    straddles two groups (one group, or channels per group in and out multiples of 4); the variant reads raw
+    words and folds the input zero point into the per-channel term."""
+    if not getattr(dev, "use_dot", False) or kernel not in DOT_KERNELS:
+        return False
+    if kernel != "qlinear_conv" or s.group == 1:
+        return True
+    m, cg = s.w.shape[:2]
+    return cg % 4 == 0 and (m // s.group) % 4 == 0
+
+
 def choose_kernel(s: ConvSpec) -> str:
     """The shader that runs this convolution (see KERNELS and the module docstring)."""
     n, c, h, w = s.x.shape
@@ -149,6 +169,14 @@ class QLinearConv:
             words = b.view(np.uint32).reshape(m4, 4, kh, kw, cg4 // 4)
             packed = np.ascontiguousarray(words.transpose(0, 2, 3, 4, 1))
             self.spec_consts = [c4, h, w, oh, ow, m, kh, kw, sh, sww, dh, dw, pt, pl, cg, m // s.group, sx, sw_]
+        self.dot = uses_dot(dev, s, self.kernel)
+        if self.dot and self.kernel == "qlinear_conv":
+            # The dot variant sums raw x (padding taps read x_zp) against every packed weight lane, the group's
+            # pad lanes (w_zp) included: term = bias - x_zp * sum(w) + taps * x_zp * w_zp (the shader subtracts
+            # w_zp * sum(x)).
+            lanes = packed.view(np.int8 if sw_ else np.uint8).reshape(m4, kh, kw, cg4 // 4, 4, 4)  # ..., j, lane
+            per_channel = lanes.astype(np.int64).transpose(0, 4, 1, 2, 3, 5).reshape(4 * m4, -1).sum(axis=1)[:m]
+            term = term - s.x_zp * per_channel + kh * kw * cg4 * s.x_zp * s.w_zp.astype(np.int64)
         self.groups = dispatch_groups(s, self.kernel)
         q = requant_table(term, s.w_zp, s.out.m, 4 * m4)
         self.push = [s.x_zp, s.out.zero_point, s.out.lo, s.out.hi]
@@ -160,7 +188,11 @@ class QLinearConv:
         if x.nbytes < 4 * self.in_words or y.nbytes < 4 * self.out_words:
             raise ValueError("activation buffer too small for this convolution")
         return self.dev.program(self.kernel, [x, self.w_buf, self.q_buf, y], self.groups,
-                                self.spec_consts, self.push)
+                                self.spec_consts, self.push, DOT_DEFINES if self.dot else None)
+
+
+#: The defines of the integer-dot-product shader variants (vkinfer/_glsl.py DEFINE_SETS lists them).
+DOT_DEFINES = {"VK_DOT": 1}
 
 
 def _upload_const(dev: Device, a: np.ndarray) -> Buffer:
