@@ -4,6 +4,7 @@
     vkinfer info MODEL [--device D] [--profile FILE] [--objective median|p90]
     vkinfer calibrate [--quick|--full] [--device D] [--threads 1,2] [--out FILE] [--verbose]
     vkinfer devices
+    vkinfer selftest [--device D]
     vkinfer bench MODEL... [--device cpu,vulkan,auto] [--peer onnxruntime,litert,ncnn|none] [--threads 1,2]
                            [--runs N] [--warmup N] [--out FILE.jsonl] [--pin CPUS]
     vkinfer bench compare BASE.jsonl NEW.jsonl [--threshold PCT]
@@ -53,6 +54,7 @@ def _devices() -> int:
         print(f"    max workgroup count {lim['max_compute_workgroup_count']}, invocations "
               f"{lim['max_compute_workgroup_invocations']}, shared memory {lim['max_compute_shared_memory_size']} B, "
               f"storage buffer range {lim['max_storage_buffer_range']} B, subgroup {lim['subgroup_size']}")
+        print(f"    self-test: {_selftest_line(d)}")
     print("cpu  ISA variants: " + ", ".join(f"{n}{'' if ok else ' (not on this CPU)'}" for n, ok in cpu.variants()))
     clusters = cpu.core_clusters()
     print("     core clusters: " + "; ".join(
@@ -65,6 +67,49 @@ def _devices() -> int:
         threads = f"default threads: {e}"
     print(f"     default variant {cpu.default_variant()}, {threads}")
     return 0
+
+
+def _selftest_line(info) -> str:
+    """`vkinfer devices`' self-test line of a Vulkan device (vkinfer/vulkan/selftest.py describe)."""
+    from .dispatch.machine import vulkan_identity
+    from .vulkan import selftest
+
+    return selftest.describe({"name": info.name, "driver": info.driver, "driver_info": info.driver_info,
+                              "identity": vulkan_identity(info.index)})
+
+
+def _selftest(device: str | None) -> int:
+    """Rerun the self-test on `device` ("vulkan", "vulkan:<which>"; default every Vulkan device) whatever is
+    cached, print each case's result and time, record the verdicts. Exit status 0 when every device passed, else 1."""
+    from . import _vk
+    from .vulkan import selftest
+
+    if device is None:
+        infos = _vk.devices()
+    else:
+        kind, _, which = device.partition(":")
+        if kind != "vulkan":
+            raise ValueError(f"--device takes vulkan or vulkan:<index|name|type>, got {device!r}")
+        infos = [_vk._pick(which or None)]
+    failed = 0
+    for info in infos:
+        dev = _vk.get_device(info.index)
+        reason = selftest.blocked(dev, "device") or (selftest.blocked(dev, "dot") if dev.use_dot else None)
+        head = f"vulkan:{info.index}  {info.name}  driver={info.driver}" + (
+            f" ({info.driver_info})" if info.driver_info else "") + f"  {selftest.path_of(dev)} shader path"
+        print(head)
+        if reason:
+            print(f"    blocklisted: {reason} (not run)")
+            failed += 1
+            continue
+        v = selftest.run(dev)
+        for c in v.cases:
+            print(f"    {'pass' if c.ok else 'FAIL'}  {c.name:<28} {c.kernel:<18} {c.ms:7.1f} ms"
+                  + (f"  {c.why}" if c.why else ""))
+        print(f"    {'passed' if v.passed else 'FAILED: the device is untrusted'}: {sum(c.ok for c in v.cases)}/"
+              f"{len(v.cases)} cases in {v.seconds:.2f} s (recorded in {v.record})")
+        failed += not v.passed
+    return 1 if failed else 0
 
 
 def _placement(spec: str | None) -> dict[str, str] | None:
@@ -302,6 +347,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--verbose", "-v", action="store_true",
                    help="every sample and fitted term as it is measured, and the full per-class tables")
     sub.add_parser("devices", help="Vulkan devices and CPU variants")
+    st = sub.add_parser("selftest", help="rerun the Vulkan self-test against the C path; print each case")
+    st.add_argument("--device", help="vulkan or vulkan:<index|name|type> (default: every Vulkan device)")
     sub.add_parser("bench", help="benchmark models beside ONNX Runtime and LiteRT (vkinfer bench --help); "
                                  "bench compare BASE NEW: A/B regression check", add_help=False)
     args = ap.parse_args(argv)
@@ -310,6 +357,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.cmd == "devices":
             return _devices()
+        if args.cmd == "selftest":
+            return _selftest(args.device)
         if args.cmd == "info":
             return _info(args.model, args.device, args.placement, args.profile, args.objective, args.threads)
         if args.cmd == "calibrate":

@@ -43,3 +43,16 @@ class VulkanDeviceLostError(VulkanDeviceError):
 
 class VulkanOutOfMemoryError(VulkanDeviceError):
     """A Vulkan call ran out of device or host memory (VK_ERROR_OUT_OF_DEVICE_MEMORY / _HOST_MEMORY)."""
+
+
+class DeviceUntrustedError(VulkanDeviceError):
+    """A Vulkan device that failed vkinfer's self-test (its results differ from the C path's) or that the blocklist
+    names (vkinfer/selftest.py): device="vulkan" raises this, naming the device, the driver and the failing case
+    (`device`, `name`, `driver`, `case`); device="auto" leaves the device out (a VulkanDeviceError: a session that
+    meets it while opening the device runs on the CPU, with a warning). `vkinfer selftest` reruns the test,
+    $VKINFER_SELFTEST=0 uses the device untested."""
+
+    def __init__(self, message: str, *, device: str = "", name: str = "", driver: str = "",
+                 case: str | None = None):
+        super().__init__(message)
+        self.device, self.name, self.driver, self.case = device, name, driver, case

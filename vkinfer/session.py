@@ -291,11 +291,14 @@ class InferenceSession:
             kind, _, which = name.partition(":")
             if kind == "vulkan":
                 from ._vk import get_device
+                from .vulkan import selftest
 
+                # selftest.require: a device that failed its self-test (run at its first use unless cached) or that
+                # the blocklist names raises DeviceUntrustedError, a VulkanDeviceError: auto then runs on the CPU.
                 if self.device == "auto" and which:  # opened only if the dispatcher puts a node there
-                    be = VulkanBackend(name=name, opener=lambda: get_device(which))
+                    be = VulkanBackend(name=name, opener=lambda: selftest.require(get_device(which)))
                 else:
-                    be = VulkanBackend(get_device(which or None))
+                    be = VulkanBackend(selftest.require(get_device(which or None)))
             elif kind == "cpu":
                 be = CpuBackend(which or None)
             else:

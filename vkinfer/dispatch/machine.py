@@ -74,7 +74,8 @@ def vulkan_fingerprint() -> str:
 
 DEVICES_MAX_BYTES = 1 << 20
 _DEVICES_KEY = _cache.key_of("vulkan-devices")
-_ENTRY_FIELDS = (("device", str), ("name", str), ("type", str), ("default", bool), ("identity", dict))
+_ENTRY_FIELDS = (("device", str), ("name", str), ("type", str), ("default", bool), ("identity", dict),
+                 ("driver", str), ("driver_info", str))
 
 
 def _device_list_problem(d: dict) -> str:
@@ -110,6 +111,9 @@ def _cached_device_list(path: Path, fp: str) -> dict | None:
     d, why = _cache.unstamp_json(data, _DEVICES_KEY)
     if d is not None and d.get("fingerprint") != fp:
         return None
+    if d is not None and isinstance(d.get("devices"), list) and any(
+            isinstance(e, dict) and not isinstance(e.get("driver_info"), str) for e in d["devices"]):
+        return None  # listed by an older vkinfer, without the drivers the blocklist matches: enumerate again
     why = why or _device_list_problem(d)
     if why:
         if not why.startswith("no cache stamp"):
@@ -130,7 +134,8 @@ def vulkan_identity(index: int) -> dict:
 
 
 def vulkan_devices(refresh: bool = False) -> list[dict]:
-    """[{"device": "vulkan:<i>", "name", "type", "default", "identity"}] in vkinfer's order of preference, from
+    """[{"device": "vulkan:<i>", "name", "type", "default", "identity", "driver", "driver_info"}] in vkinfer's
+    order of preference, from
     the fingerprint cache when nothing changed. Raises VulkanUnavailableError (with the reason, cached too)
     when there is no usable Vulkan."""
     from ..errors import VulkanUnavailableError
@@ -160,14 +165,34 @@ def vulkan_devices(refresh: bool = False) -> list[dict]:
     except ValueError:  # $VKINFER_DEVICE names no device: no default
         default = None
     devs = [{"device": f"vulkan:{i.index}", "name": i.name, "type": i.type, "default": i.index == default,
-             "identity": vulkan_identity(i.index)} for i in infos]
+             "identity": vulkan_identity(i.index), "driver": getattr(i, "driver", ""),
+             "driver_info": getattr(i, "driver_info", "")} for i in infos]  # (stand-in DeviceInfos may lack them)
     remember({"devices": devs})
     return devs
+
+
+_left_out_warned: set[str] = set()  # devices auto left out, warned about once per process
 
 
 def auto_candidates(devs: list[dict]) -> list[dict]:
     """The Vulkan devices `device="auto"` weighs against the CPU: every GPU (discrete, integrated, virtual);
     when there is none, the default Vulkan device (a CPU implementation such as lavapipe), so that the choice
-    is still made from measured costs rather than assumed."""
-    gpus = [d for d in devs if d["type"] in ("discrete", "integrated", "virtual")]
-    return gpus or [d for d in devs if d["default"]][:1]
+    is still made from measured costs rather than assumed.
+
+    A device whose cached self-test verdict failed, or that the blocklist names, is left out (one RuntimeWarning
+    per device and process saying why). Only cached verdicts are read here, so a warm auto session opens no
+    device; one with no verdict yet is tested when auto first opens it (vkinfer/vulkan/selftest.py)."""
+    from ..vulkan.selftest import auto_problem
+
+    trusted = []
+    for d in devs:
+        why = auto_problem(d)
+        if why is None:
+            trusted.append(d)
+            continue
+        if d["device"] + why not in _left_out_warned:
+            _left_out_warned.add(d["device"] + why)
+            warnings.warn(f'device="auto": leaving {d["device"]} ({d["name"]}) out: {why}; `vkinfer selftest '
+                          f'--device {d["device"]}` reruns the self-test', RuntimeWarning, stacklevel=3)
+    gpus = [d for d in trusted if d["type"] in ("discrete", "integrated", "virtual")]
+    return gpus or [d for d in trusted if d["default"]][:1]

@@ -34,8 +34,11 @@ def _backend(device: str, threads: int | None):
         raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
     if kind == "vulkan":
         from .._vk import get_device
+        from ..vulkan import selftest
 
-        return kind, get_device(which or None)
+        # A device that failed vkinfer's self-test (or is blocklisted) raises DeviceUntrustedError; the test runs
+        # here at a device's first use in the process unless its verdict is cached (vkinfer/vulkan/selftest.py).
+        return kind, selftest.require(get_device(which or None))
     if kind == "cpu":
         from .. import cpu
 

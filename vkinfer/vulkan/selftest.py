@@ -1,0 +1,567 @@
+"""The per-driver self-test: does this Vulkan device and driver compute vkinfer's kernels right?
+
+Some drivers advertise features and compute them wrong (cooperative matrix on some Mesa drivers, integer dot
+product on some Intel ones: issue 27). So before a device runs anything, a few small quantized convolutions,
+GEMMs, depthwise convolutions and matmuls (`CASES`: every convolution kernel, u8 / s8 / mixed signedness, odd
+sizes, stride, padding, dilation, groups, per-channel scales) run on it and on the C path (vkinfer/cpu), and
+must agree bit for bit.
+
+When it runs
+- `device="vulkan"` (a session, a placement, or the ops API): at the first use of a device in a process
+  (`require`), unless the verdict is cached. A device that failed raises `DeviceUntrustedError`, naming the device,
+  the driver and the failing case.
+- `device="auto"` reads cached verdicts only (`auto_problem`, from vkinfer/dispatch/machine.py auto_candidates),
+  so that a warm auto session opens no device: a device that failed (or is blocklisted) is left out, with one
+  RuntimeWarning per process. A device with no verdict yet is tested when auto first opens it (the dispatcher
+  put a node there): if it fails there, the session runs on the CPU with a warning (DeviceUntrustedError is a
+  VulkanDeviceError, auto's device-fault fallback) and the next auto session leaves it out.
+- `vkinfer selftest [--device D]` reruns it and prints each case's result and time.
+
+What is cached: one stamped JSON record per device identity (device and driver UUIDs, driver version; the same
+identity the calibration is keyed by) and code under test (vkinfer's version and the kernels' shader sources or
+packaged SPIR-V), in $VKINFER_CACHE/selftest/. Inside, one verdict per shader path ("plain", or "dot" when the
+device uses the integer-dot-product shaders, `Device.use_dot`), so a driver that computes dot products wrong is
+recorded as such, and "last", the path tested most recently (what auto, which opens no device, goes by). A
+driver update or a changed shader makes a new record (the test reruns); a record that is damaged or malformed is
+ignored with a RuntimeWarning and the test reruns.
+
+Known-bad driver and feature combinations live in `BLOCKLIST`, consulted before the self-test (`blocked`).
+
+Overrides: $VKINFER_SELFTEST=0 uses every device untested (no self-test, no cached verdict, no blocklist for
+whole devices); for users who know their driver better. Test hook: $VKINFER_SELFTEST_INJECT=all (or 1), or a
+comma-separated list of case names, flips one byte of those cases' Vulkan results before they are compared, as a
+driver computing wrong would.
+
+Measured first-use cost (2-core EPYC, warm SPIR-V cache, nothing else running; `vkinfer selftest`): see
+docs/gpu.md "Self-test".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import os
+import re
+import threading
+import time
+import warnings
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .. import _cache
+from ..errors import DeviceUntrustedError
+
+#: Bump when the cases change: older verdicts are then at other keys (never read, never warned about).
+SELFTEST_FORMAT = 1
+#: The shaders the cases reach (vkinfer/vulkan/qlinear_conv.py KERNELS); their code is part of the record's key.
+KERNEL_SHADERS = ("qlinear_conv", "qlinear_dwconv", "qlinear_dwconv3x3", "qlinear_gemm", "qlinear_gemv")
+RECORD_MAX_BYTES = 1 << 16
+
+
+# --- the blocklist --------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class BlockEntry:
+    """A known-bad driver (and feature) combination.
+
+    `driver`: a regular expression searched (case-insensitively) in "<device name> | <driver name> | <driver
+    info>" (e.g. "llvmpipe (LLVM 15.0.6, 256 bits) | llvmpipe | Mesa 22.3.6 (LLVM 15.0.6)"). `versions`: the
+    driver versions it applies to, [low, high) as tuples (`driver_version`), None for an open end.
+    `vendor_id`: the PCI vendor (None: any). `feature`: "device" (the whole device is not used) or "dot" (the
+    integer-dot-product shader path is not used on it). `reason`: what is wrong, with a reference."""
+
+    driver: str
+    feature: str
+    reason: str
+    versions: tuple[tuple[int, ...] | None, tuple[int, ...] | None] = (None, None)
+    vendor_id: int | None = None
+
+
+FEATURES = ("device", "dot")
+
+#: Known-bad combinations. Empty: no documented, specific driver version range computing vkinfer's kernels wrong is
+#: known yet (an entry needs one: a guessed entry would take a working device away from its users).
+BLOCKLIST: list[BlockEntry] = []
+
+
+def _facts(x: Any) -> dict:
+    """name, driver, driver_info, vendor_id, driver_version of a Device, a DeviceInfo, a device-list entry
+    (vkinfer/dispatch/machine.py vulkan_devices) or an identity dict (vulkan_identity)."""
+    info = getattr(x, "info", x)  # a Device's DeviceInfo
+    if isinstance(info, dict):
+        ident = info.get("identity", info)
+        return {"name": info.get("name", ident.get("name", "")), "driver": info.get("driver", ""),
+                "driver_info": info.get("driver_info", ""), "vendor_id": ident.get("vendor_id"),
+                "driver_version": ident.get("driver_version")}
+    ident = getattr(x, "identity", None) or {}
+    return {"name": info.name, "driver": info.driver, "driver_info": info.driver_info, "vendor_id": info.vendor_id,
+            "driver_version": ident.get("driver_version")}
+
+
+def driver_version(facts: dict) -> tuple[int, ...] | None:
+    """The driver's version as a tuple: the first dotted number in the driver info ("Mesa 23.1.2" -> (23, 1, 2),
+    NVIDIA's "535.104.05"), else the packed driverVersion decoded by the vendor's convention (NVIDIA 10.8.8.6 bits,
+    Intel on Windows 18.14, others Vulkan's 10.10.12); None when neither is known."""
+    m = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", facts.get("driver_info") or "")
+    if m:
+        return tuple(int(g) for g in m.groups() if g is not None)
+    v = facts.get("driver_version")
+    if not isinstance(v, int):
+        return None
+    if facts.get("vendor_id") == 0x10DE:
+        return (v >> 22, (v >> 14) & 0xFF, (v >> 6) & 0xFF, v & 0x3F)
+    if facts.get("vendor_id") == 0x8086 and os.name == "nt":
+        return (v >> 14, v & 0x3FFF)
+    return (v >> 22, (v >> 12) & 0x3FF, v & 0xFFF)
+
+
+def blocked(device: Any, feature: str = "device") -> str | None:
+    """Why `feature` ("device": the whole device; "dot": the integer-dot-product path) must not be used on
+    `device` (a vkinfer._vk.Device or DeviceInfo, a `vulkan_devices()` entry or a `vulkan_identity` dict), or
+    None. An entry whose version range cannot be checked (the version is unknown) does not apply."""
+    if feature not in FEATURES:
+        raise ValueError(f"feature must be one of {', '.join(map(repr, FEATURES))}, got {feature!r}")
+    facts = _facts(device)
+    text = f"{facts['name']} | {facts['driver']} | {facts['driver_info']}"
+    for e in BLOCKLIST:
+        if e.feature != feature or (e.vendor_id is not None and e.vendor_id != facts["vendor_id"]):
+            continue
+        if not re.search(e.driver, text, flags=re.I):
+            continue
+        lo, hi = e.versions
+        if lo is not None or hi is not None:
+            v = driver_version(facts)
+            if v is None or (lo is not None and v < tuple(lo)) or (hi is not None and v >= tuple(hi)):
+                continue
+        return e.reason
+    return None
+
+
+# --- the cases ------------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One self-test case: `make(rng)` gives a validated ConvSpec or MatMulSpec (vkinfer/reference/_spec.py)."""
+
+    name: str
+    what: str
+    make: Callable[[Any], Any]
+
+
+def _y_scale(x_scale: float, w_scale: Any, k: int, x_dtype: Any, w_dtype: Any) -> float:
+    """An output scale that spreads the outputs over about +-48 levels (few clamped): the accumulator of k
+    products of values uniform over 8 bits has a standard deviation of about sqrt(k) * 74 * 74."""
+    import numpy as np  # noqa: PLC0415 - see the module's imports: numpy only where the cases run
+
+    return float(x_scale * np.max(w_scale) * np.sqrt(k) * 74 * 74 / 48)
+
+
+def _q(rng: Any, shape: tuple[int, ...], dtype: Any) -> Any:
+    import numpy as np  # noqa: PLC0415
+
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max + 1, shape).astype(dtype)
+
+
+def _conv(x_dtype: str, w_dtype: str, x_shape: tuple, w_shape: tuple, *, per_channel: bool = False,
+          **kw: Any) -> Callable[[Any], Any]:
+    def make(rng: Any) -> Any:
+        import numpy as np  # noqa: PLC0415
+
+        from ..reference._spec import conv_spec  # noqa: PLC0415
+
+        xd, wd = np.dtype(x_dtype), np.dtype(w_dtype)
+        x, w = _q(rng, x_shape, xd), _q(rng, w_shape, wd)
+        m, cg, kh, kw_ = w_shape
+        x_zp = xd.type(rng.integers(-20, 20) + (128 if xd == np.uint8 else 0))
+        if per_channel:
+            w_scale = rng.uniform(0.002, 0.02, m).astype(np.float32)
+            w_zp = np.full(m, 128 if wd == np.uint8 else 0).astype(wd)
+        else:
+            w_scale = np.float32(0.01)
+            w_zp = wd.type(rng.integers(-10, 10) + (128 if wd == np.uint8 else 0))
+        x_scale = 0.05
+        bias = rng.integers(-2000, 2000, m).astype(np.int32)
+        y_zp = xd.type(rng.integers(-8, 8) + (128 if xd == np.uint8 else 0))
+        return conv_spec(x, x_scale, x_zp, w, w_scale, w_zp, _y_scale(x_scale, w_scale, cg * kh * kw_, xd, wd),
+                         y_zp, bias, **kw)
+    return make
+
+
+def _matmul(a_dtype: str, b_dtype: str, a_shape: tuple, b_shape: tuple, *, per_column: bool = False
+            ) -> Callable[[Any], Any]:
+    def make(rng: Any) -> Any:
+        import numpy as np  # noqa: PLC0415
+
+        from ..reference._spec import matmul_spec  # noqa: PLC0415
+
+        ad, bd = np.dtype(a_dtype), np.dtype(b_dtype)
+        a, b = _q(rng, a_shape, ad), _q(rng, b_shape, bd)
+        n = b_shape[-1]
+        a_zp = ad.type(rng.integers(-20, 20) + (128 if ad == np.uint8 else 0))
+        if per_column:
+            b_scale = rng.uniform(0.002, 0.02, n).astype(np.float32)
+            b_zp = np.full(n, 128 if bd == np.uint8 else 0).astype(bd)
+        else:
+            b_scale = np.float32(0.01)
+            b_zp = bd.type(rng.integers(-10, 10) + (128 if bd == np.uint8 else 0))
+        y_zp = ad.type(rng.integers(-8, 8) + (128 if ad == np.uint8 else 0))
+        return matmul_spec(a, 0.05, a_zp, b, b_scale, b_zp, _y_scale(0.05, b_scale, a_shape[-1], ad, bd), y_zp)
+    return make
+
+
+#: Every convolution kernel (qlinear_conv, _gemm, _gemv, _dwconv3x3, _dwconv) and both matmul kernels, u8, s8 and
+#: mixed operands, odd channel counts (not multiples of the 4 packed per word), strides, pads, dilations, groups.
+CASES: tuple[Case, ...] = (
+    Case("conv3x3_s2_u8", "QLinearConv 3x3 stride 2 pad 1, u8, 5->7 channels 11x9",
+         _conv("uint8", "uint8", (1, 5, 11, 9), (7, 5, 3, 3), strides=(2, 2), pads=(1, 1, 1, 1))),
+    Case("conv3x3_grouped_dilated_s8", "QLinearConv 3x3 group 3 dilation 2 uneven pads, s8, per-channel, relu",
+         _conv("int8", "int8", (1, 6, 10, 13), (9, 2, 3, 3), per_channel=True, group=3, dilations=(2, 2),
+               pads=(2, 1, 1, 2), activation="relu")),
+    Case("conv1x5_mixed", "QLinearConv 1x5 stride (1,2), u8 input with s8 weights, 3->5 channels",
+         _conv("uint8", "int8", (2, 3, 8, 12), (5, 3, 1, 5), strides=(1, 2), pads=(0, 2, 0, 1))),
+    Case("gemm1x1_s8", "1x1 QLinearConv (GEMM), s8, per-channel, batch 2, 13->10 channels 7x5",
+         _conv("int8", "int8", (2, 13, 7, 5), (10, 13, 1, 1), per_channel=True)),
+    Case("gemm1x1_s2_u8", "1x1 QLinearConv (GEMM) stride 2, u8, 8->12 channels 9x9",
+         _conv("uint8", "uint8", (1, 8, 9, 9), (12, 8, 1, 1), strides=(2, 2))),
+    Case("gemv1x1_u8", "1x1 QLinearConv on 3 pixels (GEMV), u8, 37->11 channels",
+         _conv("uint8", "uint8", (1, 37, 1, 3), (11, 37, 1, 1))),
+    Case("dw3x3_u8", "depthwise 3x3 pad 1, u8, 9 channels 8x7",
+         _conv("uint8", "uint8", (1, 9, 8, 7), (9, 1, 3, 3), group=9, pads=(1, 1, 1, 1))),
+    Case("dw3x3_s2_s8", "depthwise 3x3 stride 2, s8, per-channel, 6 channels 9x10",
+         _conv("int8", "int8", (1, 6, 9, 10), (6, 1, 3, 3), per_channel=True, group=6, strides=(2, 2),
+               pads=(1, 0, 0, 1))),
+    Case("dw5x5_dilated_mixed", "depthwise 5x5 dilation (2,1) stride (1,2), u8 input with s8 weights, 7 channels",
+         _conv("uint8", "int8", (1, 7, 12, 11), (7, 1, 5, 5), group=7, dilations=(2, 1), strides=(1, 2),
+               pads=(4, 2, 4, 2))),
+    Case("matmul_gemm_s8", "QLinearMatMul (GEMM) 2x33x21 @ 21x9, s8, per-column",
+         _matmul("int8", "int8", (2, 33, 21), (21, 9), per_column=True)),
+    Case("matmul_gemv_u8", "QLinearMatMul (GEMV) 3x37 @ 37x11, u8",
+         _matmul("uint8", "uint8", (3, 37), (37, 11))),
+)
+
+
+@dataclasses.dataclass
+class CaseResult:
+    """One case's outcome: `ok` when the Vulkan result equals the C path's bit for bit; `why` otherwise."""
+
+    name: str
+    kernel: str
+    ok: bool
+    ms: float
+    why: str = ""
+
+
+def _injected(name: str) -> bool:
+    """Test hook: $VKINFER_SELFTEST_INJECT (module docstring)."""
+    spec = os.environ.get("VKINFER_SELFTEST_INJECT", "").strip()
+    if not spec or spec.lower() in ("0", "off", "no", "false"):
+        return False
+    if spec.lower() in ("1", "all", "on", "yes", "true"):
+        return True
+    return name in {s.strip() for s in spec.split(",")}
+
+
+def _differ(got: Any, want: Any) -> str:
+    import numpy as np  # noqa: PLC0415
+
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return f"got {got.dtype} {got.shape}, the C path {want.dtype} {want.shape}"
+    bad = np.flatnonzero(got.ravel() != want.ravel())
+    if not len(bad):
+        return ""
+    i = int(bad[0])
+    at = tuple(int(v) for v in np.unravel_index(i, want.shape))
+    return (f"{len(bad)} of {want.size} values differ from the C path's, first at {at}: "
+            f"{got.ravel()[i]} instead of {want.ravel()[i]}")
+
+
+def run_case(case: Case, dev: Any) -> CaseResult:
+    """Run `case` on Vulkan device `dev` and on the C path (one thread) and compare them. A device fault
+    (VulkanDeviceError) or a shader compile error is raised, not recorded: it says nothing about wrong results."""
+    import numpy as np  # noqa: PLC0415
+
+    from .. import cpu  # noqa: PLC0415
+    from ..reference._spec import ConvSpec  # noqa: PLC0415
+    from . import Executable, QLinearConv, QLinearMatMul  # noqa: PLC0415
+
+    s = case.make(np.random.default_rng(sum(map(ord, case.name))))
+    conv = isinstance(s, ConvSpec)
+    t0 = time.perf_counter()
+    op = QLinearConv(s, dev) if conv else QLinearMatMul(s, dev)
+    got = Executable(op, dev).run(s.x if conv else s.a)
+    ms = 1e3 * (time.perf_counter() - t0)
+    if conv:
+        want = cpu.QLinearConv(s).run(s.x, 1)
+    else:
+        want = cpu.QLinearMatMul(s).run(s.a, 1)
+        got = got.reshape(want.shape)
+    if _injected(case.name):
+        got = got.copy()
+        got.view(np.uint8).ravel()[got.size // 2] ^= 0x01
+    why = _differ(got, want)
+    return CaseResult(case.name, op.kernel, not why, ms, why)
+
+
+# --- verdicts and their cache ---------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Verdict:
+    """A device's self-test result on one shader path. `source`: "run" (measured now), "cached", "blocklist"
+    (not run: `BLOCKLIST` says why, in `reason`)."""
+
+    passed: bool
+    path: str
+    cases: list[CaseResult]
+    source: str
+    seconds: float = 0.0
+    reason: str = ""
+    record: str = ""  # the cache file
+
+    @property
+    def failing(self) -> CaseResult | None:
+        """The first case that failed, if any."""
+        return next((c for c in self.cases if not c.ok), None)
+
+
+def enabled() -> bool:
+    """False when $VKINFER_SELFTEST is 0/off/no/false (module docstring); raises ValueError for another value
+    than those and 1/on/yes/true."""
+    env = os.environ.get("VKINFER_SELFTEST", "").strip().lower()
+    if env in ("", "1", "on", "yes", "true"):
+        return True
+    if env in ("0", "off", "no", "false"):
+        return False
+    raise ValueError(f"$VKINFER_SELFTEST must be 0 or 1, got {env!r}")
+
+
+def path_of(dev: Any) -> str:
+    """The shader path `dev` runs: "dot" (integer-dot-product shaders, `Device.use_dot`) or "plain"."""
+    return "dot" if getattr(dev, "use_dot", False) else "plain"
+
+
+def identity_of(dev: Any) -> dict:
+    """An open device's identity, the same dict as vkinfer/dispatch/machine.py vulkan_identity gives (no Vulkan
+    call)."""
+    info, ident = dev.info, dev.identity
+    return {"name": info.name, "type": info.type, "vendor_id": info.vendor_id, "device_id": info.device_id,
+            "driver_version": ident["driver_version"], "device_uuid": bytes(ident["device_uuid"]).hex(),
+            "driver_uuid": bytes(ident["driver_uuid"]).hex()}
+
+
+@functools.cache
+def code_tag() -> str:
+    """What the verdict is valid for on vkinfer's side: its version and the kernels' code (the shader sources
+    with their includes, or the packaged SPIR-V's checksums), hashed."""
+    from .. import _glsl  # noqa: PLC0415
+    from .._version import __version__  # noqa: PLC0415
+
+    parts: list[str] = [__version__]
+    pkg = _glsl.packaged()
+    for name in KERNEL_SHADERS:
+        if pkg is not None:
+            parts.append(repr(sorted((k, v) for k, v in pkg._variants.items() if k[0] == name)))
+        else:
+            src = _glsl.SHADER_DIR / f"{name}.comp"
+            parts.append(_glsl._source_with_includes(src) if src.exists() else f"{name}: missing")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:24]
+
+
+def _record_key(identity: dict) -> str:
+    core = [identity.get(k) for k in ("name", "vendor_id", "device_id", "driver_version", "device_uuid",
+                                      "driver_uuid")]
+    return _cache.key_of("vulkan-selftest", SELFTEST_FORMAT, core, code_tag())
+
+
+def record_path(identity: dict) -> Path:
+    """The self-test record of a device identity (`identity_of`, vulkan_identity) for this vkinfer's kernels."""
+    vid, did = identity.get("vendor_id"), identity.get("device_id")
+    head = f"{vid:04x}-{did:04x}" if isinstance(vid, int) and isinstance(did, int) else "device"
+    return _cache.root() / "selftest" / f"{head}-{_record_key(identity)[:24]}.json"
+
+
+def _record_problem(d: dict) -> str:
+    paths = d.get("paths")
+    if not isinstance(paths, dict):
+        return "no verdicts"
+    for p, v in paths.items():
+        if p not in ("plain", "dot") or not isinstance(v, dict) or not isinstance(v.get("passed"), bool):
+            return f"a malformed verdict for path {p!r}"
+        cases = v.get("cases")
+        if not isinstance(cases, list) or not all(
+                isinstance(c, dict) and isinstance(c.get("name"), str) and isinstance(c.get("ok"), bool)
+                for c in cases):
+            return f"malformed cases for path {p!r}"
+    if d.get("last") not in paths:
+        return "no last path"
+    return ""
+
+
+def read_record(identity: dict) -> dict | None:
+    """The device's stamped record ({"paths": {path: verdict}, "last": path}), or None: missing (silently), or
+    damaged, for another key or malformed (a RuntimeWarning naming the file; the self-test then reruns)."""
+    path = record_path(identity)
+    blob = _cache.recall(path)
+    if blob is None:
+        try:
+            blob = _cache.read_file(path, RECORD_MAX_BYTES)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as e:
+            why = f"unreadable ({e.strerror or e})"
+            blob = None
+    if blob is not None:
+        d, why = _cache.unstamp_json(blob, _record_key(identity))
+        why = why or _record_problem(d)
+        if not why:
+            return d
+    warnings.warn(f"vkinfer: ignoring self-test record {path}: {why}; the self-test reruns", RuntimeWarning,
+                  stacklevel=3)
+    return None
+
+
+def _verdict_of(rec: dict, path: str, where: Path) -> Verdict | None:
+    v = rec["paths"].get(path)
+    if v is None:
+        return None
+    cases = [CaseResult(c["name"], str(c.get("kernel", "")), c["ok"], float(c.get("ms", 0.0)), str(c.get("why", "")))
+             for c in v["cases"]]
+    return Verdict(v["passed"], path, cases, "cached", float(v.get("seconds", 0.0)), record=str(where))
+
+
+def _write_record(identity: dict, verdict: Verdict) -> None:
+    path = record_path(identity)
+    with warnings.catch_warnings():  # a damaged record was warned about when read; rewritten now
+        warnings.simplefilter("ignore", RuntimeWarning)
+        rec = read_record(identity) or {"paths": {}}
+    rec["identity"] = identity
+    rec["paths"][verdict.path] = {"passed": verdict.passed, "seconds": round(verdict.seconds, 4),
+                                  "when": time.time(), "cases": [dataclasses.asdict(c) for c in verdict.cases]}
+    rec["last"] = verdict.path
+    _cache.store(path, _cache.stamp_json(rec, _record_key(identity)), what="self-test cache")
+
+
+_memo: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # Device -> Verdict, for this process
+_lock = threading.RLock()  # check() holds it while run() records
+
+
+def run(dev: Any, cases: tuple[Case, ...] = CASES) -> Verdict:
+    """Run the self-test on open device `dev` now (whatever is cached), record the verdict and return it."""
+    names_before = set(dev.dispatched)
+    t0 = time.perf_counter()
+    try:
+        results = [run_case(c, dev) for c in cases]
+    finally:
+        # The shader-coverage tests count what the suite's own cases dispatch (Device.dispatched): not these.
+        dev.dispatched.intersection_update(names_before)
+    ident = identity_of(dev)
+    v = Verdict(all(r.ok for r in results), path_of(dev), results, "run", time.perf_counter() - t0,
+                record=str(record_path(ident)))
+    _write_record(ident, v)
+    with _lock:
+        _memo[dev] = v
+    return v
+
+
+def check(dev: Any) -> Verdict:
+    """The device's verdict on its shader path: this process's, else the blocklist's, else the cache's, else the
+    self-test's, run now (once per device and process, whatever the threads)."""
+    v = _memo.get(dev)
+    if v is not None and v.path == path_of(dev):
+        return v
+    with _lock:
+        v = _memo.get(dev)
+        if v is not None and v.path == path_of(dev):
+            return v
+        path = path_of(dev)
+        reason = blocked(dev, "device") or (blocked(dev, "dot") if path == "dot" else None)
+        ident = identity_of(dev)
+        if reason:
+            v = Verdict(False, path, [], "blocklist", reason=reason)
+        else:
+            rec = read_record(ident)
+            v = _verdict_of(rec, path, record_path(ident)) if rec is not None else None
+        if v is None:
+            v = run(dev)
+        _memo[dev] = v
+        return v
+
+
+def require(dev: Any) -> Any:
+    """`dev` when it may be used: its verdict passed, or $VKINFER_SELFTEST=0. Else DeviceUntrustedError naming
+    the device, its driver and the failing case (or the blocklist's reason). Returns `dev`."""
+    if not enabled():
+        return dev
+    v = check(dev)
+    if not v.passed:
+        raise untrusted_error(dev, v)
+    return dev
+
+
+def untrusted_error(dev: Any, v: Verdict) -> DeviceUntrustedError:
+    """The error for a device whose verdict `v` failed."""
+    info = dev.info
+    driver = f"{info.driver}{f' ({info.driver_info})' if info.driver_info else ''}"
+    where = f"Vulkan device vulkan:{info.index} {info.name!r}, driver {driver}, {v.path} shader path"
+    if v.source == "blocklist":
+        case, msg = None, f"{where} is on vkinfer's blocklist: {v.reason}"
+    else:
+        bad = v.failing
+        case = bad.name if bad is not None else None
+        msg = (f"{where} failed vkinfer's self-test ({'cached verdict' if v.source == 'cached' else 'run now'}, "
+               f"{v.record}): case {case} ({bad.kernel if bad else '?'}): {bad.why if bad else 'no result'}")
+    return DeviceUntrustedError(
+        f"{msg}; the device is untrusted: device=\"auto\" leaves it out, `vkinfer selftest --device "
+        f"vulkan:{info.index}` reruns the test, $VKINFER_SELFTEST=0 uses it untested",
+        device=f"vulkan:{info.index}", name=info.name, driver=driver, case=case)
+
+
+def auto_problem(entry: dict) -> str | None:
+    """Why device="auto" must leave out a `vulkan_devices()` entry, from the blocklist and the cached verdict
+    only (no device is opened): its last-tested shader path failed, or the blocklist names it; else None."""
+    if not enabled():
+        return None
+    reason = blocked(entry, "device")
+    if reason:
+        return f"on vkinfer's blocklist: {reason}"
+    ident = entry.get("identity")
+    if not isinstance(ident, dict):
+        return None
+    rec = read_record(ident)
+    if rec is None:
+        return None
+    v = _verdict_of(rec, rec["last"], record_path(ident))
+    if v is None or v.passed:
+        return None
+    bad = v.failing
+    return (f"it failed vkinfer's self-test on its {v.path} shader path (case {bad.name if bad else '?'}: "
+            f"{bad.why if bad else 'no result'}; {v.record})")
+
+
+def describe(entry: dict) -> str:
+    """One line on a `vulkan_devices()` entry's self-test for `vkinfer devices`: "passed", "failed" (with the
+    case) or "not run" for each shader path recorded, "off" under $VKINFER_SELFTEST=0, or the blocklist's
+    reason."""
+    if not enabled():
+        return "off ($VKINFER_SELFTEST=0: the device is used untested)"
+    reason = blocked(entry, "device")
+    if reason:
+        return f"not run: blocklisted ({reason})"
+    with warnings.catch_warnings():  # a damaged record reads as "not run" here; the next use warns and reruns
+        warnings.simplefilter("ignore", RuntimeWarning)
+        rec = read_record(entry["identity"])
+    if rec is None:
+        return "not run (runs at the device's first use; `vkinfer selftest` runs it now)"
+    parts = []
+    for path in sorted(rec["paths"], key=lambda p: p != rec["last"]):
+        v = _verdict_of(rec, path, record_path(entry["identity"]))
+        if v.passed:
+            parts.append(f"passed on the {path} shader path ({len(v.cases)} cases, {v.seconds:.2f} s)")
+        else:
+            bad = v.failing
+            parts.append(f"FAILED on the {path} shader path (case {bad.name if bad else '?'}: "
+                         f"{bad.why if bad else 'no result'}): untrusted")
+    return "; ".join(parts)
