@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import weakref
 
 from ..model.graph import Graph, Node
 from ..model.op_table import OPS
@@ -112,6 +113,12 @@ class Work:
     out_elems: int = 0
     window: int = 1  # pool: elements per output element
     groups: int = 1  # conv: output channels are tiled per group
+    # The kernel path's features (path_keys): the op, and for a convolution or matrix product with constant
+    # 8-bit weights the range of (weights - their zero point), None otherwise; conv: dilated.
+    op: str = ""
+    wlo: int | None = None
+    whi: int | None = None
+    dilated: bool = False
 
     @property
     def macs(self) -> int:
@@ -131,6 +138,66 @@ class Work:
             g = self.groups if self.op_class == "conv" else 1
             return -(-self.rows // tr) * tr * (g * -(-(self.m // g) // tc) * tc) * self.k
         return self.macs
+
+
+# The CPU's kernel paths (cpu_fallback/src/conv.c): a convolution or matrix product runs the variant's u8s8
+# kernels when every (weight - weight zero point) lies in the variant's range (AVX-512 VNNI: [-128, 127]; AVX2:
+# [-64, 64]; none on scalar builds), else the int16 kernels, 1.4-3x slower per MAC here (resnet8's uint8 3x3
+# convolutions: 46 us against 14 us for the int8 model's). Which range a machine has is measured by the
+# calibration (`u8s8` in a CPU profile entry); a node carries its weights' range (Work.wlo, Work.whi).
+WEIGHT_PATHS = ("u8s8", "i16")
+_WEIGHT_INPUTS = {"ConvInteger": (1, 3), "MatMulInteger": (1, 3)}  # (weights, their zero point); QLinear*: (3, 5)
+_wrange_cache: dict[tuple[int, int], tuple[weakref.ref, object, tuple[int, int] | None]] = {}
+
+
+def _weight_range(g: Graph, node: Node) -> tuple[int | None, int | None]:
+    """(min, max) of (weights - weight zero point) of a node with constant 8-bit weights, else (None, None).
+    A per-channel zero point bounds the range from both sides (exact for per-tensor and for symmetric weights).
+    Memoised per weights array (planning a 500-node graph calls this for every node)."""
+    wi, zi = _WEIGHT_INPUTS.get(node.op, (3, 5))
+    if node.op not in _WEIGHT_INPUTS and not (node.op in CONV_WEIGHTS and CONV_WEIGHTS[node.op] == 3
+                                              or node.op in GEMM_OPS):
+        return None, None
+    if node.op in TRANSPOSED_CONV or len(node.inputs) <= wi:
+        return None, None
+    w = g.consts.get(node.inputs[wi])
+    if w is None or w.dtype.itemsize != 1 or w.dtype.kind not in "iu" or w.size == 0:
+        return None, None
+    z = g.consts.get(node.inputs[zi]) if len(node.inputs) > zi and node.inputs[zi] else None
+    key = (id(w), id(z))
+    hit = _wrange_cache.get(key)
+    if hit is not None and hit[0]() is w and hit[1] is z:
+        r = hit[2]
+    else:
+        zlo, zhi = (0, 0) if z is None or z.size == 0 else (int(z.min()), int(z.max()))
+        r = (int(w.min()) - zhi, int(w.max()) - zlo)
+        try:
+            _wrange_cache[key] = (weakref.ref(w, lambda _, k=key: _wrange_cache.pop(k, None)), z, r)
+        except TypeError:  # an array type without weak references: not memoised
+            pass
+    return r
+
+
+def path_keys(work: Work, u8s8: dict | None) -> list[str]:
+    """The kernel path keys of `work`, the most specific first (a device profile's per-path models are looked up in
+    this order, then the op class's). `u8s8`: the CPU's u8s8 weight ranges ({"igemm": [lo, hi], "depthwise": [lo,
+    hi]}, a kind absent where the variant has no u8s8 kernel), or None where unknown (then no weight path).
+
+    - gemm, gemv, conv, depthwise with constant 8-bit weights: "<class>/u8s8" or "<class>/i16" (the weight path);
+      conv also "conv/<path>/grouped", "conv/<path>/dilated" or "conv/<path>/dense" first (grouped and dilated
+      layers take the generic per-tap kernel, dense kxk ones merged rows: conv.c);
+    - the others: "<class>/<op>" (each op is its own kernel)."""
+    c = work.op_class
+    if c in ("gemm", "gemv", "conv", "depthwise"):
+        if work.wlo is None or u8s8 is None:
+            return []
+        rng = u8s8.get("depthwise" if c == "depthwise" else "igemm")
+        wp = "u8s8" if rng and rng[0] <= work.wlo and work.whi <= rng[1] else "i16"
+        if c == "conv":
+            sub = "grouped" if work.groups > 1 else "dilated" if work.dilated else "dense"
+            return [f"conv/{wp}/{sub}", f"conv/{wp}"]
+        return [f"{c}/{wp}"]
+    return [f"{c}/{work.op}"] if work.op else []
 
 
 def _nbytes(info: dict, name: str) -> int:
@@ -156,14 +223,18 @@ def node_work(g: Graph, info: dict, node: Node) -> Work:
             if op in TRANSPOSED_CONV:  # every input pixel times every weight of its group: rows are input pixels
                 c, mg, kh, kw = (int(v) for v in w.shape)
                 rows = int(x_shape[0]) * int(x_shape[2]) * int(x_shape[3])
-                return Work("conv", rows, mg * group, c // group * kh * kw, nbytes, out_elems, groups=group)
+                return Work("conv", rows, mg * group, c // group * kh * kw, nbytes, out_elems, groups=group, op=op)
             m, cg, kh, kw = (int(v) for v in w.shape)
             rows = int(o_shape[0]) * int(o_shape[2]) * int(o_shape[3])
+            wlo, whi = _weight_range(g, node)
             if group > 1 and group == int(x_shape[1]) == m:
-                return Work("depthwise", rows, m, kh * kw, nbytes, out_elems)
+                return Work("depthwise", rows, m, kh * kw, nbytes, out_elems, op=op, wlo=wlo, whi=whi)
             if kh == kw == 1 and group == 1:
-                return Work("gemm" if rows >= GEMV_ROWS else "gemv", rows, m, cg, nbytes, out_elems)
-            return Work("conv", rows, m, cg * kh * kw, nbytes, out_elems, groups=group)
+                return Work("gemm" if rows >= GEMV_ROWS else "gemv", rows, m, cg, nbytes, out_elems, op=op, wlo=wlo,
+                            whi=whi)
+            dil = any(int(v) > 1 for v in node.attrs.get("dilations") or ())
+            return Work("conv", rows, m, cg * kh * kw, nbytes, out_elems, groups=group, op=op, wlo=wlo, whi=whi,
+                        dilated=dil)
     if op in GEMM_OPS and outs:
         a_shape = info[node.inputs[0]][0] if node.inputs[0] in info else ()
         if len(a_shape) >= 2:
@@ -172,21 +243,23 @@ def node_work(g: Graph, info: dict, node: Node) -> Work:
             o_shape = info[outs[0]][0]
             m = int(o_shape[-1]) if o_shape else 1
             rows = max(1, out_elems // max(m, 1))
-            return Work("gemm" if rows >= GEMV_ROWS else "gemv", rows, m, k, nbytes, out_elems)
+            wlo, whi = _weight_range(g, node)
+            return Work("gemm" if rows >= GEMV_ROWS else "gemv", rows, m, k, nbytes, out_elems, op=op, wlo=wlo,
+                        whi=whi)
     if op in CONV_OPS or op in GEMM_OPS:
         # Weights that are not a constant 4-D tensor, or operands without a matrix shape: no GEMM view to cost,
         # so per output element (the elementwise model).
-        return Work("elementwise", bytes=nbytes, out_elems=out_elems)
+        return Work("elementwise", bytes=nbytes, out_elems=out_elems, op=op)
     if op in POOL_OPS or op in REDUCE_OPS:
         x = node.inputs[0]
         in_elems = math.prod(info[x][0]) if x in info else out_elems
         window = max(1, in_elems // max(out_elems, 1)) if "Global" in op or op in REDUCE_OPS else math.prod(
             int(v) for v in node.attrs.get("kernel_shape") or [1])
-        return Work("pool", bytes=nbytes, out_elems=out_elems, window=window)
+        return Work("pool", bytes=nbytes, out_elems=out_elems, window=window, op=op)
     if op in MOVE_OPS:
-        return Work("move", bytes=nbytes, out_elems=out_elems)
+        return Work("move", bytes=nbytes, out_elems=out_elems, op=op)
     if op in ELEMENTWISE_OPS:
-        return Work("elementwise", bytes=nbytes, out_elems=out_elems)
+        return Work("elementwise", bytes=nbytes, out_elems=out_elems, op=op)
     raise ValueError(f"node {node.name!r}: op {op!r} has no cost class (vkinfer/dispatch/costs.py files every op "
                      f"the importers accept under one of {', '.join(CLASSES)}; add it to the right list)")
 

@@ -113,8 +113,8 @@ class Problem:
         key = (way, d, t)
         ns = self._moves.get(key)
         if ns is None:
-            link = getattr(self.entries[d], way)
-            ns = self._moves[key] = 0.0 if d == HOST else link.ns(self.nbytes(t)) * self._scale[d]
+            ns = self._moves[key] = 0.0 if d == HOST else \
+                self.entries[d].link(way, self.info[t][1]).ns(self.nbytes(t)) * self._scale[d]
         return ns
 
     def up(self, d: str, t: str) -> float:

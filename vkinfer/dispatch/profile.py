@@ -41,8 +41,10 @@ import platform
 import warnings
 from pathlib import Path
 
+import numpy as np
+
 from .. import _cache
-from .costs import CLASSES, Work
+from .costs import CLASSES, Work, path_keys
 
 SCHEMA = "vkinfer-profile/1"
 KINDS = ("cpu", "vulkan", "host")
@@ -110,20 +112,55 @@ class DeviceProfile:
     tile: tuple[int, int]
     tail: float
     classes: dict[str, ClassModel]
+    # Per kernel path (costs.path_keys: "gemm/i16", "conv/u8s8/grouped", "elementwise/QLinearAdd", ...): a model
+    # where the calibration had samples of that path; a node's most specific path with a model predicts it, else
+    # its class's. Empty in profiles made before paths (their class fits predict everything).
+    paths: dict[str, ClassModel] = dataclasses.field(default_factory=dict)
+    # The CPU's u8s8 weight ranges as the calibration found them ({"igemm": (lo, hi), "depthwise": (lo, hi)}, a
+    # kind absent where the variant has none), None where not measured (no weight paths then).
+    u8s8: dict[str, tuple[int, int]] | None = None
+    # Per tensor dtype ("upload:int8", "download:float32", ...): a link that differs from upload/download by the
+    # tensor's type (the CPU converts 8-bit tensors at its edges, reads and writes the others in place).
+    links: dict[str, Link] = dataclasses.field(default_factory=dict)
+
+    def model_for(self, work: Work) -> ClassModel:
+        """The model predicting `work`: its most specific kernel path's (paths), else its class's."""
+        if self.paths:
+            for k in path_keys(work, self.u8s8):
+                m = self.paths.get(k)
+                if m is not None:
+                    return m
+        return self.classes[work.op_class]
 
     def node_ns(self, work: Work) -> float:
         """Predicted time of one node on this device."""
-        return self.classes[work.op_class].ns(work, self.tile)
+        return self.model_for(work).ns(work, self.tile)
+
+    def link(self, way: str, dtype) -> Link:
+        """The `way` ("upload" or "download") link for a tensor of `dtype`: its own where calibrated, else the
+        device's."""
+        if self.links:
+            own = self.links.get(f"{way}:{np.dtype(dtype).name}")
+            if own is not None:
+                return own
+        return self.upload if way == "upload" else self.download
 
     def untrusted(self) -> list[str]:
         """The op classes whose fit's error is above UNTRUSTED_ERROR, in CLASSES order."""
         return [c for c, m in self.classes.items() if m.error > UNTRUSTED_ERROR]
 
     def to_json(self) -> dict:
-        return {"device": self.device, "kind": self.kind, "threads": self.threads, "identity": self.identity,
+        d = {"device": self.device, "kind": self.kind, "threads": self.threads, "identity": self.identity,
                 "segment_ns": self.segment_ns, "upload": dataclasses.asdict(self.upload),
                 "download": dataclasses.asdict(self.download), "tile": list(self.tile), "tail": self.tail,
                 "classes": {c: m.to_json() for c, m in self.classes.items()}}
+        if self.paths:
+            d["paths"] = {k: m.to_json() for k, m in self.paths.items()}
+        if self.u8s8 is not None:
+            d["u8s8"] = {k: list(v) for k, v in self.u8s8.items()}
+        if self.links:
+            d["links"] = {k: dataclasses.asdict(v) for k, v in self.links.items()}
+        return d
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,17 +259,49 @@ def device_from_json(d, where: str = "device") -> DeviceProfile:
     unknown = [c for c in classes if c not in CLASSES]
     if unknown:
         raise ValueError(f"{where}.classes: unknown op class {unknown[0]!r} (known: {', '.join(CLASSES)})")
-    models = {}
-    for c in CLASSES:
-        w = f"{where}.classes.{c}"
-        o = _obj(w, classes[c], ("fixed_ns", "ns_per_mac", "ns_per_byte"))
-        models[c] = ClassModel(_num(f"{w}.fixed_ns", o["fixed_ns"]), _num(f"{w}.ns_per_mac", o["ns_per_mac"]),
-                               _num(f"{w}.ns_per_byte", o["ns_per_byte"]), int(o.get("samples", 0) or 0),
-                               _num(f"{w}.error", o.get("error", 0.0)),
-                               _tile(f"{w}.tile", o["tile"]) if o.get("tile") is not None else None)
+    models = {c: _class_model(f"{where}.classes.{c}", classes[c]) for c in CLASSES}
+    # Optional (profiles before kernel paths have none): per-path models, the u8s8 ranges, per-dtype links.
+    paths = d.get("paths", {})
+    if not isinstance(paths, dict):
+        raise ValueError(f"{where}.paths: expected an object")
+    path_models = {}
+    for k, o in paths.items():
+        if not isinstance(k, str) or k.partition("/")[0] not in CLASSES or not k.partition("/")[2]:
+            raise ValueError(f"{where}.paths: {k!r} is not \"<op class>/<path>\"")
+        path_models[k] = _class_model(f"{where}.paths.{k}", o)
+    u8s8 = d.get("u8s8")
+    if u8s8 is not None:
+        if not isinstance(u8s8, dict) or any(k not in ("igemm", "depthwise") for k in u8s8):
+            raise ValueError(f"{where}.u8s8: expected an object with \"igemm\" and \"depthwise\" ranges")
+        ranges = {}
+        for k, v in u8s8.items():
+            if not (isinstance(v, list | tuple) and len(v) == 2 and all(
+                    isinstance(x, int) and not isinstance(x, bool) for x in v) and v[0] <= v[1]):
+                raise ValueError(f"{where}.u8s8.{k}: expected [low, high] integers, got {v!r}")
+            ranges[k] = (int(v[0]), int(v[1]))
+        u8s8 = ranges
+    extra = d.get("links", {})
+    if not isinstance(extra, dict):
+        raise ValueError(f"{where}.links: expected an object")
+    dlinks = {}
+    for k, o in extra.items():
+        way, _, dt = k.partition(":") if isinstance(k, str) else ("", "", "")
+        if way not in ("upload", "download") or not dt:
+            raise ValueError(f"{where}.links: {k!r} is not \"upload:<dtype>\" or \"download:<dtype>\"")
+        o = _obj(f"{where}.links.{k}", o, ("fixed_ns", "ns_per_byte"))
+        dlinks[k] = Link(_num(f"{where}.links.{k}.fixed_ns", o["fixed_ns"]),
+                         _num(f"{where}.links.{k}.ns_per_byte", o["ns_per_byte"]))
     return DeviceProfile(dev, kind, threads, dict(d["identity"]), _num(f"{where}.segment_ns", d["segment_ns"]),
                          links["upload"], links["download"], tile,
-                         _num(f"{where}.tail", d["tail"], lo=1.0), models)
+                         _num(f"{where}.tail", d["tail"], lo=1.0), models, path_models, u8s8, dlinks)
+
+
+def _class_model(w: str, o) -> ClassModel:
+    o = _obj(w, o, ("fixed_ns", "ns_per_mac", "ns_per_byte"))
+    return ClassModel(_num(f"{w}.fixed_ns", o["fixed_ns"]), _num(f"{w}.ns_per_mac", o["ns_per_mac"]),
+                      _num(f"{w}.ns_per_byte", o["ns_per_byte"]), int(o.get("samples", 0) or 0),
+                      _num(f"{w}.error", o.get("error", 0.0)),
+                      _tile(f"{w}.tile", o["tile"]) if o.get("tile") is not None else None)
 
 
 @dataclasses.dataclass
@@ -341,9 +410,14 @@ def cache_root() -> Path:
     return _cache.root() / "calibration"
 
 
+# The calibration cache's format: part of every entry's key, so a cache written before a change of what an entry
+# holds is ignored (recalibrated), never misread. 2: per-path models, u8s8 ranges and per-dtype links.
+CACHE_FORMAT = 2
+
+
 def _entry_key(device: str, identity: dict, threads: int) -> str:
     """The full key of a cached entry (`_cache.key_of`), carried in the file's stamp."""
-    return _cache.key_of(json.dumps([SCHEMA, _version(), device.partition(":")[0], identity, threads],
+    return _cache.key_of(json.dumps([SCHEMA, CACHE_FORMAT, _version(), device.partition(":")[0], identity, threads],
                                     sort_keys=True))
 
 

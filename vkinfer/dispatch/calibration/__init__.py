@@ -22,6 +22,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..costs import CLASSES, path_keys
 from ..profile import DeviceProfile, Link, cpu_identity, device_from_json, host_identity
 from .fit import (
     CPU_TILES,
@@ -34,6 +35,7 @@ from .fit import (
     _fit_all,
     _fit_link,
     fit_class,
+    fit_paths,
     pick_tile,
 )
 from .grid import GRID, MODES, Shape, grid
@@ -46,6 +48,7 @@ from .measure import (
     _vulkan_links,
     field_workload,
     model_samples,
+    probe_u8s8,
 )
 
 
@@ -87,20 +90,30 @@ def calibrate_device(device: str, threads: int = 1, mode: str = "quick",
 
 
 def _calibrate_cpu(threads: int, mode: str, log, workload: Workload = field_workload) -> DeviceProfile:
+    u8s8 = probe_u8s8()
+    if log:
+        log(f"  cpu u8s8 weight ranges: {u8s8 or 'none'}")
     samples, edges = _measure_cpu(grid("cpu", mode), threads, mode)
     _log_samples(samples, log)
     _check_classes(samples, "cpu")
     in_models, overheads = model_samples(threads, mode, workload)
     samples = samples + in_models
-    tile = pick_tile(samples, CPU_TILES)
+    # The class models (and the tile) from the samples off the int16 weight path, as before kernel paths: the
+    # int16 kernels are 1.4-3x slower per MAC, so one fit over both follows neither (gemm's error went from 10%
+    # to 30%, depthwise's from 11% to 42%); the int16 samples get their own path models below.
+    default = [s for s in samples if "i16" not in "".join(path_keys(s.work, u8s8))]
+    by_class = {c: sum(1 for s in default if s.work.op_class == c) for c in CLASSES}
+    if any(n < MIN_SAMPLES for n in by_class.values()):
+        default = samples
+    tile = pick_tile(default, CPU_TILES)
     if log:
         log(f"  cpu tile {tile[0]}x{tile[1]}")
-    classes = _fit_all(samples, tile, "cpu", log)
+    classes = _fit_all(default, tile, "cpu", log)
     # Each GEMM-like class then gets its own tile when that fits it better: the depthwise kernel vectorises
     # channels in 16s while the GEMM tile is 4 rows x 32 channels (avx512vnni), and channel tails cost a copy
     # per tap (an 8-channel depthwise layer took 71 ns per pixel against 15 ns for 16 channels).
     for c in TILED:
-        mine = [(s.work, s.ns) for s in samples if s.work.op_class == c]
+        mine = [(s.work, s.ns) for s in default if s.work.op_class == c]
         own = pick_tile(mine, CPU_TILES, (c,))
         if own != tile:
             m = fit_class(mine, own)
@@ -108,12 +121,16 @@ def _calibrate_cpu(threads: int, mode: str, log, workload: Workload = field_work
                 classes[c] = replace(m, tile=own)
                 if log:
                     log(f"  cpu {c} tile {own[0]}x{own[1]}: error {100 * m.error:.1f}%")
+    # Then each kernel path where the samples cover it (costs.path_keys): the weight path (u8s8 or int16),
+    # grouped/dilated/dense convolutions, each op of the other classes.
+    paths = fit_paths(samples, classes, u8s8, tile, log)
     # Per segment: the public run's cost outside the operators where whole models gave it, else the runner's.
     segment = float(np.median(overheads)) if overheads else float(np.median(edges["overhead"]))
     upload = _fit_link(edges.get("upload", []))
+    links = {k: _fit_link(v) for k, v in edges.items() if ":" in k}
     return DeviceProfile("cpu", "cpu", threads, cpu_identity(), max(0.0, segment),
                          upload, _fit_link(edges.get("download", [])), tile,
-                         float(np.median([s.tail for s in samples])), classes)
+                         float(np.median([s.tail for s in samples])), classes, paths, u8s8, links)
 
 
 def _calibrate_vulkan(which: str, mode: str, log) -> DeviceProfile:

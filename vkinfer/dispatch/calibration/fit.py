@@ -21,11 +21,11 @@ error each ClassModel carries is the median relative error of its fit over its s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..costs import CLASSES, Work
+from ..costs import CLASSES, Work, path_keys
 from ..profile import ClassModel, Link
 from .grid import Shape
 
@@ -150,6 +150,51 @@ def _fit_all(samples: list[Sample], tile: tuple[int, int], device: str, log) -> 
             log(f"  {device} {c:11s} fixed {m.fixed_ns / 1e3:7.2f} us  {m.ns_per_mac * 1e3:8.3f} ps/MAC  "
                 f"{m.ns_per_byte:7.4f} ns/B  error {100 * m.error:5.1f}% ({m.samples} shapes)")
     return classes
+
+
+# A path with fewer samples than this is fitted as its parent's model times one factor (the median ratio of its
+# measured times to the parent's predictions), not by three free terms: three or four samples fit three terms
+# exactly and extrapolate wildly (a gemv/i16 fit on 4 classifier heads of 0.1-0.2 us, say).
+PATH_FULL_SAMPLES = 6
+
+
+def fit_paths(samples: list, classes: dict[str, ClassModel], u8s8: dict | None, tile: tuple[int, int],
+              log=None) -> dict[str, ClassModel]:
+    """Per kernel path models (costs.path_keys) from the samples of each path: most general first, each either
+    its own three-term fit (at least PATH_FULL_SAMPLES samples, and only where it beats the scaled parent on them)
+    or its parent's model (the next more general path's, else the class's) scaled by the median of measured over
+    predicted. A path needs MIN_SAMPLES samples of at least two sizes; with fewer its nodes take the parent's
+    model. `samples`: Sample objects or (Work, ns) pairs."""
+    pairs = [(s.work, s.ns) if isinstance(s, Sample) else s for s in samples]
+    by_key: dict[str, list] = {}
+    chains: dict[str, list[str]] = {}
+    for w, t in pairs:
+        keys = path_keys(w, u8s8)
+        for i, k in enumerate(keys):
+            by_key.setdefault(k, []).append((w, t))
+            chains[k] = keys[i + 1:]
+    out: dict[str, ClassModel] = {}
+    for k in sorted(by_key, key=lambda k: (k.count("/"), k)):
+        mine = by_key[k]
+        if len(mine) < MIN_SAMPLES or len({(w.macs, w.bytes) for w, _ in mine}) < 2:
+            continue
+        cls = k.partition("/")[0]
+        parent = next((out[p] for p in chains[k] if p in out), classes[cls])
+        own_tile = parent.tile or classes[cls].tile or tile
+        t = np.array([ns for _, ns in mine])
+        ratio = t / np.array([max(parent.ns(w, own_tile), 1e-9) for w, _ in mine])
+        f = float(np.exp(np.median(np.log(ratio))))
+        m = ClassModel(parent.fixed_ns * f, parent.ns_per_mac * f, parent.ns_per_byte * f, len(mine),
+                       float(np.median(np.abs(f / ratio - 1))), own_tile)
+        if len(mine) >= PATH_FULL_SAMPLES:
+            own = fit_class(mine, own_tile)
+            if own.error < m.error:
+                m = replace(own, tile=own_tile)
+        out[k] = m
+        if log:
+            log(f"    path {k:32s} fixed {m.fixed_ns / 1e3:7.2f} us  {m.ns_per_mac * 1e3:8.3f} ps/MAC  "
+                f"{m.ns_per_byte:7.4f} ns/B  error {100 * m.error:5.1f}% ({m.samples} samples)")
+    return out
 
 
 def _check_classes(samples: list[Sample], device: str) -> None:

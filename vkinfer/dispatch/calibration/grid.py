@@ -77,35 +77,53 @@ class _B:
         return g, self.feed, self.nodes[target].name
 
 
-def _conv(b: _B, x: str, xq: list[str], c: int, m: int, k, stride: int, group: int, dil: int, pads, dt) -> str:
+# Weights: int8 in [-60, 60] (7-bit: the u8s8 kernels of every variant take them), or `wide`: uint8 over [0, 255]
+# with zero point WIDE_ZP, as a uint8 TFLite model's per-tensor asymmetric weights, (w - zp) in [-100, 155],
+# beyond every variant's u8s8 range: the int16 kernels (costs.path_keys).
+WIDE_ZP = 100
+
+
+def _weights(b: _B, shape: tuple[int, ...], wide: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(weights, per-output-channel zero points) of `shape` (output channels first)."""
+    m = shape[0]
+    if wide:
+        w = b.rng.integers(0, 256, shape).astype(np.uint8)
+        w.flat[0], w.flat[-1] = 0, 255  # the whole range, whatever the draw
+        return w, np.full(m, WIDE_ZP, np.uint8)
+    return b.rng.integers(-60, 61, shape).astype(np.int8), np.zeros(m, np.int8)
+
+
+def _conv(b: _B, x: str, xq: list[str], c: int, m: int, k, stride: int, group: int, dil: int, pads, dt,
+          wide: bool = False) -> str:
     kh, kw = (k, k) if isinstance(k, int) else k
-    w = b.rng.integers(-60, 61, (m, c // group, kh, kw)).astype(np.int8)
+    w, wz = _weights(b, (m, c // group, kh, kw), wide)
     ws = (b.rng.uniform(0.002, 0.006, m)).astype(np.float32)
     if pads is None:
         pads = [dil * (kh - 1) // 2, dil * (kw - 1) // 2] * 2
     bias = b.rng.integers(-2000, 2000, m).astype(np.int32)
-    return b.node("QLinearConv", [x, *xq, b.const(w), b.const(ws), b.const(np.zeros(m, np.int8)), *b.qp(dt),
-                                  b.const(bias)],
+    return b.node("QLinearConv", [x, *xq, b.const(w), b.const(ws), b.const(wz), *b.qp(dt), b.const(bias)],
                   kernel_shape=[kh, kw], strides=[stride, stride], pads=list(pads), group=group,
                   dilations=[dil, dil])
 
 
 def g_conv(c: int, hw: tuple[int, int], m: int, k=1, stride: int = 1, group: int = 1, dil: int = 1, pads=None,
-           dtype=np.uint8, seed: int = 0) -> Built:
-    """One QLinearConv on a (1, c, h, w) input: 1x1 (gemm/gemv), kxk, grouped, dilated or depthwise."""
+           dtype=np.uint8, seed: int = 0, wide: bool = False) -> Built:
+    """One QLinearConv on a (1, c, h, w) input: 1x1 (gemm/gemv), kxk, grouped, dilated or depthwise; `wide`:
+    uint8 weights beyond the u8s8 range (_weights)."""
     b = _B(seed)
     x = b.input((1, c, *hw), dtype)
-    _conv(b, x, b.qp(dtype), c, m, k, stride, group, dil, pads, dtype)
+    _conv(b, x, b.qp(dtype), c, m, k, stride, group, dil, pads, dtype, wide)
     return b.done(dtype)
 
 
-def g_qgemm(k: int, m: int, rows: int = 1, dtype=np.uint8, seed: int = 0) -> Built:
-    """com.microsoft:QGemm (a fully connected layer): A (rows, k) times constant B (m, k) transposed."""
+def g_qgemm(k: int, m: int, rows: int = 1, dtype=np.uint8, seed: int = 0, wide: bool = False) -> Built:
+    """com.microsoft:QGemm (a fully connected layer): A (rows, k) times constant B (m, k) transposed; `wide`:
+    uint8 weights beyond the u8s8 range (per tensor, as TFLite's)."""
     b = _B(seed)
     a = b.input((rows, k), dtype)
-    w = b.rng.integers(-60, 61, (m, k)).astype(np.int8)
+    w, wz = _weights(b, (m, k), wide)
     bias = b.rng.integers(-2000, 2000, m).astype(np.int32)
-    b.node("com.microsoft:QGemm", [a, *b.qp(dtype), b.const(w), b.const(np.float32(0.004)), b.const(np.int8(0)),
+    b.node("com.microsoft:QGemm", [a, *b.qp(dtype), b.const(w), b.const(np.float32(0.004)), b.const(wz[0]),
                                    b.const(bias), *b.qp(dtype)], transB=1)
     return b.done(dtype)
 
@@ -274,6 +292,9 @@ GRID: list[Shape] = [
     Shape("gemv", "mnv1 pw 2x2 64->128", g_conv, (64, (2, 2), 128), (), "fV"),
     Shape("gemv", "fc 1024->512", g_qgemm, (1024, 512), (), "fV"),
     Shape("gemv", "shufflenet fc 96->10", g_qgemm, (96, 10), (), "fV"),
+    Shape("gemv", "u8 ds-cnn fc 64->12", g_qgemm, (64, 12), (("wide", True), ("dtype", np.int8)), "qf"),
+    Shape("gemv", "u8 mlp 4x128->10", g_qgemm, (128, 10, 4), (("wide", True),), "qf"),
+    Shape("gemv", "u8 fc 256->256", g_qgemm, (256, 256), (("wide", True),), "qf"),
     # conv: kxk, strided, grouped, dilated (not depthwise).
     Shape("conv", "resnet8 stem 32x32 3->16", g_conv, (3, (32, 32), 16, 3), I8, "qfvVh"),
     Shape("conv", "resnet8 3x3 32x32 16->16", g_conv, (16, (32, 32), 16, 3), I8, "qfvVh"),
@@ -286,11 +307,17 @@ GRID: list[Shape] = [
     Shape("conv", "resnet8 3x3 32x32 16->32 /2", g_conv, (16, (32, 32), 32, 3, 2), I8, "fV"),
     Shape("conv", "resnet8 3x3 16x16 32->32", g_conv, (32, (16, 16), 32, 3), I8, "fV"),
     Shape("conv", "resnext 3x3 32x32 32->32 g4", g_conv, (32, (32, 32), 32, 3, 1, 4), (), "fV"),
-    Shape("conv", "resnext 3x3 16x16 64->64 g4", g_conv, (64, (16, 16), 64, 3, 1, 4), (), "fV"),
-    Shape("conv", "shufflenet 1x1 16x16 24->12 g2", g_conv, (24, (16, 16), 12, 1, 1, 2), (), "fV"),
+    Shape("conv", "resnext 3x3 16x16 64->64 g4", g_conv, (64, (16, 16), 64, 3, 1, 4), (), "qfV"),
+    Shape("conv", "shufflenet 1x1 16x16 24->12 g2", g_conv, (24, (16, 16), 12, 1, 1, 2), (), "qfV"),
     Shape("conv", "shufflenet 1x1 8x8 48->12 g2", g_conv, (48, (8, 8), 12, 1, 1, 2), (), "qfvV"),
-    Shape("conv", "dilated 3x3 d2 32x32 16->16", g_conv, (16, (32, 32), 16, 3, 1, 1, 2), (), "fV"),
+    Shape("conv", "dilated 3x3 d2 32x32 16->16", g_conv, (16, (32, 32), 16, 3, 1, 1, 2), (), "qfV"),
     Shape("conv", "mnv2-kws stem 59x49 1->16 /2", g_conv, (1, (59, 49), 16, 3, 2), I8, "fV"),
+    Shape("conv", "dilated 3x3 d4 32x32 16->16", g_conv, (16, (32, 32), 16, 3, 1, 1, 4), (), "qfV"),
+    Shape("conv", "dilated 3x3 d2 16x16 32->32", g_conv, (32, (16, 16), 32, 3, 1, 1, 2), (), "qf"),
+    # The int16 path (wide weights): small layers here, large ones from the uint8 field models (measure.py).
+    Shape("conv", "u8 tiny 3x3 8x8 8->8", g_conv, (8, (8, 8), 8, 3), (("wide", True),), "qf"),
+    Shape("conv", "u8 resnet8 3x3 8x8 64->64", g_conv, (64, (8, 8), 64, 3), (("wide", True),), "qf"),
+    Shape("conv", "u8 stem 16x16 3->8", g_conv, (3, (16, 16), 8, 3), (("wide", True),), "qf"),
     # depthwise: group == channels, 3x3 and 5x5. Not here: channels that leave a tail of 1-15 past a multiple of
     # 16 (vww's 48x48x8: 71 ns per pixel against 15 for 16 channels; the CPU kernel's tail path), which no
     # linear model of MACs and bytes follows.
@@ -315,17 +342,19 @@ GRID: list[Shape] = [
     Shape("elementwise", "mnv2 quantize 3x224x224", g_quantize, ((1, 3, 224, 224),), (), "qfh"),
     Shape("elementwise", "mnv2 dequantize 1000", g_dequantize, ((1, 1000),), (), "qfh"),
     Shape("elementwise", "kws softmax 12", g_softmax, (1, 12), (), "qf"),
-    Shape("elementwise", "mnv2 add 7x7x160", g_binary, (QADD, 160, (7, 7)), (), "fvV"),
+    Shape("elementwise", "mnv2 add 7x7x160", g_binary, (QADD, 160, (7, 7)), (), "qfvV"),
     Shape("elementwise", "mnv2 add 28x28x32", g_binary, (QADD, 32, (28, 28)), (), "fV"),
-    Shape("elementwise", "mnv2 add 14x14x64", g_binary, (QADD, 64, (14, 14)), (), "fV"),
+    Shape("elementwise", "mnv2 add 14x14x64", g_binary, (QADD, 64, (14, 14)), (), "qfV"),
     Shape("elementwise", "resnet8 add 32x32x16", g_binary, (TADD, 16, (32, 32)), I8, "fV"),
     Shape("elementwise", "resnet8 add 8x8x64", g_binary, (TADD, 64, (8, 8)), I8, "fvV"),
     Shape("elementwise", "mnv2-kws add 15x13x16", g_binary, (TADD, 16, (15, 13)), I8, "fV"),
     Shape("elementwise", "leaky relu 28x28x64", g_unary, ("com.microsoft:QLinearLeakyRelu", 64, (28, 28)), (), "fV"),
     Shape("elementwise", "sigmoid 14x14x96", g_unary, ("com.microsoft:QLinearSigmoid", 96, (14, 14)), (), "V"),
-    Shape("elementwise", "quantize 3x32x32", g_quantize, ((1, 3, 32, 32),), (), "f"),
+    Shape("elementwise", "quantize 3x32x32", g_quantize, ((1, 3, 32, 32),), (), "qf"),
     Shape("elementwise", "softmax 1000", g_softmax, (1, 1000), (), "f"),
-    Shape("elementwise", "dequantize 10", g_dequantize, ((1, 10),), (), "f"),
+    Shape("elementwise", "dequantize 10", g_dequantize, ((1, 10),), (), "qf"),
+    Shape("elementwise", "dequantize 4x32x32", g_dequantize, ((1, 4, 32, 32),), (), "qf"),
+    Shape("elementwise", "quantize 4x64", g_quantize, ((4, 64),), (), "qf"),
     # pool: max, average, global average.
     Shape("pool", "mnv2 gap 7x7x1280", g_pool, (GAP, 1280, (7, 7)), (), "qfvVh"),
     Shape("pool", "ds-cnn avgpool 25x5x64", g_pool, (TAVG, 64, (25, 5), (25, 5), 1), I8, "fvVh"),
@@ -335,7 +364,7 @@ GRID: list[Shape] = [
     Shape("pool", "vww avgpool 3x3x256", g_pool, (TAVG, 256, (3, 3), 3, 3), I8, "fvV"),
     Shape("pool", "gap 4x4x96", g_pool, (GAP, 96, (4, 4)), (), "qfV"),
     Shape("pool", "mnv2-kws gap 8x7x64", g_pool, (GAP, 64, (8, 7)), I8, "fV"),
-    Shape("pool", "resnext gap 8x8x128", g_pool, (GAP, 128, (8, 8)), (), "fV"),
+    Shape("pool", "resnext gap 8x8x128", g_pool, (GAP, 128, (8, 8)), (), "qfV"),
     Shape("pool", "avgpool 3x3/1 14x14x64", g_pool, (QAVG, 64, (14, 14), 3, 1, 1), (), "f"),
     Shape("pool", "maxpool 3x3/2 112x112x24", g_pool, ("MaxPool", 24, (112, 112), 3, 2, 1), (), "qf"),
     # move: channel concat, channel shuffle, pad.
@@ -344,12 +373,12 @@ GRID: list[Shape] = [
     Shape("move", "pad 56x56x24", g_pad, (24, (56, 56)), (), "qfh"),
     Shape("move", "shufflenet shuffle 8x8x48 g2", g_shuffle, (48, (8, 8)), (), "qfvV"),
     Shape("move", "qconcat 28x28 58+58", g_concat, ((58, 58), (28, 28), True), (), "fvV"),
-    Shape("move", "concat 56x56 24+24", g_concat, ((24, 24), (56, 56)), (), "fV"),
-    Shape("move", "shuffle 14x14x232 g2", g_shuffle, (232, (14, 14)), (), "fV"),
+    Shape("move", "concat 56x56 24+24", g_concat, ((24, 24), (56, 56)), (), "qfV"),
+    Shape("move", "shuffle 14x14x232 g2", g_shuffle, (232, (14, 14)), (), "qfV"),
     Shape("move", "shuffle 7x7x464 g2", g_shuffle, (464, (7, 7)), (), "fV"),
     Shape("move", "pad 112x112x16", g_pad, (16, (112, 112)), (), "f"),
     Shape("move", "pad 14x14x96", g_pad, (96, (14, 14)), (), "f"),
-    Shape("move", "concat 7x7 160+160+160", g_concat, ((160, 160, 160), (7, 7)), (), "fV"),
+    Shape("move", "concat 7x7 160+160+160", g_concat, ((160, 160, 160), (7, 7)), (), "qfV"),
     Shape("move", "shufflenet qconcat 4x4 48+48", g_concat, ((48, 48), (4, 4), True), (), "fV"),
 ]
 

@@ -144,6 +144,45 @@ def _nbytes(info: dict, t: str) -> int:
 
 # --- CPU ------------------------------------------------------------------------------------------------------
 
+def probe_u8s8() -> dict[str, tuple[int, int]]:
+    """The CPU's u8s8 weight ranges (cpu_fallback/src/conv.c use_u8s8), found by asking the C library which kernel
+    small convolutions get: {"igemm": (lo, hi), "depthwise": (lo, hi)}, the lowest and highest (weight - zero
+    point) its u8s8 kernels take, a kind absent where the default variant has no u8s8 kernel for it (or
+    $VKINFER_CPU_U8S8=0). A weight range of 256 values is never u8s8 (every variant's range is narrower), so a
+    kernel unlike that one's is the u8s8 path. Binary searches over [0, 255] and [-255, 0]: about 30 ms."""
+    import types
+
+    from ...cpu import _Conv
+
+    out = types.SimpleNamespace(zero_point=0, lo=0, hi=255)
+
+    def kernel(lo: int, hi: int, dw: bool) -> str:
+        c = 16
+        g, k = (c, 3) if dw else (1, 1)
+        w = np.zeros((c, c // g, k, k), np.uint8)
+        w.flat[0] = hi - lo  # weights [0, hi - lo] with zero point -lo: (w - zp) spans [lo, hi]
+        cv = _Conv(n=1, h=4, w=4, c=c, m=c, kh=k, kw=k, strides=(1, 1), dilations=(1, 1), pads=(k // 2,) * 4,
+                   groups=g, weights=w, w_zp=np.full(c, -lo, np.int32), bias=np.zeros(c, np.int32),
+                   scale=np.ones(c, np.float32), x_zp=0, out=out, isa=None)
+        return cv.kernel
+
+    def last(ok, lo: int, hi: int) -> int:  # the largest v in [lo, hi] with ok(v) (ok monotone, ok(lo) true)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if ok(mid) else (lo, mid - 1)
+        return lo
+
+    ranges = {}
+    for kind, dw in (("igemm", False), ("depthwise", True)):
+        wide = kernel(0, 255, dw)
+        if kernel(0, 0, dw) == wide:
+            continue  # no u8s8 kernel for this kind
+        hi = last(lambda v, dw=dw, wide=wide: kernel(0, v, dw) != wide, 0, 255)
+        lo = -last(lambda v, dw=dw, wide=wide: kernel(-v, 0, dw) != wide, 0, 255)
+        ranges[kind] = (lo, hi)
+    return ranges
+
+
 _CPU_PLANS: dict[tuple, object] = {}  # (shape, variant) -> Plan, shared by the entries of every thread count
 
 
@@ -196,6 +235,9 @@ def _measure_cpu(shapes: list[Shape], threads: int, mode: str) -> tuple[list[Sam
         for s in shapes:
             _cpu_plan(s)[0].segments[0].runner.graph.profile(False)
     samples, edges = [], {"overhead": [], "upload": [], "download": []}
+    # Per dtype ("upload:int8", ...): the 8-bit conversions (int8 adds the XOR 0x80 to the transpose), and the
+    # inputs and outputs of other types, which the segment reads and writes in place (vkinfer/cpu/segment.py):
+    # no operator, 0 ns.
     for s, (_, runs), ts in zip(shapes, probes, times, strict=True):
         plan, _, name = _cpu_plan(s)
         runner = plan.segments[0].runner
@@ -206,10 +248,18 @@ def _measure_cpu(shapes: list[Shape], threads: int, mode: str) -> tuple[list[Sam
         outs8 = [t for t, _, dt in runner.out_specs if np.dtype(dt).itemsize == 1]
         if n_in == len(ins8):
             for k, t in enumerate(ins8):
-                edges["upload"].append((_nbytes(plan.info, t), statistics.median(r[2][k] for r in runs)))
+                e = (_nbytes(plan.info, t), statistics.median(r[2][k] for r in runs))
+                edges["upload"].append(e)
+                edges.setdefault(f"upload:{np.dtype(plan.info[t][1]).name}", []).append(e)
         if n_out == len(outs8):
             for k, t in enumerate(outs8):
-                edges["download"].append((_nbytes(plan.info, t), statistics.median(r[3][k] for r in runs)))
+                e = (_nbytes(plan.info, t), statistics.median(r[3][k] for r in runs))
+                edges["download"].append(e)
+                edges.setdefault(f"download:{np.dtype(plan.info[t][1]).name}", []).append(e)
+        for way, specs in (("upload", runner.in_specs), ("download", runner.out_specs)):
+            for t, _, dt in specs:
+                if np.dtype(dt).itemsize != 1:
+                    edges.setdefault(f"{way}:{np.dtype(dt).name}", []).append((_nbytes(plan.info, t), 0.0))
         node = next(n for n in plan.g.nodes if n.name == name)
         samples.append(Sample(s, node_work(plan.g, plan.info, node), float(np.median(ts)), _tail(ts)))
     return samples, edges
@@ -423,14 +473,15 @@ def _whole_model(blob: Graph | bytes, threads: int):
 
 
 def model_samples(threads: int, mode: str, workload: Workload = field_workload) -> tuple[list[Sample], list[float]]:
-    """Per-node samples from whole field models on the CPU (MODEL_SAMPLES; full: int8 and uint8), and per model
+    """Per-node samples from whole field models on the CPU (MODEL_SAMPLES, int8 and uint8: uint8 models' weights
+    take the int16 kernels where the int8 models' take u8s8, so both paths are sampled), and per model
     the per-run cost outside the native operators when run through the session's public call (its input checks
     and output list cost 1-2 us more than the runner's own call, a fifth of a 7 us MLP run)."""
     out: list[Sample] = []
     overheads: list[float] = []
     runs = {"quick": 30, "full": 100}[mode]
     for name in MODEL_SAMPLES[mode]:
-        for dtype in ("int8", "uint8") if mode == "full" else ("int8",):
+        for dtype in ("int8", "uint8"):
             blob, feed = workload(name, dtype)
             whole = _whole_model(blob, threads)
             if whole is None:
