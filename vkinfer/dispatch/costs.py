@@ -20,6 +20,8 @@ Every op the importers accept has one class: an op defined in its own file (vkin
 OpDef, the others listed here (CONV_OPS, GEMM_OPS, POOL_OPS and REDUCE_OPS, MOVE_OPS,
 ELEMENTWISE_OPS: `OP_CLASS`); `node_work` raises ValueError naming a node whose op is in none of them, so a new
 op is filed where it belongs instead of defaulting to elementwise.
+Within a class, a CPU entry may predict a node by its kernel path's model instead (path_keys: the weight path,
+u8s8 or int16; grouped, dilated or dense convolutions; the op of the other classes).
 A reshape that a device's lowering makes an alias (the bytes stay where they are) costs nothing there (the
 planner asks the lowering: vkinfer/dispatch/placement.py).
 """

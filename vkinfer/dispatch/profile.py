@@ -17,11 +17,17 @@ every useful thread count, since small layers often run faster on one thread), w
         "tail": 1.08,             # p90 / p50 of the calibration runs: objective="p90" scales by it
         "classes": {              # one linear model per op class (vkinfer/dispatch/costs.py), every class
           "gemm": {"fixed_ns": 900, "ns_per_mac": 0.004, "ns_per_byte": 0.02, "samples": 6, "error": 0.05},
-          ...}},
+          ...},
+        # Optional, CPU entries since kernel paths (absent: every node by its class):
+        "paths": {"gemm/i16": {...the class model's fields...}, "conv/u8s8/grouped": {...}, ...},
+        "u8s8": {"igemm": [-128, 127], "depthwise": [-128, 127]},   # the u8s8 kernels' weight ranges
+        "links": {"upload:float32": {"fixed_ns": 0, "ns_per_byte": 0}, "upload:int8": {...}, ...}},
        ...],
      "calibration": {"mode": "quick", "seconds": 3.1, "date": "2026-11-22T10:00:00"}}
 
-A node's predicted time is `fixed_ns + ns_per_mac * tiled MACs + ns_per_byte * bytes` (costs.Work);
+A node's predicted time is `fixed_ns + ns_per_mac * tiled MACs + ns_per_byte * bytes` (costs.Work) of its most
+specific kernel path's model (costs.path_keys; the u8s8 ranges decide a node's weight path), else its class's;
+a tensor's upload/download is its dtype's link where the entry has one;
 `samples` and `error` (median relative error of the fit) say how far it can be trusted: a class whose error is
 above UNTRUSTED_ERROR is not weighed against another device (`with_fallbacks`). Identity: for "cpu", the CPU model
 name, the ISA variant and the architecture; for "vulkan:<n>", the device's name, type, vendor and device ids,

@@ -431,8 +431,12 @@ def _measure_host(shapes: list[Shape], mode: str) -> list[Sample]:
 # every other node's code and data competing for the caches. Isolated microbenchmarks alone predicted the
 # nodes of real models 25-50% low (a 13 us tiny_cnn run predicted at 9 us; MobileNetV1 0.25/32 41 us at 31
 # us). The default models are calibration's own data (calibration/workload.py), built in milliseconds.
+# MobileNetV2 1.0/224 in full mode only: it costs about 0.4 s per thread count, which quick's 5 s cannot spare.
 MODEL_SAMPLES = {"quick": ("ds_cnn_kws", "mobilenet_v2_kws", "resnet8", "mobilenet_v1_vww"),
-                 "full": ("ds_cnn_kws", "mobilenet_v2_kws", "resnet8", "mobilenet_v1_vww", "tiny_conv")}
+                 "full": ("ds_cnn_kws", "mobilenet_v2_kws", "resnet8", "mobilenet_v1_vww", "tiny_conv",
+                          "mobilenet_v2")}
+# Timed runs per model and mode: at most the first, at least the second, within the third's seconds.
+_MODEL_RUNS = {"quick": (30, 7, 0.08), "full": (100, 15, 0.5)}
 
 # (a name of MODEL_SAMPLES, "int8" or "uint8") -> (the model: a vkinfer Graph, or TFLite or ONNX bytes; its feed)
 Workload = Callable[[str, str], tuple[Graph | bytes, dict[str, np.ndarray]]]
@@ -479,7 +483,7 @@ def model_samples(threads: int, mode: str, workload: Workload = field_workload) 
     and output list cost 1-2 us more than the runner's own call, a fifth of a 7 us MLP run)."""
     out: list[Sample] = []
     overheads: list[float] = []
-    runs = {"quick": 30, "full": 100}[mode]
+    most, least, budget = _MODEL_RUNS[mode]
     for name in MODEL_SAMPLES[mode]:
         for dtype in ("int8", "uint8"):
             blob, feed = workload(name, dtype)
@@ -489,8 +493,10 @@ def model_samples(threads: int, mode: str, workload: Workload = field_workload) 
             plan, ins, runner, public = whole
             arrays = [feed[t] for t, _, _ in ins]
             n_in, counts, _ = _op_split(runner)
-            for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(3):
                 runner.run_arrays(arrays, threads)
+            runs = int(min(most, max(least, budget / max((time.perf_counter() - t0) / 3, 1e-9))))
             if type(public(feed)) is not list:
                 raise RuntimeError(f"calibration model {name!r} ({dtype}): its one native call refused the feed")
             per_run: list[list[float]] = []

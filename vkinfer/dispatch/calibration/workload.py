@@ -34,14 +34,17 @@ from .grid import _B
 # features, an image's pixels in [0, 1]): drawn only to keep the weights' draws in step with field_zoo's.
 INPUT_SHAPES: dict[str, tuple[int, int, int, int]] = {
     "ds_cnn_kws": (1, 49, 10, 1), "mobilenet_v2_kws": (1, 59, 49, 1), "mobilenet_v1_vww": (1, 96, 96, 3),
-    "resnet8": (1, 32, 32, 3), "tiny_conv": (1, 8, 8, 8)}
+    "resnet8": (1, 32, 32, 3), "tiny_conv": (1, 8, 8, 8), "mobilenet_v2": (1, 224, 224, 3)}
 INPUT_RANGES: dict[str, tuple[float, float]] = {
     "ds_cnn_kws": (-120.0, 30.0), "mobilenet_v2_kws": (-120.0, 30.0), "mobilenet_v1_vww": (0.0, 1.0),
-    "resnet8": (0.0, 1.0), "tiny_conv": (-1.0, 1.0)}
+    "resnet8": (0.0, 1.0), "tiny_conv": (-1.0, 1.0), "mobilenet_v2": (0.0, 1.0)}
 CALIBRATION = 16  # images in the field models' calibration batch
 
 # mobilenet_v2_kws's inverted residual stages: (expansion t, output channels c, repeats n, first stride s).
 MOBILENET_V2_KWS_STAGES = [(1, 8, 1, 1), (4, 16, 2, 2), (4, 24, 2, 2)]
+# mobilenet_v2's (MobileNetV2 1.0/224) inverted residual stages, as MOBILENET_V2_KWS_STAGES.
+MOBILENET_V2_STAGES = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
+                       (6, 320, 1, 1)]
 # mobilenet_v1_vww's 13 depthwise-separable blocks: (MobileNetV1 1.0's output channels, stride); alpha 0.25.
 MOBILENET_V1_BLOCKS = [(64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2)] + [(512, 1)] * 5 + \
     [(1024, 2), (1024, 1)]
@@ -208,6 +211,22 @@ def mobilenet_v2_kws(seed: int = 0, dtype: str = "int8") -> Graph:
     return n.classifier(n.mean(n.conv(cur, 64, 1, act="relu6")), 12)
 
 
+def mobilenet_v2(seed: int = 0, dtype: str = "int8") -> Graph:
+    """MobileNetV2 1.0 on 1x224x224x3, as mobilenet_v2_kws with MOBILENET_V2_STAGES: CONV_2D 3x3/2 to 32 + RELU6,
+    the stages, CONV_2D 1x1 to 1280 + RELU6, MEAN, FULLY_CONNECTED to 1000, SOFTMAX. Not a field model: the
+    large layers' times inside a model whose 3.5 MB of weights leave the caches between runs (its classifier took
+    44 us in the model against 15 us alone, its 1x1 convolutions 7-25% more than alone)."""
+    n = _Net("mobilenet_v2", seed, dtype)
+    cur, cin = n.conv(n.x, 32, 3, stride=2, act="relu6"), 32
+    for t, c, reps, s in MOBILENET_V2_STAGES:
+        for i in range(reps):
+            stride = s if i == 0 else 1
+            y = cur if t == 1 else n.conv(cur, cin * t, 1, act="relu6")
+            y = n.conv(n.dwconv(y, stride, act="relu6"), c, 1, act=None, gain=1.0)
+            cur, cin = (n.add(cur, y) if stride == 1 and cin == c else y), c
+    return n.classifier(n.mean(n.conv(cur, 1280, 1, act="relu6")), 1000)
+
+
 def mobilenet_v1_vww(seed: int = 0, dtype: str = "int8") -> Graph:
     """MobileNetV1 alpha 0.25 on 1x96x96x3: CONV_2D 3x3/2 to 8 + RELU, the 13 depthwise-separable blocks of
     MOBILENET_V1_BLOCKS (+ RELU each), AVERAGE_POOL_2D 3x3, FULLY_CONNECTED to 2, SOFTMAX."""
@@ -239,7 +258,7 @@ def tiny_conv(seed: int = 0, dtype: str = "int8") -> Graph:
 
 MODELS: dict[str, Callable[[int, str], Graph]] = {
     "ds_cnn_kws": ds_cnn_kws, "mobilenet_v2_kws": mobilenet_v2_kws, "mobilenet_v1_vww": mobilenet_v1_vww,
-    "resnet8": resnet8, "tiny_conv": tiny_conv}
+    "resnet8": resnet8, "tiny_conv": tiny_conv, "mobilenet_v2": mobilenet_v2}
 
 
 def field_workload(name: str, dtype: str) -> tuple[Graph, dict[str, np.ndarray]]:
