@@ -187,6 +187,24 @@ def test_the_record_keeps_one_verdict_per_shader_path(own_cache, monkeypatch):
     assert rec["last"] == path and not rec["paths"][path]["passed"] and rec["paths"][real]["passed"]
     why = selftest.auto_problem(_entry(dev))
     assert f"failed vkinfer's self-test on its {path} shader path (case gemm1x1_s8" in why
+    assert not selftest.cached_verdict(selftest.identity_of(dev), path).passed
+    # Back on its own path (say $VKINFER_VK_DOT=0 after dot failed): its cached verdict stands, and auto follows.
+    selftest._memo.clear()
+    v = selftest.check(dev)
+    assert (v.source, v.passed, v.path) == ("cached", True, real)
+    assert selftest.auto_problem(_entry(dev)) is None
+
+
+def test_the_integer_dot_product_path_is_tested_and_recorded_apart(own_cache):
+    info = _vk._pick(None)
+    if not (getattr(info, "integer_dot_product", None) or {}).get("supported"):
+        pytest.skip(f"{info.name} has no shaderIntegerDotProduct")
+    plain = selftest.check(_vk.Device(info, integer_dot=False, pipeline_threads=0))
+    dev = _vk.Device(info, integer_dot=True, pipeline_threads=0)
+    v = selftest.check(dev)
+    assert (v.path, v.source, v.passed, plain.path) == ("dot", "run", True, "plain"), v.failing
+    rec = selftest.read_record(selftest.identity_of(dev))
+    assert set(rec["paths"]) == {"plain", "dot"} and rec["last"] == "dot"
 
 
 @functools.cache

@@ -74,8 +74,7 @@ def vulkan_fingerprint() -> str:
 
 DEVICES_MAX_BYTES = 1 << 20
 _DEVICES_KEY = _cache.key_of("vulkan-devices")
-_ENTRY_FIELDS = (("device", str), ("name", str), ("type", str), ("default", bool), ("identity", dict),
-                 ("driver", str), ("driver_info", str))
+_ENTRY_FIELDS = (("device", str), ("name", str), ("type", str), ("default", bool), ("identity", dict))
 
 
 def _device_list_problem(d: dict) -> str:
@@ -111,14 +110,13 @@ def _cached_device_list(path: Path, fp: str) -> dict | None:
     d, why = _cache.unstamp_json(data, _DEVICES_KEY)
     if d is not None and d.get("fingerprint") != fp:
         return None
-    if d is not None and isinstance(d.get("devices"), list) and any(
-            isinstance(e, dict) and not isinstance(e.get("driver_info"), str) for e in d["devices"]):
-        return None  # listed by an older vkinfer, without the drivers the blocklist matches: enumerate again
     why = why or _device_list_problem(d)
     if why:
         if not why.startswith("no cache stamp"):
             warnings.warn(f"vkinfer: ignoring Vulkan device list cache {path}: {why}", RuntimeWarning, stacklevel=3)
         return None
+    if any(not isinstance(e.get(f), str) for e in d["devices"] for f in ("driver", "driver_info")):
+        return None  # listed by an older vkinfer, without the drivers the blocklist matches: enumerated again
     return d
 
 

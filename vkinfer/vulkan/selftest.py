@@ -432,6 +432,13 @@ def _verdict_of(rec: dict, path: str, where: Path) -> Verdict | None:
     return Verdict(v["passed"], path, cases, "cached", float(v.get("seconds", 0.0)), record=str(where))
 
 
+def cached_verdict(identity: dict, path: str) -> Verdict | None:
+    """The cached verdict of a device identity (`identity_of`, vulkan_identity) on shader `path` ("plain" or
+    "dot"), or None when it has not been tested (e.g. for choosing the plain path where "dot" failed)."""
+    rec = read_record(identity)
+    return _verdict_of(rec, path, record_path(identity)) if rec is not None else None
+
+
 def _write_record(identity: dict, verdict: Verdict) -> None:
     path = record_path(identity)
     with warnings.catch_warnings():  # a damaged record was warned about when read; rewritten now
@@ -444,8 +451,18 @@ def _write_record(identity: dict, verdict: Verdict) -> None:
     _cache.store(path, _cache.stamp_json(rec, _record_key(identity)), what="self-test cache")
 
 
-_memo: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # Device -> Verdict, for this process
+#: This process's verdicts by (device identity, shader path): a device reopened (after a loss, or by a test that
+#: drops the open devices) or a changed $VKINFER_CACHE does not rerun the test; `_keys` memoizes each open Device's.
+_memo: dict[tuple, Verdict] = {}
+_keys: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _lock = threading.RLock()  # check() holds it while run() records
+
+
+def _memo_key(dev: Any) -> tuple:
+    key = _keys.get(dev)
+    if key is None or key[1] != path_of(dev):
+        key = _keys[dev] = (tuple(sorted(identity_of(dev).items())), path_of(dev))
+    return key
 
 
 def run(dev: Any, cases: tuple[Case, ...] = CASES) -> Verdict:
@@ -462,19 +479,20 @@ def run(dev: Any, cases: tuple[Case, ...] = CASES) -> Verdict:
                 record=str(record_path(ident)))
     _write_record(ident, v)
     with _lock:
-        _memo[dev] = v
+        _memo[_memo_key(dev)] = v
     return v
 
 
 def check(dev: Any) -> Verdict:
     """The device's verdict on its shader path: this process's, else the blocklist's, else the cache's, else the
     self-test's, run now (once per device and process, whatever the threads)."""
-    v = _memo.get(dev)
-    if v is not None and v.path == path_of(dev):
+    key = _memo_key(dev)
+    v = _memo.get(key)
+    if v is not None:
         return v
     with _lock:
-        v = _memo.get(dev)
-        if v is not None and v.path == path_of(dev):
+        v = _memo.get(key)
+        if v is not None:
             return v
         path = path_of(dev)
         reason = blocked(dev, "device") or (blocked(dev, "dot") if path == "dot" else None)
@@ -484,9 +502,11 @@ def check(dev: Any) -> Verdict:
         else:
             rec = read_record(ident)
             v = _verdict_of(rec, path, record_path(ident)) if rec is not None else None
+            if v is not None and rec["last"] != path:  # auto, which opens no device, goes by the path used last
+                _write_record(ident, v)
         if v is None:
             v = run(dev)
-        _memo[dev] = v
+        _memo[key] = v
         return v
 
 
