@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import vkinfer
-from vkinfer import _vk, cli, ops
+from vkinfer import _vk, cli, cpu, ops
 from vkinfer.dispatch import machine
 from vkinfer.errors import DeviceUntrustedError, VulkanDeviceError
 from vkinfer.reference._spec import ConvSpec
@@ -76,8 +76,6 @@ def test_the_cases_can_fail():
     for case in selftest.CASES:
         s = case.make(np.random.default_rng(0))
         if isinstance(s, ConvSpec):
-            from vkinfer import cpu
-
             out, dtypes = cpu.QLinearConv(s).run(s.x, 1), (s.x.dtype, s.w.dtype)
             kinds |= {"stride"} if s.strides != (1, 1) else set()
             kinds |= {"pad"} if any(s.pads) else set()
@@ -85,8 +83,6 @@ def test_the_cases_can_fail():
             kinds |= {"group"} if 1 < s.group < s.x.shape[1] else set()
             kinds |= {"per-channel"} if np.size(s.w_zp) > 1 else set()
         else:
-            from vkinfer import cpu
-
             out, dtypes = cpu.QLinearMatMul(s).run(s.a, 1), (s.a.dtype, s.b.dtype)
         kinds.add(tuple(np.dtype(d).char for d in dtypes))
         info = np.iinfo(out.dtype)

@@ -154,7 +154,7 @@ class Case:
     make: Callable[[Any], Any]
 
 
-def _y_scale(x_scale: float, w_scale: Any, k: int, x_dtype: Any, w_dtype: Any) -> float:
+def _y_scale(x_scale: float, w_scale: Any, k: int) -> float:
     """An output scale that spreads the outputs over about +-48 levels (few clamped): the accumulator of k
     products of values uniform over 8 bits has a standard deviation of about sqrt(k) * 74 * 74."""
     import numpy as np  # noqa: PLC0415 - see the module's imports: numpy only where the cases run
@@ -189,7 +189,7 @@ def _conv(x_dtype: str, w_dtype: str, x_shape: tuple, w_shape: tuple, *, per_cha
         x_scale = 0.05
         bias = rng.integers(-2000, 2000, m).astype(np.int32)
         y_zp = xd.type(rng.integers(-8, 8) + (128 if xd == np.uint8 else 0))
-        return conv_spec(x, x_scale, x_zp, w, w_scale, w_zp, _y_scale(x_scale, w_scale, cg * kh * kw_, xd, wd),
+        return conv_spec(x, x_scale, x_zp, w, w_scale, w_zp, _y_scale(x_scale, w_scale, cg * kh * kw_),
                          y_zp, bias, **kw)
     return make
 
@@ -212,7 +212,7 @@ def _matmul(a_dtype: str, b_dtype: str, a_shape: tuple, b_shape: tuple, *, per_c
             b_scale = np.float32(0.01)
             b_zp = bd.type(rng.integers(-10, 10) + (128 if bd == np.uint8 else 0))
         y_zp = ad.type(rng.integers(-8, 8) + (128 if ad == np.uint8 else 0))
-        return matmul_spec(a, 0.05, a_zp, b, b_scale, b_zp, _y_scale(0.05, b_scale, a_shape[-1], ad, bd), y_zp)
+        return matmul_spec(a, 0.05, a_zp, b, b_scale, b_zp, _y_scale(0.05, b_scale, a_shape[-1]), y_zp)
     return make
 
 
