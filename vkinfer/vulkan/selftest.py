@@ -32,8 +32,8 @@ whole devices); for users who know their driver better. Test hook: $VKINFER_SELF
 comma-separated list of case names, flips one byte of those cases' Vulkan results before they are compared, as a
 driver computing wrong would.
 
-Measured first-use cost (2-core EPYC, SPIR-V already compiled, `vkinfer selftest`, 3 runs): lavapipe 0.21-0.28 s
-(0.46 s on the dot path), SwiftShader 0.61-0.67 s (0.60 s dot), mostly the driver compiling the kernels' pipelines,
+Measured first-use cost (2-core EPYC, SPIR-V already compiled, `check` in 7 fresh processes): lavapipe 0.19-0.31 s
+(0.46 s on the dot path), SwiftShader 0.60-0.81 s (0.60 s dot), mostly the driver compiling the kernels' pipelines,
 which the device keeps for the model's own layers. With the verdict cached: `check` 0.3-0.4 ms in a new process,
 `auto_candidates` 1.3-1.5 ms (the kernels' sources hashed once, the record read), 0.25 ms after. docs/guide.md,
 "The Vulkan self-test", is the user's side.
