@@ -375,11 +375,11 @@ def _default_pipeline_threads() -> int:
 def dot_choice(info: DeviceInfo, env: MutableMapping[str, str] = os.environ) -> tuple[bool, str]:
     """Whether a device opened now uses the integer-dot-product shaders, and why.
 
-    $VKINFER_VK_DOT=1 asks for them and =0 keeps the scalar shaders; unset, they are used where the driver says
-    packed 4x8-bit dot products are accelerated (any of the signed, unsigned or mixed forms). A device without
-    shaderIntegerDotProduct never gets them (asked for, a RuntimeWarning says so), and neither does one the
-    driver blocklist names (vkinfer.vulkan.selftest, when present). lavapipe and SwiftShader have the feature
-    with every form unaccelerated: the tests force it there for the bits."""
+    $VKINFER_VK_DOT=0 keeps the scalar shaders; unset (or 1) the dot shaders run wherever the device has
+    shaderIntegerDotProduct, accelerated or not: lavapipe, which accelerates no form, ran MobileNetV2 1.0/224 in
+    0.97x the scalar shaders' time with them (one thread, 120 vs 124 ms), so the driver's own lowering is no
+    worse than our unpacking. A device without the feature never gets them (=1 then warns), and neither does
+    one the driver blocklist names."""
     dot = info.integer_dot_product or {}
     want = env.get("VKINFER_VK_DOT", "").strip().lower()
     if want not in ("", "0", "1"):
@@ -396,9 +396,8 @@ def dot_choice(info: DeviceInfo, env: MutableMapping[str, str] = os.environ) -> 
         return False, f"blocked: {reason}"
     if want == "1":
         return True, "on ($VKINFER_VK_DOT=1)"
-    if any(dot.get(k) for k in ("signed_accelerated", "unsigned_accelerated", "mixed_accelerated")):
-        return True, "on (accelerated by the driver)"
-    return False, "off (the driver does not accelerate it; $VKINFER_VK_DOT=1 forces it)"
+    fast = any(dot.get(k) for k in ("signed_accelerated", "unsigned_accelerated", "mixed_accelerated"))
+    return True, "on (accelerated by the driver)" if fast else "on (the driver's unaccelerated form)"
 
 
 def _dot_blocked(info: DeviceInfo) -> str | None:

@@ -64,7 +64,7 @@ def test_packaged_spirv_runs_without_glslang_and_refuses_an_altered_file(fresh_g
     into the cache; the packaged push-shapes layout equals the one read from the source. Then one byte of the
     file changed: Device.program raises ShaderCompileError naming the file and the checksum, so no pipeline is
     made and nothing is dispatched; a variant not packaged is named with the run-time compile hint."""
-    from vkinfer.vulkan.qlinear_conv import choose_kernel
+    from vkinfer.vulkan.qlinear_conv import DOT_DEFINES, choose_kernel
 
     dev = _vk.Device(_vk._pick("lavapipe"), pipeline_threads=0)
     op, xb, yb, spec, want = _conv(dev)
@@ -77,7 +77,7 @@ def test_packaged_spirv_runs_without_glslang_and_refuses_an_altered_file(fresh_g
 
     monkeypatch.setattr(_glsl, "_glslang", no_glslang)
     pkg = _glsl.packaged()
-    assert pkg is not None and len(pkg) == 2
+    assert pkg is not None and len(pkg) == 2 * (1 + len(_glsl.DEFINE_SETS.get(kernel, [])))
     assert _glsl.push_shapes(kernel) == _glsl._push_shapes_source((_glsl.SHADER_DIR / f"{kernel}.comp").read_text())[1]
     seq = dev.sequence()
     seq.upload(xb)
@@ -90,7 +90,8 @@ def test_packaged_spirv_runs_without_glslang_and_refuses_an_altered_file(fresh_g
     np.testing.assert_array_equal(yb.read_nchw(op.out_shape, spec.out.dtype), want)
     assert not list((tmp_path / "cache").rglob("*.spv"))
 
-    f = pkg_dir / _glsl._variant_file(kernel, (), dev.push_shapes)
+    defines = tuple(sorted((k, str(v)) for k, v in DOT_DEFINES.items())) if op.dot else ()
+    f = pkg_dir / _glsl._variant_file(kernel, defines, dev.push_shapes)
     data = bytearray(f.read_bytes())
     data[len(data) // 2] ^= 1
     f.write_bytes(bytes(data))

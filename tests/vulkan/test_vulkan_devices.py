@@ -91,7 +91,7 @@ def check_gemm_tiles(device: str, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("VKINFER_GEMM_TILE", tile)
         for name, c in gemm:
             op = QLinearConv(conv_spec(**c), dev)
-            assert op.spec_consts[-1] == (tile == "shared")
+            assert op.gemm.shared == (tile == "shared")
             np.testing.assert_array_equal(Executable(op, dev).run(c["x"]),
                                           ops.qlinear_conv(**c, device="reference"), f"{name} {tile}")
 

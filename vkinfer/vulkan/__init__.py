@@ -13,11 +13,12 @@ from .._cache import LayerCache
 from .._vk import Device, get_device
 from ..layout import nchw_to_packed, packed_to_nchw, rows_to_packed
 from ..reference._spec import ConvSpec, MatMulSpec
+from .gemm_tiles import TILES, GemmConfig, autotune, gemm_config
 from .qlinear_conv import KERNELS, QLinearConv, choose_kernel, gemm_shared_tile
 from .qlinear_matmul import QLinearMatMul, choose_matmul_kernel
 
-__all__ = ["KERNELS", "QLinearConv", "QLinearMatMul", "Executable", "Chain", "choose_kernel", "choose_matmul_kernel",
-           "gemm_shared_tile", "run_conv", "run_matmul"]
+__all__ = ["KERNELS", "TILES", "GemmConfig", "QLinearConv", "QLinearMatMul", "Executable", "Chain", "autotune",
+           "choose_kernel", "choose_matmul_kernel", "gemm_config", "gemm_shared_tile", "run_conv", "run_matmul"]
 
 
 class Executable:
@@ -114,7 +115,7 @@ _CACHE = LayerCache()
 def run_conv(s: ConvSpec, dev: Device | None = None) -> np.ndarray:
     """QLinearConv of a validated spec on `dev`, reusing a cached prepared layer when there is one."""
     dev = dev or get_device()
-    ex = _CACHE.get(("conv", id(dev), gemm_shared_tile(dev), s.x.shape, s.x.dtype.str, s.x_zp, s.strides,
+    ex = _CACHE.get(("conv", id(dev), gemm_config(dev), s.x.shape, s.x.dtype.str, s.x_zp, s.strides,
                      s.pads, s.dilations, s.group, s.out.zero_point, s.out.lo, s.out.hi, s.out.dtype.str),
                     [s.w, s.w_zp, s.bias, s.out.m], lambda: Executable(QLinearConv(s, dev), dev))
     return ex.run(s.x)
@@ -123,7 +124,7 @@ def run_conv(s: ConvSpec, dev: Device | None = None) -> np.ndarray:
 def run_matmul(s: MatMulSpec, dev: Device | None = None) -> np.ndarray:
     """QLinearMatMul of a validated spec on `dev`, reusing a cached prepared layer when there is one."""
     dev = dev or get_device()
-    ex = _CACHE.get(("matmul", id(dev), gemm_shared_tile(dev), s.a.shape, s.a.dtype.str, s.a_zp,
+    ex = _CACHE.get(("matmul", id(dev), gemm_config(dev), s.a.shape, s.a.dtype.str, s.a_zp,
                      s.out.zero_point, s.out.lo, s.out.hi, s.out.dtype.str, s.out_shape),
                     [s.b, s.b_zp, s.out.m], lambda: Executable(QLinearMatMul(s, dev), dev))
     return ex.run(s.a)

@@ -9,8 +9,6 @@ Kernels (shaders/<name>.comp):
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from .._vk import Buffer, Device, Program
@@ -18,6 +16,7 @@ from ..layout import as_bytes, ceil4, pad_last
 from ..reference._spec import ConvSpec
 from ..reference.requant import split_float32
 from ._loops import check_loops, loop_cost, nested_iterations
+from .gemm_tiles import TILES, GemmConfig, Tile, gemm_config
 
 # Every convolution kernel variant; the tests check the shape table reaches each one and the
 # benchmark reports which one ran.
@@ -29,20 +28,10 @@ MIN_WORKGROUP_COUNT = 65535
 GEMV_MAX_ROWS = 8
 
 
-# Vendors whose GPUs have on-chip shared memory worth staging GEMM tiles through. Mobile GPUs
-# (Mali, Adreno, PowerVR) back it with ordinary cached memory, and CPU implementations such as
-# lavapipe run 2x faster reading the buffers directly (measured: bench/ops.py, README).
-DESKTOP_VENDORS = {0x10DE: "NVIDIA", 0x1002: "AMD", 0x8086: "Intel"}
-
-
 def gemm_shared_tile(dev: Device) -> bool:
-    """Whether qlinear_gemm stages tiles in shared memory on `dev` ($VKINFER_GEMM_TILE=shared|direct forces it)."""
-    forced = os.environ.get("VKINFER_GEMM_TILE", "")
-    if forced in ("shared", "direct"):
-        return forced == "shared"
-    if forced:
-        raise ValueError(f"VKINFER_GEMM_TILE must be 'shared' or 'direct', got {forced!r}")
-    return dev.info.type in ("discrete", "integrated") and dev.info.vendor_id in DESKTOP_VENDORS
+    """Whether qlinear_gemm stages tiles in shared memory on `dev` (gemm_tiles.gemm_config; $VKINFER_GEMM_TILE=
+    shared|direct forces it)."""
+    return gemm_config(dev).shared
 
 
 #: Kernels with an integer-dot-product variant (compiled with VK_DOT, shaders/qcommon.glsl's dot8). Depthwise has
@@ -79,8 +68,9 @@ def choose_kernel(s: ConvSpec) -> str:
     return "qlinear_conv"
 
 
-def dispatch_groups(s: ConvSpec, kernel: str) -> tuple[int, int, int]:
-    """The workgroups `kernel` dispatches for this convolution."""
+def dispatch_groups(s: ConvSpec, kernel: str, tile: Tile = TILES["32x32"]) -> tuple[int, int, int]:
+    """The workgroups `kernel` dispatches for this convolution (qlinear_gemm: with `tile`; the default, the
+    smallest, gives the most workgroups: what the lowering checks against the device limits)."""
     n, c, _, _ = s.x.shape
     m = s.w.shape[0]
     _, _, oh, ow = s.out_shape
@@ -88,7 +78,7 @@ def dispatch_groups(s: ConvSpec, kernel: str) -> tuple[int, int, int]:
     if kernel == "qlinear_gemv":
         return (-(-m4 // 64), oh * ow, n)
     if kernel == "qlinear_gemm":
-        return (-(-m4 // 8), -(-(oh * ow) // 32), n)
+        return (-(-m4 // tile.words), -(-(oh * ow) // tile.rows), n)
     if kernel == "qlinear_dwconv3x3":
         return (-(-c4 // 8), -(-ow // 32), n * oh)  # 8 x 8 invocations, 4 pixels each
     if kernel == "qlinear_dwconv":
@@ -125,9 +115,11 @@ class QLinearConv:
     """A convolution prepared for one Vulkan device: packed weights and requantization table
     uploaded once; `bind(x, y)` makes the pipeline over given activation buffers."""
 
-    def __init__(self, s: ConvSpec, dev: Device):
+    def __init__(self, s: ConvSpec, dev: Device, gemm: GemmConfig | None = None):
+        """`gemm`: qlinear_gemm's tile and staging (default: gemm_tiles.gemm_config(dev))."""
         self.spec, self.dev = s, dev
         self.kernel = choose_kernel(s)
+        self.gemm = (gemm or gemm_config(dev)) if self.kernel == "qlinear_gemm" else None
         n, c, h, w = s.x.shape
         m, cg, kh, kw = s.w.shape
         _, _, oh, ow = s.out_shape
@@ -149,7 +141,7 @@ class QLinearConv:
                 self.spec_consts = [c4, m4, rows, h * w * c4, 0, sx, sw_, m, 0]
             else:
                 self.spec_consts = [c4, m4, rows, h * w * c4, 0, ow, w, sh, sww, sx, sw_,
-                                    int(np.any(s.w_zp != 0)), m, 0, gemm_shared_tile(dev)]
+                                    int(np.any(s.w_zp != 0)), m, 0, *self.gemm.spec()]
         elif self.kernel.startswith("qlinear_dwconv"):
             # [C/4][kH][kW] words of 4 channels.
             b = np.zeros((4 * c4, kh, kw), np.uint8)
@@ -177,7 +169,7 @@ class QLinearConv:
             lanes = packed.view(np.int8 if sw_ else np.uint8).reshape(m4, kh, kw, cg4 // 4, 4, 4)  # ..., j, lane
             per_channel = lanes.astype(np.int64).transpose(0, 4, 1, 2, 3, 5).reshape(4 * m4, -1).sum(axis=1)[:m]
             term = term - s.x_zp * per_channel + kh * kw * cg4 * s.x_zp * s.w_zp.astype(np.int64)
-        self.groups = dispatch_groups(s, self.kernel)
+        self.groups = dispatch_groups(s, self.kernel, *([self.gemm.tile] if self.gemm else []))
         q = requant_table(term, s.w_zp, s.out.m, 4 * m4)
         self.push = [s.x_zp, s.out.zero_point, s.out.lo, s.out.hi]
         self.w_buf = _upload_const(dev, packed)

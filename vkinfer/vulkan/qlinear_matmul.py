@@ -11,7 +11,8 @@ import numpy as np
 from .._vk import Buffer, Device, Program
 from ..layout import ceil4, pad_last
 from ..reference._spec import MatMulSpec
-from .qlinear_conv import DOT_DEFINES, GEMV_MAX_ROWS, _upload_const, gemm_shared_tile, requant_table
+from .gemm_tiles import GemmConfig, gemm_config
+from .qlinear_conv import DOT_DEFINES, GEMV_MAX_ROWS, _upload_const, requant_table
 
 
 def choose_matmul_kernel(s: MatMulSpec) -> str:
@@ -23,7 +24,8 @@ class QLinearMatMul:
     """A matmul prepared for one device: B packed per column and uploaded once (with a_zp folded
     into the per-column terms); `bind(a, y)` makes the pipeline over activation buffers."""
 
-    def __init__(self, s: MatMulSpec, dev: Device):
+    def __init__(self, s: MatMulSpec, dev: Device, gemm: GemmConfig | None = None):
+        """`gemm`: qlinear_gemm's tile and staging (default: gemm_tiles.gemm_config(dev))."""
         self.spec, self.dev = s, dev
         nb, m, k = s.a.shape
         bb, _, n = s.b.shape
@@ -43,9 +45,10 @@ class QLinearMatMul:
             self.spec_consts = [k4, n4, m, m * k4, b_batch, sa, sb, n, q_batch]
             self.groups = (-(-n4 // 64), m, nb)
         else:
+            self.gemm = gemm or gemm_config(dev)
             self.spec_consts = [k4, n4, m, m * k4, b_batch, m, m, 1, 1, sa, sb, int(np.any(s.b_zp != 0)), n,
-                                q_batch, gemm_shared_tile(dev)]
-            self.groups = (-(-n4 // 8), -(-m // 32), nb)
+                                q_batch, *self.gemm.spec()]
+            self.groups = (-(-n4 // self.gemm.tile.words), -(-m // self.gemm.tile.rows), nb)
         self.push = [s.a_zp, s.out.zero_point, s.out.lo, s.out.hi]
         self.dot = bool(getattr(dev, "use_dot", False))  # both kernels have the variant (qlinear_conv.DOT_KERNELS)
         self.w_buf = _upload_const(dev, packed.view(np.uint32))
