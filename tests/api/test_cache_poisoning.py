@@ -84,6 +84,14 @@ def _forget_spirv() -> None:
     _glsl._futures.clear()
 
 
+@pytest.fixture(autouse=True, scope="module")
+def no_selftest():
+    """These tests count the SPIR-V entries a model reads; the Vulkan self-test would compile every kernel's."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("VKINFER_SELFTEST", "0")
+        yield
+
+
 @pytest.fixture(scope="module")
 def cold_spirv(tmp_path_factory) -> dict[str, bytes]:
     """The SPIR-V cache entries of MODEL on vulkan, as a cold cache makes them (compiled once per module)."""
