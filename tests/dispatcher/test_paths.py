@@ -102,3 +102,26 @@ def test_paths_links_and_ranges_round_trip_and_are_checked():
         d[field] = bad
         with pytest.raises(ValueError, match=what):
             device_from_json(d)
+
+
+@pytest.mark.parametrize("name", ["resnet8", "tiny_conv", "ds_cnn_kws", "mobilenet_v1_vww", "float_mlp"])
+def test_the_transposes_costed_free_on_the_cpu_are_the_ones_its_segment_folds(name):
+    # Oracle: the compiled CPU segment's layers (vkinfer/cpu/segment.py leaves out a Transpose its edge
+    # conversion does). The dispatcher plans from the CPU lowering's layers, as a device="auto" session's.
+    from vkinfer.compiler.plan import CpuBackend, Plan
+    from vkinfer.dispatch import Dispatcher
+    from vkinfer.dispatch.calibration.workload import field_workload
+    from vkinfer.dispatch.profile import Profile
+
+    disp = Dispatcher(["cpu"], Profile([load_profile(H100).entry("cpu", 1)]), 1)
+    for dtype in ("int8", "uint8"):
+        g, feed = field_workload(name, dtype)
+        cpu = CpuBackend(None)
+        plan = Plan(g, feed, cpu, resolve=lambda d, cpu=cpu: cpu, auto_place=lambda g, info, can, given: disp.place(
+            g, info, can, given))
+        [seg] = plan.segments
+        live = {lay.node.name for lay in seg.runner.layers}
+        folded = {n.name for n in plan.g.nodes if n.op == "Transpose" and n.name not in live}
+        aliases = {lay.node.name for lay in seg.runner.layers if lay.alias}
+        free = {d.node for d in plan.auto.decisions if d.op == "Transpose" and d.costs["cpu"] == 0} - aliases
+        assert free == folded, (name, dtype)

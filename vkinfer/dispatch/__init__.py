@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from ..model.graph import Graph
 from .costs import CLASSES, Work, graph_work, node_work
-from .placement import HOST, OBJECTIVES, Prediction, Problem, predict, solve
+from .placement import HOST, OBJECTIVES, Prediction, Problem, edge_transposes, predict, solve
 from .profile import DeviceProfile, Profile, load_profile, relative_speed, with_fallbacks
 
 # A split across devices must be predicted this much faster than the best single device (placement.py says why).
@@ -122,6 +122,7 @@ class Dispatcher:
         works = graph_work(g, info)
         caps: dict[str, set[str]] = {}
         aliases: set[tuple[str, str]] = set()
+        moves: dict[str, tuple] = {}
         for n in g.nodes:
             caps[n.name] = set()
             for d in self.devices:
@@ -130,6 +131,11 @@ class Dispatcher:
                     caps[n.name].add(d)
                     if getattr(layer, "alias", False):  # a reshape that keeps the bytes: free there
                         aliases.add((n.name, d))
+                    elif d.startswith("cpu") and getattr(layer, "move", None) is not None:
+                        moves[n.name] = layer.move
+        # A Transpose the CPU segment's edge conversion does costs nothing there (placement.edge_transposes).
+        for name in edge_transposes(g, info, moves.get):
+            aliases.update((name, d) for d in self.devices if d.startswith("cpu"))
         p = Problem(g, info, works, self.devices, self.entries, caps, dict(fixed or {}), self.objective, aliases,
                     self.split_margin)
         chosen, pred, singles = solve(p)

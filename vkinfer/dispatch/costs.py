@@ -121,6 +121,7 @@ class Work:
     wlo: int | None = None
     whi: int | None = None
     dilated: bool = False
+    rank: int = 0  # move: the output's rank (a channel shuffle's 5-D transpose against a 4-D layout change)
 
     @property
     def macs(self) -> int:
@@ -188,7 +189,7 @@ def path_keys(work: Work, u8s8: dict | None) -> list[str]:
     - gemm, gemv, conv, depthwise with constant 8-bit weights: "<class>/u8s8" or "<class>/i16" (the weight path);
       conv also "conv/<path>/grouped", "conv/<path>/dilated" or "conv/<path>/dense" first (grouped and dilated
       layers take the generic per-tap kernel, dense kxk ones merged rows: conv.c);
-    - the others: "<class>/<op>" (each op is its own kernel)."""
+    - the others: "<class>/<op>" (each op is its own kernel); moves "move/<op>/<rank>d" first."""
     c = work.op_class
     if c in ("gemm", "gemv", "conv", "depthwise"):
         if work.wlo is None or u8s8 is None:
@@ -199,7 +200,11 @@ def path_keys(work: Work, u8s8: dict | None) -> list[str]:
             sub = "grouped" if work.groups > 1 else "dilated" if work.dilated else "dense"
             return [f"conv/{wp}/{sub}", f"conv/{wp}"]
         return [f"{c}/{wp}"]
-    return [f"{c}/{work.op}"] if work.op else []
+    if not work.op:
+        return []
+    if c == "move" and work.rank:  # the transpose kernel loops per axis: 5-D shuffles cost 5-10x a 4-D move's per byte
+        return [f"move/{work.op}/{work.rank}d", f"move/{work.op}"]
+    return [f"{c}/{work.op}"]
 
 
 def _nbytes(info: dict, name: str) -> int:
@@ -259,7 +264,7 @@ def node_work(g: Graph, info: dict, node: Node) -> Work:
             int(v) for v in node.attrs.get("kernel_shape") or [1])
         return Work("pool", bytes=nbytes, out_elems=out_elems, window=window, op=op)
     if op in MOVE_OPS:
-        return Work("move", bytes=nbytes, out_elems=out_elems, op=op)
+        return Work("move", bytes=nbytes, out_elems=out_elems, op=op, rank=len(info[outs[0]][0]) if outs else 0)
     if op in ELEMENTWISE_OPS:
         return Work("elementwise", bytes=nbytes, out_elems=out_elems, op=op)
     raise ValueError(f"node {node.name!r}: op {op!r} has no cost class (vkinfer/dispatch/costs.py files every op "

@@ -129,6 +129,41 @@ class Problem:
         return 0.0 if d == HOST else self.entries[d].segment_ns * self._scale[d]
 
 
+def edge_transposes(g: Graph, info: dict, move_of) -> set[str]:
+    """The Transposes a CPU segment folds into its edge conversions (vkinfer/cpu/segment.py, the same tests): a
+    move (`move_of(node)`: the CPU layer's `move`, (source form shape, perm), or None) that is the only reader of
+    an 8-bit model input, or makes an 8-bit model output from a tensor only it reads, the move's source in the
+    tensor's form. The conversion (an upload or download, costed as such) moves the bytes in the transposed order,
+    so the node costs nothing on the CPU (a TFLite model's NHWC input: 2.5 us of MobileNetV1 0.25 VWW's 96x96x3
+    input predicted as a move on top of its upload). The output side assumes the producer shares the Transpose's
+    segment."""
+    from ..layout import form_shape, is_8bit
+
+    readers: dict[str, list[str]] = {}
+    made = set()
+    for n in g.nodes:
+        for t in dict.fromkeys(i for i in n.inputs if i):
+            readers.setdefault(t, []).append(n.name)
+        made.update(o for o in n.outputs if o)
+    ins = {t.name for t in g.inputs}
+    outs = {t.name for t in g.outputs}
+    folded = set()
+    for n in g.nodes:
+        if n.op != "Transpose" or not n.inputs or not n.outputs or n.inputs[0] not in info or n.outputs[0] not in info:
+            continue
+        x, y = n.inputs[0], n.outputs[0]
+        if not is_8bit(info[x][1]) or x in outs:
+            continue
+        move = move_of(n.name)
+        if move is None or tuple(move[0]) != tuple(form_shape(info[x][0])):
+            continue
+        if x in ins and readers.get(x) == [n.name] and y not in outs:
+            folded.add(n.name)
+        elif y in outs and not readers.get(y) and x in made and x not in ins and readers.get(x) == [n.name]:
+            folded.add(n.name)
+    return folded
+
+
 @dataclasses.dataclass
 class Prediction:
     """Predicted time of a placement: total, and its parts (ns)."""

@@ -124,10 +124,21 @@ def _calibrate_cpu(threads: int, mode: str, log, workload: Workload = field_work
     # Then each kernel path where the samples cover it (costs.path_keys): the weight path (u8s8 or int16),
     # grouped/dilated/dense convolutions, each op of the other classes.
     paths = fit_paths(samples, classes, u8s8, tile, log)
-    # Per segment: the public run's cost outside the operators where whole models gave it, else the runner's.
-    segment = float(np.median(overheads)) if overheads else float(np.median(edges["overhead"]))
+    # Per segment: the public run's cost outside the operators where whole models gave it, else the runner's;
+    # that of the models whose input the segment reads in place (float), and the rest of an 8-bit input model's
+    # on its dtype's upload (the per-run cost by input dtype: the runner converts 8-bit inputs and outputs).
     upload = _fit_link(edges.get("upload", []))
     links = {k: _fit_link(v) for k, v in edges.items() if ":" in k}
+    if overheads:
+        plain = [ns for dt, ns in overheads if np.dtype(dt).itemsize != 1]
+        segment = float(np.median(plain or [ns for _, ns in overheads]))
+        for dt in sorted({dt for dt, _ in overheads if np.dtype(dt).itemsize == 1}):
+            extra = float(np.median([ns for d, ns in overheads if d == dt])) - segment
+            if plain and extra > 0:
+                base = links.get(f"upload:{dt}", upload)
+                links[f"upload:{dt}"] = Link(base.fixed_ns + extra, base.ns_per_byte)
+    else:
+        segment = float(np.median(edges["overhead"]))
     return DeviceProfile("cpu", "cpu", threads, cpu_identity(), max(0.0, segment),
                          upload, _fit_link(edges.get("download", [])), tile,
                          float(np.median([s.tail for s in samples])), classes, paths, u8s8, links)

@@ -297,6 +297,8 @@ GRID: list[Shape] = [
     Shape("gemv", "u8 fc 256->256", g_qgemm, (256, 256), (("wide", True),), "qf"),
     # conv: kxk, strided, grouped, dilated (not depthwise).
     Shape("conv", "resnet8 stem 32x32 3->16", g_conv, (3, (32, 32), 16, 3), I8, "qfvVh"),
+    Shape("conv", "tiny 3x3 8x8 8->8", g_conv, (8, (8, 8), 8, 3), I8, "qf"),
+    Shape("conv", "tiny stem 16x16 3->8", g_conv, (3, (16, 16), 8, 3), I8, "qf"),
     Shape("conv", "resnet8 3x3 32x32 16->16", g_conv, (16, (32, 32), 16, 3), I8, "qfvVh"),
     Shape("conv", "resnet8 3x3 8x8 64->64", g_conv, (64, (8, 8), 64, 3), I8, "qfvVh"),
     Shape("conv", "mnv2 stem 224 3->32 /2", g_conv, (3, (224, 224), 32, 3, 2), (), "fV"),
@@ -372,14 +374,15 @@ GRID: list[Shape] = [
     Shape("move", "shuffle 28x28x116 g2", g_shuffle, (116, (28, 28)), (), "qfvVh"),
     Shape("move", "pad 56x56x24", g_pad, (24, (56, 56)), (), "qfh"),
     Shape("move", "shufflenet shuffle 8x8x48 g2", g_shuffle, (48, (8, 8)), (), "qfvV"),
-    Shape("move", "qconcat 28x28 58+58", g_concat, ((58, 58), (28, 28), True), (), "fvV"),
+    Shape("move", "qconcat 28x28 58+58", g_concat, ((58, 58), (28, 28), True), (), "qfvV"),
+    Shape("move", "shufflenet qconcat 8x8 24+24", g_concat, ((24, 24), (8, 8), True), (), "qf"),
     Shape("move", "concat 56x56 24+24", g_concat, ((24, 24), (56, 56)), (), "qfV"),
     Shape("move", "shuffle 14x14x232 g2", g_shuffle, (232, (14, 14)), (), "qfV"),
     Shape("move", "shuffle 7x7x464 g2", g_shuffle, (464, (7, 7)), (), "fV"),
     Shape("move", "pad 112x112x16", g_pad, (16, (112, 112)), (), "f"),
     Shape("move", "pad 14x14x96", g_pad, (96, (14, 14)), (), "f"),
     Shape("move", "concat 7x7 160+160+160", g_concat, ((160, 160, 160), (7, 7)), (), "qfV"),
-    Shape("move", "shufflenet qconcat 4x4 48+48", g_concat, ((48, 48), (4, 4), True), (), "fV"),
+    Shape("move", "shufflenet qconcat 4x4 48+48", g_concat, ((48, 48), (4, 4), True), (), "qfV"),
 ]
 
 

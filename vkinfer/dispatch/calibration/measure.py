@@ -432,9 +432,10 @@ def _measure_host(shapes: list[Shape], mode: str) -> list[Sample]:
 # nodes of real models 25-50% low (a 13 us tiny_cnn run predicted at 9 us; MobileNetV1 0.25/32 41 us at 31
 # us). The default models are calibration's own data (calibration/workload.py), built in milliseconds.
 # MobileNetV2 1.0/224 in full mode only: it costs about 0.4 s per thread count, which quick's 5 s cannot spare.
-MODEL_SAMPLES = {"quick": ("ds_cnn_kws", "mobilenet_v2_kws", "resnet8", "mobilenet_v1_vww"),
+# float_mlp: the per-run cost of a float-input model (workload.py), against the field models' 8-bit inputs.
+MODEL_SAMPLES = {"quick": ("ds_cnn_kws", "mobilenet_v2_kws", "resnet8", "mobilenet_v1_vww", "float_mlp"),
                  "full": ("ds_cnn_kws", "mobilenet_v2_kws", "resnet8", "mobilenet_v1_vww", "tiny_conv",
-                          "mobilenet_v2")}
+                          "mobilenet_v2", "float_mlp")}
 # Timed runs per model and mode: at most the first, at least the second, within the third's seconds.
 _MODEL_RUNS = {"quick": (30, 7, 0.08), "full": (100, 15, 0.5)}
 
@@ -476,13 +477,15 @@ def _whole_model(blob: Graph | bytes, threads: int):
     return plan, ins, runner, native
 
 
-def model_samples(threads: int, mode: str, workload: Workload = field_workload) -> tuple[list[Sample], list[float]]:
+def model_samples(threads: int, mode: str,
+                  workload: Workload = field_workload) -> tuple[list[Sample], list[tuple[str, float]]]:
     """Per-node samples from whole field models on the CPU (MODEL_SAMPLES, int8 and uint8: uint8 models' weights
     take the int16 kernels where the int8 models' take u8s8, so both paths are sampled), and per model
-    the per-run cost outside the native operators when run through the session's public call (its input checks
+    (its input's dtype, the per-run cost outside the native operators) when run through the session's public call
+    (its input checks
     and output list cost 1-2 us more than the runner's own call, a fifth of a 7 us MLP run)."""
     out: list[Sample] = []
-    overheads: list[float] = []
+    overheads: list[tuple[str, float]] = []  # (the model's input dtype, ns)
     most, least, budget = _MODEL_RUNS[mode]
     for name in MODEL_SAMPLES[mode]:
         for dtype in ("int8", "uint8"):
@@ -515,7 +518,7 @@ def model_samples(threads: int, mode: str, workload: Workload = field_workload) 
                     at += k
                 per_run.append(row)
             runner.graph.profile(False)
-            overheads.append(float(np.median(outside)))
+            overheads.append((np.dtype(ins[0][1]).name, float(np.median(outside))))
             for i, lay in enumerate(runner.layers):
                 if lay.alias or not counts[i]:
                     continue
