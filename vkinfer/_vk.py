@@ -391,22 +391,23 @@ def dot_choice(info: DeviceInfo, env: MutableMapping[str, str] = os.environ) -> 
             warnings.warn(f"vkinfer: $VKINFER_VK_DOT=1 but {info.name} has no shaderIntegerDotProduct: "
                           "using the scalar shaders", RuntimeWarning, stacklevel=3)
         return False, "not supported by the device"
-    reason = _dot_blocked(info)
+    reason = _dot_problem(info)
     if reason:
-        return False, f"blocked: {reason}"
+        if want == "1":
+            return True, f"on ($VKINFER_VK_DOT=1, although {reason})"
+        return False, f"off: {reason}"
     if want == "1":
         return True, "on ($VKINFER_VK_DOT=1)"
     fast = any(dot.get(k) for k in ("signed_accelerated", "unsigned_accelerated", "mixed_accelerated"))
     return True, "on (accelerated by the driver)" if fast else "on (the driver's unaccelerated form)"
 
 
-def _dot_blocked(info: DeviceInfo) -> str | None:
-    """The blocklist's reason to keep `info` off the integer-dot-product path, if any."""
-    try:
-        from .vulkan.selftest import blocked
-    except ImportError:  # the self-test module is optional at this layer
-        return None
-    return blocked(info, "dot")
+def _dot_problem(info: DeviceInfo) -> str | None:
+    """Why `info` should stay off the integer-dot-product path (the driver blocklist, or its cached self-test
+    verdict on that path failed: vkinfer/vulkan/selftest.py dot_problem), if anything."""
+    from .vulkan.selftest import dot_problem  # the self-test sits above this module: imported at use
+
+    return dot_problem(info)
 
 
 def _push_shapes_default(info: DeviceInfo) -> bool:
@@ -607,6 +608,15 @@ def _save_pipeline_caches_at_exit() -> None:
 
 
 _open: dict[int, Device] = {}
+
+
+def reopen(dev: Device, *, integer_dot: bool) -> Device:
+    """`dev`'s physical device opened anew on the integer-dot-product shaders or not; `get_device` returns the
+    new one from now on where it returned `dev` (sessions holding `dev` keep it)."""
+    new = Device(dev.info, integer_dot=integer_dot)
+    if _open.get(dev.info.index) is dev:
+        _open[dev.info.index] = new
+    return new
 
 
 def get_device(spec: int | str | None = None) -> Device:

@@ -302,3 +302,30 @@ def test_cli_selftest_and_devices(own_cache, monkeypatch, capsys):
     assert f"passed: {len(selftest.CASES)}/{len(selftest.CASES)} cases" in capsys.readouterr().out
     assert cli.main(["selftest", "--device", "cpu"]) == 2
     assert "--device takes vulkan or vulkan:<index|name|type>, got 'cpu'" in capsys.readouterr().err
+
+
+def test_a_failing_dot_path_falls_back_to_the_scalar_shaders(own_cache, monkeypatch):
+    """A driver that computes integer dot products wrong (injected on the dot path only) costs that path, not the
+    device: device="vulkan" warns, reopens the device on the scalar shaders and gives the C path's bits; the next
+    device opened takes the scalar shaders from the cached verdict, and $VKINFER_VK_DOT=1 still forces them."""
+    info = _vk._pick(None)
+    if not (info.integer_dot_product or {}).get("supported"):
+        pytest.skip(f"{info.name} has no shaderIntegerDotProduct")
+    monkeypatch.delenv("VKINFER_VK_DOT", raising=False)
+    saved = dict(_vk._open)
+    _vk._open[info.index] = _vk.Device(info, integer_dot=True, pipeline_threads=0)
+    try:
+        monkeypatch.setenv("VKINFER_SELFTEST_INJECT", "dot:all")
+        with pytest.warns(RuntimeWarning, match="failed the self-test on its integer-dot-product shaders"):
+            got = ops.qlinear_conv(**CONV, device="vulkan")
+        np.testing.assert_array_equal(got, ops.qlinear_conv(**CONV, device="cpu"))
+        assert not _vk.get_device().use_dot
+        rec = selftest.read_record(selftest.identity_of(_vk.get_device()))
+        assert (rec["paths"]["dot"]["passed"], rec["paths"]["plain"]["passed"], rec["last"]) == (False, True, "plain")
+        use, why = _vk.dot_choice(info)
+        assert not use and "failed the self-test" in why
+        monkeypatch.setenv("VKINFER_VK_DOT", "1")
+        assert _vk.dot_choice(info)[0]
+    finally:
+        _vk._open.clear()
+        _vk._open.update(saved)

@@ -30,7 +30,9 @@ Known-bad driver and feature combinations live in `BLOCKLIST`, consulted before 
 Overrides: $VKINFER_SELFTEST=0 uses every device untested (no self-test, no cached verdict, no blocklist for
 whole devices); for users who know their driver better. Test hook: $VKINFER_SELFTEST_INJECT=all (or 1), or a
 comma-separated list of case names, flips one byte of those cases' Vulkan results before they are compared, as a
-driver computing wrong would.
+driver computing wrong would; a "dot:" or "plain:" prefix limits it to that shader path. A device whose
+integer-dot-product path fails (and passes on its scalar shaders) is reopened on the scalar shaders (`require`),
+and later processes open it so (vkinfer._vk.dot_choice, through `dot_problem`).
 
 Measured first-use cost (2-core EPYC, SPIR-V already compiled, `check` in 7 fresh processes): lavapipe 0.19-0.31 s
 (0.46 s on the dot path), SwiftShader 0.60-0.81 s (0.60 s dot), mostly the driver compiling the kernels' pipelines,
@@ -258,9 +260,15 @@ class CaseResult:
     why: str = ""
 
 
-def _injected(name: str) -> bool:
-    """Test hook: $VKINFER_SELFTEST_INJECT (module docstring)."""
+def _injected(name: str, path: str) -> bool:
+    """Test hook: $VKINFER_SELFTEST_INJECT (module docstring); a "dot:" or "plain:" prefix limits it to that
+    shader path."""
     spec = os.environ.get("VKINFER_SELFTEST_INJECT", "").strip()
+    only, sep, rest = spec.partition(":")
+    if sep and only in ("dot", "plain"):
+        if only != path:
+            return False
+        spec = rest.strip()
     if not spec or spec.lower() in ("0", "off", "no", "false"):
         return False
     if spec.lower() in ("1", "all", "on", "yes", "true"):
@@ -302,7 +310,7 @@ def run_case(case: Case, dev: Any) -> CaseResult:
     else:
         want = cpu.QLinearMatMul(s).run(s.a, 1)
         got = got.reshape(want.shape)
-    if _injected(case.name):
+    if _injected(case.name, path_of(dev)):
         got = got.copy()
         got.view(np.uint8).ravel()[got.size // 2] ^= 0x01
     why = _differ(got, want)
@@ -514,14 +522,47 @@ def check(dev: Any) -> Verdict:
 
 
 def require(dev: Any) -> Any:
-    """`dev` when it may be used: its verdict passed, or $VKINFER_SELFTEST=0. Else DeviceUntrustedError naming
-    the device, its driver and the failing case (or the blocklist's reason). Returns `dev`."""
+    """`dev` when it may be used: its verdict passed, or $VKINFER_SELFTEST=0. Where the integer-dot-product path
+    failed and $VKINFER_VK_DOT does not ask for it, the device is reopened on the scalar shaders (a RuntimeWarning;
+    vkinfer._vk.get_device then returns that one) and that path is checked instead: a driver that computes dot
+    products wrong costs their speed, not the device. Else DeviceUntrustedError naming the device, its driver and
+    the failing case (or the blocklist's reason). Returns the device to use."""
     if not enabled():
         return dev
     v = check(dev)
+    if not v.passed and path_of(dev) == "dot" and os.environ.get("VKINFER_VK_DOT", "").strip() != "1":
+        from .._vk import reopen  # noqa: PLC0415
+
+        bad = v.failing
+        warnings.warn(f"vkinfer: Vulkan device vulkan:{dev.info.index} ({dev.info.name}) failed the self-test on "
+                      f"its integer-dot-product shaders (case {bad.name if bad else '?'}: "
+                      f"{bad.why if bad else v.reason}); using its scalar shaders", RuntimeWarning, stacklevel=3)
+        dev = reopen(dev, integer_dot=False)
+        v = check(dev)
     if not v.passed:
         raise untrusted_error(dev, v)
     return dev
+
+
+def dot_problem(info: Any) -> str | None:
+    """Why a device about to be opened (`vkinfer._vk.DeviceInfo`) should not use the integer-dot-product shaders:
+    the blocklist's reason, or its cached self-test verdict on that path failed (no device is opened)."""
+    reason = blocked(info, "dot")
+    if reason or not enabled():
+        return reason
+    from .. import _vk  # noqa: PLC0415
+
+    ident = _vk._instance().identity(info.index)
+    identity = {"name": info.name, "type": info.type, "vendor_id": info.vendor_id, "device_id": info.device_id,
+                "driver_version": ident["driver_version"], "device_uuid": bytes(ident["device_uuid"]).hex(),
+                "driver_uuid": bytes(ident["driver_uuid"]).hex()}
+    with warnings.catch_warnings():  # a damaged record is warned about (and rewritten) by the device's check
+        warnings.simplefilter("ignore", RuntimeWarning)
+        v = cached_verdict(identity, "dot")
+    if v is None or v.passed:
+        return None
+    bad = v.failing
+    return f"it failed the self-test on this driver (case {bad.name if bad else '?'}, {v.record})"
 
 
 def untrusted_error(dev: Any, v: Verdict) -> DeviceUntrustedError:
