@@ -52,7 +52,9 @@ def test_path_keys_by_shape_and_op():
     assert path_keys(w, rng) == ["conv/u8s8/dense", "conv/u8s8"]
     assert path_keys(dataclasses.replace(w, groups=4), rng)[0] == "conv/u8s8/grouped"
     assert path_keys(dataclasses.replace(w, dilated=True), rng)[0] == "conv/u8s8/dilated"
-    assert path_keys(Work("depthwise", 64, 16, 9, 10, op="QLinearConv", wlo=-100, whi=100), rng) == ["depthwise/i16"]
+    dw = Work("depthwise", 64, 16, 9, 10, op="QLinearConv", wlo=-100, whi=100)
+    assert path_keys(dw, rng) == ["depthwise/i16/full", "depthwise/i16"]
+    assert path_keys(dataclasses.replace(dw, m=24), rng)[0] == "depthwise/i16/tail"
     assert path_keys(dataclasses.replace(w, whi=128), rng)[-1] == "conv/i16"
     assert path_keys(w, {}) == ["conv/i16/dense", "conv/i16"]  # a variant without u8s8 kernels
     assert path_keys(w, None) == []  # not measured: the class model

@@ -149,6 +149,10 @@ class Work:
 # convolutions: 46 us against 14 us for the int8 model's). Which range a machine has is measured by the
 # calibration (`u8s8` in a CPU profile entry); a node carries its weights' range (Work.wlo, Work.whi).
 WEIGHT_PATHS = ("u8s8", "i16")
+# The x86 depthwise kernels' channel block: channels past a multiple of it take a per-pixel tail path (vww's 48x48x8
+# layer: 71 ns per pixel, 16 channels 15 ns). A variant with another block still gets both paths fitted from its
+# own samples; a split at the wrong place only makes them alike.
+DW_BLOCK = 16
 _WEIGHT_INPUTS = {"ConvInteger": (1, 3), "MatMulInteger": (1, 3)}  # (weights, their zero point); QLinear*: (3, 5)
 _wrange_cache: dict[tuple[int, int], tuple[weakref.ref, object, tuple[int, int] | None]] = {}
 
@@ -188,7 +192,8 @@ def path_keys(work: Work, u8s8: dict | None) -> list[str]:
 
     - gemm, gemv, conv, depthwise with constant 8-bit weights: "<class>/u8s8" or "<class>/i16" (the weight path);
       conv also "conv/<path>/grouped", "conv/<path>/dilated" or "conv/<path>/dense" first (grouped and dilated
-      layers take the generic per-tap kernel, dense kxk ones merged rows: conv.c);
+      layers take the generic per-tap kernel, dense kxk ones merged rows: conv.c), depthwise
+      "depthwise/<path>/tail" or ".../full" first (channels past a multiple of DW_BLOCK);
     - the others: "<class>/<op>" (each op is its own kernel); moves "move/<op>/<rank>d" first."""
     c = work.op_class
     if c in ("gemm", "gemv", "conv", "depthwise"):
@@ -199,6 +204,8 @@ def path_keys(work: Work, u8s8: dict | None) -> list[str]:
         if c == "conv":
             sub = "grouped" if work.groups > 1 else "dilated" if work.dilated else "dense"
             return [f"conv/{wp}/{sub}", f"conv/{wp}"]
+        if c == "depthwise":
+            return [f"depthwise/{wp}/{'tail' if work.m % DW_BLOCK else 'full'}", f"depthwise/{wp}"]
         return [f"{c}/{wp}"]
     if not work.op:
         return []

@@ -73,7 +73,8 @@ def _version() -> str:
 
 @dataclasses.dataclass(frozen=True)
 class ClassModel:
-    """time = fixed_ns + ns_per_mac * tiled MACs + ns_per_byte * bytes."""
+    """time = fixed_ns + ns_per_mac * tiled MACs + ns_per_byte * bytes (+ ns_per_out * output elements: a CPU
+    kernel path's requantization and store per output, fitted where it explains the path better)."""
 
     fixed_ns: float
     ns_per_mac: float
@@ -81,15 +82,19 @@ class ClassModel:
     samples: int = 0
     error: float = 0.0
     tile: tuple[int, int] | None = None  # this class's own tile, else the device's
+    ns_per_out: float = 0.0
 
     def ns(self, work: Work, tile: tuple[int, int]) -> float:
-        return self.fixed_ns + self.ns_per_mac * work.tiled_macs(self.tile or tile) + self.ns_per_byte * work.bytes
+        return (self.fixed_ns + self.ns_per_mac * work.tiled_macs(self.tile or tile) + self.ns_per_byte * work.bytes
+                + self.ns_per_out * work.out_elems)
 
     def to_json(self) -> dict:
         d = {"fixed_ns": self.fixed_ns, "ns_per_mac": self.ns_per_mac, "ns_per_byte": self.ns_per_byte,
              "samples": self.samples, "error": self.error}
         if self.tile is not None:
             d["tile"] = list(self.tile)
+        if self.ns_per_out:
+            d["ns_per_out"] = self.ns_per_out
         return d
 
 
@@ -307,7 +312,8 @@ def _class_model(w: str, o) -> ClassModel:
     return ClassModel(_num(f"{w}.fixed_ns", o["fixed_ns"]), _num(f"{w}.ns_per_mac", o["ns_per_mac"]),
                       _num(f"{w}.ns_per_byte", o["ns_per_byte"]), int(o.get("samples", 0) or 0),
                       _num(f"{w}.error", o.get("error", 0.0)),
-                      _tile(f"{w}.tile", o["tile"]) if o.get("tile") is not None else None)
+                      _tile(f"{w}.tile", o["tile"]) if o.get("tile") is not None else None,
+                      _num(f"{w}.ns_per_out", o.get("ns_per_out", 0.0)))
 
 
 @dataclasses.dataclass

@@ -308,7 +308,9 @@ GRID: list[Shape] = [
           (("pads", (4, 1, 5, 1)), ("dtype", np.int8)), "fV"),
     Shape("conv", "resnet8 3x3 32x32 16->32 /2", g_conv, (16, (32, 32), 32, 3, 2), I8, "fV"),
     Shape("conv", "resnet8 3x3 16x16 32->32", g_conv, (32, (16, 16), 32, 3), I8, "fV"),
-    Shape("conv", "resnext 3x3 32x32 32->32 g4", g_conv, (32, (32, 32), 32, 3, 1, 4), (), "fV"),
+    Shape("conv", "resnext 3x3 32x32 32->32 g4", g_conv, (32, (32, 32), 32, 3, 1, 4), (), "qfV"),
+    Shape("conv", "resnext 3x3 32x32 64->64 g4", g_conv, (64, (32, 32), 64, 3, 1, 4), (), "qf"),
+    Shape("conv", "resnext 3x3 8x8 128->128 g4", g_conv, (128, (8, 8), 128, 3, 1, 4), (), "qf"),
     Shape("conv", "resnext 3x3 16x16 64->64 g4", g_conv, (64, (16, 16), 64, 3, 1, 4), (), "qfV"),
     Shape("conv", "shufflenet 1x1 16x16 24->12 g2", g_conv, (24, (16, 16), 12, 1, 1, 2), (), "qfV"),
     Shape("conv", "shufflenet 1x1 8x8 48->12 g2", g_conv, (48, (8, 8), 12, 1, 1, 2), (), "qfvV"),
@@ -320,9 +322,8 @@ GRID: list[Shape] = [
     Shape("conv", "u8 tiny 3x3 8x8 8->8", g_conv, (8, (8, 8), 8, 3), (("wide", True),), "qf"),
     Shape("conv", "u8 resnet8 3x3 8x8 64->64", g_conv, (64, (8, 8), 64, 3), (("wide", True),), "qf"),
     Shape("conv", "u8 stem 16x16 3->8", g_conv, (3, (16, 16), 8, 3), (("wide", True),), "qf"),
-    # depthwise: group == channels, 3x3 and 5x5. Not here: channels that leave a tail of 1-15 past a multiple of
-    # 16 (vww's 48x48x8: 71 ns per pixel against 15 for 16 channels; the CPU kernel's tail path), which no
-    # linear model of MACs and bytes follows.
+    # depthwise: group == channels, 3x3 and 5x5; channels that leave a tail of 1-15 past a multiple of 16 (vww's
+    # 48x48x8: 71 ns per pixel against 15 for 16 channels; the CPU kernel's tail path) at the end, their own path.
     Shape("depthwise", "ds-cnn dw 25x5x64", g_conv, (64, (25, 5), 64, 3, 1, 64), I8, "qfvVh"),
     Shape("depthwise", "mnv2 dw 56x56x144", g_conv, (144, (56, 56), 144, 3, 1, 144), (), "qfVh"),
     Shape("depthwise", "mnv2 dw 112x112x96 /2", g_conv, (96, (112, 112), 96, 3, 2, 96), (), "qf"),
@@ -338,6 +339,13 @@ GRID: list[Shape] = [
     Shape("depthwise", "mnv2-kws dw 30x25x16", g_conv, (16, (30, 25), 16, 3, 1, 16), I8, "fV"),
     Shape("depthwise", "dw 5x5 14x14x240", g_conv, (240, (14, 14), 240, 5, 1, 240), (), "fV"),
     Shape("depthwise", "dw 5x5 14x14x480 /2", g_conv, (480, (14, 14), 480, 5, 2, 480), (), "fV"),
+    # Channels past a multiple of the kernel's block of 16 (the "tail" path, costs.path_keys): slower per pixel.
+    Shape("depthwise", "vww dw 48x48x8", g_conv, (8, (48, 48), 8, 3, 1, 8), I8, "qf"),
+    Shape("depthwise", "shufflenet dw 16x16x24", g_conv, (24, (16, 16), 24, 3, 1, 24), (), "qf"),
+    Shape("depthwise", "mnv1 dw 16x16x8", g_conv, (8, (16, 16), 8, 3, 1, 8), (), "qf"),
+    Shape("depthwise", "dw 8x8x40 /2", g_conv, (40, (8, 8), 40, 3, 2, 40), (), "qf"),
+    Shape("depthwise", "u8 dw 16x16x24", g_conv, (24, (16, 16), 24, 3, 1, 24), (("wide", True),), "qf"),
+    Shape("depthwise", "u8 dw 24x24x8", g_conv, (8, (24, 24), 8, 3, 1, 8), (("wide", True),), "qf"),
     # elementwise: adds, tables, (de)quantize, softmax.
     Shape("elementwise", "mnv2 add 56x56x24", g_binary, (QADD, 24, (56, 56)), (), "qfvVh"),
     Shape("elementwise", "resnet8 add 16x16x32", g_binary, (TADD, 32, (16, 16)), I8, "qfvVh"),
