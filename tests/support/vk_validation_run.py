@@ -47,6 +47,36 @@ def main(mode: str) -> None:
             ok += sum(np.array_equal(plan.run({"x": x}, ["y"])[0], values["y"]) for _ in range(2))
         print(f"RESULT plan-equal {ok}/4", flush=True)
         return
+    if mode == "variants":
+        # Every qlinear_gemm tile and staging on both shader paths (integer dot product where the device has it),
+        # and qlinear_conv's and qlinear_gemv's dot variants: one 1x1 conv, one matmul, one 3x3 conv each.
+        from vkinfer import _vk
+        from vkinfer.reference._spec import conv_spec, matmul_spec
+        from vkinfer.vulkan import TILES, Executable, GemmConfig, QLinearConv, QLinearMatMul
+
+        info = _vk._pick(None)
+        paths = (False, True) if info.integer_dot_product.get("supported") else (False,)
+        conv1 = conv_case(rng, c=13, h=9, w=7, m=21, kh=1, xt="s8", wt="u8")
+        conv3 = conv_case(rng, c=8, h=9, w=9, m=12, kh=3, pads=(1, 0, 2, 1))
+        mm, mv = mm_case(rng, (2, 37, 40), (40, 27)), mm_case(rng, (3, 40), (40, 70))
+        ok = total = 0
+        for dot in paths:
+            dev = _vk.Device(info, integer_dot=dot)
+            runs = [(conv1, GemmConfig(t, sh, "v")) for t in TILES.values() for sh in (True, False)]
+            runs += [(mm, GemmConfig(t, sh, "v")) for t in TILES.values() for sh in (True, False)]
+            runs += [(conv3, None), (mv, None)]
+            for c, cfg in runs:
+                if "x" in c:
+                    got = Executable(QLinearConv(conv_spec(**c), dev, gemm=cfg), dev).run(c["x"])
+                    want = ops.qlinear_conv(**c, device="reference")
+                else:
+                    s = matmul_spec(**c)
+                    got = Executable(QLinearMatMul(s, dev, gemm=cfg), dev).run(s.a).reshape(s.out_shape)
+                    want = ops.qlinear_matmul(**c, device="reference")
+                ok += np.array_equal(got, want)
+                total += 1
+        print(f"RESULT variants-equal {ok}/{total}", flush=True)
+        return
     if mode.startswith("chain"):
         specs = chain_specs(20)
         chain = Chain(specs, _barriers=mode == "chain")

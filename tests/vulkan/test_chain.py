@@ -4,6 +4,7 @@ proven by a negative control without barriers)."""
 
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -82,4 +83,13 @@ def test_whole_mobilenet_v2_under_validation_has_zero_errors(tmp_path):
 def test_every_plan_layer_kind_under_validation_has_zero_errors(tmp_path):
     out, errors = _validated("plan", tmp_path)
     assert "RESULT plan-equal 4/4" in out
+    assert errors == 0, out[:3000]
+
+
+def test_every_kernel_variant_under_validation_has_zero_errors(tmp_path):
+    """Each qlinear_gemm tile with either staging, and the integer-dot-product variants of gemm, gemv and conv
+    beside the scalar ones (issue 27), under the validation layer with synchronization validation."""
+    out, errors = _validated("variants", tmp_path)
+    m = re.search(r"RESULT variants-equal (\d+)/(\d+)", out)
+    assert m and m.group(1) == m.group(2) and int(m.group(2)) >= 14, out[-2000:]
     assert errors == 0, out[:3000]
