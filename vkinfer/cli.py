@@ -37,8 +37,9 @@ def _default_vulkan_index(devs: list) -> int | None:
 
 
 def _devices() -> int:
-    from . import cpu, devices
+    from . import _vk, cpu, devices
     from .errors import VulkanUnavailableError
+    from .vulkan import gemm_tiles
 
     try:
         devs = devices()
@@ -54,6 +55,13 @@ def _devices() -> int:
         print(f"    max workgroup count {lim['max_compute_workgroup_count']}, invocations "
               f"{lim['max_compute_workgroup_invocations']}, shared memory {lim['max_compute_shared_memory_size']} B, "
               f"storage buffer range {lim['max_storage_buffer_range']} B, subgroup {lim['subgroup_size']}")
+        dot = d.integer_dot_product or {}
+        use, why = _vk.dot_choice(d)
+        fast = ", ".join(f"{k} {'yes' if dot.get(f'{k}_accelerated') else 'no'}"
+                         for k in ("signed", "unsigned", "mixed"))
+        has = f"supported (4x8 packed accelerated: {fast})" if dot.get("supported") else "not supported"
+        print(f"    integer dot product: {has}; vkinfer's dot shaders: {why}")
+        print(f"    GEMM: {gemm_tiles.describe(d, use)}")
         print(f"    self-test: {_selftest_line(d)}")
     print("cpu  ISA variants: " + ", ".join(f"{n}{'' if ok else ' (not on this CPU)'}" for n, ok in cpu.variants()))
     clusters = cpu.core_clusters()
@@ -110,6 +118,33 @@ def _selftest(device: str | None) -> int:
               f"{len(v.cases)} cases in {v.seconds:.2f} s (recorded in {v.record})")
         failed += not v.passed
     return 1 if failed else 0
+
+
+def _tune(device: str | None, budget: float) -> int:
+    """Rerun the GEMM tile autotune on `device` ("vulkan", "vulkan:<which>"; default every Vulkan device), print
+    each candidate's time and the choice, and record it (vkinfer/vulkan/gemm_tiles.py)."""
+    from . import _vk
+    from .vulkan import gemm_tiles
+
+    if device is None:
+        infos = _vk.devices()
+    else:
+        kind, _, which = device.partition(":")
+        if kind != "vulkan":
+            raise ValueError(f"--device takes vulkan or vulkan:<index|name|type>, got {device!r}")
+        infos = [_vk._pick(which or None)]
+    if not budget > 0:
+        raise ValueError(f"--budget must be a number of seconds > 0, got {budget}")
+    for info in infos:
+        dev = _vk.get_device(info.index)
+        r = gemm_tiles.autotune(dev, budget_s=budget)
+        print(f"vulkan:{info.index}  {info.name}  {'dot' if dev.use_dot else 'scalar'} shaders  ({r.timer} time, "
+              f"{len(gemm_tiles.TUNE_SHAPES)} GEMM shapes summed, {r.elapsed_s:.2f} s)")
+        for label, us in r.times_us.items():
+            print(f"    {label:<16} {'not measured (budget)' if us is None else f'{us:12.1f} us'}")
+        print(f"    chosen: {r.config.tile.name} {'shared' if r.config.shared else 'direct'}"
+              f"{f' (recorded in {r.path})' if r.path else ' (not recorded: the cache folder is not writable)'}")
+    return 0
 
 
 def _placement(spec: str | None) -> dict[str, str] | None:
@@ -349,6 +384,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("devices", help="Vulkan devices and CPU variants")
     st = sub.add_parser("selftest", help="rerun the Vulkan self-test against the C path; print each case")
     st.add_argument("--device", help="vulkan or vulkan:<index|name|type> (default: every Vulkan device)")
+    tu = sub.add_parser("tune", help="rerun the Vulkan GEMM tile autotune; print each variant's time and the choice")
+    tu.add_argument("--device", help="vulkan or vulkan:<index|name|type> (default: every Vulkan device)")
+    tu.add_argument("--budget", type=float, default=2.0, help="seconds per device (default 2)")
     sub.add_parser("bench", help="benchmark models beside ONNX Runtime and LiteRT (vkinfer bench --help); "
                                  "bench compare BASE NEW: A/B regression check", add_help=False)
     args = ap.parse_args(argv)
@@ -359,6 +397,8 @@ def main(argv: list[str] | None = None) -> int:
             return _devices()
         if args.cmd == "selftest":
             return _selftest(args.device)
+        if args.cmd == "tune":
+            return _tune(args.device, args.budget)
         if args.cmd == "info":
             return _info(args.model, args.device, args.placement, args.profile, args.objective, args.threads)
         if args.cmd == "calibrate":

@@ -294,3 +294,21 @@ def test_autotune_keeps_to_its_budget(own_cache):
     r = gemm_tiles.autotune(dev, budget_s=0.0, save=False)
     assert set(r.times_us.values()) == {None} and r.config.tile == gemm_tiles.class_default(dev).tile
     assert not gemm_tiles.tuning_path(dev).exists()
+
+
+def test_cli_tune_and_devices(own_cache, capsys):
+    """`vkinfer tune` measures every candidate (within its budget), prints the choice and records it; `vkinfer
+    devices` then names the tuned choice, and says whether the device has integer dot product and why vkinfer's
+    dot shaders run or not."""
+    from vkinfer import cli
+
+    assert cli.main(["tune", "--device", "vulkan", "--budget", "5"]) == 0
+    out = capsys.readouterr().out
+    chosen = next(line for line in out.splitlines() if "chosen:" in line)
+    assert "32x32/direct" in out and "recorded in" in chosen
+    assert cli.main(["devices"]) == 0
+    out = capsys.readouterr().out
+    tile = chosen.split("chosen: ")[1].split(" (")[0].split()
+    assert f"GEMM: {tile[0]} tile, {'shared-memory' if tile[1] == 'shared' else 'direct'} staging: tuned" in out
+    assert "integer dot product: " in out and "vkinfer's dot shaders: " in out
+    assert cli.main(["tune", "--budget", "0"]) == 2

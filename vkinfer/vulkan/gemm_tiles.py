@@ -285,3 +285,25 @@ def autotune(dev: Device, budget_s: float = TUNE_BUDGET_S, repeat: int = 3, save
     with _lock:
         dev._gemm_config = config
     return result
+
+
+def describe(info, use_dot: bool) -> str:
+    """`vkinfer devices`' GEMM line for a Vulkan device not yet opened (`vkinfer._vk.DeviceInfo`): its tuning
+    record's choice, or the class default, and the overrides in force."""
+    from types import SimpleNamespace
+
+    from .. import _vk
+
+    dev = SimpleNamespace(info=info, identity=_vk._instance().identity(info.index), use_dot=use_dot)
+    with warnings.catch_warnings():  # a damaged record reads as none here; the device's first use warns
+        warnings.simplefilter("ignore", RuntimeWarning)
+        cfg = load_tuning(dev)
+    if cfg is not None:
+        where = f"tuned ({tuning_path(dev)})"
+    else:
+        cfg = class_default(dev)
+        where = ("class default; tuned at the first GEMM" if tune_policy(dev) else
+                 "class default; `vkinfer tune` or $VKINFER_VK_TUNE=1 tunes it")
+    over = [f"${k}={os.environ[k]}" for k in ("VKINFER_VK_TILE", "VKINFER_GEMM_TILE") if os.environ.get(k)]
+    return (f"{cfg.tile.name} tile, {'shared-memory' if cfg.shared else 'direct'} staging: {where}"
+            + (f"; overridden by {', '.join(over)}" if over else ""))
