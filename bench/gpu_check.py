@@ -57,7 +57,7 @@ def _device() -> dict:
         out = {"name": i.name, "type": i.type, "driver": i.driver, "driver_info": i.driver_info,
                "api_version": i.api_version, "vendor_id": i.vendor_id, "device_id": i.device_id,
                "timestamps": bool(getattr(d, "timestamps", False))}
-        for k in ("integer_dot_product", "dot_product", "push_shapes", "unified_memory", "subgroup_size"):
+        for k in ("use_dot", "dot_reason", "push_shapes", "unified_memory", "zero_copy"):
             v = getattr(d, k, None)
             if v is not None and not callable(v):
                 out[k] = v if isinstance(v, bool | int | float | str) else str(v)
@@ -171,9 +171,26 @@ def _vk_segments(sess, feed) -> list:
     return [] if plan is None else [s.runner for s in plan.segments if str(s.device).startswith("vulkan")]
 
 
+def _scalar_session(blob: bytes, threads: int):
+    """A device="vulkan" session on the default device opened without the integer-dot-product shaders (the scalar
+    path), for the side-by-side row; other sessions keep the default (dot) device."""
+    from vkinfer import _vk
+
+    dev = _vk.get_device()
+    scalar = _vk.Device(dev.info, integer_dot=False)
+    _vk._open[dev.info.index] = scalar
+    try:
+        return vkinfer.InferenceSession(blob, device="vulkan", threads=threads)
+    finally:
+        _vk._open[dev.info.index] = dev
+
+
 def vkinfer_engine(m: Model, device: str, threads: int, info: dict) -> Engine:
     t0 = time.perf_counter()
-    sess = vkinfer.InferenceSession(m.blob, device=device, threads=threads)
+    if device == "vulkan-scalar":
+        sess = _scalar_session(m.blob, threads)
+    else:
+        sess = vkinfer.InferenceSession(m.blob, device=device, threads=threads)
     t1 = time.perf_counter()
     out = sess.run(None, m.feed)
     t2 = time.perf_counter()
@@ -284,7 +301,11 @@ def _ms(v: list[float], scale: float = 1e3) -> float | None:
 def time_model(m: Model, threads: int, repeat: int, deadline: float, workdir: Path, dev: dict) -> dict:
     rec: dict = {"model": m.name, "format": m.fmt, "peer": m.peer, "threads": threads, "engines": {}}
     engines: list[Engine] = []
-    for device in ("vulkan", "cpu", "auto"):
+    from vkinfer._vk import get_device
+
+    # The scalar shaders beside the integer-dot-product ones, on MobileNetV2 (the issue's A/B), where dot is in use.
+    scalar = ("vulkan-scalar",) if m.name == "mobilenet_v2" and getattr(get_device(), "use_dot", False) else ()
+    for device in ("vulkan", *scalar, "cpu", "auto"):
         info: dict = {}
         rec["engines"][f"vkinfer {device}"] = info
         try:
@@ -310,7 +331,7 @@ def time_model(m: Model, threads: int, repeat: int, deadline: float, workdir: Pa
     # exactness before timing: every device equals cpu bit for bit; cpu equals the peer
     cpu = by.get("vkinfer cpu")
     checks: dict = {}
-    for name in ("vkinfer vulkan", "vkinfer auto"):
+    for name in ("vkinfer vulkan", "vkinfer vulkan-scalar", "vkinfer auto"):
         if name in by and cpu is not None:
             checks[name] = compare(by[name], cpu, 0)
     if cpu is not None and peer is not None:
@@ -327,6 +348,88 @@ def time_model(m: Model, threads: int, repeat: int, deadline: float, workdir: Pa
         if e.dev:
             r["device_ms"] = _ms(e.dev, 1.0)
     return rec
+
+
+# ------------------------------------------------------------------------------------------- kernels, tuning
+#: Packed int8 dot-product ceilings (TOPS), derived from public specifications, by a part of the device's name:
+#: H100, as issue 27 derives it, 132 SMs x 64 a clock x 8 ops x 1.98 GHz = 134 TOPS.
+CEILING_TOPS = {"H100": 134.0}
+
+
+def tune_and_selftest(out: dict, budget: float) -> None:
+    """The device's GEMM tile autotune (each candidate's time, the choice) and its self-test (each case), rerun
+    now whatever is cached, into `out`."""
+    from vkinfer._vk import get_device
+    from vkinfer.vulkan import gemm_tiles, selftest
+
+    dev = get_device()
+    out["integer_dot"] = {"use_dot": dev.use_dot, "why": dev.dot_reason, **(dev.info.integer_dot_product or {})}
+    try:
+        r = gemm_tiles.autotune(dev, budget_s=budget)
+        out["tune"] = {"choice": f"{r.config.tile.name}/{'shared' if r.config.shared else 'direct'}",
+                       "times_us": r.times_us, "elapsed_s": round(r.elapsed_s, 3), "timer": r.timer}
+    except Exception as e:
+        out["tune"] = {"error": f"{type(e).__name__}: {e}"}
+    try:
+        v = selftest.run(dev)
+        out["selftest"] = {"passed": v.passed, "path": v.path, "seconds": round(v.seconds, 3),
+                           "failed": [f"{c.name}: {c.why}" for c in v.cases if not c.ok]}
+    except Exception as e:
+        out["selftest"] = {"error": f"{type(e).__name__}: {e}"}
+    print(f"integer dot: {out['integer_dot']}\ntune: {out['tune']}\nselftest: {out['selftest']}", flush=True)
+
+
+def pointwise_batch8(budget: float, batch: int = 8, repeat: int = 5) -> dict:
+    """MobileNetV2 1.0/224's 1x1 convolutions (bench/mobilenet_v2_shapes.json, each shape once, weighted by its
+    count) at batch `batch` on the Vulkan device, by device timestamps (minimum of `repeat` runs): on the
+    integer-dot-product and the scalar shaders (where the device has the feature), each with the tuned tile and
+    the others while `budget` seconds last. Returns per (path, tile) the summed time, MACs, TOPS and the fraction
+    of the device's packed int8 ceiling (CEILING_TOPS) where known."""
+    from vkinfer import _vk
+    from vkinfer.reference._spec import conv_spec
+    from vkinfer.vulkan import TILES, Executable, GemmConfig, QLinearConv, gemm_tiles
+
+    t0 = time.monotonic()
+    shapes = [s for s in json.loads((ROOT / "bench" / "mobilenet_v2_shapes.json").read_text())
+              if s["op"] == "conv" and s["k"] == 1 and s["group"] == 1]
+    rng = np.random.default_rng(8)
+    specs = []
+    for s in shapes:
+        x = rng.integers(0, 256, (batch, s["c"], s["h"], s["w"]), dtype=np.uint8)
+        w = rng.integers(-127, 128, (s["m"], s["c"], 1, 1), dtype=np.int8)
+        specs.append((conv_spec(x, 0.02, np.uint8(128), w, 0.01, np.int8(0), 0.3, np.uint8(120),
+                                strides=(s["stride"],) * 2), s["count"]))
+    macs = sum(cnt * batch * sp.out_shape[2] * sp.out_shape[3] * sp.w.shape[0] * sp.w.shape[1] for sp, cnt in specs)
+    default = _vk.get_device()
+    if not default.timestamps:
+        return {"error": "the queue has no timestamps"}
+    paths = [("dot", default)] if default.use_dot else []
+    paths.append(("scalar", default if not default.use_dot else _vk.Device(default.info, integer_dot=False)))
+    ceiling = next((v for k, v in CEILING_TOPS.items() if k in default.info.name), None)
+    res: dict = {"batch": batch, "layers": sum(c for _, c in specs), "macs": macs, "ceiling_tops": ceiling,
+                 "runs": {}}
+    for path, dev in paths:
+        tuned = gemm_tiles.gemm_config(dev)
+        cands = [tuned] + [GemmConfig(t, sh, "sweep") for t in TILES.values() for sh in (True, False)
+                           if (t, sh) != (tuned.tile, tuned.shared)]
+        for cfg in cands:
+            if time.monotonic() - t0 > budget:
+                break
+            label = f"{path} {cfg.tile.name}/{'shared' if cfg.shared else 'direct'}"
+            total = 0.0
+            for sp, cnt in specs:
+                ex = Executable(QLinearConv(sp, dev, gemm=cfg), dev)
+                ex.x.write(rng.integers(0, 2**32, ex.op.in_words, dtype=np.uint32))
+                seq = dev.sequence()
+                seq.dispatch(ex.prog)
+                seq.run()
+                total += cnt * min(seq.run(timed=True) for _ in range(repeat)) / 1e3
+            tops = 2 * macs / (total * 1e-6) / 1e12
+            res["runs"][label] = {"us": round(total, 1), "tops": round(tops, 3),
+                                  "of_ceiling": None if ceiling is None else round(tops / ceiling, 4)}
+            print(f"  1x1 batch {batch} {label}: {total:.1f} us, {tops:.3f} TOPS"
+                  + (f" ({100 * tops / ceiling:.1f}% of {ceiling} TOPS)" if ceiling else ""), flush=True)
+    return res
 
 
 # ----------------------------------------------------------------------------------------------------- table
@@ -353,6 +456,10 @@ def table(records: list[dict], threads: int) -> str:
         vk = cell("vkinfer vulkan")
         if e.get("vkinfer vulkan", {}).get("device_ms") is not None:
             vk += f" ({e['vkinfer vulkan']['device_ms']:.3f})"
+        if "vkinfer vulkan-scalar" in e:
+            sc = e["vkinfer vulkan-scalar"]
+            vk += f"; scalar {cell('vkinfer vulkan-scalar')}" + (
+                f" ({sc['device_ms']:.3f})" if sc.get("device_ms") is not None else "")
         auto = cell("vkinfer auto")
         pl = e.get("vkinfer auto", {}).get("placement")
         if pl:
@@ -373,6 +480,8 @@ def main(argv: list[str] | None = None) -> int:
                     "vkinfer.cpu.default_threads())")
     ap.add_argument("--budget", type=float, default=240.0, help="seconds for all models; later ones are skipped")
     ap.add_argument("--quick", action="store_true", help="MobileNetV2 QOperator and the field models only")
+    ap.add_argument("--kernel-budget", type=float, default=30.0, help="seconds for the 1x1 batch-8 kernel sweep "
+                    "(0: skip it)")
     ap.add_argument("--merge-junit", action="store_true", help="only put --junit's counts into an existing "
                     "DIR/gpu_check.json and rewrite the table (the tests run after the models)")
     args = ap.parse_args(argv)
@@ -396,6 +505,13 @@ def main(argv: list[str] | None = None) -> int:
               "git": git_revision(ROOT), "threads": threads, "repeat": args.repeat,
               "tests": junit_counts(Path(args.junit) if args.junit else None), "models": []}
     print(f"device: {json.dumps(dev)}\nthreads {threads}, {args.repeat} runs per engine", flush=True)
+    if "error" not in dev:
+        tune_and_selftest(result, budget=2.0)
+        if args.kernel_budget > 0:
+            try:
+                result["pointwise_batch8"] = pointwise_batch8(args.kernel_budget)
+            except Exception as e:
+                result["pointwise_batch8"] = {"error": f"{type(e).__name__}: {e}"}
     work = Path(tempfile.mkdtemp(prefix="gpu-check-ncnn-"))  # not under --out: only the results go there
     for name, fmt, build in _models(args.quick):
         left = args.budget - (time.monotonic() - start)
@@ -423,6 +539,18 @@ def finish(result: dict, out: Path) -> int:
             f"{dev.get('driver_info', '')}); host {result['host']['cpu']}, {threads} CPU thread(s)\n"
             f"tests: " + (", ".join(f"{k} {tests[k]}" for k in ("passed", "failed", "errors", "skipped"))
                           if "passed" in tests else tests.get("missing", "?")) + "\n\n")
+    extra = ""
+    if "tune" in result:
+        extra += (f"integer dot product: {result.get('integer_dot', {}).get('why', '?')}; GEMM tile: "
+                  f"{result['tune'].get('choice', result['tune'].get('error'))}; self-test: "
+                  f"{'passed' if result.get('selftest', {}).get('passed') else result.get('selftest')}\n\n")
+    pw = result.get("pointwise_batch8") or {}
+    if pw.get("runs"):
+        extra += markdown_table(["1x1 layers, batch 8: path tile/staging", "device us", "TOPS", "of ceiling"],
+                                [[k, f"{v['us']:.1f}", f"{v['tops']:.3f}",
+                                  "-" if v["of_ceiling"] is None else f"{100 * v['of_ceiling']:.1f}%"]
+                                 for k, v in pw["runs"].items()]) + "\n\n"
+    md = extra + md
     (out / "gpu_check.md").write_text(head + md + "\n")
     (out / "gpu_check.json").write_text(json.dumps(result, indent=1, default=str))
     print(head + md)
