@@ -106,10 +106,24 @@ def test_paths_links_and_ranges_round_trip_and_are_checked():
             device_from_json(d)
 
 
-@pytest.mark.parametrize("name", ["resnet8", "tiny_conv", "ds_cnn_kws", "mobilenet_v1_vww", "float_mlp"])
+def _tflite_tiny_cnn(dtype: str):
+    """tflite_zoo's tiny_cnn as imported (QUANTIZE of a float NHWC input, then its Transpose) and a feed."""
+    from vkinfer.model.op_table import OPS
+    from vkinfer.model.tflite_import import import_tflite
+    from vkinfer.testing import tflite_zoo
+
+    g = import_tflite(tflite_zoo.tiny_cnn(0, dtype=dtype), {op: None for op in OPS})
+    for node in g.nodes:
+        node.attrs["_static"] = all(not n or n in g.consts for n in node.inputs[1:])
+    return g, {t.name: np.zeros(t.shape, t.dtype) for t in g.inputs}
+
+
+@pytest.mark.parametrize("name", ["resnet8", "tiny_conv", "ds_cnn_kws", "mobilenet_v1_vww", "float_mlp",
+                                  "tflite tiny_cnn"])
 def test_the_transposes_costed_free_on_the_cpu_are_the_ones_its_segment_folds(name):
     # Oracle: the compiled CPU segment's layers (vkinfer/cpu/segment.py leaves out a Transpose its edge
-    # conversion does). The dispatcher plans from the CPU lowering's layers, as a device="auto" session's.
+    # conversion or a quantize does). The dispatcher plans from the CPU lowering's layers, as a device="auto"
+    # session's.
     from vkinfer.compiler.plan import CpuBackend, Plan
     from vkinfer.dispatch import Dispatcher
     from vkinfer.dispatch.calibration.workload import field_workload
@@ -117,7 +131,7 @@ def test_the_transposes_costed_free_on_the_cpu_are_the_ones_its_segment_folds(na
 
     disp = Dispatcher(["cpu"], Profile([load_profile(H100).entry("cpu", 1)]), 1)
     for dtype in ("int8", "uint8"):
-        g, feed = field_workload(name, dtype)
+        g, feed = _tflite_tiny_cnn(dtype) if name == "tflite tiny_cnn" else field_workload(name, dtype)
         cpu = CpuBackend(None)
         plan = Plan(g, feed, cpu, resolve=lambda d, cpu=cpu: cpu, auto_place=lambda g, info, can, given: disp.place(
             g, info, can, given))

@@ -123,6 +123,7 @@ class Dispatcher:
         caps: dict[str, set[str]] = {}
         aliases: set[tuple[str, str]] = set()
         moves: dict[str, tuple] = {}
+        plain: set[str] = set()
         for n in g.nodes:
             caps[n.name] = set()
             for d in self.devices:
@@ -133,8 +134,11 @@ class Dispatcher:
                         aliases.add((n.name, d))
                     elif d.startswith("cpu") and getattr(layer, "move", None) is not None:
                         moves[n.name] = layer.move
-        # A Transpose the CPU segment's edge conversion does costs nothing there (placement.edge_transposes).
-        for name in edge_transposes(g, info, moves.get):
+                    if d.startswith("cpu") and getattr(layer, "plain", None) is not None:
+                        plain.add(n.name)
+        # A Transpose the CPU segment folds into an edge conversion or a quantize costs nothing there
+        # (placement.edge_transposes).
+        for name in edge_transposes(g, info, moves.get, plain):
             aliases.update((name, d) for d in self.devices if d.startswith("cpu"))
         p = Problem(g, info, works, self.devices, self.entries, caps, dict(fixed or {}), self.objective, aliases,
                     self.split_margin)

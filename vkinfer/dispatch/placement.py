@@ -129,15 +129,21 @@ class Problem:
         return 0.0 if d == HOST else self.entries[d].segment_ns * self._scale[d]
 
 
-def edge_transposes(g: Graph, info: dict, move_of) -> set[str]:
-    """The Transposes a CPU segment folds into its edge conversions (vkinfer/cpu/segment.py, the same tests): a
-    move (`move_of(node)`: the CPU layer's `move`, (source form shape, perm), or None) that is the only reader of
-    an 8-bit model input, or makes an 8-bit model output from a tensor only it reads, the move's source in the
-    tensor's form. The conversion (an upload or download, costed as such) moves the bytes in the transposed order,
-    so the node costs nothing on the CPU (a TFLite model's NHWC input: 2.5 us of MobileNetV1 0.25 VWW's 96x96x3
-    input predicted as a move on top of its upload). The output side assumes the producer shares the Transpose's
-    segment."""
-    from ..layout import form_shape, is_8bit
+def edge_transposes(g: Graph, info: dict, move_of, plain=frozenset()) -> set[str]:
+    """The Transposes a CPU segment folds into other operators (vkinfer/cpu/segment.py, the same tests): a move
+    (`move_of(node)`: the CPU layer's `move`, (source form shape, perm), or None) that is the only reader of an
+    8-bit model input, or makes an 8-bit model output from a tensor only it reads, the move's source in the
+    tensor's form: the edge conversion (an upload or download, costed as such) moves the bytes in the transposed
+    order; or the only reader of a quantize's output (`plain`: the nodes whose CPU layer can write the host's
+    element order) whose result is the quantized values in the host's order: the quantize writes them so. The
+    node then costs nothing on the CPU (a TFLite model's NHWC input: 2.5 us of MobileNetV1 0.25 VWW's 96x96x3
+    input predicted as a move on top of its upload). The output and quantize sides assume the producer shares
+    the Transpose's segment."""
+    from ..layout import form_perm, form_shape, is_8bit
+
+    def in_place(shape, perm) -> bool:  # segment._identity: only size-1 axes move
+        moved = [a for a in perm if shape[a] != 1]
+        return moved == sorted(moved)
 
     readers: dict[str, list[str]] = {}
     made = set()
@@ -147,6 +153,7 @@ def edge_transposes(g: Graph, info: dict, move_of) -> set[str]:
         made.update(o for o in n.outputs if o)
     ins = {t.name for t in g.inputs}
     outs = {t.name for t in g.outputs}
+    producer = {o: n.name for n in g.nodes for o in n.outputs if o}
     folded = set()
     for n in g.nodes:
         if n.op != "Transpose" or not n.inputs or not n.outputs or n.inputs[0] not in info or n.outputs[0] not in info:
@@ -161,6 +168,10 @@ def edge_transposes(g: Graph, info: dict, move_of) -> set[str]:
             folded.add(n.name)
         elif y in outs and not readers.get(y) and x in made and x not in ins and readers.get(x) == [n.name]:
             folded.add(n.name)
+        elif producer.get(x) in plain and readers.get(x) == [n.name] and y not in outs:
+            shape = tuple(info[x][0])
+            if in_place(shape, tuple(form_perm(shape)[i] for i in move[1])):
+                folded.add(n.name)
     return folded
 
 
