@@ -28,7 +28,7 @@ PREPARED=${GPU_CHECK_PREPARED:-0}; [ "$PREPARED" = 1 ] && DEV=${GPU_CHECK_DEVICE
 # dispatch); left out: CPU-only, bench/ray/ncnn/jax, mutations, README and ASan-driver (.venv) files.
 VK_TESTS="conv_vulkan matmul_vulkan requant vk_runtime vulkan_devices devices chain plan moves session models_onnx
  quant_ops conv_transpose onnx_extras onnx_conformance validation memory cache tables placement auto_device dispatch
- calibrate cli tflite tflite_ops tflite_streaming field_onnx field_models demo"
+ calibrate cli tflite tflite_ops tflite_streaming field_onnx field_models demo gemm_variants selftest"
 SUMMARY=""
 step() { echo; echo "=== [${SECONDS}s] $*"; }
 note() { SUMMARY+=$(printf '%-28s %s' "$1" "$2")$'\n'; }     # one line per step for the closing summary
