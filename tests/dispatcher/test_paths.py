@@ -141,3 +141,19 @@ def test_the_transposes_costed_free_on_the_cpu_are_the_ones_its_segment_folds(na
         aliases = {lay.node.name for lay in seg.runner.layers if lay.alias}
         free = {d.node for d in plan.auto.decisions if d.op == "Transpose" and d.costs["cpu"] == 0} - aliases
         assert free == folded, (name, dtype)
+
+
+def test_an_untrusted_device_class_follows_the_cpus_kernel_path():
+    # with_fallbacks predicts a device's untrusted class as the CPU's time times the device's relative speed:
+    # the CPU's time through its kernel path (an int16 convolution), not its class model.
+    from vkinfer.dispatch.profile import with_fallbacks
+
+    prof = load_profile(H100)
+    cpu = dataclasses.replace(prof.entry("cpu", 1), u8s8={"igemm": (-128, 127)},
+                              paths={"conv/i16": ClassModel(5000.0, 0.05, 0.0, 9, 0.1)})
+    vk = prof.entry("vulkan:0")
+    bad = dataclasses.replace(vk, classes={**vk.classes, "conv": dataclasses.replace(vk.classes["conv"], error=0.9)})
+    entry, factors = with_fallbacks(bad, cpu)
+    w = Work("conv", 1024, 32, 144, 50_000, op="QLinearConv", wlo=-100, whi=155)
+    assert cpu.node_ns(w) != cpu.classes["conv"].ns(w, cpu.tile)
+    assert entry.node_ns(w) == pytest.approx(cpu.node_ns(w) * factors["conv"])

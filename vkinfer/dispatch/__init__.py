@@ -237,6 +237,13 @@ def describe(profile: Profile) -> str:
             bw = f"{1 / m.ns_per_byte:.1f}" if m.ns_per_byte > 0 else "-"
             own = f"  tile {m.tile[0]}x{m.tile[1]}" if m.tile else ""
             lines.append(f"  {c:<12} {_us(m.fixed_ns):>9} {rate:>8} {bw:>8} {m.samples:>8} {m.error:>9.0%}{own}")
+        if e.paths:
+            lines.append(f"  kernel paths (u8s8 weight ranges {e.u8s8}); per output: ns per output element")
+            for k, m in e.paths.items():
+                rate = f"{1 / m.ns_per_mac:.1f}" if m.ns_per_mac > 0 else "-"
+                bw = f"{1 / m.ns_per_byte:.1f}" if m.ns_per_byte > 0 else "-"
+                out = f"  per output {m.ns_per_out:.3f}" if m.ns_per_out else ""
+                lines.append(f"  {k:<40} {_us(m.fixed_ns):>9} {rate:>8} {bw:>8} {m.samples:>8} {m.error:>9.0%}{out}")
     return "\n".join(lines)
 
 
@@ -276,6 +283,9 @@ def summarize(profile: Profile) -> str:
                      f"download {_t(e.download.fixed_ns)} + {gbs(e.download)}")
         bad = e.untrusted()
         lines.append("  " + ", ".join(f"{c} {_rate(e, c)}" for c in CLASSES if c not in bad))
+        if e.paths:
+            rng = ", ".join(f"{k} [{lo}, {hi}]" for k, (lo, hi) in (e.u8s8 or {}).items()) or "none"
+            lines.append(f"  {len(e.paths)} kernel path models (u8s8 weight ranges: {rng})")
         for c in bad:
             m = e.classes[c]
             if e.kind == "cpu":

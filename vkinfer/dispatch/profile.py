@@ -28,7 +28,8 @@ every useful thread count, since small layers often run faster on one thread), w
 A node's predicted time is `fixed_ns + ns_per_mac * tiled MACs + ns_per_byte * bytes` (costs.Work) of its most
 specific kernel path's model (costs.path_keys; the u8s8 ranges decide a node's weight path), else its class's;
 a tensor's upload/download is its dtype's link where the entry has one;
-`samples` and `error` (median relative error of the fit) say how far it can be trusted: a class whose error is
+`samples` and `error` (median relative error of the fit; of a CPU class, that of its predictions through its
+kernel paths) say how far it can be trusted: a class whose error is
 above UNTRUSTED_ERROR is not weighed against another device (`with_fallbacks`). Identity: for "cpu", the CPU model
 name, the ISA variant and the architecture; for "vulkan:<n>", the device's name, type, vendor and device ids,
 driver version and device/driver UUIDs; for "host", the CPU model and numpy's version. A cached entry is
@@ -185,8 +186,11 @@ class RelativeModel:
     error: float
     samples: int = 0
     tile: tuple[int, int] | None = None
+    cpu_entry: DeviceProfile | None = None  # where given, the CPU's prediction through its kernel paths
 
     def ns(self, work: Work, tile: tuple[int, int]) -> float:  # noqa: ARG002 - the CPU's tile, not the device's
+        if self.cpu_entry is not None:
+            return self.cpu_entry.node_ns(work) * self.factor
         return self.cpu.ns(work, self.cpu_tile) * self.factor
 
 
@@ -215,7 +219,8 @@ def with_fallbacks(entry: DeviceProfile, cpu: DeviceProfile) -> tuple[DeviceProf
     factor, _ = relative_speed(entry, cpu)
     classes = dict(entry.classes)
     for c in bad:
-        classes[c] = RelativeModel(cpu.classes[c], cpu.tile, factor, entry.classes[c].error, entry.classes[c].samples)
+        classes[c] = RelativeModel(cpu.classes[c], cpu.tile, factor, entry.classes[c].error, entry.classes[c].samples,
+                                   cpu_entry=cpu)
     return dataclasses.replace(entry, classes=classes), dict.fromkeys(bad, factor)
 
 

@@ -124,6 +124,16 @@ def _calibrate_cpu(threads: int, mode: str, log, workload: Workload = field_work
     # Then each kernel path where the samples cover it (costs.path_keys): the weight path (u8s8 or int16),
     # grouped/dilated/dense convolutions, each op of the other classes.
     paths = fit_paths(samples, classes, u8s8, tile, log)
+    # A class's error is then that of its predictions, through its paths (what the dispatcher weighs and
+    # profile.UNTRUSTED_ERROR judges): one fit over 5-D shuffles, requantizing concats and 4-D moves was 56% off,
+    # the per-op predictions 12-35%.
+    for c in CLASSES:
+        mine = [s for s in samples if s.work.op_class == c]
+        if paths and mine:
+            pred = [next((paths[k] for k in path_keys(s.work, u8s8) if k in paths), classes[c]).ns(s.work, tile)
+                    for s in mine]
+            err = float(np.median([abs(p - s.ns) / s.ns for p, s in zip(pred, mine, strict=True)]))
+            classes[c] = replace(classes[c], error=err)
     # Per segment: the public run's cost outside the operators where whole models gave it, else the runner's;
     # that of the models whose input the segment reads in place (float), and the rest of an 8-bit input model's
     # on its dtype's upload (the per-run cost by input dtype: the runner converts 8-bit inputs and outputs).
