@@ -56,7 +56,8 @@ def _devices() -> int:
               f"{lim['max_compute_workgroup_invocations']}, shared memory {lim['max_compute_shared_memory_size']} B, "
               f"storage buffer range {lim['max_storage_buffer_range']} B, subgroup {lim['subgroup_size']}")
         dot = d.integer_dot_product or {}
-        use, why = _vk.dot_choice(d)
+        opened = _vk._open.get(d.index)  # in this process already (vkinfer.cli.main called from a program)
+        use, why = (opened.use_dot, opened.dot_reason) if opened is not None else _vk.dot_choice(d)
         fast = ", ".join(f"{k} {'yes' if dot.get(f'{k}_accelerated') else 'no'}"
                          for k in ("signed", "unsigned", "mixed"))
         has = f"supported (4x8 packed accelerated: {fast})" if dot.get("supported") else "not supported"

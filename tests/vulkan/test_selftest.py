@@ -295,7 +295,7 @@ def test_cli_selftest_and_devices(own_cache, monkeypatch, capsys):
     assert len(re.findall(r"^    pass  ", out, flags=re.M)) == len(selftest.CASES) - 1
     assert "FAILED: the device is untrusted: 10/11 cases" in out
     assert cli.main(["devices"]) == 0
-    assert re.search(rf"{re.escape(dev.info.name)}.*\n.*\n    self-test: FAILED on the \w+ shader path \(case "
+    assert re.search(rf"{re.escape(dev.info.name)}.*\n(?:    .*\n)*?    self-test: FAILED on the \w+ shader path \(case "
                      r"matmul_gemv_u8", capsys.readouterr().out)
     monkeypatch.delenv("VKINFER_SELFTEST_INJECT")
     assert cli.main(["selftest", "--device", where]) == 0

@@ -360,7 +360,7 @@ def identity_of(dev: Any) -> dict:
     info, ident = dev.info, dev.identity
     return {"name": info.name, "type": info.type, "vendor_id": info.vendor_id, "device_id": info.device_id,
             "driver_version": ident["driver_version"], "device_uuid": bytes(ident["device_uuid"]).hex(),
-            "driver_uuid": bytes(ident["driver_uuid"]).hex()}
+            "driver_uuid": bytes(ident["driver_uuid"]).hex(), "shaders": "dot" if path_of(dev) == "dot" else "scalar"}
 
 
 @functools.cache
