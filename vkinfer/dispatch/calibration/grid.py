@@ -382,6 +382,10 @@ GRID: list[Shape] = [
     Shape("move", "shuffle 28x28x116 g2", g_shuffle, (116, (28, 28)), (), "qfvVh"),
     Shape("move", "pad 56x56x24", g_pad, (24, (56, 56)), (), "qfh"),
     Shape("move", "shufflenet shuffle 8x8x48 g2", g_shuffle, (48, (8, 8)), (), "qfvV"),
+    # Small shuffles (the 5-D transpose's own path needs 6 samples for its own fit; 3 scale the 4-D moves').
+    Shape("move", "shufflenet shuffle 16x16x12 g2", g_shuffle, (12, (16, 16)), (), "qf"),
+    Shape("move", "shufflenet shuffle 8x8x24 g2", g_shuffle, (24, (8, 8)), (), "qf"),
+    Shape("move", "shufflenet shuffle 4x4x24 g2", g_shuffle, (24, (4, 4)), (), "qf"),
     Shape("move", "qconcat 28x28 58+58", g_concat, ((58, 58), (28, 28), True), (), "qfvV"),
     Shape("move", "shufflenet qconcat 8x8 24+24", g_concat, ((24, 24), (8, 8), True), (), "qf"),
     Shape("move", "concat 56x56 24+24", g_concat, ((24, 24), (56, 56)), (), "qfV"),
