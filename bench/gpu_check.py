@@ -57,7 +57,8 @@ def _device() -> dict:
         out = {"name": i.name, "type": i.type, "driver": i.driver, "driver_info": i.driver_info,
                "api_version": i.api_version, "vendor_id": i.vendor_id, "device_id": i.device_id,
                "timestamps": bool(getattr(d, "timestamps", False))}
-        for k in ("use_dot", "dot_reason", "push_shapes", "unified_memory", "zero_copy"):
+        for k in ("use_dot", "dot_reason", "use_float_rq", "float_rq_reason", "push_shapes", "unified_memory",
+                  "zero_copy"):
             v = getattr(d, k, None)
             if v is not None and not callable(v):
                 out[k] = v if isinstance(v, bool | int | float | str) else str(v)
@@ -172,12 +173,13 @@ def _vk_segments(sess, feed) -> list:
 
 
 def _scalar_session(blob: bytes, threads: int):
-    """A device="vulkan" session on the default device opened without the integer-dot-product shaders (the scalar
-    path), for the side-by-side row; other sessions keep the default (dot) device."""
+    """A device="vulkan" session on the default device opened without the integer-dot-product shaders and the
+    float requantization (the scalar path vkinfer had before issue 27), for the side-by-side row; other sessions
+    keep the default device."""
     from vkinfer import _vk
 
     dev = _vk.get_device()
-    scalar = _vk.Device(dev.info, integer_dot=False)
+    scalar = _vk.Device(dev.info, integer_dot=False, float_rq=False)
     _vk._open[dev.info.index] = scalar
     try:
         return vkinfer.InferenceSession(blob, device="vulkan", threads=threads)
@@ -303,8 +305,9 @@ def time_model(m: Model, threads: int, repeat: int, deadline: float, workdir: Pa
     engines: list[Engine] = []
     from vkinfer._vk import get_device
 
-    # The scalar shaders beside the integer-dot-product ones, on MobileNetV2 (the issue's A/B), where dot is in use.
-    scalar = ("vulkan-scalar",) if m.name == "mobilenet_v2" and getattr(get_device(), "use_dot", False) else ()
+    # The scalar shaders beside the default ones (dot, float requantization) on MobileNetV2: the issue's A/B.
+    d = get_device()
+    scalar = ("vulkan-scalar",) if m.name == "mobilenet_v2" and (d.use_dot or d.use_float_rq) else ()
     for device in ("vulkan", *scalar, "cpu", "auto"):
         info: dict = {}
         rec["engines"][f"vkinfer {device}"] = info
@@ -364,6 +367,7 @@ def tune_and_selftest(out: dict, budget: float) -> None:
 
     dev = get_device()
     out["integer_dot"] = {"use_dot": dev.use_dot, "why": dev.dot_reason, **(dev.info.integer_dot_product or {})}
+    out["float_rq"] = {"use_float_rq": dev.use_float_rq, "why": dev.float_rq_reason, **(dev.info.float_controls or {})}
     try:
         r = gemm_tiles.autotune(dev, budget_s=budget)
         out["tune"] = {"choice": f"{r.config.tile.name}/{'shared' if r.config.shared else 'direct'}",
@@ -376,14 +380,16 @@ def tune_and_selftest(out: dict, budget: float) -> None:
                            "failed": [f"{c.name}: {c.why}" for c in v.cases if not c.ok]}
     except Exception as e:
         out["selftest"] = {"error": f"{type(e).__name__}: {e}"}
-    print(f"integer dot: {out['integer_dot']}\ntune: {out['tune']}\nselftest: {out['selftest']}", flush=True)
+    print(f"integer dot: {out['integer_dot']}\nfloat requantization: {out['float_rq']}\ntune: {out['tune']}\n"
+          f"selftest: {out['selftest']}", flush=True)
 
 
 def pointwise_batch8(budget: float, batch: int = 8, repeat: int = 5) -> dict:
     """MobileNetV2 1.0/224's 1x1 convolutions (bench/mobilenet_v2_shapes.json, each shape once, weighted by its
     count) at batch `batch` on the Vulkan device, by device timestamps (minimum of `repeat` runs): on the
-    integer-dot-product and the scalar shaders (where the device has the feature), each with the tuned tile and
-    the others while `budget` seconds last. Returns per (path, tile) the summed time, MACs, TOPS and the fraction
+    device's default shaders (integer dot product and float requantization where it has them) and on the scalar
+    shaders with the integer requantization, each with the tuned tile and the others while `budget` seconds last.
+    Returns per (path, tile) the summed time, MACs, TOPS and the fraction
     of the device's packed int8 ceiling (CEILING_TOPS) where known."""
     from vkinfer import _vk
     from vkinfer.reference._spec import conv_spec
@@ -403,8 +409,8 @@ def pointwise_batch8(budget: float, batch: int = 8, repeat: int = 5) -> dict:
     default = _vk.get_device()
     if not default.timestamps:
         return {"error": "the queue has no timestamps"}
-    paths = [("dot", default)] if default.use_dot else []
-    paths.append(("scalar", default if not default.use_dot else _vk.Device(default.info, integer_dot=False)))
+    paths = [("default", default)] if default.use_dot or default.use_float_rq else []
+    paths.append(("scalar", _vk.Device(default.info, integer_dot=False, float_rq=False) if paths else default))
     ceiling = next((v for k, v in CEILING_TOPS.items() if k in default.info.name), None)
     res: dict = {"batch": batch, "layers": sum(c for _, c in specs), "macs": macs, "ceiling_tops": ceiling,
                  "runs": {}}
@@ -541,7 +547,8 @@ def finish(result: dict, out: Path) -> int:
                           if "passed" in tests else tests.get("missing", "?")) + "\n\n")
     extra = ""
     if "tune" in result:
-        extra += (f"integer dot product: {result.get('integer_dot', {}).get('why', '?')}; GEMM tile: "
+        extra += (f"integer dot product: {result.get('integer_dot', {}).get('why', '?')}; float requantization: "
+                  f"{result.get('float_rq', {}).get('why', '?')}; GEMM tile: "
                   f"{result['tune'].get('choice', result['tune'].get('error'))}; self-test: "
                   f"{'passed' if result.get('selftest', {}).get('passed') else result.get('selftest')}\n\n")
     pw = result.get("pointwise_batch8") or {}

@@ -2,10 +2,11 @@
 //
 // Requantization must equal ONNX Runtime bit for bit:
 //     y = clamp(round_half_even(fl32(fl32(acc) * m)) + zp, lo, hi)
-// Vulkan leaves float rounding modes undefined and compilers may contract multiply-adds, so we
-// never use float here: both float32 roundings (int -> float, and the product) and the final
+// Vulkan leaves float rounding modes undefined and compilers may contract multiply-adds, so by default
+// we never use float here: both float32 roundings (int -> float, and the product) and the final
 // round-half-to-even are emulated with integer arithmetic on m = mant * 2^exp (mant < 2^24,
 // split on the host). Only core GLSL 4.50 integer ops are used (no Int64 capability needed).
+// VK_FRQ (devices with shaderRoundingModeRTEFloat32) computes the same in float32 under RoundingModeRTE.
 
 ivec4 unpack8(uint w, bool is_signed)
 {
@@ -32,8 +33,10 @@ int idot4(ivec4 a, ivec4 b) { return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b
 // GL_EXT_spirv_intrinsics (capabilities 6016 DotProductInputAll, 6018 DotProductInput4x8BitPacked, 6019
 // DotProduct). Both forms give the same bits: |a.b| <= 4 * 128 * 128 fits any int32. The signedness arguments
 // are specialization constants where they are used, so the untaken branches fold away.
-#ifdef VK_DOT
+#if defined(VK_DOT) || defined(VK_FRQ)
 #extension GL_EXT_spirv_intrinsics : require
+#endif
+#ifdef VK_DOT
 spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6016, 6018, 6019], id = 4450)
 int sdot_4x8(uint a, uint b, spirv_literal int fmt);
 spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6016, 6018, 6019], id = 4451)
@@ -64,6 +67,21 @@ uint shr_rne(uint q, int sh)
     return r;
 }
 
+#ifdef VK_FRQ
+// The float32 form, for devices that guarantee round-to-nearest-even (vkinfer/_vk.py float_rq_choice): the whole
+// shader runs under RoundingModeRTE (SPV_KHR_float_controls), so float(acc) and the product are the contract's
+// two float32 roundings; `precise` (NoContraction) keeps the product a product. m = mant * 2^mexp is rebuilt
+// exactly (the host uses this form only where m is a normal float32: a denormal could be flushed). The clamp
+// bounds are integers, so clamping before rounding equals ORT's order; an infinite product clamps like ORT's.
+spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [4467], 4462, 32);
+
+int requantize(int acc, int mant, int mexp, int zp, int lo, int hi)
+{
+    precise float f = float(acc) * ldexp(float(mant), mexp);
+    f = clamp(f, float(lo - zp), float(hi - zp));
+    return int(roundEven(f)) + zp;
+}
+#else
 int requantize(int acc, int mant, int mexp, int zp, int lo, int hi)
 {
     if (acc == 0 || mant == 0) return clamp(zp, lo, hi);
@@ -104,3 +122,4 @@ int requantize(int acc, int mant, int mexp, int zp, int lo, int hi)
     int r = neg ? -int(mag) : int(mag);
     return clamp(r + zp, lo, hi);
 }
+#endif

@@ -40,8 +40,11 @@ MANIFEST_MAX_BYTES = 16 << 20
 #: lowerings in vkinfer/vulkan/) that pass defines must list their sets here, or the
 #: packaged build lacks the variant (tests/package/test_packaging.py checks the lowerings against this table).
 DEFINE_SETS: dict[str, list[tuple[tuple[str, str], ...]]] = {
-    # The integer-dot-product variants (vkinfer/vulkan/qlinear_conv.py DOT_KERNELS, DOT_DEFINES).
-    name: [(("VK_DOT", "1"),)] for name in ("qlinear_gemm", "qlinear_gemv", "qlinear_conv")}
+    # The integer-dot-product variants (vkinfer/vulkan/qlinear_conv.py DOT_KERNELS, DOT_DEFINES), each also with
+    # the float32 requantization (FRQ_DEFINES), which the depthwise kernels have alone (kernel_defines).
+    **{name: [(("VK_DOT", "1"),), (("VK_FRQ", "1"),), (("VK_DOT", "1"), ("VK_FRQ", "1"))]
+       for name in ("qlinear_gemm", "qlinear_gemv", "qlinear_conv")},
+    **{name: [(("VK_FRQ", "1"),)] for name in ("qlinear_dwconv", "qlinear_dwconv3x3")}}
 
 
 def cache_dir() -> Path:

@@ -175,6 +175,8 @@ class DeviceInfo:
     #: VK_KHR_shader_integer_dot_product: {"supported", "signed_accelerated", "unsigned_accelerated",
     #: "mixed_accelerated"} (packed 4x8-bit forms; the driver's word on whether they beat multiply-adds).
     integer_dot_product: dict = dataclasses.field(default_factory=dict)
+    #: VK_KHR_shader_float_controls: {"supported", "rte32"} (float32 round-to-nearest-even can be required).
+    float_controls: dict = dataclasses.field(default_factory=dict)
 
     def __str__(self) -> str:
         return f"[{self.index}] {self.name} ({self.type}, Vulkan {self.api_version}, driver {self.driver})"
@@ -391,7 +393,7 @@ def dot_choice(info: DeviceInfo, env: MutableMapping[str, str] = os.environ) -> 
             warnings.warn(f"vkinfer: $VKINFER_VK_DOT=1 but {info.name} has no shaderIntegerDotProduct: "
                           "using the scalar shaders", RuntimeWarning, stacklevel=3)
         return False, "not supported by the device"
-    reason = _dot_problem(info)
+    reason = _feature_problem(info, "dot")
     if reason:
         if want == "1":
             return True, f"on ($VKINFER_VK_DOT=1, although {reason})"
@@ -402,12 +404,42 @@ def dot_choice(info: DeviceInfo, env: MutableMapping[str, str] = os.environ) -> 
     return True, "on (accelerated by the driver)" if fast else "on (the driver's unaccelerated form)"
 
 
-def _dot_problem(info: DeviceInfo) -> str | None:
-    """Why `info` should stay off the integer-dot-product path (the driver blocklist, or its cached self-test
-    verdict on that path failed: vkinfer/vulkan/selftest.py dot_problem), if anything."""
-    from .vulkan.selftest import dot_problem  # the self-test sits above this module: imported at use
+def _feature_problem(info: DeviceInfo, feature: str = "dot") -> str | None:
+    """Why `info` should stay off a shader feature ("dot", "frq"): the driver blocklist, or its cached self-test
+    verdict on a path with that feature failed (vkinfer/vulkan/selftest.py feature_problem), if anything."""
+    from .vulkan.selftest import feature_problem  # the self-test sits above this module: imported at use
 
-    return dot_problem(info)
+    return feature_problem(info, feature)
+
+
+def float_rq_choice(info: DeviceInfo, env: MutableMapping[str, str] = os.environ) -> tuple[bool, str]:
+    """Whether a device opened now requantizes in float32 (shaders/qcommon.glsl VK_FRQ), and why.
+
+    The contract's requantization is fl32(fl32(acc) * m), rounded half to even. The shaders emulate both float32
+    roundings with integer arithmetic (about 60 operations an output), because Vulkan leaves the rounding mode
+    of float arithmetic to the driver; where the device offers shaderRoundingModeRTEFloat32, the float variant
+    declares RoundingModeRTE (SPV_KHR_float_controls) and computes it in three float operations, the product
+    marked NoContraction (`precise`). lavapipe: MobileNetV2 1.0/224 in 0.81x the time (one thread, 97 vs 120 ms).
+    $VKINFER_VK_FLOAT_RQ=0 keeps the integer emulation; =1 asks for the float form (a warning where the device
+    cannot guarantee RTE). A layer whose multiplier is not a normal float32 keeps the integer form (a device may
+    flush denormals)."""
+    want = env.get("VKINFER_VK_FLOAT_RQ", "").strip().lower()
+    if want not in ("", "0", "1"):
+        raise ValueError(f"$VKINFER_VK_FLOAT_RQ must be 0 or 1, got {want!r}")
+    if want == "0":
+        return False, "off ($VKINFER_VK_FLOAT_RQ=0)"
+    if not (info.float_controls or {}).get("rte32"):
+        if want == "1":
+            warnings.warn(f"vkinfer: $VKINFER_VK_FLOAT_RQ=1 but {info.name} cannot guarantee float32 round-to-"
+                          "nearest-even (shaderRoundingModeRTEFloat32): using the integer requantization",
+                          RuntimeWarning, stacklevel=3)
+        return False, "off (no shaderRoundingModeRTEFloat32)"
+    reason = _feature_problem(info, "frq")
+    if reason:
+        if want == "1":
+            return True, f"on ($VKINFER_VK_FLOAT_RQ=1, although {reason})"
+        return False, f"off: {reason}"
+    return True, "on ($VKINFER_VK_FLOAT_RQ=1)" if want == "1" else "on (the device guarantees float32 RTE)"
 
 
 def _push_shapes_default(info: DeviceInfo) -> bool:
@@ -434,13 +466,14 @@ class Device:
     """
 
     def __init__(self, info: DeviceInfo, *, zero_copy: bool | None = None, pipeline_threads: int | None = None,
-                 push_shapes: bool | None = None, integer_dot: bool | None = None):
+                 push_shapes: bool | None = None, integer_dot: bool | None = None, float_rq: bool | None = None):
         """Open device `info`. `zero_copy`: None decides from `unified_memory` (and $VKINFER_ZERO_COPY=0
         turns it off); False always uses staging copies; True always uses host-visible buffers.
         `pipeline_threads`: worker threads for pipeline creation (default $VKINFER_PIPELINE_THREADS, else
         the CPUs this process may use, at most 8). `push_shapes`: see the attribute (None: $VKINFER_PUSH_SHAPES
         as 0/1, else True exactly on CPU implementations). `integer_dot`: use the integer-dot-product shaders
-        (None: `dot_choice`; True on a device without the feature is refused with ValueError)."""
+        (None: `dot_choice`; True on a device without the feature is refused with ValueError). `float_rq`: the
+        float32 requantization (None: `float_rq_choice`; True without shaderRoundingModeRTEFloat32: ValueError)."""
         self.info = info
         self.limits = info.limits
         #: Shapes go to shaders as push constants instead of specialization constants, so that one pipeline
@@ -465,10 +498,19 @@ class Device:
             want_dot, self.dot_reason = bool(integer_dot), f"{'on' if integer_dot else 'off'} (asked for)"
             if want_dot and not (info.integer_dot_product or {}).get("supported"):
                 raise ValueError(f"integer_dot=True: {info.name} has no shaderIntegerDotProduct")
-        self.raw = _native().Device(inst, info.index, payload or b"", threads, want_dot)
+        if float_rq is None:
+            want_frq, self.float_rq_reason = float_rq_choice(info)
+        else:
+            want_frq, self.float_rq_reason = bool(float_rq), f"{'on' if float_rq else 'off'} (asked for)"
+            if want_frq and not (info.float_controls or {}).get("rte32"):
+                raise ValueError(f"float_rq=True: {info.name} has no shaderRoundingModeRTEFloat32")
+        self.raw = _native().Device(inst, info.index, payload or b"", threads, want_dot, want_frq)
         #: The integer-dot-product shaders (OpSDot/OpUDot/OpSUDot) run on this device: it was created with
         #: shaderIntegerDotProduct enabled. `dot_reason` says why or why not.
         self.use_dot: bool = bool(self.raw.integer_dot)
+        #: The convolution and GEMM shaders requantize in float32 under RoundingModeRTE (`float_rq_choice`): the
+        #: device was created with VK_KHR_shader_float_controls and guarantees it. `float_rq_reason`: why (not).
+        self.use_float_rq: bool = bool(self.raw.rte32)
         self._on_disk: bytes | None = payload  # what the file holds now, when valid
         self._saved_created = 0
         self._save_failed = False  # warn once per device
@@ -610,10 +652,10 @@ def _save_pipeline_caches_at_exit() -> None:
 _open: dict[int, Device] = {}
 
 
-def reopen(dev: Device, *, integer_dot: bool) -> Device:
-    """`dev`'s physical device opened anew on the integer-dot-product shaders or not; `get_device` returns the
-    new one from now on where it returned `dev` (sessions holding `dev` keep it)."""
-    new = Device(dev.info, integer_dot=integer_dot)
+def reopen(dev: Device, *, integer_dot: bool, float_rq: bool) -> Device:
+    """`dev`'s physical device opened anew with the integer-dot-product shaders and the float requantization on or
+    off; `get_device` returns the new one from now on where it returned `dev` (sessions holding `dev` keep it)."""
+    new = Device(dev.info, integer_dot=integer_dot, float_rq=float_rq)
     if _open.get(dev.info.index) is dev:
         _open[dev.info.index] = new
     return new

@@ -58,11 +58,15 @@ def _devices() -> int:
         dot = d.integer_dot_product or {}
         opened = _vk._open.get(d.index)  # in this process already (vkinfer.cli.main called from a program)
         use, why = (opened.use_dot, opened.dot_reason) if opened is not None else _vk.dot_choice(d)
+        frq, frq_why = ((opened.use_float_rq, opened.float_rq_reason) if opened is not None
+                        else _vk.float_rq_choice(d))
         fast = ", ".join(f"{k} {'yes' if dot.get(f'{k}_accelerated') else 'no'}"
                          for k in ("signed", "unsigned", "mixed"))
         has = f"supported (4x8 packed accelerated: {fast})" if dot.get("supported") else "not supported"
         print(f"    integer dot product: {has}; vkinfer's dot shaders: {why}")
-        print(f"    GEMM: {gemm_tiles.describe(d, use)}")
+        rte = "RTE float32 guaranteed" if (d.float_controls or {}).get("rte32") else "no RTE float32 guarantee"
+        print(f"    float32 requantization ({rte}): {frq_why}")
+        print(f"    GEMM: {gemm_tiles.describe(d, use, frq)}")
         print(f"    self-test: {_selftest_line(d)}")
     print("cpu  ISA variants: " + ", ".join(f"{n}{'' if ok else ' (not on this CPU)'}" for n, ok in cpu.variants()))
     clusters = cpu.core_clusters()

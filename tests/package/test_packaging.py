@@ -64,7 +64,7 @@ def test_packaged_spirv_runs_without_glslang_and_refuses_an_altered_file(fresh_g
     into the cache; the packaged push-shapes layout equals the one read from the source. Then one byte of the
     file changed: Device.program raises ShaderCompileError naming the file and the checksum, so no pipeline is
     made and nothing is dispatched; a variant not packaged is named with the run-time compile hint."""
-    from vkinfer.vulkan.qlinear_conv import DOT_DEFINES, choose_kernel
+    from vkinfer.vulkan.qlinear_conv import choose_kernel
 
     dev = _vk.Device(_vk._pick("lavapipe"), pipeline_threads=0)
     op, xb, yb, spec, want = _conv(dev)
@@ -90,7 +90,7 @@ def test_packaged_spirv_runs_without_glslang_and_refuses_an_altered_file(fresh_g
     np.testing.assert_array_equal(yb.read_nchw(op.out_shape, spec.out.dtype), want)
     assert not list((tmp_path / "cache").rglob("*.spv"))
 
-    defines = tuple(sorted((k, str(v)) for k, v in DOT_DEFINES.items())) if op.dot else ()
+    defines = tuple(sorted((k, str(v)) for k, v in (op.defines or {}).items()))
     f = pkg_dir / _glsl._variant_file(kernel, defines, dev.push_shapes)
     data = bytearray(f.read_bytes())
     data[len(data) // 2] ^= 1
@@ -119,11 +119,15 @@ def test_variants_cover_what_the_lowerings_ask_for():
     """Every shader in both forms (Device.push_shapes is chosen per device), and the defines the lowerings pass
     (a Device.program call with defines must list them in _glsl.DEFINE_SETS; the convolution and matmul lowerings
     pick their shader at run time and pass DOT_DEFINES, so every kernel of DOT_KERNELS must have that set)."""
-    from vkinfer.vulkan.qlinear_conv import DOT_DEFINES, DOT_KERNELS
+    from vkinfer.vulkan.qlinear_conv import DOT_DEFINES, DOT_KERNELS, FRQ_DEFINES, KERNELS
 
-    dot_set = tuple(sorted((k, str(v)) for k, v in DOT_DEFINES.items()))
-    assert all(dot_set in _glsl.DEFINE_SETS.get(k, []) for k in DOT_KERNELS)
-    assert {(k, dot_set, pushed) for k in DOT_KERNELS for pushed in (False, True)} <= set(_glsl.variants())
+    def as_set(d: dict) -> tuple:
+        return tuple(sorted((k, str(v)) for k, v in d.items()))
+
+    want = {(k, as_set(d)) for k in DOT_KERNELS for d in (DOT_DEFINES, {**DOT_DEFINES, **FRQ_DEFINES})}
+    want |= {(k, as_set(FRQ_DEFINES)) for k in KERNELS}
+    assert all(d in _glsl.DEFINE_SETS.get(k, []) for k, d in want)
+    assert {(k, d, pushed) for k, d in want for pushed in (False, True)} <= set(_glsl.variants())
     got = set(_glsl.variants())
     names = {p.stem for p in (ROOT / "shaders").glob("*.comp")}
     assert {(n, (), pushed) for n in names for pushed in (False, True)} <= got
@@ -132,8 +136,8 @@ def test_variants_cover_what_the_lowerings_ask_for():
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "program":
                 shader = node.args[0].value if node.args and isinstance(node.args[0], ast.Constant) else None
                 has_defines = len(node.args) > 5 or any(k.arg == "defines" for k in node.keywords)
-                if has_defines and shader is None:  # a kernel chosen at run time: only the dot variants
-                    assert "DOT_DEFINES" in ast.unparse(node), f"{py.relative_to(ROOT)}:{node.lineno}"
+                if has_defines and shader is None:  # a kernel chosen at run time: qlinear_conv.kernel_defines
+                    assert "self.defines" in ast.unparse(node), f"{py.relative_to(ROOT)}:{node.lineno}"
                     continue
                 assert not has_defines or (shader in _glsl.DEFINE_SETS), \
                     f"{py.relative_to(ROOT)}:{node.lineno} passes defines: list its sets in _glsl.DEFINE_SETS"

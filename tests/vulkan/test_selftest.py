@@ -195,12 +195,16 @@ def test_the_integer_dot_product_path_is_tested_and_recorded_apart(own_cache):
     info = _vk._pick(None)
     if not (getattr(info, "integer_dot_product", None) or {}).get("supported"):
         pytest.skip(f"{info.name} has no shaderIntegerDotProduct")
-    plain = selftest.check(_vk.Device(info, integer_dot=False, pipeline_threads=0))
-    dev = _vk.Device(info, integer_dot=True, pipeline_threads=0)
+    plain = selftest.check(_vk.Device(info, integer_dot=False, float_rq=False, pipeline_threads=0))
+    dev = _vk.Device(info, integer_dot=True, float_rq=False, pipeline_threads=0)
     v = selftest.check(dev)
     assert (v.path, v.source, v.passed, plain.path) == ("dot", "run", True, "plain"), v.failing
     rec = selftest.read_record(selftest.identity_of(dev))
     assert set(rec["paths"]) == {"plain", "dot"} and rec["last"] == "dot"
+    if info.float_controls.get("rte32"):  # the float32 requantization is a path of its own too
+        f = selftest.check(_vk.Device(info, integer_dot=True, float_rq=True, pipeline_threads=0))
+        assert (f.path, f.passed) == ("dot+frq", True), f.failing
+        assert set(selftest.read_record(selftest.identity_of(dev))["paths"]) == {"plain", "dot", "dot+frq"}
 
 
 @functools.cache
@@ -272,7 +276,7 @@ def test_blocklist_entries_match_driver_version_and_feature(block):
     block(driver="nvidia", feature="device", vendor_id=0x10DE, versions=(None, (536,)), reason="old")
     assert selftest.blocked(nvidia) == "old"
     assert selftest.blocked({**nvidia, "identity": {**nvidia["identity"], "vendor_id": 0x1002}}) is None
-    with pytest.raises(ValueError, match="feature must be one of 'device', 'dot', got 'coopmat'"):
+    with pytest.raises(ValueError, match="feature must be one of 'device', 'dot', 'frq', got 'coopmat'"):
         selftest.blocked(mesa, "coopmat")
 
 
@@ -295,8 +299,8 @@ def test_cli_selftest_and_devices(own_cache, monkeypatch, capsys):
     assert len(re.findall(r"^    pass  ", out, flags=re.M)) == len(selftest.CASES) - 1
     assert "FAILED: the device is untrusted: 10/11 cases" in out
     assert cli.main(["devices"]) == 0
-    assert re.search(rf"{re.escape(dev.info.name)}.*\n(?:    .*\n)*?    self-test: FAILED on the \w+ shader path \(case "
-                     r"matmul_gemv_u8", capsys.readouterr().out)
+    assert re.search(rf"{re.escape(dev.info.name)}.*\n(?:    .*\n)*?    self-test: FAILED on the [\w+]+ shader "
+                     r"path \(case matmul_gemv_u8", capsys.readouterr().out)
     monkeypatch.delenv("VKINFER_SELFTEST_INJECT")
     assert cli.main(["selftest", "--device", where]) == 0
     assert f"passed: {len(selftest.CASES)}/{len(selftest.CASES)} cases" in capsys.readouterr().out
@@ -305,27 +309,59 @@ def test_cli_selftest_and_devices(own_cache, monkeypatch, capsys):
 
 
 def test_a_failing_dot_path_falls_back_to_the_scalar_shaders(own_cache, monkeypatch):
-    """A driver that computes integer dot products wrong (injected on the dot path only) costs that path, not the
-    device: device="vulkan" warns, reopens the device on the scalar shaders and gives the C path's bits; the next
-    device opened takes the scalar shaders from the cached verdict, and $VKINFER_VK_DOT=1 still forces them."""
+    """A driver that computes integer dot products wrong (injected on the dot paths only) costs that path, not the
+    device: device="vulkan" warns, reopens the device on the plain path (scalar shaders, integer requantization)
+    and gives the C path's bits; the next device opened takes the plain path from the cached verdict, and
+    $VKINFER_VK_DOT=1 still forces the dot shaders."""
     info = _vk._pick(None)
     if not (info.integer_dot_product or {}).get("supported"):
         pytest.skip(f"{info.name} has no shaderIntegerDotProduct")
-    monkeypatch.delenv("VKINFER_VK_DOT", raising=False)
+    for var in ("VKINFER_VK_DOT", "VKINFER_VK_FLOAT_RQ"):
+        monkeypatch.delenv(var, raising=False)
     saved = dict(_vk._open)
-    _vk._open[info.index] = _vk.Device(info, integer_dot=True, pipeline_threads=0)
+    first = _vk._open[info.index] = _vk.Device(info, integer_dot=True, pipeline_threads=0)
     try:
         monkeypatch.setenv("VKINFER_SELFTEST_INJECT", "dot:all")
-        with pytest.warns(RuntimeWarning, match="failed the self-test on its integer-dot-product shaders"):
+        with pytest.warns(RuntimeWarning, match=rf"failed the self-test on its {re.escape(first_path(first))} "
+                                                "shaders .*using its scalar shaders with the integer requant"):
             got = ops.qlinear_conv(**CONV, device="vulkan")
         np.testing.assert_array_equal(got, ops.qlinear_conv(**CONV, device="cpu"))
-        assert not _vk.get_device().use_dot
-        rec = selftest.read_record(selftest.identity_of(_vk.get_device()))
-        assert (rec["paths"]["dot"]["passed"], rec["paths"]["plain"]["passed"], rec["last"]) == (False, True, "plain")
+        now = _vk.get_device()
+        assert not now.use_dot and not now.use_float_rq
+        rec = selftest.read_record(selftest.identity_of(now))
+        assert (rec["paths"][first_path(first)]["passed"], rec["paths"]["plain"]["passed"], rec["last"]) == (
+            False, True, "plain")
         use, why = _vk.dot_choice(info)
         assert not use and "failed the self-test" in why
         monkeypatch.setenv("VKINFER_VK_DOT", "1")
         assert _vk.dot_choice(info)[0]
+    finally:
+        _vk._open.clear()
+        _vk._open.update(saved)
+
+
+def first_path(dev) -> str:
+    return selftest.path_of(dev)
+
+
+def test_a_failing_float_requantization_falls_back_to_the_integer_one(own_cache, monkeypatch):
+    """Where the device guarantees float32 RTE, a wrong float requantization (injected on the +frq paths) makes
+    device="vulkan" fall back to the plain path, and later devices open without the float form."""
+    info = _vk._pick(None)
+    if not (info.float_controls or {}).get("rte32"):
+        pytest.skip(f"{info.name} guarantees no float32 round-to-nearest-even")
+    for var in ("VKINFER_VK_DOT", "VKINFER_VK_FLOAT_RQ"):
+        monkeypatch.delenv(var, raising=False)
+    saved = dict(_vk._open)
+    _vk._open[info.index] = _vk.Device(info, integer_dot=False, float_rq=True, pipeline_threads=0)
+    try:
+        monkeypatch.setenv("VKINFER_SELFTEST_INJECT", "frq:all")
+        with pytest.warns(RuntimeWarning, match="failed the self-test on its plain\\+frq shaders"):
+            got = ops.qlinear_conv(**CONV, device="vulkan")
+        np.testing.assert_array_equal(got, ops.qlinear_conv(**CONV, device="cpu"))
+        assert not _vk.get_device().use_float_rq
+        use, why = _vk.float_rq_choice(info)
+        assert not use and "failed the self-test" in why
     finally:
         _vk._open.clear()
         _vk._open.update(saved)

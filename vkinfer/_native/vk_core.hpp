@@ -94,6 +94,9 @@ struct Instance {
 // Whether a physical device offers VK_KHR_shader_integer_dot_product with shaderIntegerDotProduct (Vulkan 1.3
 // made it core; we enable it as the extension, which every 1.3 driver still lists, so one path serves 1.1-1.3).
 bool has_integer_dot(const vk::PhysicalDevice& pd);
+// Whether it offers VK_KHR_shader_float_controls with shaderRoundingModeRTEFloat32: shaders may then declare the
+// RoundingModeRTE execution mode, and their float32 conversions and products round to nearest even.
+bool has_rte32(const vk::PhysicalDevice& pd);
 
 // --- vk_buffers.cpp -------------------------------------------------------------------------------------------
 
@@ -265,6 +268,7 @@ struct Device {
     float ts_period = 1.0f;
     bool unified = false;
     bool dot = false; // shaderIntegerDotProduct enabled at creation (asked for, and the device has it)
+    bool rte32 = false; // VK_KHR_shader_float_controls enabled with RTE float32 rounding available (asked for)
     vk::PipelineCache pcache;
     size_t pcache_initial = 0;
     std::unique_ptr<Workers> workers;
@@ -280,7 +284,8 @@ struct Device {
     std::atomic<uint64_t> created{ 0 }, create_ns{ 0 };
     uint64_t reused = 0;
 
-    Device(std::shared_ptr<Instance> in, uint32_t index, py::bytes cache_data, unsigned threads, bool want_dot);
+    Device(std::shared_ptr<Instance> in, uint32_t index, py::bytes cache_data, unsigned threads, bool want_dot,
+           bool want_rte32);
     ~Device();
     bool detect_unified();
     Buffer buffer(size_t nbytes, const std::string& kind);

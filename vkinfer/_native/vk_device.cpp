@@ -111,7 +111,8 @@ void try_buffers(VkPhysicalDevice pd, VkDevice d, kp::Tensor::TensorTypes tt, Vk
 
 } // namespace
 
-Device::Device(std::shared_ptr<Instance> in, uint32_t index, py::bytes cache_data, unsigned threads, bool want_dot)
+Device::Device(std::shared_ptr<Instance> in, uint32_t index, py::bytes cache_data, unsigned threads, bool want_dot,
+               bool want_rte32)
   : instance(std::move(in))
 {
     pd = std::make_shared<vk::PhysicalDevice>(instance->at(index));
@@ -136,15 +137,20 @@ Device::Device(std::shared_ptr<Instance> in, uint32_t index, py::bytes cache_dat
     // The integer-dot-product shaders (OpSDot/OpUDot/OpSUDot, SPV_KHR_integer_dot_product) are valid only on a
     // device created with the extension and its feature: enabled only when asked for and present, so a device
     // without it never runs them (vkinfer._vk then compiles the scalar variants).
-    const char* dot_ext = VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME;
+    std::vector<const char*> exts;
     vk::PhysicalDeviceShaderIntegerDotProductFeatures dotf;
     dotf.shaderIntegerDotProduct = VK_TRUE;
     dot = want_dot && has_integer_dot(*pd);
     if (dot) {
-        dci.enabledExtensionCount = 1;
-        dci.ppEnabledExtensionNames = &dot_ext;
+        exts.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
         dci.pNext = &dotf;
     }
+    // The float requantization shaders declare RoundingModeRTE for float32 (SPV_KHR_float_controls): valid only
+    // with the extension enabled, and only where the device can honour it (shaderRoundingModeRTEFloat32).
+    rte32 = want_rte32 && has_rte32(*pd);
+    if (rte32) exts.push_back(VK_KHR_SHADER_FLOAT_CONTROLS_EXTENSION_NAME);
+    dci.enabledExtensionCount = uint32_t(exts.size());
+    dci.ppEnabledExtensionNames = exts.data();
     try {
         dev = std::make_shared<vk::Device>(pd->createDevice(dci));
     } catch (const vk::SystemError& e) {

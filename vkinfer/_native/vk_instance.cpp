@@ -29,12 +29,26 @@ py::bytes uuid_bytes(const uint8_t* p) { return py::bytes(reinterpret_cast<const
 
 } // namespace
 
+bool has_extension(const vk::PhysicalDevice& pd, const char* name)
+{
+    for (const auto& e : pd.enumerateDeviceExtensionProperties())
+        if (std::string(e.extensionName.data()) == name) return true;
+    return false;
+}
+
+bool has_rte32(const vk::PhysicalDevice& pd)
+{
+    if (!has_extension(pd, VK_KHR_SHADER_FLOAT_CONTROLS_EXTENSION_NAME)) return false;
+    vk::PhysicalDeviceProperties2 p2;
+    vk::PhysicalDeviceFloatControlsProperties fc;
+    p2.pNext = &fc;
+    pd.getProperties2(&p2);
+    return fc.shaderRoundingModeRTEFloat32 == VK_TRUE;
+}
+
 bool has_integer_dot(const vk::PhysicalDevice& pd)
 {
-    bool ext = false;
-    for (const auto& e : pd.enumerateDeviceExtensionProperties())
-        if (std::string(e.extensionName.data()) == VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME) ext = true;
-    if (!ext) return false;
+    if (!has_extension(pd, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME)) return false;
     vk::PhysicalDeviceFeatures2 f2;
     vk::PhysicalDeviceShaderIntegerDotProductFeatures dotf;
     f2.pNext = &dotf;
@@ -114,6 +128,11 @@ py::list Instance::devices() const
             for (const char* k : { "signed_accelerated", "unsigned_accelerated", "mixed_accelerated" }) dot[k] = false;
         }
         d["integer_dot_product"] = dot;
+        // Float controls (VK_KHR_shader_float_controls): RTE rounding of float32 can be required by a shader.
+        py::dict fc;
+        fc["supported"] = has_extension(pd, VK_KHR_SHADER_FLOAT_CONTROLS_EXTENSION_NAME);
+        fc["rte32"] = has_rte32(pd);
+        d["float_controls"] = fc;
         out.append(d);
     }
     return out;

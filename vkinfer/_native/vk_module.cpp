@@ -131,11 +131,12 @@ PYBIND11_MODULE(_vkcore, m)
       .def("run_io", &Sequence::run_io, py::arg("ins"), py::arg("outs"), py::arg("timed") = false)
       .def_property_readonly("timestamps", [](const Sequence& s) { return bool(s.queries); });
     py::class_<Device>(m, "Device")
-      .def(py::init<std::shared_ptr<Instance>, uint32_t, py::bytes, unsigned, bool>(), py::arg("instance"),
+      .def(py::init<std::shared_ptr<Instance>, uint32_t, py::bytes, unsigned, bool, bool>(), py::arg("instance"),
            py::arg("index"), py::arg("pipeline_cache") = py::bytes(), py::arg("threads") = 0,
-           py::arg("integer_dot") = false, py::keep_alive<1, 2>())
+           py::arg("integer_dot") = false, py::arg("rte32") = false, py::keep_alive<1, 2>())
       .def_readonly("unified_memory", &Device::unified)
       .def_readonly("integer_dot", &Device::dot)
+      .def_readonly("rte32", &Device::rte32)
       .def_property_readonly("lost", [](const Device& d) { return d.lost->load(); })
       .def_property_readonly("timestamp_valid_bits", [](const Device& d) { return d.ts_bits; })
       .def("buffer", &Device::buffer, py::keep_alive<0, 1>())

@@ -25,7 +25,7 @@ from .. import _cache
 
 _LOADER_ENV = ("VK_ICD_FILENAMES", "VK_DRIVER_FILES", "VK_ADD_DRIVER_FILES", "VK_LOADER_DRIVERS_SELECT",
                "VK_LOADER_DRIVERS_DISABLE", "VK_INSTANCE_LAYERS", "XDG_DATA_DIRS", "XDG_CONFIG_DIRS",
-               "VKINFER_DEVICE", "VKINFER_VK_DOT")
+               "VKINFER_DEVICE", "VKINFER_VK_DOT", "VKINFER_VK_FLOAT_RQ")
 _ICD_DIRS = ("/etc/vulkan/icd.d", "/usr/share/vulkan/icd.d", "/usr/local/share/vulkan/icd.d",
              "~/.local/share/vulkan/icd.d")
 
@@ -122,18 +122,19 @@ def _cached_device_list(path: Path, fp: str) -> dict | None:
 
 def vulkan_identity(index: int) -> dict:
     """What a Vulkan device's calibration is valid for: name, type, ids, driver version and UUIDs, and the shader
-    path a device opened now takes ("shaders": "dot" or "scalar", vkinfer._vk.dot_choice: the integer-dot-product
-    shaders time differently, so a calibration of one is not used for the other)."""
+    path a device opened now takes ("shaders": vkinfer/vulkan/selftest.py PATHS, from vkinfer._vk.dot_choice and
+    float_rq_choice: those shaders time differently, so a calibration of one path is not used for another)."""
     from .. import _vk
 
     info = next(d for d in _vk.devices() if d.index == index)
     ident = _vk._instance().identity(index)
-    with warnings.catch_warnings():  # dot_choice's warning is the device opening's to give
+    with warnings.catch_warnings():  # the choices' warnings are the device opening's to give
         warnings.simplefilter("ignore", RuntimeWarning)
-        dot = _vk.dot_choice(info)[0]
+        dot, frq = _vk.dot_choice(info)[0], _vk.float_rq_choice(info)[0]
     return {"name": info.name, "type": info.type, "vendor_id": info.vendor_id, "device_id": info.device_id,
             "driver_version": ident["driver_version"], "device_uuid": bytes(ident["device_uuid"]).hex(),
-            "driver_uuid": bytes(ident["driver_uuid"]).hex(), "shaders": "dot" if dot else "scalar"}
+            "driver_uuid": bytes(ident["driver_uuid"]).hex(),
+            "shaders": ("dot" if dot else "plain") + ("+frq" if frq else "")}
 
 
 def vulkan_devices(refresh: bool = False) -> list[dict]:

@@ -150,7 +150,7 @@ def _identity_key(dev: Device) -> tuple[str, str]:
     ident = dev.identity
     parts = (TUNING_FORMAT, ident["vendor_id"], ident["device_id"], ident["driver_version"],
              bytes(ident["device_uuid"]).hex(), bytes(ident["driver_uuid"]).hex(), _vkinfer_version(),
-             bool(getattr(dev, "use_dot", False)), tuple(TILES))
+             bool(getattr(dev, "use_dot", False)), bool(getattr(dev, "use_float_rq", False)), tuple(TILES))
     key = hashlib.sha256(repr(parts).encode()).hexdigest()
     return f"{ident['vendor_id']:04x}-{ident['device_id']:04x}-{key[:20]}.json", key
 
@@ -276,7 +276,8 @@ def autotune(dev: Device, budget_s: float = TUNE_BUDGET_S, repeat: int = 3, save
     result = TuneResult(config, times, time.perf_counter() - t0, timer=timer)
     if save:
         doc = {"device": dev.info.name, "driver": dev.info.driver, "driver_info": dev.info.driver_info,
-               "integer_dot": bool(getattr(dev, "use_dot", False)), "timer": timer, "times_us": times,
+               "integer_dot": bool(getattr(dev, "use_dot", False)),
+               "float_rq": bool(getattr(dev, "use_float_rq", False)), "timer": timer, "times_us": times,
                "elapsed_s": round(result.elapsed_s, 3), "shapes": [list(s) for s in TUNE_SHAPES],
                "choice": {"tile": config.tile.name, "staging": "shared" if config.shared else "direct"}}
         path = tuning_path(dev)
@@ -287,14 +288,15 @@ def autotune(dev: Device, budget_s: float = TUNE_BUDGET_S, repeat: int = 3, save
     return result
 
 
-def describe(info, use_dot: bool) -> str:
+def describe(info, use_dot: bool, use_float_rq: bool = False) -> str:
     """`vkinfer devices`' GEMM line for a Vulkan device not yet opened (`vkinfer._vk.DeviceInfo`): its tuning
     record's choice, or the class default, and the overrides in force."""
     from types import SimpleNamespace
 
     from .. import _vk
 
-    dev = SimpleNamespace(info=info, identity=_vk._instance().identity(info.index), use_dot=use_dot)
+    dev = SimpleNamespace(info=info, identity=_vk._instance().identity(info.index), use_dot=use_dot,
+                          use_float_rq=use_float_rq)
     with warnings.catch_warnings():  # a damaged record reads as none here; the device's first use warns
         warnings.simplefilter("ignore", RuntimeWarning)
         cfg = load_tuning(dev)

@@ -172,6 +172,7 @@ class QLinearConv:
         self.groups = dispatch_groups(s, self.kernel, *([self.gemm.tile] if self.gemm else []))
         q = requant_table(term, s.w_zp, s.out.m, 4 * m4)
         self.push = [s.x_zp, s.out.zero_point, s.out.lo, s.out.hi]
+        self.defines = kernel_defines(dev, self.dot, s.out.m)
         self.w_buf = _upload_const(dev, packed)
         self.q_buf = _upload_const(dev, q)
 
@@ -180,11 +181,29 @@ class QLinearConv:
         if x.nbytes < 4 * self.in_words or y.nbytes < 4 * self.out_words:
             raise ValueError("activation buffer too small for this convolution")
         return self.dev.program(self.kernel, [x, self.w_buf, self.q_buf, y], self.groups,
-                                self.spec_consts, self.push, DOT_DEFINES if self.dot else None)
+                                self.spec_consts, self.push, self.defines)
 
 
 #: The defines of the integer-dot-product shader variants (vkinfer/_glsl.py DEFINE_SETS lists them).
 DOT_DEFINES = {"VK_DOT": 1}
+#: The define of the float32 requantization variants (shaders/qcommon.glsl; every kernel of KERNELS has them).
+FRQ_DEFINES = {"VK_FRQ": 1}
+
+
+def float_rq_ok(m: np.ndarray) -> bool:
+    """Whether multipliers `m` (float32) may be requantized in float32 on the GPU: each zero or a normal finite
+    float32 (a device may flush a denormal multiplier to zero; the integer form handles every value)."""
+    a = np.abs(np.asarray(m, np.float32))
+    return bool(np.all((a == 0) | ((a >= np.finfo(np.float32).tiny) & np.isfinite(a))))
+
+
+def kernel_defines(dev: Device, dot: bool, m: np.ndarray) -> dict | None:
+    """The defines a convolution or matmul kernel is compiled with on `dev`: its dot variant (`dot`) and the float
+    requantization where the device uses it (`Device.use_float_rq`) and `m` allows it (`float_rq_ok`)."""
+    d = dict(DOT_DEFINES) if dot else {}
+    if getattr(dev, "use_float_rq", False) and float_rq_ok(m):
+        d.update(FRQ_DEFINES)
+    return d or None
 
 
 def _upload_const(dev: Device, a: np.ndarray) -> Buffer:

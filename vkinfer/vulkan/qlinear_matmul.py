@@ -12,7 +12,7 @@ from .._vk import Buffer, Device, Program
 from ..layout import ceil4, pad_last
 from ..reference._spec import MatMulSpec
 from .gemm_tiles import GemmConfig, gemm_config
-from .qlinear_conv import DOT_DEFINES, GEMV_MAX_ROWS, _upload_const, requant_table
+from .qlinear_conv import GEMV_MAX_ROWS, _upload_const, kernel_defines, requant_table
 
 
 def choose_matmul_kernel(s: MatMulSpec) -> str:
@@ -51,13 +51,14 @@ class QLinearMatMul:
             self.groups = (-(-n4 // self.gemm.tile.words), -(-m // self.gemm.tile.rows), nb)
         self.push = [s.a_zp, s.out.zero_point, s.out.lo, s.out.hi]
         self.dot = bool(getattr(dev, "use_dot", False))  # both kernels have the variant (qlinear_conv.DOT_KERNELS)
+        self.defines = kernel_defines(dev, self.dot, s.out.m)
         self.w_buf = _upload_const(dev, packed.view(np.uint32))
         self.q_buf = _upload_const(dev, q)
 
     def bind(self, a: Buffer, y: Buffer) -> Program:
         """The pipeline reading packed rows `a` and writing packed output `y`."""
         return self.dev.program(self.kernel, [a, self.w_buf, self.q_buf, y], self.groups,
-                                self.spec_consts, self.push, DOT_DEFINES if self.dot else None)
+                                self.spec_consts, self.push, self.defines)
 
 
 # --- lowering (vkinfer/model/lowering.py) ---

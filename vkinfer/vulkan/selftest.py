@@ -19,9 +19,10 @@ When it runs
 
 What is cached: one stamped JSON record per device identity (device and driver UUIDs, driver version; the same
 identity the calibration is keyed by) and code under test (vkinfer's version and the kernels' shader sources or
-packaged SPIR-V), in $VKINFER_CACHE/selftest/. Inside, one verdict per shader path ("plain", or "dot" when the
-device uses the integer-dot-product shaders, `Device.use_dot`), so a driver that computes dot products wrong is
-recorded as such, and "last", the path tested most recently (what auto, which opens no device, goes by). A
+packaged SPIR-V), in $VKINFER_CACHE/selftest/. Inside, one verdict per shader path (`PATHS`: "plain", or "dot"
+when the device uses the integer-dot-product shaders, `Device.use_dot`, each with "+frq" when it requantizes in
+float32, `Device.use_float_rq`), so a driver that computes one of those wrong is recorded as such, and "last",
+the path tested most recently (what auto, which opens no device, goes by). A
 driver update or a changed shader makes a new record (the test reruns); a record that is damaged or malformed is
 ignored with a RuntimeWarning and the test reruns.
 
@@ -30,9 +31,10 @@ Known-bad driver and feature combinations live in `BLOCKLIST`, consulted before 
 Overrides: $VKINFER_SELFTEST=0 uses every device untested (no self-test, no cached verdict, no blocklist for
 whole devices); for users who know their driver better. Test hook: $VKINFER_SELFTEST_INJECT=all (or 1), or a
 comma-separated list of case names, flips one byte of those cases' Vulkan results before they are compared, as a
-driver computing wrong would; a "dot:" or "plain:" prefix limits it to that shader path. A device whose
-integer-dot-product path fails (and passes on its scalar shaders) is reopened on the scalar shaders (`require`),
-and later processes open it so (vkinfer._vk.dot_choice, through `dot_problem`).
+driver computing wrong would; a "dot:", "plain:" or "frq:" prefix limits it to the paths with that part. A device
+whose path with the dot shaders or the float requantization fails (and passes on the plain path) is reopened on
+the plain path (`require`), and later processes open it so (vkinfer._vk.dot_choice and float_rq_choice, through
+`feature_problem`).
 
 Measured first-use cost (2-core EPYC, SPIR-V already compiled, `check` in 7 fresh processes): lavapipe 0.19-0.31 s
 (0.46 s on the dot path), SwiftShader 0.60-0.81 s (0.60 s dot), mostly the driver compiling the kernels' pipelines,
@@ -75,8 +77,9 @@ class BlockEntry:
     `driver`: a regular expression searched (case-insensitively) in "<device name> | <driver name> | <driver
     info>" (e.g. "llvmpipe (LLVM 15.0.6, 256 bits) | llvmpipe | Mesa 22.3.6 (LLVM 15.0.6)"). `versions`: the
     driver versions it applies to, [low, high) as tuples (`driver_version`), None for an open end.
-    `vendor_id`: the PCI vendor (None: any). `feature`: "device" (the whole device is not used) or "dot" (the
-    integer-dot-product shader path is not used on it). `reason`: what is wrong, with a reference."""
+    `vendor_id`: the PCI vendor (None: any). `feature`: "device" (the whole device is not used), "dot" (the
+    integer-dot-product shaders are not used on it) or "frq" (nor is the float32 requantization). `reason`: what
+    is wrong, with a reference."""
 
     driver: str
     feature: str
@@ -85,7 +88,7 @@ class BlockEntry:
     vendor_id: int | None = None
 
 
-FEATURES = ("device", "dot")
+FEATURES = ("device", "dot", "frq")
 
 #: Known-bad combinations. Empty: no documented, specific driver version range computing vkinfer's kernels wrong is
 #: known yet (an entry needs one: a guessed entry would take a working device away from its users).
@@ -124,7 +127,8 @@ def driver_version(facts: dict) -> tuple[int, ...] | None:
 
 
 def blocked(device: Any, feature: str = "device") -> str | None:
-    """Why `feature` ("device": the whole device; "dot": the integer-dot-product path) must not be used on
+    """Why `feature` ("device": the whole device; "dot": the integer-dot-product shaders; "frq": the float32
+    requantization) must not be used on
     `device` (a vkinfer._vk.Device or DeviceInfo, a `vulkan_devices()` entry or a `vulkan_identity` dict), or
     None. An entry whose version range cannot be checked (the version is unknown) does not apply."""
     if feature not in FEATURES:
@@ -261,12 +265,12 @@ class CaseResult:
 
 
 def _injected(name: str, path: str) -> bool:
-    """Test hook: $VKINFER_SELFTEST_INJECT (module docstring); a "dot:" or "plain:" prefix limits it to that
-    shader path."""
+    """Test hook: $VKINFER_SELFTEST_INJECT (module docstring); a "dot:", "plain:" or "frq:" prefix limits it to
+    the shader paths with that part."""
     spec = os.environ.get("VKINFER_SELFTEST_INJECT", "").strip()
     only, sep, rest = spec.partition(":")
-    if sep and only in ("dot", "plain"):
-        if only != path:
+    if sep and only in ("dot", "plain", "frq"):
+        if only not in path.split("+"):
             return False
         spec = rest.strip()
     if not spec or spec.lower() in ("0", "off", "no", "false"):
@@ -349,9 +353,16 @@ def enabled() -> bool:
     raise ValueError(f"$VKINFER_SELFTEST must be 0 or 1, got {env!r}")
 
 
+#: The shader paths a verdict may be recorded for: the integer-dot-product shaders or the scalar ones ("plain"),
+#: each with the float32 requantization ("+frq") or the integer one.
+PATHS = ("plain", "dot", "plain+frq", "dot+frq")
+
+
 def path_of(dev: Any) -> str:
-    """The shader path `dev` runs: "dot" (integer-dot-product shaders, `Device.use_dot`) or "plain"."""
-    return "dot" if getattr(dev, "use_dot", False) else "plain"
+    """The shader path `dev` runs: "dot" (integer-dot-product shaders, `Device.use_dot`) or "plain", with "+frq"
+    where it requantizes in float32 (`Device.use_float_rq`)."""
+    base = "dot" if getattr(dev, "use_dot", False) else "plain"
+    return base + ("+frq" if getattr(dev, "use_float_rq", False) else "")
 
 
 def identity_of(dev: Any) -> dict:
@@ -360,7 +371,7 @@ def identity_of(dev: Any) -> dict:
     info, ident = dev.info, dev.identity
     return {"name": info.name, "type": info.type, "vendor_id": info.vendor_id, "device_id": info.device_id,
             "driver_version": ident["driver_version"], "device_uuid": bytes(ident["device_uuid"]).hex(),
-            "driver_uuid": bytes(ident["driver_uuid"]).hex(), "shaders": "dot" if path_of(dev) == "dot" else "scalar"}
+            "driver_uuid": bytes(ident["driver_uuid"]).hex(), "shaders": path_of(dev)}
 
 
 @functools.cache
@@ -399,7 +410,7 @@ def _record_problem(d: dict) -> str:
     if not isinstance(paths, dict):
         return "no verdicts"
     for p, v in paths.items():
-        if p not in ("plain", "dot") or not isinstance(v, dict) or not isinstance(v.get("passed"), bool):
+        if p not in PATHS or not isinstance(v, dict) or not isinstance(v.get("passed"), bool):
             return f"a malformed verdict for path {p!r}"
         cases = v.get("cases")
         if not isinstance(cases, list) or not all(
@@ -506,7 +517,8 @@ def check(dev: Any) -> Verdict:
         if v is not None:
             return v
         path = path_of(dev)
-        reason = blocked(dev, "device") or (blocked(dev, "dot") if path == "dot" else None)
+        reason = blocked(dev, "device") or next(
+            (r for f in ("dot", "frq") if f in path.split("+") for r in [blocked(dev, f)] if r), None)
         ident = identity_of(dev)
         if reason:
             v = Verdict(False, path, [], "blocklist", reason=reason)
@@ -522,32 +534,35 @@ def check(dev: Any) -> Verdict:
 
 
 def require(dev: Any) -> Any:
-    """`dev` when it may be used: its verdict passed, or $VKINFER_SELFTEST=0. Where the integer-dot-product path
-    failed and $VKINFER_VK_DOT does not ask for it, the device is reopened on the scalar shaders (a RuntimeWarning;
-    vkinfer._vk.get_device then returns that one) and that path is checked instead: a driver that computes dot
-    products wrong costs their speed, not the device. Else DeviceUntrustedError naming the device, its driver and
-    the failing case (or the blocklist's reason). Returns the device to use."""
+    """`dev` when it may be used: its verdict passed, or $VKINFER_SELFTEST=0. Where a path with the integer-dot-
+    product shaders or the float32 requantization failed, and $VKINFER_VK_DOT / $VKINFER_VK_FLOAT_RQ do not ask
+    for them, the device is reopened without both (a RuntimeWarning; vkinfer._vk.get_device then returns that
+    one) and that path is checked instead: a driver that computes a feature wrong costs that feature's speed, not
+    the device. Else DeviceUntrustedError naming the device, its driver and the failing case (or the blocklist's
+    reason). Returns the device to use."""
     if not enabled():
         return dev
     v = check(dev)
-    if not v.passed and path_of(dev) == "dot" and os.environ.get("VKINFER_VK_DOT", "").strip() != "1":
+    forced = any(os.environ.get(k, "").strip() == "1" for k in ("VKINFER_VK_DOT", "VKINFER_VK_FLOAT_RQ"))
+    if not v.passed and v.path != "plain" and not forced:
         from .._vk import reopen  # noqa: PLC0415
 
         bad = v.failing
         warnings.warn(f"vkinfer: Vulkan device vulkan:{dev.info.index} ({dev.info.name}) failed the self-test on "
-                      f"its integer-dot-product shaders (case {bad.name if bad else '?'}: "
-                      f"{bad.why if bad else v.reason}); using its scalar shaders", RuntimeWarning, stacklevel=3)
-        dev = reopen(dev, integer_dot=False)
+                      f"its {v.path} shaders (case {bad.name if bad else '?'}: {bad.why if bad else v.reason}); "
+                      "using its scalar shaders with the integer requantization", RuntimeWarning, stacklevel=3)
+        dev = reopen(dev, integer_dot=False, float_rq=False)
         v = check(dev)
     if not v.passed:
         raise untrusted_error(dev, v)
     return dev
 
 
-def dot_problem(info: Any) -> str | None:
-    """Why a device about to be opened (`vkinfer._vk.DeviceInfo`) should not use the integer-dot-product shaders:
-    the blocklist's reason, or its cached self-test verdict on that path failed (no device is opened)."""
-    reason = blocked(info, "dot")
+def feature_problem(info: Any, feature: str) -> str | None:
+    """Why a device about to be opened (`vkinfer._vk.DeviceInfo`) should not use `feature` ("dot": the integer-
+    dot-product shaders, "frq": the float32 requantization): the blocklist's reason, or a cached self-test verdict
+    of a path with that feature failed (no device is opened)."""
+    reason = blocked(info, feature)
     if reason or not enabled():
         return reason
     from .. import _vk  # noqa: PLC0415
@@ -558,11 +573,16 @@ def dot_problem(info: Any) -> str | None:
                 "driver_uuid": bytes(ident["driver_uuid"]).hex()}
     with warnings.catch_warnings():  # a damaged record is warned about (and rewritten) by the device's check
         warnings.simplefilter("ignore", RuntimeWarning)
-        v = cached_verdict(identity, "dot")
-    if v is None or v.passed:
+        rec = read_record(identity)
+    if rec is None:
         return None
-    bad = v.failing
-    return f"it failed the self-test on this driver (case {bad.name if bad else '?'}, {v.record})"
+    for path in rec["paths"]:
+        if feature in path.split("+"):
+            v = _verdict_of(rec, path, record_path(identity))
+            if not v.passed:
+                bad = v.failing
+                return f"it failed the self-test on this driver (case {bad.name if bad else '?'}, {v.record})"
+    return None
 
 
 def untrusted_error(dev: Any, v: Verdict) -> DeviceUntrustedError:
