@@ -48,8 +48,8 @@ def main(mode: str) -> None:
         print(f"RESULT plan-equal {ok}/4", flush=True)
         return
     if mode == "variants":
-        # Every qlinear_gemm tile and staging on both shader paths (integer dot product where the device has it),
-        # and qlinear_conv's and qlinear_gemv's dot variants: one 1x1 conv, one matmul, one 3x3 conv each.
+        # Every qlinear_gemm tile and staging on both shader paths (integer dot product and float requantization
+        # where the device has them), and the other kernels' variants: a 1x1 conv, a matmul, a 3x3 conv, a gemv.
         from vkinfer import _vk
         from vkinfer.reference._spec import conv_spec, matmul_spec
         from vkinfer.vulkan import TILES, Executable, GemmConfig, QLinearConv, QLinearMatMul
@@ -60,8 +60,8 @@ def main(mode: str) -> None:
         conv3 = conv_case(rng, c=8, h=9, w=9, m=12, kh=3, pads=(1, 0, 2, 1))
         mm, mv = mm_case(rng, (2, 37, 40), (40, 27)), mm_case(rng, (3, 40), (40, 70))
         ok = total = 0
-        for dot in paths:
-            dev = _vk.Device(info, integer_dot=dot)
+        for dot in paths:  # the dot shaders with the float requantization where the device guarantees RTE
+            dev = _vk.Device(info, integer_dot=dot, float_rq=dot and bool(info.float_controls.get("rte32")))
             runs = [(conv1, GemmConfig(t, sh, "v")) for t in TILES.values() for sh in (True, False)]
             runs += [(mm, GemmConfig(t, sh, "v")) for t in TILES.values() for sh in (True, False)]
             runs += [(conv3, None), (mv, None)]

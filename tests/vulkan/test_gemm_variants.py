@@ -1,8 +1,9 @@
 """The Vulkan kernels' variants (issue 27 items 1-2): the integer-dot-product shaders (OpSDot/OpUDot/OpSUDot) and
-the scalar ones, and every qlinear_gemm tile with either staging, give the numpy reference's bits on every Vulkan
-device vkinfer lists (lavapipe and SwiftShader here, both with shaderIntegerDotProduct, unaccelerated); the
-choice of dot path and tile follows the device, the overrides and the tuning record, whose cache is written,
-reused, and ignored when damaged or written for another driver."""
+the scalar ones, the float32 requantization under RoundingModeRTE and the integer one, and every qlinear_gemm tile
+with either staging, give the numpy reference's bits on every Vulkan device vkinfer lists (lavapipe and
+SwiftShader here, both with shaderIntegerDotProduct, unaccelerated; lavapipe alone guarantees float32 RTE); the
+choice of path and tile follows the device, the overrides and the tuning record, whose cache is written, reused,
+and ignored when damaged or written for another driver."""
 
 from __future__ import annotations
 
@@ -39,14 +40,21 @@ INFOS = _infos()
 IDS = [d.name.split()[0].lower() for d in INFOS]
 DOT_INFOS = [d for d in INFOS if d.integer_dot_product.get("supported")]
 DOT_IDS = [d.name.split()[0].lower() for d in DOT_INFOS]
-_opened: dict[tuple[int, bool], _vk.Device] = {}
+_opened: dict[tuple[int, bool, bool], _vk.Device] = {}
 
 
-def _device(info: vkinfer.DeviceInfo, dot: bool) -> _vk.Device:
-    """One device per (physical device, dot path) for the whole module (their pipelines are reused)."""
-    if (info.index, dot) not in _opened:
-        _opened[info.index, dot] = _vk.Device(info, integer_dot=dot)
-    return _opened[info.index, dot]
+def _rte(info: vkinfer.DeviceInfo) -> bool:
+    return bool(info.float_controls.get("rte32"))
+
+
+def _device(info: vkinfer.DeviceInfo, dot: bool, frq: bool | None = None) -> _vk.Device:
+    """One device per (physical device, dot shaders, float requantization) for the whole module (their pipelines
+    are reused); `frq` None: with the dot shaders where the device guarantees float32 RTE (the two extremes, the
+    default path and the one vkinfer had before, unless asked otherwise)."""
+    frq = dot and _rte(info) if frq is None else frq
+    if (info.index, dot, frq) not in _opened:
+        _opened[info.index, dot, frq] = _vk.Device(info, integer_dot=dot, float_rq=frq)
+    return _opened[info.index, dot, frq]
 
 
 def _slow(info: vkinfer.DeviceInfo) -> bool:
@@ -68,7 +76,7 @@ def test_dot_and_scalar_paths_equal_the_reference(info):
     """The conv edge-case table (every kernel, signedness pair, group and padding form) and the matmul shapes on
     both shader paths: the reference's bits; the dot variants really ran where they apply."""
     dot, plain = _device(info, True), _device(info, False)
-    assert dot.use_dot and not plain.use_dot
+    assert dot.use_dot and not plain.use_dot and not plain.use_float_rq and dot.use_float_rq == _rte(info)
     # Half the table here (a sixth on SwiftShader); the other Vulkan tests run all of it on the devices' default
     # path, the dot one where the feature is (test_conv_vulkan.py, test_vulkan_devices.py).
     cases = TABLE[::6] if _slow(info) else TABLE[::2]
@@ -138,14 +146,58 @@ def test_every_tile_and_staging_on_both_paths(info):
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(conv_args(), st.sampled_from(sorted(TILES)), st.booleans(), st.booleans())
-def test_random_convolutions_on_every_variant(case, tile, shared, dot):
-    """Hypothesis shapes (any kernel, group, stride, dilation, padding) with a random tile, staging and shader
-    path on the default device: the reference's bits."""
+@given(conv_args(), st.sampled_from(sorted(TILES)), st.booleans(), st.booleans(), st.booleans())
+def test_random_convolutions_on_every_variant(case, tile, shared, dot, frq):
+    """Hypothesis shapes (any kernel, group, stride, dilation, padding) with a random tile, staging, shader path
+    and requantization form on the default device: the reference's bits."""
     info = _vk._pick(None)
-    dev = _device(info, dot and info in DOT_INFOS)
+    dev = _device(info, dot and info in DOT_INFOS, frq and _rte(info))
     got = _conv(dev, case, GemmConfig(TILES[tile], shared, "test"))
     np.testing.assert_array_equal(got, ops.qlinear_conv(**case, device="reference"))
+
+
+def test_float_requantization_keeps_the_integer_form_where_the_multiplier_is_not_normal():
+    """The float32 form runs where the device guarantees RTE and every multiplier is a normal float32; a layer
+    with a denormal multiplier (a device may flush it) keeps the integer form on the same device; both exact,
+    ties and saturation included (the conv table's 'ties' and 'saturate' rows)."""
+    info = _vk._pick(None)
+    if not _rte(info):
+        pytest.skip(f"{info.name} guarantees no float32 round-to-nearest-even")
+    dev = _device(info, False, True)
+    assert dev.use_float_rq
+    rng = np.random.default_rng(11)
+    base = dict(x=rng.integers(0, 256, (1, 8, 6, 5), dtype=np.uint8), x_scale=0.05, x_zero_point=np.uint8(128),
+                w=rng.integers(-128, 128, (8, 8, 1, 1), dtype=np.int8), w_scale=0.01, w_zero_point=np.int8(0),
+                y_scale=0.2, y_zero_point=np.uint8(100))
+    tiny = {**base, "x_scale": 1e-20, "w_scale": 1e-20, "y_scale": 1.0}  # m = 1e-40: a float32 denormal
+    for case, frq in [(base, True), (tiny, False)]:
+        op = QLinearConv(conv_spec(**case), dev)
+        assert ("VK_FRQ" in (op.defines or {})) is frq
+        np.testing.assert_array_equal(Executable(op, dev).run(case["x"]), ops.qlinear_conv(**case, device="reference"))
+    for name, c in TABLE:
+        if "ties" in name or "saturate" in name:
+            np.testing.assert_array_equal(_conv(dev, c), ops.qlinear_conv(**c, device="reference"), name)
+
+
+def test_float_rq_choice_follows_the_guarantee_and_the_override(monkeypatch):
+    """$VKINFER_VK_FLOAT_RQ: unset uses the float form wherever the device guarantees float32 RTE, 0 never, 1
+    asks for it (a warning and the integer form without the guarantee); float_rq=True without it is refused."""
+    info = INFOS[0] if INFOS else pytest.skip("no Vulkan device")
+    monkeypatch.delenv("VKINFER_VK_FLOAT_RQ", raising=False)
+    monkeypatch.setenv("VKINFER_SELFTEST", "0")
+    rte = dataclasses.replace(info, float_controls={"supported": True, "rte32": True})
+    none = dataclasses.replace(info, float_controls={"supported": True, "rte32": False})
+    assert _vk.float_rq_choice(rte)[0] and not _vk.float_rq_choice(none)[0]
+    monkeypatch.setenv("VKINFER_VK_FLOAT_RQ", "0")
+    assert _vk.float_rq_choice(rte) == (False, "off ($VKINFER_VK_FLOAT_RQ=0)")
+    monkeypatch.setenv("VKINFER_VK_FLOAT_RQ", "1")
+    with pytest.warns(RuntimeWarning, match="cannot guarantee float32 round-to-nearest-even"):
+        assert not _vk.float_rq_choice(none)[0]
+    with pytest.raises(ValueError, match="has no shaderRoundingModeRTEFloat32"):
+        _vk.Device(none, float_rq=True)
+    monkeypatch.setenv("VKINFER_VK_FLOAT_RQ", "2")
+    with pytest.raises(ValueError, match="VKINFER_VK_FLOAT_RQ must be 0 or 1"):
+        _vk.float_rq_choice(rte)
 
 
 # --- the choice: dot path ---------------------------------------------------------------------------------------
