@@ -44,7 +44,7 @@ DEFINE_SETS: dict[str, list[tuple[tuple[str, str], ...]]] = {
     # the float32 requantization (FRQ_DEFINES), which the depthwise kernels have alone (kernel_defines).
     **{name: [(("VK_DOT", "1"),), (("VK_FRQ", "1"),), (("VK_DOT", "1"), ("VK_FRQ", "1"))]
        for name in ("qlinear_gemm", "qlinear_gemv", "qlinear_conv")},
-    **{name: [(("VK_FRQ", "1"),)] for name in ("qlinear_dwconv", "qlinear_dwconv3x3")}}
+    **{name: [(("VK_FRQ", "1"),)] for name in ("qlinear_dwconv", "qlinear_dwconv3x3", "requant_check")}}
 
 
 def cache_dir() -> Path:

@@ -29,14 +29,14 @@ import os
 import threading
 import warnings
 import weakref
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from . import _glsl
+from . import _glsl, _trust
 from ._pipeline_cache import (  # noqa: F401 (tests and Device read them here)
     _PC_HEADER,
     _PC_MAGIC,
@@ -172,10 +172,9 @@ class DeviceInfo:
     vendor_id: int
     device_id: int
     limits: dict
-    #: VK_KHR_shader_integer_dot_product: {"supported", "signed_accelerated", "unsigned_accelerated",
-    #: "mixed_accelerated"} (packed 4x8-bit forms; the driver's word on whether they beat multiply-adds).
+    #: {"supported", "signed_accelerated", "unsigned_accelerated", "mixed_accelerated"}: packed 4x8-bit dot products
     integer_dot_product: dict = dataclasses.field(default_factory=dict)
-    #: VK_KHR_shader_float_controls: {"supported", "rte32"} (float32 round-to-nearest-even can be required).
+    #: VK_KHR_shader_float_controls: {"supported", "rte32"} (float32 round-to-nearest-even can be required)
     float_controls: dict = dataclasses.field(default_factory=dict)
 
     def __str__(self) -> str:
@@ -374,72 +373,14 @@ def _default_pipeline_threads() -> int:
     return min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 
 
-def dot_choice(info: DeviceInfo, env: MutableMapping[str, str] = os.environ) -> tuple[bool, str]:
-    """Whether a device opened now uses the integer-dot-product shaders, and why.
-
-    $VKINFER_VK_DOT=0 keeps the scalar shaders; unset (or 1) the dot shaders run wherever the device has
-    shaderIntegerDotProduct, accelerated or not: lavapipe, which accelerates no form, ran MobileNetV2 1.0/224 in
-    0.97x the scalar shaders' time with them (one thread, 120 vs 124 ms), so the driver's own lowering is no
-    worse than our unpacking. A device without the feature never gets them (=1 then warns), and neither does
-    one the driver blocklist names."""
-    dot = info.integer_dot_product or {}
-    want = env.get("VKINFER_VK_DOT", "").strip().lower()
-    if want not in ("", "0", "1"):
-        raise ValueError(f"$VKINFER_VK_DOT must be 0 or 1, got {want!r}")
-    if want == "0":
-        return False, "off ($VKINFER_VK_DOT=0)"
-    if not dot.get("supported"):
-        if want == "1":
-            warnings.warn(f"vkinfer: $VKINFER_VK_DOT=1 but {info.name} has no shaderIntegerDotProduct: "
-                          "using the scalar shaders", RuntimeWarning, stacklevel=3)
-        return False, "not supported by the device"
-    reason = _feature_problem(info, "dot")
-    if reason:
-        if want == "1":
-            return True, f"on ($VKINFER_VK_DOT=1, although {reason})"
-        return False, f"off: {reason}"
-    if want == "1":
-        return True, "on ($VKINFER_VK_DOT=1)"
-    fast = any(dot.get(k) for k in ("signed_accelerated", "unsigned_accelerated", "mixed_accelerated"))
-    return True, "on (accelerated by the driver)" if fast else "on (the driver's unaccelerated form)"
+def dot_choice(info: DeviceInfo, env: Mapping[str, str] = os.environ) -> tuple[bool, str]:
+    """Whether a device opened now uses the integer-dot-product shaders, and why (vkinfer/_trust.py dot_choice)."""
+    return _trust.dot_choice(info, lambda: _instance().identity(info.index), env)
 
 
-def _feature_problem(info: DeviceInfo, feature: str = "dot") -> str | None:
-    """Why `info` should stay off a shader feature ("dot", "frq"): the driver blocklist, or its cached self-test
-    verdict on a path with that feature failed (vkinfer/vulkan/selftest.py feature_problem), if anything."""
-    from .vulkan.selftest import feature_problem  # the self-test sits above this module: imported at use
-
-    return feature_problem(info, feature)
-
-
-def float_rq_choice(info: DeviceInfo, env: MutableMapping[str, str] = os.environ) -> tuple[bool, str]:
-    """Whether a device opened now requantizes in float32 (shaders/qcommon.glsl VK_FRQ), and why.
-
-    The contract's requantization is fl32(fl32(acc) * m), rounded half to even. The shaders emulate both float32
-    roundings with integer arithmetic (about 60 operations an output), because Vulkan leaves the rounding mode
-    of float arithmetic to the driver; where the device offers shaderRoundingModeRTEFloat32, the float variant
-    declares RoundingModeRTE (SPV_KHR_float_controls) and computes it in three float operations, the product
-    marked NoContraction (`precise`). lavapipe: MobileNetV2 1.0/224 in 0.81x the time (one thread, 97 vs 120 ms).
-    $VKINFER_VK_FLOAT_RQ=0 keeps the integer emulation; =1 asks for the float form (a warning where the device
-    cannot guarantee RTE). A layer whose multiplier is not a normal float32 keeps the integer form (a device may
-    flush denormals)."""
-    want = env.get("VKINFER_VK_FLOAT_RQ", "").strip().lower()
-    if want not in ("", "0", "1"):
-        raise ValueError(f"$VKINFER_VK_FLOAT_RQ must be 0 or 1, got {want!r}")
-    if want == "0":
-        return False, "off ($VKINFER_VK_FLOAT_RQ=0)"
-    if not (info.float_controls or {}).get("rte32"):
-        if want == "1":
-            warnings.warn(f"vkinfer: $VKINFER_VK_FLOAT_RQ=1 but {info.name} cannot guarantee float32 round-to-"
-                          "nearest-even (shaderRoundingModeRTEFloat32): using the integer requantization",
-                          RuntimeWarning, stacklevel=3)
-        return False, "off (no shaderRoundingModeRTEFloat32)"
-    reason = _feature_problem(info, "frq")
-    if reason:
-        if want == "1":
-            return True, f"on ($VKINFER_VK_FLOAT_RQ=1, although {reason})"
-        return False, f"off: {reason}"
-    return True, "on ($VKINFER_VK_FLOAT_RQ=1)" if want == "1" else "on (the device guarantees float32 RTE)"
+def float_rq_choice(info: DeviceInfo, env: Mapping[str, str] = os.environ) -> tuple[bool, str]:
+    """Whether a device opened now requantizes in float32, and why (vkinfer/_trust.py float_rq_choice)."""
+    return _trust.float_rq_choice(info, lambda: _instance().identity(info.index), env)
 
 
 def _push_shapes_default(info: DeviceInfo) -> bool:
@@ -492,24 +433,12 @@ class Device:
         threads = _default_pipeline_threads() if pipeline_threads is None else int(pipeline_threads)
         if threads < 0:
             raise ValueError(f"pipeline_threads must be >= 0, got {threads}")
-        if integer_dot is None:
-            want_dot, self.dot_reason = dot_choice(info)
-        else:
-            want_dot, self.dot_reason = bool(integer_dot), f"{'on' if integer_dot else 'off'} (asked for)"
-            if want_dot and not (info.integer_dot_product or {}).get("supported"):
-                raise ValueError(f"integer_dot=True: {info.name} has no shaderIntegerDotProduct")
-        if float_rq is None:
-            want_frq, self.float_rq_reason = float_rq_choice(info)
-        else:
-            want_frq, self.float_rq_reason = bool(float_rq), f"{'on' if float_rq else 'off'} (asked for)"
-            if want_frq and not (info.float_controls or {}).get("rte32"):
-                raise ValueError(f"float_rq=True: {info.name} has no shaderRoundingModeRTEFloat32")
+        (want_dot, self.dot_reason), (want_frq, self.float_rq_reason) = _trust.open_choices(
+            info, integer_dot, float_rq, lambda: inst.identity(info.index))
         self.raw = _native().Device(inst, info.index, payload or b"", threads, want_dot, want_frq)
-        #: The integer-dot-product shaders (OpSDot/OpUDot/OpSUDot) run on this device: it was created with
-        #: shaderIntegerDotProduct enabled. `dot_reason` says why or why not.
+        #: The integer-dot-product shaders run here (created with shaderIntegerDotProduct); `dot_reason`: why (not).
         self.use_dot: bool = bool(self.raw.integer_dot)
-        #: The convolution and GEMM shaders requantize in float32 under RoundingModeRTE (`float_rq_choice`): the
-        #: device was created with VK_KHR_shader_float_controls and guarantees it. `float_rq_reason`: why (not).
+        #: The conv/GEMM shaders requantize in float32 under RoundingModeRTE; `float_rq_reason`: why (not).
         self.use_float_rq: bool = bool(self.raw.rte32)
         self._on_disk: bytes | None = payload  # what the file holds now, when valid
         self._saved_created = 0

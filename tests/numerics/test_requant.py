@@ -31,15 +31,21 @@ def _cases(rng, n):
     return acc.astype(np.int32), m, zp.astype(np.int32)
 
 
-def shader_requantize(dev, lo: int, hi: int, n: int) -> tuple[np.ndarray, ...]:
-    """requant_check.comp (qcommon.glsl's integer requantization) on `dev` over `n`-ish seeded cases, and the
-    independent oracle, numpy's IEEE float32 multiply and rint (half to even): (got, want, acc, m, zp)."""
+def shader_requantize(dev, lo: int, hi: int, n: int, frq: bool = False) -> tuple[np.ndarray, ...]:
+    """requant_check.comp (qcommon.glsl's integer requantization; with `frq` its float32 form under
+    RoundingModeRTE, on the cases whose multiplier is zero or a normal float32, as the lowerings use it) on `dev`
+    over `n`-ish seeded cases, and the independent oracle, numpy's IEEE float32 multiply and rint (half to even):
+    (got, want, acc, m, zp)."""
     acc, m, zp = _cases(np.random.default_rng(lo + 1000), n)
+    if frq:
+        keep = (m == 0) | (np.abs(m) >= np.finfo(np.float32).tiny)
+        acc, m, zp = acc[keep], m[keep], zp[keep]
     mant, exp = split_float32(m)
     table = np.stack([acc, mant, exp, zp], axis=1).astype(np.int32)
     inp, out = dev.buffer(table.nbytes), dev.buffer(4 * len(acc))
     inp.write(table)
-    prog = dev.program("requant_check", [inp, out], (-(-len(acc) // 64), 1, 1), [len(acc)], [lo, hi])
+    prog = dev.program("requant_check", [inp, out], (-(-len(acc) // 64), 1, 1), [len(acc)], [lo, hi],
+                       {"VK_FRQ": 1} if frq else None)
     seq = dev.sequence()
     seq.upload(inp)
     seq.barrier()
@@ -65,6 +71,24 @@ def test_shader_requantize_matches_float32(lo, hi):
         ties = np.sum((prod - np.floor(prod)) == 0.5)
     assert np.sum(np.abs(acc.astype(np.int64)) > 2**24) > 10000
     assert ties > 1000
+
+
+@pytest.mark.parametrize("lo,hi", [(0, 255), (-128, 127), (10, 200)])
+def test_shader_float_requantize_matches_float32(lo, hi):
+    """The float32 form (VK_FRQ: RoundingModeRTE, a precise product, roundEven) on a device that guarantees float32
+    round-to-nearest-even, over the same hard cases (ties, |acc| > 2^24, INT32_MIN/MAX, huge multipliers)."""
+    from vkinfer import _vk
+
+    info = next((d for d in _vk.devices() if d.float_controls.get("rte32")), None)
+    if info is None:
+        pytest.skip("no Vulkan device guarantees float32 round-to-nearest-even")
+    got, want, acc, m, zp = shader_requantize(_vk.Device(info, float_rq=True), lo, hi, 1 << 18, frq=True)
+    bad = np.nonzero(got != want)[0]
+    assert bad.size == 0, [(int(acc[i]), float(m[i]), int(zp[i]), int(got[i]), int(want[i])) for i in bad[:10]]
+    with np.errstate(over="ignore", invalid="ignore"):
+        prod = acc.astype(np.float32) * m
+        ties = np.sum((prod - np.floor(prod)) == 0.5)
+    assert np.sum(np.abs(acc.astype(np.int64)) > 2**24) > 10000 and ties > 1000 and np.isinf(prod).any()
 
 
 def test_reference_requantize_saturates_instead_of_wrapping():

@@ -10,7 +10,7 @@ The order, top to bottom (docs/architecture.md):
   ir, ops    vkinfer.model (the graph, importers, op table and interpreter, the lowering interface, passes,
              move analysis, the arena algorithm), vkinfer.reference (each op's definition and numpy reference),
              vkinfer.layout (the tensor forms), errors, the
-             native modules' wrappers (_vk, _glsl, _cache)
+             native modules' wrappers (_vk, _glsl, _cache), what Vulkan drivers are trusted with (_trust)
 Every import of a vkinfer module by a vkinfer module is read from the source (ast), function-level imports
 included: an import from a higher layer fails, as does any cycle between subpackages. KNOWN lists the imports
 still in the way, each with why; it may only shrink (a listed import that is gone fails too, so the list stays
@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[2] / "vkinfer"
 # (module prefix, layer); the longest matching prefix wins. 0 is the bottom.
 LAYERS = [
     ("vkinfer.errors", 0), ("vkinfer._cache", 0), ("vkinfer.layout", 0), ("vkinfer.reference", 0),
-    ("vkinfer.model", 0), ("vkinfer._glsl", 0), ("vkinfer._vk", 0), ("vkinfer._native", 0), ("vkinfer._planrun", 0),
+    ("vkinfer.model", 0), ("vkinfer._glsl", 0), ("vkinfer._vk", 0), ("vkinfer._trust", 0), ("vkinfer._native", 0),
+    ("vkinfer._planrun", 0),
     ("vkinfer._version", 0), ("vkinfer._pipeline_cache", 0), ("vkinfer._vkcore", 0), ("vkinfer._spirv", 0),
     ("vkinfer.cpu", 1), ("vkinfer.vulkan", 1), ("vkinfer.dispatch", 1),
     ("vkinfer.compiler", 2), ("vkinfer.dispatch.calibrate", 2),

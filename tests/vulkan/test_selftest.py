@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import vkinfer
-from vkinfer import _vk, cli, cpu, ops
+from vkinfer import _trust, _vk, cli, cpu, ops
 from vkinfer.dispatch import machine
 from vkinfer.errors import DeviceUntrustedError, VulkanDeviceError
 from vkinfer.reference._spec import ConvSpec
@@ -240,7 +240,7 @@ def test_auto_opening_an_untested_device_that_fails_runs_on_the_cpu_with_a_warni
 def block(monkeypatch):
     """Add one blocklist entry for the test."""
     def add(**kw) -> None:
-        monkeypatch.setattr(selftest, "BLOCKLIST", [*selftest.BLOCKLIST, selftest.BlockEntry(**kw)])
+        monkeypatch.setattr(_trust, "BLOCKLIST", [*_trust.BLOCKLIST, selftest.BlockEntry(**kw)])
     return add
 
 

@@ -592,7 +592,8 @@ def test_uncached_spirv_compiles_on_workers_and_the_program_is_made_when_recorde
     np.testing.assert_array_equal(yb.read_nchw(op.out_shape, spec.out.dtype), _reference(spec, spec.x))
     assert list(cache_dir.glob("spirv/*.spv"))  # and the next process finds it on disk
     _glsl.spirv.cache_clear()
-    assert _glsl.spirv_future(op.kernel, (), dev.push_shapes).done()
+    defines = tuple(sorted((k, str(v)) for k, v in (op.defines or {}).items()))
+    assert _glsl.spirv_future(op.kernel, defines, dev.push_shapes).done()
 
     bad = tmp_path / "shaders"
     bad.mkdir()
