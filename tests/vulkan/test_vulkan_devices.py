@@ -236,7 +236,8 @@ def test_device_equals_reference(info, check, monkeypatch):
 # tests/support/vk_validation_run.py's modes, as test_chain.py runs them on the default device: the kernels, every
 # plan layer kind, and the negative control. The whole MobileNetV2 (width 1.0, 96x96, one submit) runs under
 # validation on the default device only: it records nothing the plan mode does not, and took 6-8 s on SwiftShader.
-VALIDATION = {"ops": "RESULT ops-equal 5/5", "plan": "RESULT plan-equal 4/4", "chain-nobarrier": "RESULT chain-equal"}
+VALIDATION = {"ops": "RESULT ops-equal 5/5", "plan": "RESULT plan-equal 4/4", "chain-nobarrier": "RESULT chain-equal",
+              "variants": "RESULT variants-equal 14/14"}
 
 
 @pytest.mark.parametrize("mode", list(VALIDATION))
