@@ -365,3 +365,25 @@ def test_cli_tune_and_devices(own_cache, capsys):
     assert f"GEMM: {tile[0]} tile, {'shared-memory' if tile[1] == 'shared' else 'direct'} staging: tuned" in out
     assert "integer dot product: " in out and "vkinfer's dot shaders: " in out
     assert cli.main(["tune", "--budget", "0"]) == 2
+
+
+def test_a_narrow_layer_takes_a_tile_that_pads_it_least(own_cache, monkeypatch):
+    """The device's tile unless it computes over 1.25x the outputs of the least-padding tile: 32 columns in a
+    64x64 tile are half padding (32x32 then), 144 columns over 3136 rows are not; an override is kept."""
+    monkeypatch.setenv("VKINFER_VK_TUNE", "0")
+    cfg = GemmConfig(TILES["64x64"], False, "tuned")
+    assert gemm_tiles.fit_shape(cfg, 256, 8).tile.name == "32x32"
+    assert gemm_tiles.fit_shape(cfg, 3136, 36) == cfg
+    assert gemm_tiles.fit_shape(GemmConfig(TILES["128x64"], True, "tuned"), 49, 40).tile.rows <= 64
+    monkeypatch.setenv("VKINFER_VK_TILE", "128x64")
+    over = gemm_tiles.gemm_config(_fresh())
+    assert gemm_tiles.fit_shape(over, 9, 2) == over
+    monkeypatch.delenv("VKINFER_VK_TILE")
+    dev = _fresh()
+    dev._gemm_config = cfg
+    rng = np.random.default_rng(6)
+    c = mm_case(rng, (256, 40), (40, 32), "u8", "s8")
+    op = QLinearMatMul(matmul_spec(**c), dev)
+    assert op.gemm.tile.name == "32x32" and op.groups == (1, 8, 1)
+    np.testing.assert_array_equal(Executable(op, dev).run(op.spec.a).reshape(op.spec.out_shape),
+                                  ops.qlinear_matmul(**c, device="reference"))

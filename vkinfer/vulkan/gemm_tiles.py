@@ -137,6 +137,21 @@ def gemm_config(dev: Device) -> GemmConfig:
     return GemmConfig(tile or base.tile, base.shared if staging is None else staging, "override")
 
 
+def fit_shape(cfg: GemmConfig, rows: int, n4: int) -> GemmConfig:
+    """`cfg` for a GEMM of `rows` rows and `n4` output words, unless its tile would compute over 1.25x the outputs
+    of the tile that pads this shape least: then that one (same staging). A narrow layer in a wide tile is mostly
+    padding: ResNet-8's 1x1 shortcuts (32 columns) in the 64x64 tile computed twice their outputs (lavapipe, one
+    thread: ResNet-8 10.7 ms with 64x64 everywhere, 10.2 ms with 32x32). An override ($VKINFER_VK_TILE) is kept."""
+    if cfg.source == "override" and os.environ.get("VKINFER_VK_TILE", "").strip():
+        return cfg
+
+    def padded(t: Tile) -> int:
+        return -(-n4 // t.words) * t.words * -(-rows // t.rows) * t.rows
+
+    best = min(TILES.values(), key=padded)
+    return dataclasses.replace(cfg, tile=best) if padded(cfg.tile) > 1.25 * padded(best) else cfg
+
+
 # --- the tuning record ------------------------------------------------------------------------------------------
 
 #: Bumped when the record's meaning changes (new variants, new shapes): older records are then never read.

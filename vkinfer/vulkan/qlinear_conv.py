@@ -16,7 +16,7 @@ from ..layout import as_bytes, ceil4, pad_last
 from ..reference._spec import ConvSpec
 from ..reference.requant import split_float32
 from ._loops import check_loops, loop_cost, nested_iterations
-from .gemm_tiles import TILES, GemmConfig, Tile, gemm_config
+from .gemm_tiles import TILES, GemmConfig, Tile, fit_shape, gemm_config
 
 # Every convolution kernel variant; the tests check the shape table reaches each one and the
 # benchmark reports which one ran.
@@ -119,7 +119,9 @@ class QLinearConv:
         """`gemm`: qlinear_gemm's tile and staging (default: gemm_tiles.gemm_config(dev))."""
         self.spec, self.dev = s, dev
         self.kernel = choose_kernel(s)
-        self.gemm = (gemm or gemm_config(dev)) if self.kernel == "qlinear_gemm" else None
+        self.gemm = None
+        if self.kernel == "qlinear_gemm":  # the device's tile, or a narrower one where it would mostly pad
+            self.gemm = gemm or fit_shape(gemm_config(dev), s.out_shape[2] * s.out_shape[3], ceil4(s.w.shape[0]))
         n, c, h, w = s.x.shape
         m, cg, kh, kw = s.w.shape
         _, _, oh, ow = s.out_shape

@@ -11,7 +11,7 @@ import numpy as np
 from .._vk import Buffer, Device, Program
 from ..layout import ceil4, pad_last
 from ..reference._spec import MatMulSpec
-from .gemm_tiles import GemmConfig, gemm_config
+from .gemm_tiles import GemmConfig, fit_shape, gemm_config
 from .qlinear_conv import GEMV_MAX_ROWS, _upload_const, kernel_defines, requant_table
 
 
@@ -45,7 +45,7 @@ class QLinearMatMul:
             self.spec_consts = [k4, n4, m, m * k4, b_batch, sa, sb, n, q_batch]
             self.groups = (-(-n4 // 64), m, nb)
         else:
-            self.gemm = gemm or gemm_config(dev)
+            self.gemm = gemm or fit_shape(gemm_config(dev), m, n4)
             self.spec_consts = [k4, n4, m, m * k4, b_batch, m, m, 1, 1, sa, sb, int(np.any(s.b_zp != 0)), n,
                                 q_batch, *self.gemm.spec()]
             self.groups = (-(-n4 // self.gemm.tile.words), -(-m // self.gemm.tile.rows), nb)
