@@ -91,19 +91,25 @@ def _selftest_line(info) -> str:
                               "identity": vulkan_identity(info.index)})
 
 
+def _vulkan_infos(device: str | None) -> list:
+    """The Vulkan devices a --device option names ("vulkan", "vulkan:<index|name|type>"; None: every one)."""
+    from . import _vk
+
+    if device is None:
+        return _vk.devices()
+    kind, _, which = device.partition(":")
+    if kind != "vulkan":
+        raise ValueError(f"--device takes vulkan or vulkan:<index|name|type>, got {device!r}")
+    return [_vk._pick(which or None)]
+
+
 def _selftest(device: str | None) -> int:
     """Rerun the self-test on `device` ("vulkan", "vulkan:<which>"; default every Vulkan device) whatever is
     cached, print each case's result and time, record the verdicts. Exit status 0 when every device passed, else 1."""
     from . import _vk
     from .vulkan import selftest
 
-    if device is None:
-        infos = _vk.devices()
-    else:
-        kind, _, which = device.partition(":")
-        if kind != "vulkan":
-            raise ValueError(f"--device takes vulkan or vulkan:<index|name|type>, got {device!r}")
-        infos = [_vk._pick(which or None)]
+    infos = _vulkan_infos(device)
     failed = 0
     for info in infos:
         dev = _vk.get_device(info.index)
@@ -131,13 +137,7 @@ def _tune(device: str | None, budget: float) -> int:
     from . import _vk
     from .vulkan import gemm_tiles
 
-    if device is None:
-        infos = _vk.devices()
-    else:
-        kind, _, which = device.partition(":")
-        if kind != "vulkan":
-            raise ValueError(f"--device takes vulkan or vulkan:<index|name|type>, got {device!r}")
-        infos = [_vk._pick(which or None)]
+    infos = _vulkan_infos(device)
     if not budget > 0:
         raise ValueError(f"--budget must be a number of seconds > 0, got {budget}")
     for info in infos:
