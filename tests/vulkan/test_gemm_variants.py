@@ -387,3 +387,17 @@ def test_a_narrow_layer_takes_a_tile_that_pads_it_least(own_cache, monkeypatch):
     assert op.gemm.tile.name == "32x32" and op.groups == (1, 8, 1)
     np.testing.assert_array_equal(Executable(op, dev).run(op.spec.a).reshape(op.spec.out_shape),
                                   ops.qlinear_matmul(**c, device="reference"))
+
+
+def test_a_failing_autotune_falls_back_to_the_class_default(own_cache, monkeypatch):
+    """A tuning that fails (not a device fault) costs speed, never the layer: a RuntimeWarning and the class
+    default."""
+    monkeypatch.setenv("VKINFER_VK_TUNE", "1")
+
+    def broken(dev, *a, **k):
+        raise RuntimeError("no timestamps today")
+
+    monkeypatch.setattr(gemm_tiles, "autotune", broken)
+    dev = _fresh()
+    with pytest.warns(RuntimeWarning, match="autotune failed .*no timestamps today"):
+        assert gemm_tiles.gemm_config(dev) == gemm_tiles.class_default(dev)

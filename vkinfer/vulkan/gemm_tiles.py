@@ -130,7 +130,7 @@ def gemm_config(dev: Device) -> GemmConfig:
         if base is None:
             base = load_tuning(dev)
             if base is None:
-                base = autotune(dev).config if tune_policy(dev) else class_default(dev)
+                base = _tuned_now(dev) if tune_policy(dev) else class_default(dev)
             dev._gemm_config = base
     if tile is None and staging is None:
         return base
@@ -150,6 +150,21 @@ def fit_shape(cfg: GemmConfig, rows: int, n4: int) -> GemmConfig:
 
     best = min(TILES.values(), key=padded)
     return dataclasses.replace(cfg, tile=best) if padded(cfg.tile) > 1.25 * padded(best) else cfg
+
+
+def _tuned_now(dev: Device) -> GemmConfig:
+    """The autotune's choice, or the class default with a RuntimeWarning when the autotune fails for another
+    reason than a device fault (a lost device is the session's to handle: VulkanDeviceError propagates)."""
+    from ..errors import VulkanDeviceError
+
+    try:
+        return autotune(dev).config
+    except VulkanDeviceError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a failed tuning costs speed, never the session
+        warnings.warn(f"vkinfer: GEMM tile autotune failed on {dev.info.name} ({type(e).__name__}: {e}); using the "
+                      "device class's tile", RuntimeWarning, stacklevel=4)
+        return class_default(dev)
 
 
 # --- the tuning record ------------------------------------------------------------------------------------------
