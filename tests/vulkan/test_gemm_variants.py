@@ -41,6 +41,8 @@ INFOS = _infos()
 IDS = [d.name.split()[0].lower() for d in INFOS]
 DOT_INFOS = [d for d in INFOS if d.integer_dot_product.get("supported")]
 DOT_IDS = [d.name.split()[0].lower() for d in DOT_INFOS]
+RTE_INFOS = [d for d in INFOS if d.float_controls.get("rte32")]
+DEFAULT = [d for d in INFOS if d == _vk._pick(None)] if INFOS else []  # the default device, as a one-item list
 _opened: dict[tuple[int, bool, bool], _vk.Device] = {}
 
 
@@ -104,12 +106,11 @@ def test_dot_and_scalar_paths_equal_the_reference(info):
                 np.testing.assert_array_equal(_matmul(d, c), want, f"{sa}x{sb} {selftest_path(d)}")
 
 
-def test_grouped_convolutions_take_the_dot_variant_only_on_whole_words():
+@pytest.mark.parametrize("info", DOT_INFOS[:1], ids=DOT_IDS[:1])
+def test_grouped_convolutions_take_the_dot_variant_only_on_whole_words(info):
     """qlinear_conv's dot variant reads whole words of a group: groups of 4k channels in and out take it, others
     (a word straddling two groups, or a group starting mid-word) keep the scalar shader on the same device."""
-    if not DOT_INFOS:
-        pytest.skip("no Vulkan device with shaderIntegerDotProduct")
-    dev = _device(DOT_INFOS[0], True)
+    dev = _device(info, True)
     rng = np.random.default_rng(4)
     for (c, m, group), want_dot in [((8, 8, 2), True), ((8, 12, 2), False), ((12, 8, 2), False), ((6, 9, 3), False),
                                     ((5, 7, 1), True)]:
@@ -161,13 +162,11 @@ def test_random_convolutions_on_every_variant(case, tile, shared, dot, frq):
     np.testing.assert_array_equal(got, ops.qlinear_conv(**case, device="reference"))
 
 
-def test_float_requantization_keeps_the_integer_form_where_the_multiplier_is_not_normal():
+@pytest.mark.parametrize("info", RTE_INFOS[:1], ids=[d.name.split()[0].lower() for d in RTE_INFOS[:1]])
+def test_float_requantization_keeps_the_integer_form_where_the_multiplier_is_not_normal(info):
     """The float32 form runs where the device guarantees RTE and every multiplier is a normal float32; a layer
     with a denormal multiplier (a device may flush it) keeps the integer form on the same device; both exact,
     ties and saturation included (the conv table's 'ties' and 'saturate' rows)."""
-    info = _vk._pick(None)
-    if not _rte(info):
-        pytest.skip(f"{info.name} guarantees no float32 round-to-nearest-even")
     dev = _device(info, False, True)
     assert dev.use_float_rq
     rng = np.random.default_rng(11)
@@ -184,10 +183,10 @@ def test_float_requantization_keeps_the_integer_form_where_the_multiplier_is_not
             np.testing.assert_array_equal(_conv(dev, c), ops.qlinear_conv(**c, device="reference"), name)
 
 
-def test_float_rq_choice_follows_the_guarantee_and_the_override(monkeypatch):
+@pytest.mark.parametrize("info", INFOS[:1], ids=IDS[:1])
+def test_float_rq_choice_follows_the_guarantee_and_the_override(info, monkeypatch):
     """$VKINFER_VK_FLOAT_RQ: unset uses the float form wherever the device guarantees float32 RTE, 0 never, 1
     asks for it (a warning and the integer form without the guarantee); float_rq=True without it is refused."""
-    info = INFOS[0] if INFOS else pytest.skip("no Vulkan device")
     monkeypatch.delenv("VKINFER_VK_FLOAT_RQ", raising=False)
     monkeypatch.setenv("VKINFER_SELFTEST", "0")
     rte = dataclasses.replace(info, float_controls={"supported": True, "rte32": True})
@@ -213,10 +212,10 @@ def _fake(info: vkinfer.DeviceInfo, **dot) -> vkinfer.DeviceInfo:
                                                           **dot})
 
 
-def test_dot_choice_follows_the_feature_and_the_override(monkeypatch):
+@pytest.mark.parametrize("info", INFOS[:1], ids=IDS[:1])
+def test_dot_choice_follows_the_feature_and_the_override(info, monkeypatch):
     """$VKINFER_VK_DOT: unset uses the dot shaders wherever the feature is (accelerated or not), 0 never, 1 asks
     for them; a device without the feature never gets them (1 then warns), a bad value is a ValueError."""
-    info = INFOS[0] if INFOS else pytest.skip("no Vulkan device")
     monkeypatch.delenv("VKINFER_VK_DOT", raising=False)
     monkeypatch.setenv("VKINFER_SELFTEST", "0")  # no cached verdict or blocklist in the way
     assert _vk.dot_choice(_fake(info, supported=True))[0]
@@ -233,10 +232,10 @@ def test_dot_choice_follows_the_feature_and_the_override(monkeypatch):
         _vk.dot_choice(_fake(info, supported=True))
 
 
-def test_a_device_without_the_feature_never_gets_the_dot_path(monkeypatch):
+@pytest.mark.parametrize("info", INFOS[:1], ids=IDS[:1])
+def test_a_device_without_the_feature_never_gets_the_dot_path(info, monkeypatch):
     """A device that lists no shaderIntegerDotProduct is created without it, even asked for: integer_dot=True is a
     ValueError, $VKINFER_VK_DOT=1 a warning and the scalar shaders, and its layers never take a dot variant."""
-    info = INFOS[0] if INFOS else pytest.skip("no Vulkan device")
     fake = _fake(info)
     with pytest.raises(ValueError, match="has no shaderIntegerDotProduct"):
         _vk.Device(fake, integer_dot=True)

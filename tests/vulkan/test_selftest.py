@@ -55,6 +55,20 @@ def _names() -> list[str]:
         return []
 
 
+def _default_with(feature: str) -> list:
+    """The default Vulkan device as a one-item list when its DeviceInfo dict `feature` says so (for parametrize)."""
+    try:
+        info = _vk._pick(None)
+    except (vkinfer.VulkanUnavailableError, ValueError):
+        return []
+    field, key = feature.split(".")
+    return [info] if (getattr(info, field) or {}).get(key) else []
+
+
+DOT_DEFAULT = _default_with("integer_dot_product.supported")
+RTE_DEFAULT = _default_with("float_controls.rte32")
+
+
 def _entry(dev) -> dict:
     return next(d for d in machine.vulkan_devices() if d["device"] == f"vulkan:{dev.info.index}")
 
@@ -191,10 +205,8 @@ def test_the_record_keeps_one_verdict_per_shader_path(own_cache, monkeypatch):
     assert selftest.auto_problem(_entry(dev)) is None
 
 
-def test_the_integer_dot_product_path_is_tested_and_recorded_apart(own_cache):
-    info = _vk._pick(None)
-    if not (getattr(info, "integer_dot_product", None) or {}).get("supported"):
-        pytest.skip(f"{info.name} has no shaderIntegerDotProduct")
+@pytest.mark.parametrize("info", DOT_DEFAULT, ids=[d.name.split()[0] for d in DOT_DEFAULT])
+def test_the_integer_dot_product_path_is_tested_and_recorded_apart(info, own_cache):
     plain = selftest.check(_vk.Device(info, integer_dot=False, float_rq=False, pipeline_threads=0))
     dev = _vk.Device(info, integer_dot=True, float_rq=False, pipeline_threads=0)
     v = selftest.check(dev)
@@ -308,14 +320,12 @@ def test_cli_selftest_and_devices(own_cache, monkeypatch, capsys):
     assert "--device takes vulkan or vulkan:<index|name|type>, got 'cpu'" in capsys.readouterr().err
 
 
-def test_a_failing_dot_path_falls_back_to_the_scalar_shaders(own_cache, monkeypatch):
+@pytest.mark.parametrize("info", DOT_DEFAULT, ids=[d.name.split()[0] for d in DOT_DEFAULT])
+def test_a_failing_dot_path_falls_back_to_the_scalar_shaders(info, own_cache, monkeypatch):
     """A driver that computes integer dot products wrong (injected on the dot paths only) costs that path, not the
     device: device="vulkan" warns, reopens the device on the plain path (scalar shaders, integer requantization)
     and gives the C path's bits; the next device opened takes the plain path from the cached verdict, and
     $VKINFER_VK_DOT=1 still forces the dot shaders."""
-    info = _vk._pick(None)
-    if not (info.integer_dot_product or {}).get("supported"):
-        pytest.skip(f"{info.name} has no shaderIntegerDotProduct")
     for var in ("VKINFER_VK_DOT", "VKINFER_VK_FLOAT_RQ"):
         monkeypatch.delenv(var, raising=False)
     saved = dict(_vk._open)
@@ -344,12 +354,10 @@ def first_path(dev) -> str:
     return selftest.path_of(dev)
 
 
-def test_a_failing_float_requantization_falls_back_to_the_integer_one(own_cache, monkeypatch):
+@pytest.mark.parametrize("info", RTE_DEFAULT, ids=[d.name.split()[0] for d in RTE_DEFAULT])
+def test_a_failing_float_requantization_falls_back_to_the_integer_one(info, own_cache, monkeypatch):
     """Where the device guarantees float32 RTE, a wrong float requantization (injected on the +frq paths) makes
     device="vulkan" fall back to the plain path, and later devices open without the float form."""
-    info = _vk._pick(None)
-    if not (info.float_controls or {}).get("rte32"):
-        pytest.skip(f"{info.name} guarantees no float32 round-to-nearest-even")
     for var in ("VKINFER_VK_DOT", "VKINFER_VK_FLOAT_RQ"):
         monkeypatch.delenv(var, raising=False)
     saved = dict(_vk._open)
