@@ -218,6 +218,20 @@ def recall(path: str | os.PathLike) -> bytes | None:
         return _memory.get(str(Path(path)))
 
 
+def fetch(path: str | os.PathLike, max_bytes: int) -> tuple[bytes | None, str]:
+    """A cache file's bytes: what `store` kept in memory for it, else the file (`read_file`, at most `max_bytes`).
+    (None, "") when there is none; (None, why) when it cannot be read (the OSError's reason)."""
+    data = recall(path)
+    if data is not None:
+        return data, ""
+    try:
+        return read_file(path, max_bytes), ""
+    except (FileNotFoundError, NotADirectoryError):
+        return None, ""
+    except OSError as e:
+        return None, str(e.strerror or e)
+
+
 # --- verified entries ---------------------------------------------------------------------------------------------
 
 MAGIC = b"vkinfer-cache"

@@ -210,15 +210,10 @@ def read_record(identity: dict) -> dict | None:
     """The device's stamped record ({"paths": {path: verdict}, "last": path}), or None: missing (silently), or
     damaged, for another key or malformed (a RuntimeWarning naming the file; the self-test then reruns)."""
     path = record_path(identity)
-    blob = _cache.recall(path)
-    if blob is None:
-        try:
-            blob = _cache.read_file(path, RECORD_MAX_BYTES)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        except OSError as e:
-            why = f"unreadable ({e.strerror or e})"
-            blob = None
+    blob, unreadable = _cache.fetch(path, RECORD_MAX_BYTES)
+    if blob is None and not unreadable:
+        return None
+    why = f"unreadable ({unreadable})"
     if blob is not None:
         d, why = _cache.unstamp_json(blob, _record_key(identity))
         why = why or _record_problem(d)
@@ -295,25 +290,11 @@ def dot_choice(info: Any, identity: Callable[[], dict], env: Mapping[str, str] =
     one the driver blocklist names or whose cached self-test failed on a dot path. `identity`: the device's
     identity (vkinfer._vk Instance.identity), asked for only when a verdict is looked up."""
     dot = info.integer_dot_product or {}
-    want = env.get("VKINFER_VK_DOT", "").strip().lower()
-    if want not in ("", "0", "1"):
-        raise ValueError(f"$VKINFER_VK_DOT must be 0 or 1, got {want!r}")
-    if want == "0":
-        return False, "off ($VKINFER_VK_DOT=0)"
-    if not dot.get("supported"):
-        if want == "1":
-            warnings.warn(f"vkinfer: $VKINFER_VK_DOT=1 but {info.name} has no shaderIntegerDotProduct: "
-                          "using the scalar shaders", RuntimeWarning, stacklevel=4)
-        return False, "not supported by the device"
-    reason = feature_problem(info, identity, "dot")
-    if reason:
-        if want == "1":
-            return True, f"on ($VKINFER_VK_DOT=1, although {reason})"
-        return False, f"off: {reason}"
-    if want == "1":
-        return True, "on ($VKINFER_VK_DOT=1)"
     fast = any(dot.get(k) for k in ("signed_accelerated", "unsigned_accelerated", "mixed_accelerated"))
-    return True, "on (accelerated by the driver)" if fast else "on (the driver's unaccelerated form)"
+    return _choice("VKINFER_VK_DOT", "dot", bool(dot.get("supported")), "not supported by the device",
+                   "has no shaderIntegerDotProduct: using the scalar shaders",
+                   "on (accelerated by the driver)" if fast else "on (the driver's unaccelerated form)",
+                   info, identity, env)
 
 
 def float_rq_choice(info: Any, identity: Callable[[], dict], env: Mapping[str, str] = os.environ) -> tuple[bool, str]:
@@ -327,23 +308,30 @@ def float_rq_choice(info: Any, identity: Callable[[], dict], env: Mapping[str, s
     $VKINFER_VK_FLOAT_RQ=0 keeps the integer emulation; =1 asks for the float form (a warning where the device
     cannot guarantee RTE). A layer whose multiplier is not a normal float32 keeps the integer form (a device may
     flush denormals)."""
-    want = env.get("VKINFER_VK_FLOAT_RQ", "").strip().lower()
+    return _choice("VKINFER_VK_FLOAT_RQ", "frq", bool((info.float_controls or {}).get("rte32")),
+                   "off (no shaderRoundingModeRTEFloat32)", "cannot guarantee float32 round-to-nearest-even "
+                   "(shaderRoundingModeRTEFloat32): using the integer requantization",
+                   "on (the device guarantees float32 RTE)", info, identity, env)
+
+
+def _choice(var: str, feature: str, has: bool, lacking: str, warning: str, on: str, info: Any,
+            identity: Callable[[], dict], env: Mapping[str, str]) -> tuple[bool, str]:
+    """A shader feature's choice: $`var` 0 keeps it off, 1 asks for it (a warning naming the device and `warning`
+    where the device lacks it, `has` False); unset it is on where the device has it (`on` says why), unless the
+    blocklist or a failed self-test verdict names `feature` (`feature_problem`), which 1 overrides."""
+    want = env.get(var, "").strip().lower()
     if want not in ("", "0", "1"):
-        raise ValueError(f"$VKINFER_VK_FLOAT_RQ must be 0 or 1, got {want!r}")
+        raise ValueError(f"${var} must be 0 or 1, got {want!r}")
     if want == "0":
-        return False, "off ($VKINFER_VK_FLOAT_RQ=0)"
-    if not (info.float_controls or {}).get("rte32"):
+        return False, f"off (${var}=0)"
+    if not has:
         if want == "1":
-            warnings.warn(f"vkinfer: $VKINFER_VK_FLOAT_RQ=1 but {info.name} cannot guarantee float32 round-to-"
-                          "nearest-even (shaderRoundingModeRTEFloat32): using the integer requantization",
-                          RuntimeWarning, stacklevel=4)
-        return False, "off (no shaderRoundingModeRTEFloat32)"
-    reason = feature_problem(info, identity, "frq")
+            warnings.warn(f"vkinfer: ${var}=1 but {info.name} {warning}", RuntimeWarning, stacklevel=5)
+        return False, lacking
+    reason = feature_problem(info, identity, feature)
     if reason:
-        if want == "1":
-            return True, f"on ($VKINFER_VK_FLOAT_RQ=1, although {reason})"
-        return False, f"off: {reason}"
-    return True, "on ($VKINFER_VK_FLOAT_RQ=1)" if want == "1" else "on (the device guarantees float32 RTE)"
+        return (True, f"on (${var}=1, although {reason})") if want == "1" else (False, f"off: {reason}")
+    return True, f"on (${var}=1)" if want == "1" else on
 
 
 def open_choices(info: Any, integer_dot: bool | None, float_rq: bool | None, identity: Callable[[], dict]

@@ -167,7 +167,7 @@ def test_the_verdict_is_cached_and_a_damaged_record_reruns_the_test(own_cache, m
     assert (v.source, v.passed, len(runs)) == ("cached", True, 1)
     path = Path(v.record)
     doc = json.loads(path.read_text())
-    doc["paths"]["plain" if not dev.use_dot else "dot"]["passed"] = False  # edited without its stamp
+    doc["paths"][selftest.path_of(dev)]["passed"] = False  # edited without its stamp
     for damaged, why in ((json.dumps(doc).encode(), "checksum mismatch"), (path.read_bytes()[:40], "not JSON"),
                          (b"[]", "not a JSON object")):
         path.write_bytes(damaged)

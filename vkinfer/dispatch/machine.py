@@ -97,16 +97,12 @@ def _device_list_problem(d: dict) -> str:
 def _cached_device_list(path: Path, fp: str) -> dict | None:
     """The cached device list for fingerprint `fp`, or None: missing, from an older vkinfer (no stamp) or for
     another fingerprint (silently); damaged or malformed (a RuntimeWarning naming the file)."""
-    data = _cache.recall(path)
+    data, unreadable = _cache.fetch(path, DEVICES_MAX_BYTES)
     if data is None:
-        try:
-            data = _cache.read_file(path, DEVICES_MAX_BYTES)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        except OSError as e:
-            warnings.warn(f"vkinfer: ignoring Vulkan device list cache {path}: unreadable ({e.strerror or e})",
+        if unreadable:
+            warnings.warn(f"vkinfer: ignoring Vulkan device list cache {path}: unreadable ({unreadable})",
                           RuntimeWarning, stacklevel=3)
-            return None
+        return None
     d, why = _cache.unstamp_json(data, _DEVICES_KEY)
     if d is not None and d.get("fingerprint") != fp:
         return None

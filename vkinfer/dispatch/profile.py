@@ -455,16 +455,12 @@ def cached_entry(device: str, identity: dict, threads: int) -> DeviceProfile | N
     CACHE_ENTRY_MAX_BYTES is read (never a symlink, FIFO or device), and its stamp (`_cache.stamp_json`: the
     entry's key and a checksum) must match."""
     path = cache_root() / cache_key(device, identity, threads)
-    data = _cache.recall(path)  # kept in memory when the cache folder cannot be written
+    data, unreadable = _cache.fetch(path, CACHE_ENTRY_MAX_BYTES)  # in memory when the folder cannot be written
     if data is None:
-        try:
-            data = _cache.read_file(path, CACHE_ENTRY_MAX_BYTES)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        except OSError as e:
-            warnings.warn(f"vkinfer: cannot read calibration cache {path} ({e.strerror or e}); recalibrating",
+        if unreadable:
+            warnings.warn(f"vkinfer: cannot read calibration cache {path} ({unreadable}); recalibrating",
                           RuntimeWarning, stacklevel=2)
-            return None
+        return None
     try:
         raw, why = _cache.unstamp_json(data, _entry_key(device, identity, threads))
         if raw is None:

@@ -194,16 +194,12 @@ def load_tuning(dev: Device) -> GemmConfig | None:
     """The cached choice for `dev`, or None (missing; or corrupt, edited, or written for another driver or vkinfer:
     then also a RuntimeWarning, and the caller tunes again or uses the class default)."""
     path = tuning_path(dev)
-    data = _cache.recall(path)
+    data, unreadable = _cache.fetch(path, 1 << 20)
     if data is None:
-        try:
-            data = _cache.read_file(path, 1 << 20)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        except OSError as e:
-            warnings.warn(f"vkinfer: ignoring GEMM tuning file {path}: unreadable ({e.strerror or e})",
-                          RuntimeWarning, stacklevel=3)
-            return None
+        if unreadable:
+            warnings.warn(f"vkinfer: ignoring GEMM tuning file {path}: unreadable ({unreadable})", RuntimeWarning,
+                          stacklevel=3)
+        return None
     doc, why = _cache.unstamp_json(data, _identity_key(dev)[1])
     if doc is not None:
         choice = doc.get("choice")
